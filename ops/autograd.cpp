@@ -1,0 +1,172 @@
+// The tape: recording nodes and the reverse pass over them.
+#include "ops/autograd.h"
+
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "ops/math.h"
+
+namespace est::ops {
+namespace {
+thread_local bool t_grad_enabled = true;
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+
+bool needs_recording(std::initializer_list<const Tensor*> inputs) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor* t : inputs)
+    if (t != nullptr && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+Tensor record(Tensor output, const char* name, std::vector<Tensor> inputs, BackwardFn backward) {
+  if (!t_grad_enabled) return output;
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
+  if (!any) return output;
+  auto node = std::make_shared<GradNode>();
+  node->name = name;
+  node->inputs = std::move(inputs);
+  node->backward = std::move(backward);
+  output.set_grad_node(std::move(node));
+  return output;
+}
+
+namespace {
+
+// Nodes reachable from `root`, in reverse topological order (root first).
+std::vector<GradNode*> topological_order(GradNode* root) {
+  std::vector<GradNode*> post_order;
+  std::unordered_set<GradNode*> visited{root};
+  std::vector<std::pair<GradNode*, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < node->inputs.size()) {
+      const Tensor& input = node->inputs[next++];
+      GradNode* child = input.defined() ? input.grad_node().get() : nullptr;
+      if (child != nullptr && visited.insert(child).second) stack.push_back({child, 0});
+    } else {
+      post_order.push_back(node);
+      stack.pop_back();
+    }
+  }
+  return {post_order.rbegin(), post_order.rend()};
+}
+
+void add_into(Tensor& slot, const Tensor& grad) {
+  if (!grad.defined()) return;
+  slot = slot.defined() ? add(slot, grad) : grad;
+}
+
+// The reverse pass. Gradients of intermediate tensors are keyed by their node (every
+// non-leaf tensor has its own), those of leaves by their implementation. `on_node` sees each
+// node's complete gradient before it is propagated; `on_leaf` each leaf's at the end.
+template <class OnNode, class OnLeaf>
+void run_backward(const Tensor& root, const Tensor& seed, OnNode&& on_node, OnLeaf&& on_leaf) {
+  std::unordered_map<const TensorImpl*, std::pair<Tensor, Tensor>> leaves;  // leaf, grad
+  if (!root.grad_node()) {
+    on_leaf(root, seed);
+    return;
+  }
+  NoGradGuard no_grad;  // gradient functions compute plain values
+  std::unordered_map<GradNode*, Tensor> grads{{root.grad_node().get(), seed}};
+  for (GradNode* node : topological_order(root.grad_node().get())) {
+    auto found = grads.find(node);
+    if (found == grads.end()) continue;
+    Tensor grad = std::move(found->second);
+    grads.erase(found);
+    on_node(node, grad);
+    NeedsGrad needs;
+    needs.flags.reserve(node->inputs.size());
+    for (const Tensor& input : node->inputs)
+      needs.flags.push_back(input.defined() && input.requires_grad());
+    std::vector<Tensor> input_grads = node->backward(grad, needs);
+    if (input_grads.size() != node->inputs.size())
+      throw InternalError("gradient of " + node->name + " returned " +
+                          std::to_string(input_grads.size()) + " gradients for " +
+                          std::to_string(node->inputs.size()) + " inputs");
+    for (size_t i = 0; i < input_grads.size(); ++i) {
+      if (!needs[i] || !input_grads[i].defined()) continue;
+      const Tensor& input = node->inputs[i];
+      if (input_grads[i].shape() != input.shape())
+        throw InternalError("gradient of " + node->name + " for input " + std::to_string(i) +
+                            " has shape " + shape_str(input_grads[i].shape()) + ", expected " +
+                            shape_str(input.shape()));
+      if (GradNode* child = input.grad_node().get()) {
+        add_into(grads[child], input_grads[i]);
+      } else {
+        auto& [leaf, leaf_grad] = leaves[input.impl()];
+        leaf = input;
+        add_into(leaf_grad, input_grads[i]);
+      }
+    }
+  }
+  for (auto& [impl, entry] : leaves) on_leaf(entry.first, entry.second);
+}
+
+Tensor make_seed(const Tensor& loss, const Tensor& grad_output) {
+  if (!loss.defined()) throw InvalidArgumentError("backward: the loss tensor is undefined");
+  if (grad_output.defined()) {
+    if (grad_output.shape() != loss.shape())
+      throw InvalidArgumentError("backward: grad_output has shape " +
+                                 shape_str(grad_output.shape()) + " but the loss has shape " +
+                                 shape_str(loss.shape()));
+    return grad_output;
+  }
+  if (loss.numel() != 1)
+    throw InvalidArgumentError("backward: the loss must be a scalar, got shape " +
+                               shape_str(loss.shape()) +
+                               "; reduce it (e.g. with mean) or pass grad_output");
+  return Tensor::ones(loss.shape(), loss.dtype(), loss.device());
+}
+
+}  // namespace
+
+void backward(const Tensor& loss, const Tensor& grad_output) {
+  Tensor seed = make_seed(loss, grad_output);
+  if (!loss.requires_grad())
+    throw InvalidArgumentError(
+        "backward: the loss does not depend on any tensor that requires a gradient (were the "
+        "variables created, and is this outside a NoGradGuard?)");
+  run_backward(
+      loss, seed, [](GradNode*, const Tensor&) {},
+      [](const Tensor& leaf, const Tensor& grad) {
+        if (!leaf.requires_grad()) return;
+        Tensor current = leaf.grad();
+        Tensor mutable_leaf = leaf;
+        mutable_leaf.set_grad(current.defined() ? add(current, grad) : grad);
+      });
+}
+
+std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& sources) {
+  Tensor seed = make_seed(loss, {});
+  std::vector<Tensor> result(sources.size());
+  std::unordered_map<const void*, std::vector<size_t>> wanted;  // node or leaf impl -> indices
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (!sources[i].defined()) throw InvalidArgumentError("gradients: source " +
+                                                          std::to_string(i) + " is undefined");
+    const void* key = sources[i].grad_node() ? static_cast<const void*>(sources[i].grad_node().get())
+                                             : static_cast<const void*>(sources[i].impl());
+    wanted[key].push_back(i);
+  }
+  auto store = [&](const void* key, const Tensor& grad) {
+    auto it = wanted.find(key);
+    if (it == wanted.end()) return;
+    for (size_t i : it->second) result[i] = grad;
+  };
+  if (loss.requires_grad())
+    run_backward(
+        loss, seed, [&](GradNode* node, const Tensor& grad) { store(node, grad); },
+        [&](const Tensor& leaf, const Tensor& grad) { store(leaf.impl(), grad); });
+  for (size_t i = 0; i < sources.size(); ++i)
+    if (!result[i].defined())
+      result[i] = Tensor::zeros(sources[i].shape(), sources[i].dtype(), sources[i].device());
+  return result;
+}
+
+}  // namespace est::ops

@@ -1,0 +1,64 @@
+// Autograd: a tape of gradient functions recorded as ops run (define-by-run).
+//
+// Every differentiable op computes its result, then calls record() with its inputs and one
+// gradient function. The result's GradNode points at the inputs, so the graph is the chain of
+// nodes reachable from the loss; backward() is a topological sort and a reverse loop.
+// Gradient functions capture what they need from the forward pass explicitly (saved tensors are
+// detached, so no node keeps itself alive through its own output).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace est::ops {
+
+// Which inputs of a node need a gradient; a gradient function may skip the others (returning
+// an undefined Tensor in their place), which saves e.g. conv backward-data on the first layer.
+struct NeedsGrad {
+  std::vector<bool> flags;
+  bool operator[](size_t i) const { return i < flags.size() && flags[i]; }
+};
+
+// Returns one gradient per input, in input order, each of the input's shape (or undefined).
+using BackwardFn =
+    std::function<std::vector<Tensor>(const Tensor& grad_output, const NeedsGrad& needs)>;
+
+struct GradNode {
+  std::string name;            // the op, for error messages and profiles
+  std::vector<Tensor> inputs;  // the tensors the op read (only their autograd links are used)
+  BackwardFn backward;
+};
+
+// Whether ops record gradients on this thread. Off inside NoGradGuard (eval, predict,
+// optimizer updates).
+bool grad_enabled();
+
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// True when recording is on and some input requires a gradient.
+bool needs_recording(std::initializer_list<const Tensor*> inputs);
+
+// Attaches a node to `output` when needs_recording(inputs); returns `output` either way.
+Tensor record(Tensor output, const char* name, std::vector<Tensor> inputs, BackwardFn backward);
+
+// Accumulates d(loss)/d(leaf) into leaf.grad() for every leaf that requires a gradient.
+// `loss` must be a scalar unless `grad_output` (same shape as loss) is given.
+void backward(const Tensor& loss, const Tensor& grad_output = {});
+
+// d(loss)/d(source) for each source, like tf.gradients; a source the loss does not depend on
+// gets a zero tensor. Nothing is accumulated into grad().
+std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& sources);
+
+}  // namespace est::ops
