@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Trains and evaluates the Estimator tutorial's CNN here and in PyTorch, in the same run, and
+# prints examples/s for both with the ratio. PyTorch is Debian's python3-torch with OpenBLAS's
+# OpenMP build, 2 threads (a fair peer: see bench/README.md).
+#   bench/run_cnn_bench.sh [build-dir]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+threads=${THREADS:-2}
+
+ours=$(OMP_NUM_THREADS=$threads "$build/bench/cnn_bench" --threads "$threads")
+peer=$(OMP_NUM_THREADS=$threads LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \
+  /usr/bin/python3 bench/torch_cnn.py --threads "$threads")
+
+printf '%-24s %12s %12s %8s\n' measurement est torch ratio
+while read -r _ kind batch rate; do
+  key="$kind $batch"
+  theirs=$(grep -F "torch $key " <<<"$peer" | sed 's/.*examples_per_sec=//')
+  mine=${rate#examples_per_sec=}
+  printf '%-24s %12.0f %12.0f %8.2f\n' "$kind $batch" "$mine" "$theirs" \
+    "$(awk -v a="$mine" -v b="$theirs" 'BEGIN { print a / b }')"
+done < <(grep '^est ' <<<"$ours")

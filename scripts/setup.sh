@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Shared set-up for ./run.sh and ./test.sh: installs missing Debian packages (when root),
+# configures the Meson build directory once, and builds. Idempotent; safe to run again.
+# Sourced, not executed: it leaves BUILD_DIR set for the caller.
+set -euo pipefail
+
+BUILD_DIR=${BUILD_DIR:-build}
+packages=(
+  meson ninja-build pkg-config cmake g++ clang-format
+  libeigen3-dev libdnnl-dev libfmt-dev doctest-dev zlib1g-dev
+  libhdf5-dev libprotobuf-dev protobuf-compiler libisal-dev libboost-dev
+  libgrpc++-dev protobuf-compiler-grpc
+  dataset-fashion-mnist python3-h5py python3-numpy
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "Installing missing packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "Missing Debian packages: ${missing[*]}" >&2
+    echo "Run as root once, or: sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  meson setup "$BUILD_DIR" ${EST_MESON_OPTIONS:-}
+fi
+ninja -C "$BUILD_DIR"
