@@ -1,0 +1,117 @@
+// Argument checks shared by the elementwise, reduction, array and loss ops.
+//
+// Every check throws an est::Error whose message starts with the op's name and says what was
+// wrong and what to do, so that a failure deep inside a model_fn still points at its cause.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace est::ops::cpu {
+
+// The kernels here read host memory.
+inline void require_cpu(std::string_view op, const Tensor& t) {
+  if (!t.defined()) throw InvalidArgumentError(fmt::format("{}: an input tensor is undefined", op));
+  if (!t.device().is_cpu())
+    throw UnimplementedError(fmt::format(
+        "{}: the tensor is on {} and this op only has CPU kernels; copy it to the CPU first", op,
+        t.device().str()));
+}
+
+inline void require_same_dtype(std::string_view op, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    throw InvalidArgumentError(
+        fmt::format("{}: operands have different dtypes {} and {}; cast one of them first", op,
+                    dtype_name(a.dtype()), dtype_name(b.dtype())));
+}
+
+inline void require_floating(std::string_view op, const Tensor& t) {
+  if (!is_floating(t.dtype()))
+    throw InvalidArgumentError(
+        fmt::format("{}: expected a float32 or float64 tensor, got {}; cast it first", op,
+                    dtype_name(t.dtype())));
+}
+
+// Numeric: floating or integer, not bool.
+inline void require_numeric(std::string_view op, const Tensor& t) {
+  if (t.dtype() == DType::kBool)
+    throw InvalidArgumentError(
+        fmt::format("{}: not defined for bool tensors; cast to a numeric dtype first", op));
+}
+
+inline void require_index_dtype(std::string_view op, std::string_view what, const Tensor& t) {
+  if (t.dtype() != DType::kI32 && t.dtype() != DType::kI64)
+    throw InvalidArgumentError(
+        fmt::format("{}: {} must be int32 or int64, got {}", op, what, dtype_name(t.dtype())));
+}
+
+// Maps a possibly negative axis into [0, rank); `rank` is the rank the axis refers to.
+inline int normalize_axis(std::string_view op, int axis, int rank) {
+  int a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    throw InvalidArgumentError(
+        fmt::format("{}: axis {} is out of range for a tensor of rank {} (valid: [{}, {}])", op,
+                    axis, rank, -rank, rank - 1));
+  return a;
+}
+
+// Normalised, sorted, duplicate-free axes; empty `axes` means every axis.
+inline std::vector<int> normalize_axes(std::string_view op, const std::vector<int>& axes,
+                                       int rank) {
+  std::vector<bool> chosen(static_cast<size_t>(rank), axes.empty());
+  for (int axis : axes) {
+    int a = normalize_axis(op, axis, rank);
+    if (chosen[static_cast<size_t>(a)])
+      throw InvalidArgumentError(fmt::format(
+          "{}: axis {} is listed twice (axes refer to a tensor of rank {})", op, axis, rank));
+    chosen[static_cast<size_t>(a)] = true;
+  }
+  std::vector<int> out;
+  for (int a = 0; a < rank; ++a)
+    if (chosen[static_cast<size_t>(a)]) out.push_back(a);
+  return out;
+}
+
+// Like dispatch_dtype for the numeric dtypes (floating and integer); bool is an
+// InvalidArgumentError naming `op`.
+template <class Fn>
+decltype(auto) dispatch_numeric(DType dtype, std::string_view op, Fn&& fn) {
+  switch (dtype) {
+    case DType::kF32:
+      return fn(float{});
+    case DType::kF64:
+      return fn(double{});
+    case DType::kI32:
+      return fn(int32_t{});
+    case DType::kI64:
+      return fn(int64_t{});
+    case DType::kU8:
+      return fn(uint8_t{});
+    default:
+      throw InvalidArgumentError(fmt::format(
+          "{}: not defined for {} tensors; cast to a numeric dtype first", op, dtype_name(dtype)));
+  }
+}
+
+// Calls fn(U{}) with U an unsigned integer type of the dtype's element size: for ops that only
+// move elements (transpose, concat, slice, gather, broadcast_to) and so work for every dtype.
+template <class Fn>
+decltype(auto) dispatch_bytes(DType dtype, Fn&& fn) {
+  switch (dtype_size(dtype)) {
+    case 1:
+      return fn(uint8_t{});
+    case 4:
+      return fn(uint32_t{});
+    case 8:
+      return fn(uint64_t{});
+    default:
+      throw InternalError(fmt::format("no element mover for dtype {}", dtype_name(dtype)));
+  }
+}
+
+}  // namespace est::ops::cpu

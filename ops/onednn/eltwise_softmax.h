@@ -1,0 +1,31 @@
+// oneDNN kernels for the elementwise activations and softmax, float32 only.
+//
+// This header does not include dnnl.hpp, so the op dispatch (ops/unary.cpp, ops/softmax.cpp)
+// can declare the calls unconditionally and take them only when EST_HAVE_ONEDNN is 1 and
+// use_onednn() says so. Primitives are cached per thread (context.h) by op, size and axis, so a
+// steady-state call builds nothing.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/tensor.h"
+
+namespace est::ops::onednn {
+
+enum class Eltwise : uint8_t { kRelu, kSigmoid, kTanh, kExp, kLog, kSqrt, kAbs };
+
+// Whether the backward kernel of `kind` reads the forward output (true) or input (false).
+// The reference kernels make the same choice, so both backends save the same tensor.
+bool eltwise_backward_uses_output(Eltwise kind);
+
+// y = f(x) for a float32 tensor of any shape.
+Tensor eltwise_forward(Eltwise kind, const Tensor& x);
+// d(loss)/dx from d(loss)/dy and the saved tensor (x or y, per eltwise_backward_uses_output).
+Tensor eltwise_backward(Eltwise kind, const Tensor& grad_output, const Tensor& saved);
+
+// Softmax or log-softmax over the last axis of a float32 tensor.
+Tensor softmax_forward(const Tensor& logits, bool log);
+// d(loss)/d(logits) from d(loss)/d(output) and the forward output.
+Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, bool log);
+
+}  // namespace est::ops::onednn
