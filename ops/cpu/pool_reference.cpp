@@ -1,0 +1,110 @@
+// Reference pooling: direct loops, the channel loop innermost (contiguous in NHWC). Forward
+// splits output rows over threads; backward splits images, since windows of one image overlap.
+#include "ops/cpu/pool_reference.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "ops/cpu/parallel.h"
+
+namespace est::ops::cpu {
+namespace {
+
+// The in-bounds part of one window: rows [h0, h1), columns [w0, w1) of the input.
+struct Span {
+  int64_t h0, h1, w0, w1;
+  int64_t count() const { return (h1 - h0) * (w1 - w0); }
+};
+
+Span window_span(const Window2D& w, int64_t oh, int64_t ow) {
+  const int64_t h = oh * w.stride_h - w.pad_top, x = ow * w.stride_w - w.pad_left;
+  return {std::max<int64_t>(h, 0), std::min(h + w.kernel_h, w.in_h), std::max<int64_t>(x, 0),
+          std::min(x + w.kernel_w, w.in_w)};
+}
+
+template <class T>
+void forward(const T* in, T* out, const Window2D& w, PoolKind kind) {
+  const int64_t c_count = w.in_c;
+  parallel_for(w.batch * w.out_h, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t n = row / w.out_h, oh = row % w.out_h;
+      const T* image = in + n * w.in_h * w.in_w * c_count;
+      for (int64_t ow = 0; ow < w.out_w; ++ow) {
+        T* dst = out + (row * w.out_w + ow) * c_count;
+        const Span s = window_span(w, oh, ow);
+        std::fill(dst, dst + c_count,
+                  kind == PoolKind::kMax ? -std::numeric_limits<T>::infinity() : T(0));
+        for (int64_t h = s.h0; h < s.h1; ++h)
+          for (int64_t x = s.w0; x < s.w1; ++x) {
+            const T* src = image + (h * w.in_w + x) * c_count;
+            if (kind == PoolKind::kMax)
+              for (int64_t c = 0; c < c_count; ++c) dst[c] = std::max(dst[c], src[c]);
+            else
+              for (int64_t c = 0; c < c_count; ++c) dst[c] += src[c];
+          }
+        if (kind == PoolKind::kAverage) {
+          const T scale = T(1) / static_cast<T>(s.count());
+          for (int64_t c = 0; c < c_count; ++c) dst[c] *= scale;
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void backward(const T* in, const T* dy, T* dx, const Window2D& w, PoolKind kind) {
+  const int64_t c_count = w.in_c, image_size = w.in_h * w.in_w * c_count;
+  parallel_for(w.batch, 1, [&](int64_t begin, int64_t end) {
+    std::fill(dx + begin * image_size, dx + end * image_size, T(0));
+    for (int64_t n = begin; n < end; ++n) {
+      const T* image = in + n * image_size;
+      T* grad_image = dx + n * image_size;
+      for (int64_t oh = 0; oh < w.out_h; ++oh)
+        for (int64_t ow = 0; ow < w.out_w; ++ow) {
+          const T* g = dy + ((n * w.out_h + oh) * w.out_w + ow) * c_count;
+          const Span s = window_span(w, oh, ow);
+          if (kind == PoolKind::kAverage) {
+            const T scale = T(1) / static_cast<T>(s.count());
+            for (int64_t h = s.h0; h < s.h1; ++h)
+              for (int64_t x = s.w0; x < s.w1; ++x) {
+                T* dst = grad_image + (h * w.in_w + x) * c_count;
+                for (int64_t c = 0; c < c_count; ++c) dst[c] += g[c] * scale;
+              }
+            continue;
+          }
+          for (int64_t c = 0; c < c_count; ++c) {
+            int64_t best = (s.h0 * w.in_w + s.w0) * c_count + c;
+            for (int64_t h = s.h0; h < s.h1; ++h)
+              for (int64_t x = s.w0; x < s.w1; ++x) {
+                const int64_t at = (h * w.in_w + x) * c_count + c;
+                if (image[at] > image[best]) best = at;
+              }
+            grad_image[best] += g[c];
+          }
+        }
+    }
+  });
+}
+
+}  // namespace
+
+void pool2d_forward_reference(const Tensor& input, Tensor& output, const Window2D& window,
+                              PoolKind kind) {
+  dispatch_float(input.dtype(), kind == PoolKind::kMax ? "max_pool2d" : "avg_pool2d",
+                 [&](auto tag) {
+                   using T = decltype(tag);
+                   forward<T>(input.data<T>(), output.data<T>(), window, kind);
+                 });
+}
+
+void pool2d_backward_reference(const Tensor& input, const Tensor& grad_output, Tensor& grad_input,
+                               const Window2D& window, PoolKind kind) {
+  dispatch_float(grad_output.dtype(), kind == PoolKind::kMax ? "max_pool2d" : "avg_pool2d",
+                 [&](auto tag) {
+                   using T = decltype(tag);
+                   backward<T>(input.defined() ? input.data<T>() : nullptr, grad_output.data<T>(),
+                               grad_input.data<T>(), window, kind);
+                 });
+}
+
+}  // namespace est::ops::cpu

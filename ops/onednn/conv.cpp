@@ -1,0 +1,171 @@
+// oneDNN convolution: NHWC activations given explicitly (a Tensor is always plain, and the
+// brgemm/jit NHWC kernels avoid reordering the activations on every call), kernel layout left to
+// oneDNN (`any`) and reordered from HWIO only when the choice differs. Bias and activation are
+// fused into the forward primitive; the backward primitives are built with it as their hint.
+// The forward's reordered kernel is handed back so backward-data reuses it within the step.
+#include "ops/onednn/context.h"
+#include "ops/onednn/kernel_util.h"
+#include "ops/onednn/kernels.h"
+
+namespace est::ops::onednn {
+namespace {
+
+using dnnl::memory;
+
+struct ConvDescs {
+  memory::desc src, weights_any, weights_user, bias, dst;
+  memory::dims strides, dilates, pad_l, pad_r;
+};
+
+ConvDescs conv_descs(const cpu::Window2D& w, bool has_bias) {
+  ConvDescs d;
+  d.src = nhwc_desc(w.batch, w.in_c, w.in_h, w.in_w);
+  d.dst = nhwc_desc(w.batch, w.out_c, w.out_h, w.out_w);
+  const memory::dims weight_dims{w.out_c, w.in_c, w.kernel_h, w.kernel_w};
+  d.weights_any = memory::desc(weight_dims, memory::data_type::f32, memory::format_tag::any);
+  d.weights_user = memory::desc(weight_dims, memory::data_type::f32, memory::format_tag::hwio);
+  if (has_bias) d.bias = memory::desc({w.out_c}, memory::data_type::f32, memory::format_tag::x);
+  d.strides = {w.stride_h, w.stride_w};
+  d.dilates = {w.dilation_h - 1, w.dilation_w - 1};  // oneDNN counts the gaps
+  d.pad_l = {w.pad_top, w.pad_left};
+  d.pad_r = {w.pad_bottom, w.pad_right};
+  return d;
+}
+
+struct ConvForwardPlan {
+  ConvDescs descs;
+  dnnl::convolution_forward::primitive_desc pd;
+  dnnl::convolution_forward primitive;
+  bool reorder_weights = false;  // pd's weights layout differs from HWIO
+};
+
+ConvForwardPlan& forward_plan(const cpu::Window2D& w, Activation activation, bool has_bias) {
+  const std::string key = window_key("conv_fwd", w, {static_cast<int64_t>(activation), has_bias});
+  return cached<ConvForwardPlan>(key, [&] {
+    ConvForwardPlan plan;
+    plan.descs = conv_descs(w, has_bias);
+    const ConvDescs& d = plan.descs;
+    auto desc =
+        has_bias ? dnnl::convolution_forward::desc(
+                       dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                       d.src, d.weights_any, d.bias, d.dst, d.strides, d.dilates, d.pad_l, d.pad_r)
+                 : dnnl::convolution_forward::desc(
+                       dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                       d.src, d.weights_any, d.dst, d.strides, d.dilates, d.pad_l, d.pad_r);
+    plan.pd = dnnl::convolution_forward::primitive_desc(desc, make_attr(activation), engine());
+    plan.primitive = dnnl::convolution_forward(plan.pd);
+    plan.reorder_weights = plan.pd.weights_desc() != d.weights_user;
+    return plan;
+  });
+}
+
+struct ConvBackwardDataPlan {
+  dnnl::convolution_backward_data::primitive_desc pd;
+  dnnl::convolution_backward_data primitive;
+  bool same_weights_as_forward = false;  // can take the forward's reordered kernel
+  bool reorder_weights = false;          // needs a reorder from HWIO otherwise
+};
+
+struct ConvBackwardWeightsPlan {
+  dnnl::convolution_backward_weights::primitive_desc pd;
+  dnnl::convolution_backward_weights primitive;
+  bool reorder_weights = false;  // result must be reordered into HWIO
+};
+
+}  // namespace
+
+Tensor conv2d_forward(const Tensor& input, const Tensor& kernel, const Tensor& bias,
+                      const cpu::Window2D& w, Activation activation, Tensor* kernel_for_backward) {
+  const bool has_bias = bias.defined();
+  ConvForwardPlan& plan = forward_plan(w, activation, has_bias);
+  const ConvDescs& d = plan.descs;
+  Tensor output = Tensor::empty({w.batch, w.out_h, w.out_w, w.out_c});
+  Tensor weights = kernel;
+  if (plan.reorder_weights) {
+    weights = buffer_for(plan.pd.weights_desc());
+    reorder_into(window_key("conv_fwd_weights", w, {static_cast<int64_t>(activation), has_bias}),
+                 kernel, d.weights_user, weights, plan.pd.weights_desc());
+    if (kernel_for_backward) *kernel_for_backward = weights;
+  }
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(input, d.src)},
+                                       {DNNL_ARG_WEIGHTS, wrap(weights, plan.pd.weights_desc())},
+                                       {DNNL_ARG_DST, wrap(output, d.dst)}};
+  if (has_bias) args.emplace(DNNL_ARG_BIAS, wrap(bias, d.bias));
+  execute(plan.primitive, plan.pd, std::move(args));
+  return output;
+}
+
+Tensor conv2d_backward_data(const Tensor& grad_pre, const Tensor& kernel,
+                            const Tensor& kernel_for_backward, const cpu::Window2D& w,
+                            Activation activation, bool has_bias) {
+  ConvForwardPlan& forward = forward_plan(w, activation, has_bias);
+  const ConvDescs& d = forward.descs;
+  const std::string key =
+      window_key("conv_bwd_data", w, {static_cast<int64_t>(activation), has_bias});
+  ConvBackwardDataPlan& plan = cached<ConvBackwardDataPlan>(key, [&] {
+    ConvBackwardDataPlan p;
+    auto desc = dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, d.src,
+                                                      d.weights_any, d.dst, d.strides, d.dilates,
+                                                      d.pad_l, d.pad_r);
+    dnnl::primitive_attr attr = make_attr(Activation::kNone);
+    p.pd = dnnl::convolution_backward_data::primitive_desc(desc, attr, engine(), forward.pd);
+    p.primitive = dnnl::convolution_backward_data(p.pd);
+    p.same_weights_as_forward = p.pd.weights_desc() == forward.pd.weights_desc();
+    p.reorder_weights = p.pd.weights_desc() != d.weights_user;
+    return p;
+  });
+  Tensor weights = kernel;
+  if (plan.reorder_weights) {
+    if (plan.same_weights_as_forward && kernel_for_backward.defined()) {
+      weights = kernel_for_backward;
+    } else {
+      weights = buffer_for(plan.pd.weights_desc());
+      reorder_into(
+          window_key("conv_bwd_data_weights", w, {static_cast<int64_t>(activation), has_bias}),
+          kernel, d.weights_user, weights, plan.pd.weights_desc());
+    }
+  }
+  Tensor grad_input = Tensor::empty({w.batch, w.in_h, w.in_w, w.in_c});
+  execute(plan.primitive, plan.pd,
+          {{DNNL_ARG_DIFF_DST, wrap(grad_pre, d.dst)},
+           {DNNL_ARG_WEIGHTS, wrap(weights, plan.pd.weights_desc())},
+           {DNNL_ARG_DIFF_SRC, wrap(grad_input, d.src)}});
+  return grad_input;
+}
+
+void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const cpu::Window2D& w,
+                             Activation activation, bool has_bias, Tensor& grad_kernel,
+                             Tensor* grad_bias) {
+  ConvForwardPlan& forward = forward_plan(w, activation, has_bias);
+  const bool with_bias = grad_bias != nullptr;
+  ConvDescs d = conv_descs(w, with_bias);
+  const std::string key =
+      window_key("conv_bwd_weights", w, {static_cast<int64_t>(activation), has_bias, with_bias});
+  ConvBackwardWeightsPlan& plan = cached<ConvBackwardWeightsPlan>(key, [&] {
+    ConvBackwardWeightsPlan p;
+    auto desc = with_bias ? dnnl::convolution_backward_weights::desc(
+                                dnnl::algorithm::convolution_direct, d.src, d.weights_any, d.bias,
+                                d.dst, d.strides, d.dilates, d.pad_l, d.pad_r)
+                          : dnnl::convolution_backward_weights::desc(
+                                dnnl::algorithm::convolution_direct, d.src, d.weights_any, d.dst,
+                                d.strides, d.dilates, d.pad_l, d.pad_r);
+    p.pd = dnnl::convolution_backward_weights::primitive_desc(desc, make_attr(Activation::kNone),
+                                                              engine(), forward.pd);
+    p.primitive = dnnl::convolution_backward_weights(p.pd);
+    p.reorder_weights = p.pd.diff_weights_desc() != d.weights_user;
+    return p;
+  });
+  Tensor weights = plan.reorder_weights ? buffer_for(plan.pd.diff_weights_desc()) : grad_kernel;
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, wrap(input, d.src)},
+      {DNNL_ARG_DIFF_DST, wrap(grad_pre, d.dst)},
+      {DNNL_ARG_DIFF_WEIGHTS, wrap(weights, plan.pd.diff_weights_desc())}};
+  if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(*grad_bias, d.bias));
+  execute(plan.primitive, plan.pd, std::move(args));
+  if (plan.reorder_weights)
+    reorder_into(window_key("conv_bwd_weights_reorder", w,
+                            {static_cast<int64_t>(activation), has_bias, with_bias}),
+                 weights, plan.pd.diff_weights_desc(), grad_kernel, d.weights_user);
+}
+
+}  // namespace est::ops::onednn
