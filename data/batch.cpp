@@ -1,0 +1,268 @@
+// batch, padded_batch and ragged_batch: gather elements, check that they share a structure, and
+// copy each component into one new tensor with memcpy (no per-value work on the dense path).
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "data/stages.h"
+
+namespace est::data {
+namespace {
+
+using Kind = BatchConfig::Kind;
+
+std::string stage_name(Kind kind) {
+  switch (kind) {
+    case Kind::kDense:
+      return "batch";
+    case Kind::kPadded:
+      return "padded_batch";
+    case Kind::kRagged:
+      return "ragged_batch";
+  }
+  return "batch";
+}
+
+void check_same_structure(const std::vector<Element>& elements, Kind kind) {
+  const Element& first = elements[0];
+  for (size_t i = 1; i < elements.size(); ++i) {
+    const Element& other = elements[i];
+    bool same = other.features.size() == first.features.size() &&
+                other.labels.defined() == first.labels.defined() &&
+                other.value.defined() == first.value.defined() &&
+                std::equal(first.features.begin(), first.features.end(), other.features.begin(),
+                           [](const auto& a, const auto& b) { return a.first == b.first; });
+    if (!same)
+      throw InvalidArgumentError(stage_name(kind) + ": element " + std::to_string(i) +
+                                 " of the batch has structure {" + structure_str(other) +
+                                 "} but element 0 has {" + structure_str(first) +
+                                 "}; every element must have the same features and labels");
+  }
+}
+
+void check_dtype(const std::vector<const Tensor*>& parts, std::string_view name, Kind kind) {
+  for (size_t i = 1; i < parts.size(); ++i)
+    if (parts[i]->dtype() != parts[0]->dtype())
+      throw InvalidArgumentError(
+          stage_name(kind) + ": component '" + std::string(name) + "' of element " +
+          std::to_string(i) + " is " + std::string(ops::dtype_name(parts[i]->dtype())) +
+          " but element 0's is " + std::string(ops::dtype_name(parts[0]->dtype())));
+}
+
+Tensor stack_dense(const std::vector<const Tensor*>& parts, std::string_view name) {
+  const Shape& shape = parts[0]->shape();
+  for (size_t i = 1; i < parts.size(); ++i)
+    if (parts[i]->shape() != shape)
+      throw InvalidArgumentError(
+          "batch: component '" + std::string(name) + "' of element " + std::to_string(i) +
+          " has shape " + ops::shape_str(parts[i]->shape()) + " but element 0's has shape " +
+          ops::shape_str(shape) + "; use padded_batch or ragged_batch for variable shapes");
+  Shape out_shape{static_cast<int64_t>(parts.size())};
+  out_shape.insert(out_shape.end(), shape.begin(), shape.end());
+  Tensor out = Tensor::empty(out_shape, parts[0]->dtype());
+  size_t bytes = parts[0]->nbytes();
+  char* dst = static_cast<char*>(out.raw_data());
+  for (const Tensor* part : parts) {
+    if (bytes) std::memcpy(dst, part->raw_data(), bytes);
+    dst += bytes;
+  }
+  return out;
+}
+
+// Copies a row-major block of shape `src_shape` into the top-left corner of `dst_shape`.
+void copy_padded(const char* src, const Shape& src_shape, char* dst, const Shape& dst_shape,
+                 size_t element_size, size_t axis) {
+  if (axis + 1 >= src_shape.size()) {
+    size_t count = src_shape.empty() ? 1 : static_cast<size_t>(src_shape[axis]);
+    if (count) std::memcpy(dst, src, count * element_size);
+    return;
+  }
+  size_t src_stride = element_size, dst_stride = element_size;
+  for (size_t a = axis + 1; a < src_shape.size(); ++a) {
+    src_stride *= static_cast<size_t>(src_shape[a]);
+    dst_stride *= static_cast<size_t>(dst_shape[a]);
+  }
+  for (int64_t i = 0; i < src_shape[axis]; ++i)
+    copy_padded(src + i * src_stride, src_shape, dst + i * dst_stride, dst_shape, element_size,
+                axis + 1);
+}
+
+Tensor stack_padded(const std::vector<const Tensor*>& parts, std::string_view name,
+                    const BatchConfig& config) {
+  size_t rank = parts[0]->shape().size();
+  for (size_t i = 1; i < parts.size(); ++i)
+    if (parts[i]->shape().size() != rank)
+      throw InvalidArgumentError("padded_batch: component '" + std::string(name) + "' of element " +
+                                 std::to_string(i) + " has rank " +
+                                 std::to_string(parts[i]->rank()) + " but element 0's has rank " +
+                                 std::to_string(rank) + "; padding needs equal ranks");
+  Shape target(rank, 0);
+  for (const Tensor* part : parts)
+    for (size_t a = 0; a < rank; ++a) target[a] = std::max(target[a], part->shape()[a]);
+  auto given = config.padded_shapes.find(std::string(name));
+  if (given != config.padded_shapes.end()) {
+    const Shape& padded = given->second;
+    if (padded.size() != rank)
+      throw InvalidArgumentError("padded_batch: padded shape " + ops::shape_str(padded) + " for '" +
+                                 std::string(name) + "' has rank " + std::to_string(padded.size()) +
+                                 " but the component has rank " + std::to_string(rank));
+    for (size_t a = 0; a < rank; ++a) {
+      if (padded[a] < 0) continue;
+      if (padded[a] < target[a])
+        throw InvalidArgumentError("padded_batch: component '" + std::string(name) + "' has size " +
+                                   std::to_string(target[a]) + " in dimension " +
+                                   std::to_string(a) + ", more than its padded shape " +
+                                   ops::shape_str(padded) + " allows");
+      target[a] = padded[a];
+    }
+  }
+  auto value = config.padding_values.find(std::string(name));
+  Shape out_shape{static_cast<int64_t>(parts.size())};
+  out_shape.insert(out_shape.end(), target.begin(), target.end());
+  Tensor out = Tensor::full(out_shape, value == config.padding_values.end() ? 0.0 : value->second,
+                            parts[0]->dtype());
+  size_t element_size = ops::dtype_size(out.dtype());
+  size_t slot_bytes = static_cast<size_t>(ops::num_elements(target)) * element_size;
+  char* dst = static_cast<char*>(out.raw_data());
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (parts[i]->numel() > 0)
+      copy_padded(static_cast<const char*>(parts[i]->raw_data()), parts[i]->shape(),
+                  dst + i * slot_bytes, target, element_size, 0);
+  return out;
+}
+
+// Values concatenated along the first dimension, and int64 [n + 1] row splits.
+std::pair<Tensor, Tensor> stack_ragged(const std::vector<const Tensor*>& parts,
+                                       std::string_view name) {
+  Shape inner;
+  int64_t total = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Shape& shape = parts[i]->shape();
+    if (shape.empty())
+      throw InvalidArgumentError("ragged_batch: feature '" + std::string(name) + "' of element " +
+                                 std::to_string(i) + " is a scalar; ragged rows need rank >= 1");
+    Shape rest(shape.begin() + 1, shape.end());
+    if (i == 0) inner = rest;
+    if (rest != inner)
+      throw InvalidArgumentError("ragged_batch: feature '" + std::string(name) + "' of element " +
+                                 std::to_string(i) + " has shape " + ops::shape_str(shape) +
+                                 "; only the first dimension may vary between elements");
+    total += shape[0];
+  }
+  Shape values_shape{total};
+  values_shape.insert(values_shape.end(), inner.begin(), inner.end());
+  Tensor values = Tensor::empty(values_shape, parts[0]->dtype());
+  Tensor splits = Tensor::empty({static_cast<int64_t>(parts.size()) + 1}, DType::kI64);
+  int64_t* split = splits.data<int64_t>();
+  char* dst = static_cast<char*>(values.raw_data());
+  split[0] = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    size_t bytes = parts[i]->nbytes();
+    if (bytes) std::memcpy(dst, parts[i]->raw_data(), bytes);
+    dst += bytes;
+    split[i + 1] = split[i] + parts[i]->shape()[0];
+  }
+  return {values, splits};
+}
+
+Tensor stack(const std::vector<const Tensor*>& parts, std::string_view name,
+             const BatchConfig& config) {
+  check_dtype(parts, name, config.kind);
+  if (config.kind == Kind::kPadded) return stack_padded(parts, name, config);
+  return stack_dense(parts, name);
+}
+
+Element batch_elements(const std::vector<Element>& elements, const BatchConfig& config,
+                       const std::set<std::string>& ragged) {
+  check_same_structure(elements, config.kind);
+  const Element& first = elements[0];
+  for (const std::string& name : ragged)
+    if (!first.features.count(name))
+      throw InvalidArgumentError("ragged_batch: the elements have no feature '" + name +
+                                 "' (they have " + structure_str(first) + ")");
+  Element out;
+  std::vector<const Tensor*> parts(elements.size());
+  for (const auto& [name, tensor] : first.features) {
+    for (size_t i = 0; i < elements.size(); ++i)
+      parts[i] = &elements[i].features.find(name)->second;
+    if (ragged.count(name)) {
+      check_dtype(parts, name, config.kind);
+      auto [values, splits] = stack_ragged(parts, name);
+      out.features[name] = values;
+      out.features[name + "/row_splits"] = splits;
+    } else {
+      out.features[name] = stack(parts, name, config);
+    }
+  }
+  if (first.labels.defined()) {
+    for (size_t i = 0; i < elements.size(); ++i) parts[i] = &elements[i].labels;
+    out.labels = stack(parts, kLabelsName, config);
+  }
+  if (first.value.defined()) {
+    for (size_t i = 0; i < elements.size(); ++i) parts[i] = &elements[i].value;
+    out.value = stack(parts, kValueName, config);
+  }
+  return out;
+}
+
+class BatchIterator final : public IteratorBase {
+ public:
+  BatchIterator(std::unique_ptr<IteratorBase> input, const BatchConfig& config)
+      : input_(std::move(input)),
+        config_(config),
+        ragged_(config.ragged_features.begin(), config.ragged_features.end()) {
+    elements_.reserve(static_cast<size_t>(std::min<int64_t>(config.batch_size, 1 << 16)));
+  }
+
+  std::optional<Element> next() override {
+    elements_.clear();
+    while (static_cast<int64_t>(elements_.size()) < config_.batch_size) {
+      std::optional<Element> element = input_->next();
+      if (!element) break;
+      elements_.push_back(std::move(*element));
+    }
+    if (elements_.empty()) return std::nullopt;
+    if (config_.drop_remainder && static_cast<int64_t>(elements_.size()) < config_.batch_size)
+      return std::nullopt;
+    Element out = batch_elements(elements_, config_, ragged_);
+    elements_.clear();
+    return out;
+  }
+
+  void save(StateWriter& writer) override {
+    writer.begin_stage(stage_name(config_.kind));
+    input_->save(writer);
+  }
+
+  void restore(StateReader& reader) override {
+    reader.expect_stage(stage_name(config_.kind));
+    input_->restore(reader);
+  }
+
+ private:
+  std::unique_ptr<IteratorBase> input_;
+  const BatchConfig& config_;
+  std::set<std::string> ragged_;
+  std::vector<Element> elements_;  // reused between batches
+};
+
+class BatchNode final : public DatasetNode {
+ public:
+  BatchNode(NodePtr input, BatchConfig config)
+      : input_(std::move(input)), config_(std::move(config)) {}
+  std::unique_ptr<IteratorBase> make_iterator(const IteratorContext& context) const override {
+    return std::make_unique<BatchIterator>(input_->make_iterator(context), config_);
+  }
+
+ private:
+  NodePtr input_;
+  BatchConfig config_;
+};
+
+}  // namespace
+
+NodePtr make_batch_node(NodePtr input, BatchConfig config) {
+  return std::make_shared<BatchNode>(std::move(input), std::move(config));
+}
+
+}  // namespace est::data

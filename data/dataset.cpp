@@ -1,0 +1,245 @@
+// Dataset's methods: argument checks with clear messages, then the stage constructors.
+// Iterator: the public handle on the last stage's iterator, and the framing of saved states.
+#include "data/dataset.h"
+
+#include <thread>
+
+#include "data/node.h"
+#include "data/stages.h"
+
+namespace est::data {
+
+namespace {
+
+constexpr std::string_view kStateMagic = "est.data.iterator/1";
+
+void require_positive(int64_t value, std::string_view method, std::string_view argument) {
+  if (value <= 0)
+    throw InvalidArgumentError("Dataset::" + std::string(method) + ": " + std::string(argument) +
+                               " must be positive, got " + std::to_string(value));
+}
+
+void require_parallelism(int64_t value, std::string_view method) {
+  if (value != kAutotune && value <= 0)
+    throw InvalidArgumentError("Dataset::" + std::string(method) +
+                               ": num_parallel_calls must be positive or kAutotune, got " +
+                               std::to_string(value));
+}
+
+}  // namespace
+
+int64_t IteratorBase::skip(int64_t count) {
+  int64_t skipped = 0;
+  while (skipped < count && next()) ++skipped;
+  return skipped;
+}
+
+uint64_t mix_seed(uint64_t a, uint64_t b) {
+  uint64_t z = a + 0x9e3779b97f4a7c15ULL * (b + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+int64_t autotune_parallelism() {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+}
+
+// --- Iterator ---
+
+Iterator::Iterator(std::unique_ptr<IteratorBase> impl, std::shared_ptr<const DatasetNode> pipeline)
+    : pipeline_(std::move(pipeline)), impl_(std::move(impl)) {}
+Iterator::Iterator(Iterator&&) noexcept = default;
+Iterator& Iterator::operator=(Iterator&& other) noexcept {
+  impl_ = std::move(other.impl_);  // the old stages go before the pipeline they refer to
+  pipeline_ = std::move(other.pipeline_);
+  return *this;
+}
+Iterator::~Iterator() = default;
+
+std::optional<Element> Iterator::next() {
+  if (!impl_) throw FailedPreconditionError("Iterator::next on a moved-from iterator");
+  return impl_->next();
+}
+
+std::string Iterator::save_state() {
+  if (!impl_) throw FailedPreconditionError("Iterator::save_state on a moved-from iterator");
+  StateWriter writer;
+  writer.write_string(kStateMagic);
+  impl_->save(writer);
+  return writer.take();
+}
+
+void Iterator::restore_state(std::string_view state) {
+  if (!impl_) throw FailedPreconditionError("Iterator::restore_state on a moved-from iterator");
+  StateReader reader(state);
+  std::string magic;
+  try {
+    magic = reader.read_string();
+  } catch (const DataLossError&) {
+    magic.clear();
+  }
+  if (magic != kStateMagic)
+    throw InvalidArgumentError("Iterator::restore_state: these " + std::to_string(state.size()) +
+                               " bytes are not an input-pipeline state (no '" +
+                               std::string(kStateMagic) +
+                               "' header); pass what Iterator::save_state returned");
+  impl_->restore(reader);
+  if (!reader.at_end())
+    throw InvalidArgumentError(
+        "Iterator::restore_state: " + std::to_string(state.size() - reader.position()) +
+        " bytes left over after restoring every stage: the state was "
+        "saved from a different pipeline");
+}
+
+// --- Dataset ---
+
+Dataset::Dataset(std::shared_ptr<const DatasetNode> node) : node_(std::move(node)) {
+  if (!node_) throw InvalidArgumentError("Dataset: null pipeline node");
+}
+
+Dataset Dataset::from_tensor_slices(const Tensor& tensor) {
+  if (!tensor.defined())
+    throw InvalidArgumentError("Dataset::from_tensor_slices: the tensor is undefined");
+  Element element(tensor);
+  return Dataset(make_slices_node([element] { return element; }, "from_tensor_slices"));
+}
+
+Dataset Dataset::from_tensor_slices(const Features& features, const Tensor& labels) {
+  if (features.empty() && !labels.defined())
+    throw InvalidArgumentError("Dataset::from_tensor_slices: no features and no labels given");
+  Element element(features, labels);
+  return Dataset(make_slices_node([element] { return element; }, "from_tensor_slices"));
+}
+
+Dataset Dataset::from_tensors(const Element& element) {
+  return Dataset(make_elements_node({element}));
+}
+
+Dataset Dataset::range(int64_t start, int64_t stop, int64_t step) {
+  if (step == 0) throw InvalidArgumentError("Dataset::range: step must not be 0");
+  return Dataset(make_range_node(start, stop, step));
+}
+
+Dataset Dataset::from_generator(GeneratorFactory factory) {
+  if (!factory) throw InvalidArgumentError("Dataset::from_generator: empty factory");
+  return Dataset(make_generator_node(std::move(factory)));
+}
+
+Dataset Dataset::from_strings(std::vector<std::string> strings) {
+  std::vector<Element> elements;
+  elements.reserve(strings.size());
+  for (const auto& s : strings) elements.emplace_back(bytes_tensor(s));
+  return Dataset(make_elements_node(std::move(elements)));
+}
+
+Dataset Dataset::map(MapFn fn, int64_t num_parallel_calls) const {
+  if (!fn) throw InvalidArgumentError("Dataset::map: empty function");
+  require_parallelism(num_parallel_calls, "map");
+  return Dataset(make_map_node(node_, std::move(fn), num_parallel_calls));
+}
+
+Dataset Dataset::filter(PredicateFn predicate) const {
+  if (!predicate) throw InvalidArgumentError("Dataset::filter: empty predicate");
+  return Dataset(make_filter_node(node_, std::move(predicate)));
+}
+
+Dataset Dataset::shuffle(int64_t buffer_size, std::optional<uint64_t> seed,
+                         bool reshuffle_each_iteration) const {
+  require_positive(buffer_size, "shuffle", "buffer_size");
+  return Dataset(make_shuffle_node(node_, buffer_size, seed, reshuffle_each_iteration));
+}
+
+Dataset Dataset::batch(int64_t batch_size, bool drop_remainder) const {
+  require_positive(batch_size, "batch", "batch_size");
+  return Dataset(make_batch_node(node_, {.kind = BatchConfig::Kind::kDense,
+                                         .batch_size = batch_size,
+                                         .drop_remainder = drop_remainder}));
+}
+
+Dataset Dataset::padded_batch(int64_t batch_size, PaddedShapes padded_shapes,
+                              PaddingValues padding_values, bool drop_remainder) const {
+  require_positive(batch_size, "padded_batch", "batch_size");
+  for (const auto& [name, shape] : padded_shapes)
+    for (int64_t d : shape)
+      if (d < -1)
+        throw InvalidArgumentError("Dataset::padded_batch: padded shape " + ops::shape_str(shape) +
+                                   " for '" + name + "' has a dimension below -1");
+  return Dataset(make_batch_node(node_, {.kind = BatchConfig::Kind::kPadded,
+                                         .batch_size = batch_size,
+                                         .drop_remainder = drop_remainder,
+                                         .padded_shapes = std::move(padded_shapes),
+                                         .padding_values = std::move(padding_values)}));
+}
+
+Dataset Dataset::ragged_batch(int64_t batch_size, std::vector<std::string> ragged_features,
+                              bool drop_remainder) const {
+  require_positive(batch_size, "ragged_batch", "batch_size");
+  if (ragged_features.empty())
+    throw InvalidArgumentError(
+        "Dataset::ragged_batch: no ragged feature names given; use batch() instead");
+  return Dataset(make_batch_node(node_, {.kind = BatchConfig::Kind::kRagged,
+                                         .batch_size = batch_size,
+                                         .drop_remainder = drop_remainder,
+                                         .ragged_features = std::move(ragged_features)}));
+}
+
+Dataset Dataset::repeat(int64_t count) const {
+  if (count < -1)
+    throw InvalidArgumentError("Dataset::repeat: count must be -1 (forever) or >= 0, got " +
+                               std::to_string(count));
+  return Dataset(make_repeat_node(node_, count));
+}
+
+Dataset Dataset::cache() const { return Dataset(make_memory_cache_node(node_)); }
+
+Dataset Dataset::cache(const std::string& path) const {
+  if (path.empty()) return cache();
+  return Dataset(make_file_cache_node(node_, path));
+}
+
+Dataset Dataset::shard(int64_t num_shards, int64_t index) const {
+  require_positive(num_shards, "shard", "num_shards");
+  if (index < 0 || index >= num_shards)
+    throw InvalidArgumentError("Dataset::shard: index " + std::to_string(index) +
+                               " is outside [0, " + std::to_string(num_shards) +
+                               "); use InputContext::input_pipeline_id");
+  return Dataset(make_shard_node(node_, num_shards, index));
+}
+
+Dataset Dataset::take(int64_t count) const {
+  if (count < -1)
+    throw InvalidArgumentError("Dataset::take: count must be -1 (all) or >= 0, got " +
+                               std::to_string(count));
+  return Dataset(make_take_node(node_, count));
+}
+
+Dataset Dataset::skip(int64_t count) const {
+  if (count < -1)
+    throw InvalidArgumentError("Dataset::skip: count must be -1 (all) or >= 0, got " +
+                               std::to_string(count));
+  return Dataset(make_skip_node(node_, count));
+}
+
+Dataset Dataset::prefetch(int64_t buffer_size) const {
+  if (buffer_size != kAutotune && buffer_size <= 0)
+    throw InvalidArgumentError(
+        "Dataset::prefetch: buffer_size must be positive or kAutotune, got " +
+        std::to_string(buffer_size));
+  return Dataset(make_prefetch_node(node_, buffer_size == kAutotune ? 2 : buffer_size));
+}
+
+Dataset Dataset::interleave(InterleaveFn fn, int64_t cycle_length, int64_t block_length,
+                            int64_t num_parallel_calls) const {
+  if (!fn) throw InvalidArgumentError("Dataset::interleave: empty function");
+  if (cycle_length != kAutotune) require_positive(cycle_length, "interleave", "cycle_length");
+  require_positive(block_length, "interleave", "block_length");
+  require_parallelism(num_parallel_calls, "interleave");
+  return Dataset(make_interleave_node(
+      node_, std::move(fn), cycle_length == kAutotune ? autotune_parallelism() : cycle_length,
+      block_length, num_parallel_calls));
+}
+
+Iterator Dataset::iterator() const { return Iterator(node_->make_iterator({}), node_); }
+
+}  // namespace est::data

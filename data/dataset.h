@@ -1,0 +1,130 @@
+// Dataset: a lazy, composable input pipeline, as tf.data.Dataset.
+//
+// A Dataset is a value (one shared_ptr to an immutable description), so methods return new
+// datasets and copying one is free. Nothing is read until iterator() is called; an Iterator
+// yields elements one at a time, reports the end of input by returning nullopt, and can save
+// its position as bytes and restore it later for an exact resume after a restart.
+//
+//   auto ds = est::data::fashion_mnist("train");
+//   ds = ds.map(est::data::scale).cache().shuffle(10000, 42).batch(64).prefetch(2);
+//   for (auto it = ds.iterator(); auto element = it.next();) { ... }
+//
+// Exact resume: source -> map -> filter -> shuffle(seed) -> batch -> repeat -> take/skip/shard
+// -> prefetch resume exactly (shuffle and prefetch store their buffered elements, so states can
+// be large: a shuffle buffer of 10000 Fashion-MNIST images is ~31 MB as float32). Stages that
+// cannot store what they need replay instead, which is exact only when their input is
+// deterministic: from_generator calls the factory again and discards the elements already
+// produced; a memory cache() that is not yet filled in this process is refilled by reading its
+// input again from the start (an unseeded shuffle() before a cache breaks this). Readers store
+// their file index and byte offset.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/element.h"
+
+namespace est::data {
+
+class DatasetNode;
+class IteratorBase;
+class Dataset;
+
+// Lets the pipeline choose: the number of cores for parallelism, 2 for prefetch buffers.
+inline constexpr int64_t kAutotune = -1;
+
+using MapFn = std::function<Element(Element)>;
+using PredicateFn = std::function<bool(const Element&)>;
+using GeneratorFn = std::function<std::optional<Element>()>;  // nullopt ends the input
+using GeneratorFactory = std::function<GeneratorFn()>;        // called once per pass
+using InterleaveFn = std::function<Dataset(const Element&)>;
+// padded_batch: target shape per component name (see element.h); -1 pads to the batch's longest.
+using PaddedShapes = std::map<std::string, Shape>;
+using PaddingValues = std::map<std::string, double>;  // default 0
+
+class Iterator {
+ public:
+  // `pipeline` is kept alive for as long as the iterator: stages refer to their node's state.
+  Iterator(std::unique_ptr<IteratorBase> impl, std::shared_ptr<const DatasetNode> pipeline);
+  Iterator(Iterator&&) noexcept;
+  Iterator& operator=(Iterator&&) noexcept;
+  ~Iterator();
+
+  // The next element, or nullopt once the input is exhausted. Errors in the data (corrupt
+  // files, failing map functions) are thrown as est::Error from here.
+  std::optional<Element> next();
+  // The position as bytes, for the checkpoint; restore_state() on an iterator of the same
+  // pipeline continues with exactly the elements this one would have produced.
+  std::string save_state();
+  void restore_state(std::string_view state);
+
+ private:
+  std::shared_ptr<const DatasetNode> pipeline_;
+  std::unique_ptr<IteratorBase> impl_;  // after pipeline_: destroyed first
+};
+
+class Dataset {
+ public:
+  explicit Dataset(std::shared_ptr<const DatasetNode> node);
+
+  // --- Sources ---
+  // Slices along the first dimension; all tensors must agree on it.
+  static Dataset from_tensor_slices(const Tensor& tensor);
+  static Dataset from_tensor_slices(const Features& features, const Tensor& labels = {});
+  // A dataset of one element.
+  static Dataset from_tensors(const Element& element);
+  // int64 scalars start, start + step, ... up to (excluding) stop.
+  static Dataset range(int64_t stop) { return range(0, stop, 1); }
+  static Dataset range(int64_t start, int64_t stop, int64_t step = 1);
+  // Elements from a C++ callable; `factory` is called at the start of every pass (repeat) and
+  // returns the callable that yields that pass's elements.
+  static Dataset from_generator(GeneratorFactory factory);
+  // Strings (file names, typically) as uint8 [length] tensors; tensor_bytes() reads them back.
+  static Dataset from_strings(std::vector<std::string> strings);
+
+  // --- Transformations ---
+  // num_parallel_calls > 1 (or kAutotune) runs `fn` on a thread pool; output order is kept.
+  Dataset map(MapFn fn, int64_t num_parallel_calls = 1) const;
+  Dataset filter(PredicateFn predicate) const;
+  // Without a seed the order differs from run to run. With reshuffle_each_iteration, every pass
+  // of repeat() draws a new order (still a function of the seed).
+  Dataset shuffle(int64_t buffer_size, std::optional<uint64_t> seed = std::nullopt,
+                  bool reshuffle_each_iteration = true) const;
+  // Stacks `batch_size` elements along a new first dimension; shapes must agree.
+  Dataset batch(int64_t batch_size, bool drop_remainder = false) const;
+  // Like batch, padding each component to `padded_shapes` (default: the batch's longest).
+  Dataset padded_batch(int64_t batch_size, PaddedShapes padded_shapes = {},
+                       PaddingValues padding_values = {}, bool drop_remainder = false) const;
+  // Like batch, but the named variable-length features become ragged: `name` holds their
+  // values concatenated along the first dimension and `name/row_splits` (int64 [batch + 1])
+  // where each element's rows start and end.
+  Dataset ragged_batch(int64_t batch_size, std::vector<std::string> ragged_features,
+                       bool drop_remainder = false) const;
+  Dataset repeat(int64_t count = -1) const;      // -1: forever
+  Dataset cache() const;                         // in memory, filled by the first complete pass
+  Dataset cache(const std::string& path) const;  // in a file, reused across runs
+  Dataset shard(int64_t num_shards, int64_t index) const;
+  Dataset take(int64_t count) const;  // -1: everything
+  Dataset skip(int64_t count) const;  // -1: everything
+  // A background thread fills a bounded queue of `buffer_size` elements ahead of the consumer.
+  Dataset prefetch(int64_t buffer_size = kAutotune) const;
+  // Maps each input element to a dataset (a file, typically) and mixes `cycle_length` of them,
+  // `block_length` elements from each in turn. num_parallel_calls > 1 (or kAutotune) reads the
+  // open datasets on background threads; the order is the same either way.
+  Dataset interleave(InterleaveFn fn, int64_t cycle_length = kAutotune, int64_t block_length = 1,
+                     int64_t num_parallel_calls = 1) const;
+
+  Iterator iterator() const;
+  const std::shared_ptr<const DatasetNode>& node() const { return node_; }
+
+ private:
+  std::shared_ptr<const DatasetNode> node_;
+};
+
+}  // namespace est::data

@@ -1,0 +1,415 @@
+// Example parsing and building over the generated Protobuf classes.
+#include "data/example.h"
+
+#include <cstring>
+
+#include "data/stages.h"
+#include "data/tfrecord.h"
+#include "example.pb.h"
+
+namespace est::data {
+
+namespace {
+
+namespace pb = est::data::proto;
+
+std::string expected_list(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "float_list";
+    case DType::kI64:
+      return "int64_list";
+    case DType::kU8:
+      return "bytes_list";
+    default:
+      return "?";
+  }
+}
+
+std::string found_list(const pb::Feature& feature) {
+  switch (feature.kind_case()) {
+    case pb::Feature::kFloatList:
+      return "float_list";
+    case pb::Feature::kInt64List:
+      return "int64_list";
+    case pb::Feature::kBytesList:
+      return "bytes_list";
+    default:
+      return "empty feature";
+  }
+}
+
+void check_spec(const std::string& name, const FeatureSpec& spec) {
+  auto bad_dtype = [&](DType dtype, const char* allowed) {
+    throw InvalidArgumentError("feature spec '" + name + "': dtype " +
+                               std::string(ops::dtype_name(dtype)) + " is not supported; use " +
+                               allowed);
+  };
+  if (const auto* fixed = std::get_if<FixedLenFeature>(&spec)) {
+    if (fixed->dtype != DType::kF32 && fixed->dtype != DType::kI64 && fixed->dtype != DType::kU8)
+      bad_dtype(fixed->dtype, "float32, int64 or uint8 (bytes)");
+    for (int64_t d : fixed->shape)
+      if (d < 0)
+        throw InvalidArgumentError(
+            "feature spec '" + name + "': shape " + ops::shape_str(fixed->shape) +
+            " has an unknown dimension; use VarLenFeature for variable lengths");
+    if (fixed->dtype == DType::kU8 && fixed->shape.size() > 1)
+      throw InvalidArgumentError("feature spec '" + name +
+                                 "': bytes features take shape {} or {k}");
+    if (fixed->default_value && fixed->default_value->size() != 1 &&
+        static_cast<int64_t>(fixed->default_value->size()) != ops::num_elements(fixed->shape))
+      throw InvalidArgumentError("feature spec '" + name + "': default_value has " +
+                                 std::to_string(fixed->default_value->size()) +
+                                 " values; give one, or one per element of shape " +
+                                 ops::shape_str(fixed->shape));
+  } else {
+    DType dtype = std::get<VarLenFeature>(spec).dtype;
+    if (dtype == DType::kU8)
+      throw UnimplementedError("feature spec '" + name +
+                               "': variable-length bytes features are "
+                               "not supported; use FixedLenFeature{{}, kU8} for one string");
+    if (dtype != DType::kF32 && dtype != DType::kI64) bad_dtype(dtype, "float32 or int64");
+  }
+}
+
+// The values of a float or int64 feature as a 1-D tensor (the list's wire order).
+Tensor numeric_values(const pb::Feature& feature, DType dtype) {
+  if (dtype == DType::kF32) {
+    const auto& list = feature.float_list().value();
+    Tensor out = Tensor::empty({list.size()}, DType::kF32);
+    if (list.size()) std::memcpy(out.raw_data(), list.data(), sizeof(float) * list.size());
+    return out;
+  }
+  const auto& list = feature.int64_list().value();
+  Tensor out = Tensor::empty({list.size()}, DType::kI64);
+  if (list.size()) std::memcpy(out.raw_data(), list.data(), sizeof(int64_t) * list.size());
+  return out;
+}
+
+bool kind_matches(const pb::Feature& feature, DType dtype) {
+  switch (feature.kind_case()) {
+    case pb::Feature::kFloatList:
+      return dtype == DType::kF32;
+    case pb::Feature::kInt64List:
+      return dtype == DType::kI64;
+    case pb::Feature::kBytesList:
+      return dtype == DType::kU8;
+    default:
+      return true;  // a feature with no list set reads as an empty list
+  }
+}
+
+Tensor bytes_values(const pb::Feature& feature, const FixedLenFeature& spec,
+                    const std::string& name, std::string_view where) {
+  const auto& list = feature.bytes_list().value();
+  int64_t expected = ops::num_elements(spec.shape);
+  if (list.size() != expected)
+    throw InvalidArgumentError(std::string(where) + ": feature '" + name + "' has " +
+                               std::to_string(list.size()) + " byte strings; the spec's shape " +
+                               ops::shape_str(spec.shape) + " needs " + std::to_string(expected));
+  if (spec.shape.empty()) return bytes_tensor(list.Get(0));
+  size_t length = list.empty() ? 0 : list.Get(0).size();
+  for (const std::string& s : list)
+    if (s.size() != length)
+      throw InvalidArgumentError(std::string(where) + ": feature '" + name +
+                                 "' holds byte strings of different lengths; a {k} bytes feature "
+                                 "needs equal lengths (parse them one per feature instead)");
+  Tensor out = Tensor::empty({list.size(), static_cast<int64_t>(length)}, DType::kU8);
+  char* dst = static_cast<char*>(out.raw_data());
+  for (const std::string& s : list) {
+    if (length) std::memcpy(dst, s.data(), length);
+    dst += length;
+  }
+  return out;
+}
+
+Tensor default_tensor(const FixedLenFeature& spec, const std::string& name,
+                      std::string_view where) {
+  if (spec.dtype == DType::kU8) {
+    if (!spec.default_bytes)
+      throw InvalidArgumentError(std::string(where) + ": feature '" + name +
+                                 "' is missing and its spec has no default_bytes");
+    if (!spec.shape.empty())
+      throw InvalidArgumentError(std::string(where) + ": feature '" + name +
+                                 "' is missing; default_bytes fills shape {} features only");
+    return bytes_tensor(*spec.default_bytes);
+  }
+  if (!spec.default_value)
+    throw InvalidArgumentError(std::string(where) + ": feature '" + name +
+                               "' is missing and its spec has no default_value; add one or fix "
+                               "the data");
+  const std::vector<double>& values = *spec.default_value;
+  Tensor out = Tensor::empty(spec.shape, spec.dtype);
+  int64_t n = out.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    double v = values.size() == 1 ? values[0] : values[static_cast<size_t>(i)];
+    if (spec.dtype == DType::kF32)
+      out.data<float>()[i] = static_cast<float>(v);
+    else
+      out.data<int64_t>()[i] = static_cast<int64_t>(v);
+  }
+  return out;
+}
+
+Tensor parse_feature(const pb::Features& features, const std::string& name, const FeatureSpec& spec,
+                     std::string_view where) {
+  auto found = features.feature().find(name);
+  if (const auto* fixed = std::get_if<FixedLenFeature>(&spec)) {
+    if (found == features.feature().end()) return default_tensor(*fixed, name, where);
+    const pb::Feature& feature = found->second;
+    if (!kind_matches(feature, fixed->dtype))
+      throw InvalidArgumentError(std::string(where) + ": feature '" + name + "' is a " +
+                                 found_list(feature) + " but the spec asks for " +
+                                 std::string(ops::dtype_name(fixed->dtype)) + " (" +
+                                 expected_list(fixed->dtype) + ")");
+    if (fixed->dtype == DType::kU8) return bytes_values(feature, *fixed, name, where);
+    Tensor values = numeric_values(feature, fixed->dtype);
+    if (values.numel() != ops::num_elements(fixed->shape))
+      throw InvalidArgumentError(std::string(where) + ": feature '" + name + "' has " +
+                                 std::to_string(values.numel()) + " values; the spec's shape " +
+                                 ops::shape_str(fixed->shape) + " needs " +
+                                 std::to_string(ops::num_elements(fixed->shape)));
+    return values.reshape(fixed->shape);
+  }
+  const auto& var = std::get<VarLenFeature>(spec);
+  if (found == features.feature().end()) return Tensor::empty({0}, var.dtype);
+  if (!kind_matches(found->second, var.dtype))
+    throw InvalidArgumentError(std::string(where) + ": feature '" + name + "' is a " +
+                               found_list(found->second) + " but the spec asks for " +
+                               std::string(ops::dtype_name(var.dtype)) + " (" +
+                               expected_list(var.dtype) + ")");
+  return numeric_values(found->second, var.dtype);
+}
+
+pb::Example& scratch_example() {
+  thread_local pb::Example example;  // reused: parsing into it keeps its allocations
+  return example;
+}
+
+}  // namespace
+
+Features parse_single_example(std::string_view serialized, const FeatureSpecs& specs,
+                              std::string_view where) {
+  pb::Example& example = scratch_example();
+  example.Clear();
+  if (serialized.size() > static_cast<size_t>(INT32_MAX) ||
+      !example.ParseFromArray(serialized.data(), static_cast<int>(serialized.size())))
+    throw DataLossError(std::string(where) + ": " + std::to_string(serialized.size()) +
+                        " bytes are not a valid serialised tf.train.Example (malformed protobuf); "
+                        "the record is corrupt or holds something else");
+  Features out;
+  for (const auto& [name, spec] : specs) {
+    check_spec(name, spec);
+    out.emplace(name, parse_feature(example.features(), name, spec, where));
+  }
+  return out;
+}
+
+Features parse_example(std::span<const std::string> serialized, const FeatureSpecs& specs) {
+  std::vector<Features> parsed;
+  parsed.reserve(serialized.size());
+  for (size_t i = 0; i < serialized.size(); ++i)
+    parsed.push_back(
+        parse_single_example(serialized[i], specs, "serialized example " + std::to_string(i)));
+  int64_t batch = static_cast<int64_t>(serialized.size());
+  Features out;
+  for (const auto& [name, spec] : specs) {
+    const auto* var = std::get_if<VarLenFeature>(&spec);
+    if (!var || var->mode == VarLenMode::kPadded) {
+      // Fixed features: stack. Padded: [batch, longest], filled with padding_value first.
+      Shape inner;
+      if (var) {
+        int64_t longest = 0;
+        for (const Features& f : parsed) longest = std::max(longest, f.at(name).numel());
+        inner = {longest};
+      } else {
+        inner = parsed.empty() ? std::get<FixedLenFeature>(spec).shape : parsed[0].at(name).shape();
+        for (size_t i = 1; i < parsed.size(); ++i)
+          if (parsed[i].at(name).shape() != inner)
+            throw InvalidArgumentError("parse_example: bytes feature '" + name + "' of example " +
+                                       std::to_string(i) + " has shape " +
+                                       ops::shape_str(parsed[i].at(name).shape()) +
+                                       " but example 0's has " + ops::shape_str(inner) +
+                                       "; byte strings batched together need equal lengths");
+      }
+      Shape shape{batch};
+      shape.insert(shape.end(), inner.begin(), inner.end());
+      DType dtype = var ? var->dtype : std::get<FixedLenFeature>(spec).dtype;
+      Tensor stacked = Tensor::full(shape, var ? var->padding_value : 0.0, dtype);
+      size_t slot = static_cast<size_t>(ops::num_elements(inner)) * ops::dtype_size(dtype);
+      char* dst = static_cast<char*>(stacked.raw_data());
+      for (int64_t i = 0; i < batch; ++i) {
+        const Tensor& part = parsed[static_cast<size_t>(i)].at(name);
+        if (part.nbytes())
+          std::memcpy(dst + static_cast<size_t>(i) * slot, part.raw_data(), part.nbytes());
+      }
+      out.emplace(name, stacked);
+    } else {
+      int64_t total = 0;
+      for (const Features& f : parsed) total += f.at(name).numel();
+      Tensor values = Tensor::empty({total}, var->dtype);
+      Tensor splits = Tensor::empty({batch + 1}, DType::kI64);
+      int64_t* split = splits.data<int64_t>();
+      split[0] = 0;
+      char* dst = static_cast<char*>(values.raw_data());
+      for (int64_t i = 0; i < batch; ++i) {
+        const Tensor& part = parsed[static_cast<size_t>(i)].at(name);
+        if (part.nbytes()) std::memcpy(dst, part.raw_data(), part.nbytes());
+        dst += part.nbytes();
+        split[i + 1] = split[i] + part.numel();
+      }
+      out.emplace(name, values);
+      out.emplace(name + "/row_splits", splits);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+Element to_element(Features features, const std::string& label_key, std::string_view where) {
+  Element element;
+  if (!label_key.empty()) {
+    auto label = features.find(label_key);
+    if (label == features.end())
+      throw InvalidArgumentError(std::string(where) + ": label_key '" + label_key +
+                                 "' is not in the feature spec; add it to the spec");
+    element.labels = label->second;
+    features.erase(label);
+  }
+  element.features = std::move(features);
+  return element;
+}
+
+void check_specs(const FeatureSpecs& specs, const std::string& label_key) {
+  for (const auto& [name, spec] : specs) check_spec(name, spec);
+  if (!label_key.empty() && !specs.count(label_key))
+    throw InvalidArgumentError("label_key '" + label_key + "' is not in the feature spec");
+}
+
+class ExampleFileReader final : public FileReader {
+ public:
+  ExampleFileReader(const std::string& path, const ExampleDatasetOptions& options,
+                    const FeatureSpecs& specs)
+      : reader_(path, options.compression), options_(options), specs_(specs) {}
+
+  std::optional<Element> next() override {
+    int64_t index = reader_.record_index();
+    if (!reader_.read(record_)) return std::nullopt;
+    std::string where = "'" + reader_.path() + "' record " + std::to_string(index);
+    return to_element(parse_single_example(record_, specs_, where), options_.label_key, where);
+  }
+
+  void save(StateWriter& writer) override {
+    writer.write_u64(reader_.offset());
+    writer.write_i64(reader_.record_index());
+  }
+
+  void restore(StateReader& reader) override {
+    uint64_t offset = reader.read_u64();
+    int64_t index = reader.read_i64();
+    reader_.seek(offset, index);
+  }
+
+ private:
+  TFRecordReader reader_;
+  const ExampleDatasetOptions& options_;
+  const FeatureSpecs& specs_;
+  std::string record_;
+};
+
+}  // namespace
+
+MapFn example_parser(FeatureSpecs specs, std::string label_key) {
+  check_specs(specs, label_key);
+  return [specs = std::move(specs), label_key = std::move(label_key)](Element element) {
+    if (!element.value.defined() || element.value.dtype() != DType::kU8)
+      throw InvalidArgumentError(
+          "example_parser: expected elements holding a serialised Example "
+          "as a uint8 value (what tfrecord_dataset yields), got " +
+          structure_str(element));
+    std::string_view record(static_cast<const char*>(element.value.raw_data()),
+                            element.value.nbytes());
+    return to_element(parse_single_example(record, specs), label_key, "serialized example");
+  };
+}
+
+Dataset example_dataset(std::vector<std::string> paths, FeatureSpecs specs,
+                        ExampleDatasetOptions options) {
+  if (paths.empty()) throw InvalidArgumentError("example_dataset: no file names given");
+  check_specs(specs, options.label_key);
+  auto shared = std::make_shared<std::pair<FeatureSpecs, ExampleDatasetOptions>>(
+      std::move(specs), std::move(options));
+  return Dataset(make_file_source_node(
+      std::move(paths),
+      [shared](const std::string& path) {
+        return std::make_unique<ExampleFileReader>(path, shared->second, shared->first);
+      },
+      "tfrecord_examples"));
+}
+
+// --- Building ---
+
+struct ExampleBuilder::Impl {
+  pb::Example example;
+};
+
+ExampleBuilder::ExampleBuilder() : impl_(std::make_unique<Impl>()) {}
+ExampleBuilder::~ExampleBuilder() = default;
+ExampleBuilder::ExampleBuilder(ExampleBuilder&&) noexcept = default;
+ExampleBuilder& ExampleBuilder::operator=(ExampleBuilder&&) noexcept = default;
+
+ExampleBuilder& ExampleBuilder::add_floats(const std::string& name, std::span<const float> values) {
+  auto* list = (*impl_->example.mutable_features()->mutable_feature())[name].mutable_float_list();
+  list->mutable_value()->Add(values.begin(), values.end());
+  return *this;
+}
+
+ExampleBuilder& ExampleBuilder::add_int64s(const std::string& name,
+                                           std::span<const int64_t> values) {
+  auto* list = (*impl_->example.mutable_features()->mutable_feature())[name].mutable_int64_list();
+  list->mutable_value()->Add(values.begin(), values.end());
+  return *this;
+}
+
+ExampleBuilder& ExampleBuilder::add_bytes(const std::string& name,
+                                          const std::vector<std::string>& values) {
+  auto* list = (*impl_->example.mutable_features()->mutable_feature())[name].mutable_bytes_list();
+  for (const std::string& value : values) list->add_value(value);
+  return *this;
+}
+
+std::string ExampleBuilder::serialize() const {
+  std::string out;
+  impl_->example.SerializeToString(&out);
+  return out;
+}
+
+std::string serialize_example(const Features& features) {
+  ExampleBuilder builder;
+  for (const auto& [name, tensor] : features) {
+    switch (tensor.dtype()) {
+      case DType::kF32:
+        builder.add_floats(name,
+                           std::span(tensor.data<float>(), static_cast<size_t>(tensor.numel())));
+        break;
+      case DType::kF64:
+        builder.add_floats(name, tensor.to_vector<float>());
+        break;
+      case DType::kI64:
+        builder.add_int64s(name,
+                           std::span(tensor.data<int64_t>(), static_cast<size_t>(tensor.numel())));
+        break;
+      case DType::kI32:
+      case DType::kBool:
+        builder.add_int64s(name, tensor.to_vector<int64_t>());
+        break;
+      case DType::kU8:
+        builder.add_bytes(name, {tensor_bytes(tensor)});
+        break;
+    }
+  }
+  return builder.serialize();
+}
+
+}  // namespace est::data

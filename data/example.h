@@ -1,0 +1,86 @@
+// tf.train.Example: parsing with a feature spec, as tf.io.parse_single_example / parse_example,
+// and building/serialising examples for writers and tests.
+//
+// Parsing uses the Protobuf classes generated from data/proto/example.proto (wire-compatible
+// with TensorFlow's). Output dtypes: float_list -> float32, int64_list -> int64, bytes_list ->
+// uint8 (this framework has no string dtype; a byte string is a uint8 [length] tensor).
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/file_stream.h"
+
+namespace est::data {
+
+// A feature with the same number of values in every example.
+struct FixedLenFeature {
+  Shape shape;                // per example; {} for a single value
+  DType dtype = DType::kF32;  // kF32, kI64, or kU8 for bytes
+  // Used when an example lacks the feature; without one a missing feature is an error.
+  std::optional<std::vector<double>> default_value;  // one value (broadcast) or shape's count
+  std::optional<std::string> default_bytes;          // for kU8
+};
+// Bytes features: shape {} gives uint8 [length]; shape {k} gives uint8 [k, length] and needs
+// strings of equal length.
+
+// A feature whose length varies. One example gives a 1-D tensor [n]; a batch (parse_example)
+// gives either ragged values plus `name/row_splits` (int64 [batch + 1]), or a dense
+// [batch, longest] tensor padded with `padding_value`.
+enum class VarLenMode { kRagged, kPadded };
+struct VarLenFeature {
+  DType dtype = DType::kF32;  // kF32 or kI64
+  VarLenMode mode = VarLenMode::kRagged;
+  double padding_value = 0.0;
+};
+
+using FeatureSpec = std::variant<FixedLenFeature, VarLenFeature>;
+using FeatureSpecs = std::map<std::string, FeatureSpec>;
+
+// One serialised Example. `where` ("'train.tfrecord' record 17") prefixes error messages.
+Features parse_single_example(std::string_view serialized, const FeatureSpecs& specs,
+                              std::string_view where = "serialized example");
+// A batch of serialised Examples: fixed features [batch, ...shape], variable ones as above.
+Features parse_example(std::span<const std::string> serialized, const FeatureSpecs& specs);
+
+// For ds.map: parses element.value (a TFRecord record), moving `label_key` (when not empty)
+// from the features to the labels.
+MapFn example_parser(FeatureSpecs specs, std::string label_key = "");
+
+struct ExampleDatasetOptions {
+  std::string label_key;  // feature moved to the labels; empty: none
+  Compression compression = Compression::kNone;
+};
+// TFRecord files of Examples, read and parsed in one stage so that errors name the file and
+// record. Equivalent to tfrecord_dataset(paths).map(example_parser(specs, label_key)).
+Dataset example_dataset(std::vector<std::string> paths, FeatureSpecs specs,
+                        ExampleDatasetOptions options = {});
+
+// Builds an Example feature by feature; serialize() gives the wire bytes.
+class ExampleBuilder {
+ public:
+  ExampleBuilder();
+  ~ExampleBuilder();
+  ExampleBuilder(ExampleBuilder&&) noexcept;
+  ExampleBuilder& operator=(ExampleBuilder&&) noexcept;
+
+  ExampleBuilder& add_floats(const std::string& name, std::span<const float> values);
+  ExampleBuilder& add_int64s(const std::string& name, std::span<const int64_t> values);
+  ExampleBuilder& add_bytes(const std::string& name, const std::vector<std::string>& values);
+  std::string serialize() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// An Example holding each tensor flattened: float32/float64 as float_list, integer and bool
+// types as int64_list, uint8 as a single bytes value.
+std::string serialize_example(const Features& features);
+
+}  // namespace est::data

@@ -1,0 +1,198 @@
+// IDX parsing: a 4-byte magic (0, 0, type code, number of dimensions), big-endian uint32 dims,
+// then the values big-endian in row-major order.
+#include "data/idx.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "data/file_stream.h"
+#include "data/stages.h"
+
+namespace est::data {
+
+namespace {
+
+struct IdxType {
+  DType dtype;
+  size_t file_size;
+  const char* name;
+};
+
+IdxType idx_type(uint8_t code, const std::string& path) {
+  switch (code) {
+    case 0x08:
+      return {DType::kU8, 1, "uint8"};
+    case 0x09:
+      return {DType::kI32, 1, "int8"};
+    case 0x0B:
+      return {DType::kI32, 2, "int16"};
+    case 0x0C:
+      return {DType::kI32, 4, "int32"};
+    case 0x0D:
+      return {DType::kF32, 4, "float32"};
+    case 0x0E:
+      return {DType::kF64, 8, "float64"};
+  }
+  char hex[8];
+  std::snprintf(hex, sizeof(hex), "0x%02X", code);
+  throw DataLossError("bad IDX type code " + std::string(hex) + " in '" + path +
+                      "': expected 0x08 (uint8), 0x09, 0x0B, 0x0C, 0x0D or 0x0E");
+}
+
+// Big-endian file values into the tensor's native ones.
+void convert(const unsigned char* in, Tensor& out, uint8_t code) {
+  int64_t n = out.numel();
+  auto be = [&](int64_t i, size_t size) {
+    uint64_t v = 0;
+    for (size_t b = 0; b < size; ++b)
+      v = (v << 8) | in[i * static_cast<int64_t>(size) + static_cast<int64_t>(b)];
+    return v;
+  };
+  switch (code) {
+    case 0x08:
+      std::memcpy(out.raw_data(), in, static_cast<size_t>(n));
+      break;
+    case 0x09:
+      for (int64_t i = 0; i < n; ++i) out.data<int32_t>()[i] = static_cast<int8_t>(in[i]);
+      break;
+    case 0x0B:
+      for (int64_t i = 0; i < n; ++i) out.data<int32_t>()[i] = static_cast<int16_t>(be(i, 2));
+      break;
+    case 0x0C:
+      for (int64_t i = 0; i < n; ++i) out.data<int32_t>()[i] = static_cast<int32_t>(be(i, 4));
+      break;
+    case 0x0D:
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t bits = static_cast<uint32_t>(be(i, 4));
+        std::memcpy(out.data<float>() + i, &bits, 4);
+      }
+      break;
+    case 0x0E:
+      for (int64_t i = 0; i < n; ++i) {
+        uint64_t bits = be(i, 8);
+        std::memcpy(out.data<double>() + i, &bits, 8);
+      }
+      break;
+  }
+}
+
+Compression detect_compression(const std::string& path) {
+  InputStream probe(path);
+  unsigned char magic[2] = {0, 0};
+  size_t got = probe.read(magic, 2);
+  return got == 2 && magic[0] == 0x1f && magic[1] == 0x8b ? Compression::kGzip : Compression::kNone;
+}
+
+std::string hex32(uint32_t value) {
+  char hex[16];
+  std::snprintf(hex, sizeof(hex), "0x%08X", value);
+  return hex;
+}
+
+// The existing one of `name.gz` and `name`, or NotFoundError naming both.
+std::string find_idx_file(const std::string& directory, const std::string& name) {
+  std::filesystem::path base = std::filesystem::path(directory) / name;
+  std::string gz = base.string() + ".gz";
+  if (std::filesystem::exists(gz)) return gz;
+  if (std::filesystem::exists(base)) return base.string();
+  throw NotFoundError("MNIST file not found: neither '" + gz + "' nor '" + base.string() +
+                      "' exists; for Fashion-MNIST install the Debian package "
+                      "dataset-fashion-mnist, or pass the directory holding the IDX files");
+}
+
+Tensor read_checked(const std::string& path, uint32_t expected_magic, const char* what) {
+  InputStream stream(path, detect_compression(path));
+  unsigned char header[4];
+  if (stream.read(header, 4) < 4)
+    throw DataLossError("truncated IDX file '" + path + "': shorter than its 4-byte magic number");
+  uint32_t magic = (uint32_t{header[0]} << 24) | (uint32_t{header[1]} << 16) |
+                   (uint32_t{header[2]} << 8) | header[3];
+  if (expected_magic != 0 && magic != expected_magic)
+    throw DataLossError("bad IDX magic number in '" + path + "': expected " +
+                        hex32(expected_magic) + " (" + what + ") but found " + hex32(magic) +
+                        "; is this the right file?");
+  if (header[0] != 0 || header[1] != 0)
+    throw DataLossError("bad IDX magic number in '" + path + "': " + hex32(magic) +
+                        " does not start with two zero bytes; this is not an IDX file");
+  IdxType type = idx_type(header[2], path);
+  size_t rank = header[3];
+  Shape shape(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    unsigned char dim[4];
+    if (stream.read(dim, 4) < 4)
+      throw DataLossError("truncated IDX file '" + path + "': the header promises " +
+                          std::to_string(rank) + " dimensions but ends after " + std::to_string(i));
+    shape[i] = (int64_t{dim[0]} << 24) | (int64_t{dim[1]} << 16) | (int64_t{dim[2]} << 8) | dim[3];
+  }
+  int64_t count = ops::num_elements(shape);
+  size_t bytes = static_cast<size_t>(count) * type.file_size;
+  std::vector<unsigned char> raw(bytes);
+  size_t got = stream.read(raw.data(), bytes);
+  if (got < bytes)
+    throw DataLossError("truncated IDX file '" + path + "': shape " + ops::shape_str(shape) +
+                        " of " + type.name + " needs " + std::to_string(bytes) +
+                        " bytes after the header, "
+                        "found " +
+                        std::to_string(got));
+  unsigned char extra;
+  if (stream.read(&extra, 1) != 0)
+    throw DataLossError("IDX file '" + path + "' has bytes after the " + std::to_string(bytes) +
+                        " that its header " + ops::shape_str(shape) + " describes; it is damaged");
+  Tensor out = Tensor::empty(shape, type.dtype);
+  convert(raw.data(), out, header[2]);
+  return out;
+}
+
+}  // namespace
+
+Tensor read_idx(const std::string& path) { return read_checked(path, 0, ""); }
+
+Dataset mnist(const std::string& directory, const std::string& split) {
+  std::string prefix;
+  if (split == "train")
+    prefix = "train";
+  else if (split == "test" || split == "t10k")
+    prefix = "t10k";
+  else
+    throw InvalidArgumentError("mnist: unknown split '" + split + "'; use \"train\" or \"test\"");
+  std::string images_path = find_idx_file(directory, prefix + "-images-idx3-ubyte");
+  std::string labels_path = find_idx_file(directory, prefix + "-labels-idx1-ubyte");
+  auto load = [images_path, labels_path] {
+    Tensor images = read_checked(images_path, 0x00000803, "uint8 images, 3 dimensions");
+    Tensor labels = read_checked(labels_path, 0x00000801, "uint8 labels, 1 dimension");
+    if (images.dim(0) != labels.dim(0))
+      throw DataLossError("'" + images_path + "' holds " + std::to_string(images.dim(0)) +
+                          " images but '" + labels_path + "' holds " +
+                          std::to_string(labels.dim(0)) +
+                          " labels; the files do not belong together");
+    Tensor labels64 = Tensor::empty({labels.dim(0)}, DType::kI64);
+    const uint8_t* in = labels.data<uint8_t>();
+    int64_t* out = labels64.data<int64_t>();
+    for (int64_t i = 0; i < labels.dim(0); ++i) out[i] = in[i];
+    return Element(
+        Features{{"image", images.reshape({images.dim(0), images.dim(1), images.dim(2), 1})}},
+        labels64);
+  };
+  return Dataset(make_slices_node(load, "mnist(" + directory + ", " + split + ")"));
+}
+
+Dataset fashion_mnist(const std::string& split, const std::string& directory) {
+  return mnist(directory, split);
+}
+
+Element scale(Element element) {
+  auto convert_u8 = [](Tensor& tensor) {
+    if (!tensor.defined() || tensor.dtype() != DType::kU8) return;
+    Tensor out = Tensor::empty(tensor.shape(), DType::kF32);
+    const uint8_t* in = tensor.data<uint8_t>();
+    float* dst = out.data<float>();
+    int64_t n = tensor.numel();
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(in[i]) / 255.0f;
+    tensor = out;
+  };
+  for (auto& [name, tensor] : element.features) convert_u8(tensor);
+  convert_u8(element.value);
+  return element;
+}
+
+}  // namespace est::data

@@ -1,0 +1,51 @@
+// The pipeline's internal interface: an immutable node per stage, and the iterators it makes.
+//
+// A Dataset is a shared_ptr to the last node; each node holds its input node, so a pipeline is
+// a chain of immutable descriptions that any number of iterators can walk independently. An
+// iterator pulls from its input iterator (next), and writes or reads its position (save /
+// restore) as described in state.h. Stages live in their own .cpp files and are created
+// through the functions at the bottom, which Dataset's methods call.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "data/element.h"
+#include "data/state.h"
+
+namespace est::data {
+
+// Passed down when iterators are created. `epoch_key` distinguishes the passes that repeat()
+// makes, so that shuffle(reshuffle_each_iteration) draws a new order every epoch while staying
+// a pure function of (seed, epoch) and hence restorable.
+struct IteratorContext {
+  uint64_t epoch_key = 0;
+};
+
+class IteratorBase {
+ public:
+  virtual ~IteratorBase() = default;
+  // The next element, or nullopt at the end of input (a normal event, not an error).
+  virtual std::optional<Element> next() = 0;
+  // Skips up to `count` elements and returns how many were skipped (fewer at the end of input).
+  // Sources override it to skip without building elements.
+  virtual int64_t skip(int64_t count);
+  virtual void save(StateWriter& writer) = 0;
+  virtual void restore(StateReader& reader) = 0;
+};
+
+class DatasetNode {
+ public:
+  virtual ~DatasetNode() = default;
+  virtual std::unique_ptr<IteratorBase> make_iterator(const IteratorContext& context) const = 0;
+};
+
+using NodePtr = std::shared_ptr<const DatasetNode>;
+
+// Mixes two 64-bit values into one (splitmix64 finaliser), for seeds and epoch keys.
+uint64_t mix_seed(uint64_t a, uint64_t b);
+
+}  // namespace est::data

@@ -1,0 +1,142 @@
+// prefetch(n): a background thread runs the input and keeps up to n elements in a bounded
+// queue, so the consumer (the training step) finds its next batch ready.
+//
+// The thread starts on the first next() and stops when the iterator is destroyed or its state
+// is saved or restored. Saving stops the thread between two elements and stores the queued
+// elements and the input's position, so nothing is lost or read twice. An exception in the input
+// is queued like an element and rethrown by next() in order; the iterator ends after it.
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "data/stages.h"
+
+namespace est::data {
+namespace {
+
+class PrefetchIterator final : public IteratorBase {
+ public:
+  PrefetchIterator(std::unique_ptr<IteratorBase> input, int64_t capacity)
+      : input_(std::move(input)), capacity_(static_cast<size_t>(std::max<int64_t>(capacity, 1))) {}
+
+  ~PrefetchIterator() override { stop(); }
+
+  std::optional<Element> next() override {
+    std::unique_lock lock(mutex_);
+    if (!worker_.joinable() && !input_finished_) start_locked();
+    changed_.wait(lock, [this] { return !queue_.empty() || input_finished_; });
+    if (!queue_.empty()) {
+      Element element = std::move(queue_.front());
+      queue_.pop_front();
+      changed_.notify_all();
+      return element;
+    }
+    if (error_) {
+      std::exception_ptr error = error_;
+      error_ = nullptr;
+      std::rethrow_exception(error);
+    }
+    return std::nullopt;
+  }
+
+  void save(StateWriter& writer) override {
+    stop();
+    writer.begin_stage("prefetch");
+    writer.write_bool(input_finished_);
+    write_error(writer, error_);
+    writer.write_u64(queue_.size());
+    for (const Element& element : queue_) writer.write_element(element);
+    input_->save(writer);
+  }
+
+  void restore(StateReader& reader) override {
+    stop();
+    reader.expect_stage("prefetch");
+    input_finished_ = reader.read_bool();
+    error_ = read_error(reader);
+    uint64_t count = reader.read_u64();
+    queue_.clear();
+    for (uint64_t i = 0; i < count; ++i) queue_.push_back(reader.read_element());
+    input_->restore(reader);
+  }
+
+ private:
+  void start_locked() {
+    stopping_ = false;
+    worker_ = std::thread([this] { produce(); });
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!worker_.joinable()) return;
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    worker_.join();
+    stopping_ = false;
+  }
+
+  void produce() {
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [this] { return stopping_ || queue_.size() < capacity_; });
+        if (stopping_) return;
+      }
+      std::optional<Element> element;
+      std::exception_ptr error;
+      try {
+        element = input_->next();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard lock(mutex_);
+      if (element) {
+        queue_.push_back(std::move(*element));  // kept even when stopping: it left the input
+      } else {
+        error_ = error;
+        input_finished_ = true;
+      }
+      changed_.notify_all();
+      if (input_finished_) return;
+    }
+  }
+
+  std::unique_ptr<IteratorBase> input_;
+  size_t capacity_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Element> queue_;
+  bool input_finished_ = false;  // the input ended or failed (error_ set)
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+class PrefetchNode final : public DatasetNode {
+ public:
+  PrefetchNode(NodePtr input, int64_t buffer_size)
+      : input_(std::move(input)), buffer_size_(buffer_size) {}
+  std::unique_ptr<IteratorBase> make_iterator(const IteratorContext& context) const override {
+    return std::make_unique<PrefetchIterator>(input_->make_iterator(context), buffer_size_);
+  }
+
+ private:
+  NodePtr input_;
+  int64_t buffer_size_;
+};
+
+}  // namespace
+
+NodePtr make_prefetch_node(NodePtr input, int64_t buffer_size) {
+  return std::make_shared<PrefetchNode>(std::move(input), buffer_size);
+}
+
+std::unique_ptr<IteratorBase> make_prefetch_iterator(std::unique_ptr<IteratorBase> input,
+                                                     int64_t buffer_size) {
+  return std::make_unique<PrefetchIterator>(std::move(input), buffer_size);
+}
+
+}  // namespace est::data

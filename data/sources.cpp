@@ -1,0 +1,345 @@
+// Sources: slices of tensors (also what the IDX reader loads into), a fixed list of elements,
+// range, and elements from a C++ callable.
+#include <mutex>
+
+#include "data/stages.h"
+
+namespace est::data {
+namespace {
+
+// --- Slices: rows of an element whose tensors share their first dimension ---
+
+struct SliceData {
+  Element element;  // every tensor [rows, ...]
+  int64_t rows = 0;
+};
+
+class SlicesNode final : public DatasetNode {
+ public:
+  SlicesNode(std::function<Element()> load, std::string what)
+      : load_(std::move(load)), what_(std::move(what)) {}
+
+  std::unique_ptr<IteratorBase> make_iterator(const IteratorContext&) const override;
+
+  // Loads on first use; every iterator shares the loaded tensors.
+  std::shared_ptr<const SliceData> data() const {
+    std::call_once(once_, [this] {
+      auto data = std::make_shared<SliceData>();
+      data->element = load_();
+      int64_t rows = -1;
+      std::string first;
+      for_each_component(data->element, [&](std::string_view name, const Tensor& t) {
+        if (t.rank() == 0)
+          throw InvalidArgumentError(what_ + ": component '" + std::string(name) +
+                                     "' is a scalar; slicing needs tensors of rank >= 1");
+        if (rows < 0) {
+          rows = t.dim(0);
+          first = name;
+        } else if (t.dim(0) != rows) {
+          throw InvalidArgumentError(what_ + ": components disagree on the first dimension: '" +
+                                     first + "' has " + std::to_string(rows) + " rows, '" +
+                                     std::string(name) + "' has " + std::to_string(t.dim(0)));
+        }
+        if (!t.device().is_cpu())
+          throw UnimplementedError(what_ + ": component '" + std::string(name) + "' is on " +
+                                   t.device().str() + "; input pipelines read host tensors");
+      });
+      data->rows = std::max<int64_t>(rows, 0);
+      data_ = std::move(data);
+    });
+    return data_;
+  }
+
+ private:
+  std::function<Element()> load_;
+  std::string what_;
+  mutable std::once_flag once_;
+  mutable std::shared_ptr<const SliceData> data_;
+};
+
+class SlicesIterator final : public IteratorBase {
+ public:
+  explicit SlicesIterator(std::shared_ptr<const SliceData> data) : data_(std::move(data)) {}
+
+  std::optional<Element> next() override {
+    if (row_ >= data_->rows) return std::nullopt;
+    const Element& all = data_->element;
+    Element out;
+    for (const auto& [name, tensor] : all.features)
+      out.features.emplace(name, slice_row(tensor, row_));
+    if (all.labels.defined()) out.labels = slice_row(all.labels, row_);
+    if (all.value.defined()) out.value = slice_row(all.value, row_);
+    ++row_;
+    return out;
+  }
+
+  int64_t skip(int64_t count) override {
+    int64_t skipped = std::min(count, data_->rows - row_);
+    row_ += skipped;
+    return skipped;
+  }
+
+  void save(StateWriter& writer) override {
+    writer.begin_stage("slices");
+    writer.write_i64(row_);
+  }
+
+  void restore(StateReader& reader) override {
+    reader.expect_stage("slices");
+    int64_t row = reader.read_i64();
+    if (row < 0 || row > data_->rows)
+      throw InvalidArgumentError("iterator state does not match this pipeline: saved position " +
+                                 std::to_string(row) + " of a source with " +
+                                 std::to_string(data_->rows) + " rows");
+    row_ = row;
+  }
+
+ private:
+  std::shared_ptr<const SliceData> data_;
+  int64_t row_ = 0;
+};
+
+std::unique_ptr<IteratorBase> SlicesNode::make_iterator(const IteratorContext&) const {
+  return std::make_unique<SlicesIterator>(data());
+}
+
+// --- A fixed list of elements ---
+
+class ElementsNode final : public DatasetNode {
+ public:
+  explicit ElementsNode(std::vector<Element> elements)
+      : elements_(std::make_shared<const std::vector<Element>>(std::move(elements))) {}
+  std::unique_ptr<IteratorBase> make_iterator(const IteratorContext&) const override;
+
+ private:
+  std::shared_ptr<const std::vector<Element>> elements_;
+};
+
+class ElementsIterator final : public IteratorBase {
+ public:
+  explicit ElementsIterator(std::shared_ptr<const std::vector<Element>> elements)
+      : elements_(std::move(elements)) {}
+
+  std::optional<Element> next() override {
+    if (index_ >= elements_->size()) return std::nullopt;
+    return (*elements_)[index_++];
+  }
+
+  void save(StateWriter& writer) override {
+    writer.begin_stage("elements");
+    writer.write_u64(index_);
+  }
+
+  void restore(StateReader& reader) override {
+    reader.expect_stage("elements");
+    uint64_t index = reader.read_u64();
+    if (index > elements_->size())
+      throw InvalidArgumentError("iterator state does not match this pipeline: saved position " +
+                                 std::to_string(index) + " of a source with " +
+                                 std::to_string(elements_->size()) + " elements");
+    index_ = index;
+  }
+
+ private:
+  std::shared_ptr<const std::vector<Element>> elements_;
+  size_t index_ = 0;
+};
+
+std::unique_ptr<IteratorBase> ElementsNode::make_iterator(const IteratorContext&) const {
+  return std::make_unique<ElementsIterator>(elements_);
+}
+
+// --- range ---
+
+class RangeIterator final : public IteratorBase {
+ public:
+  RangeIterator(int64_t start, int64_t stop, int64_t step)
+      : start_(start), stop_(stop), step_(step), current_(start) {}
+
+  std::optional<Element> next() override {
+    if (step_ > 0 ? current_ >= stop_ : current_ <= stop_) return std::nullopt;
+    Element out(Tensor::scalar(static_cast<double>(current_), DType::kI64));
+    // Scalars through double lose precision past 2^53; write the exact value.
+    *out.value.data<int64_t>() = current_;
+    current_ += step_;
+    return out;
+  }
+
+  void save(StateWriter& writer) override {
+    writer.begin_stage("range");
+    writer.write_i64(current_);
+  }
+
+  void restore(StateReader& reader) override {
+    reader.expect_stage("range");
+    current_ = reader.read_i64();
+    if ((current_ - start_) % step_ != 0)
+      throw InvalidArgumentError("iterator state does not match this pipeline: position " +
+                                 std::to_string(current_) + " is not in range(" +
+                                 std::to_string(start_) + ", " + std::to_string(stop_) + ", " +
+                                 std::to_string(step_) + ")");
+  }
+
+ private:
+  int64_t start_, stop_, step_, current_;
+};
+
+class RangeNode final : public DatasetNode {
+ public:
+  RangeNode(int64_t start, int64_t stop, int64_t step) : start_(start), stop_(stop), step_(step) {}
+  std::unique_ptr<IteratorBase> make_iterator(const IteratorContext&) const override {
+    return std::make_unique<RangeIterator>(start_, stop_, step_);
+  }
+
+ private:
+  int64_t start_, stop_, step_;
+};
+
+// --- from_generator: restores by calling the factory again and replaying ---
+
+class GeneratorIterator final : public IteratorBase {
+ public:
+  explicit GeneratorIterator(GeneratorFactory factory)
+      : factory_(std::move(factory)), generator_(factory_()) {}
+
+  std::optional<Element> next() override {
+    if (done_) return std::nullopt;
+    std::optional<Element> out = generator_();
+    if (!out) {
+      done_ = true;
+      return std::nullopt;
+    }
+    ++produced_;
+    return out;
+  }
+
+  void save(StateWriter& writer) override {
+    writer.begin_stage("generator");
+    writer.write_i64(produced_);
+    writer.write_bool(done_);
+  }
+
+  void restore(StateReader& reader) override {
+    reader.expect_stage("generator");
+    int64_t produced = reader.read_i64();
+    bool done = reader.read_bool();
+    generator_ = factory_();
+    produced_ = 0;
+    done_ = false;
+    for (int64_t i = 0; i < produced; ++i) {
+      if (!generator_())
+        throw FailedPreconditionError(
+            "from_generator: restoring needs to replay " + std::to_string(produced) +
+            " elements but the generator ended after " + std::to_string(i) +
+            "; exact resume requires a deterministic generator");
+      ++produced_;
+    }
+    done_ = done;
+  }
+
+ private:
+  GeneratorFactory factory_;
+  GeneratorFn generator_;
+  int64_t produced_ = 0;
+  bool done_ = false;
+};
+
+class GeneratorNode final : public DatasetNode {
+ public:
+  explicit GeneratorNode(GeneratorFactory factory) : factory_(std::move(factory)) {}
+  std::unique_ptr<IteratorBase> make_iterator(const IteratorContext&) const override {
+    return std::make_unique<GeneratorIterator>(factory_);
+  }
+
+ private:
+  GeneratorFactory factory_;
+};
+
+// --- Files, one after another ---
+
+class FileSourceIterator final : public IteratorBase {
+ public:
+  FileSourceIterator(const std::vector<std::string>& paths, const OpenFileFn& open,
+                     const std::string& stage)
+      : paths_(paths), open_(open), stage_(stage) {}
+
+  std::optional<Element> next() override {
+    for (;;) {
+      if (!reader_) {
+        if (file_index_ >= paths_.size()) return std::nullopt;
+        reader_ = open_(paths_[file_index_]);
+      }
+      if (std::optional<Element> element = reader_->next()) return element;
+      reader_.reset();
+      ++file_index_;
+    }
+  }
+
+  void save(StateWriter& writer) override {
+    writer.begin_stage(stage_);
+    writer.write_u64(file_index_);
+    writer.write_bool(reader_ != nullptr);
+    if (reader_) reader_->save(writer);
+  }
+
+  void restore(StateReader& reader) override {
+    reader.expect_stage(stage_);
+    uint64_t file_index = reader.read_u64();
+    bool open = reader.read_bool();
+    if (file_index > paths_.size() || (open && file_index == paths_.size()))
+      throw InvalidArgumentError("iterator state does not match this pipeline: it was in file " +
+                                 std::to_string(file_index) + " of a " + stage_ + " source over " +
+                                 std::to_string(paths_.size()) + " files");
+    reader_.reset();
+    file_index_ = file_index;
+    if (open) {
+      reader_ = open_(paths_[file_index_]);
+      reader_->restore(reader);
+    }
+  }
+
+ private:
+  const std::vector<std::string>& paths_;
+  const OpenFileFn& open_;
+  const std::string& stage_;
+  size_t file_index_ = 0;
+  std::unique_ptr<FileReader> reader_;
+};
+
+class FileSourceNode final : public DatasetNode {
+ public:
+  FileSourceNode(std::vector<std::string> paths, OpenFileFn open, std::string stage)
+      : paths_(std::move(paths)), open_(std::move(open)), stage_(std::move(stage)) {}
+  std::unique_ptr<IteratorBase> make_iterator(const IteratorContext&) const override {
+    return std::make_unique<FileSourceIterator>(paths_, open_, stage_);
+  }
+
+ private:
+  std::vector<std::string> paths_;
+  OpenFileFn open_;
+  std::string stage_;
+};
+
+}  // namespace
+
+NodePtr make_file_source_node(std::vector<std::string> paths, OpenFileFn open, std::string stage) {
+  return std::make_shared<FileSourceNode>(std::move(paths), std::move(open), std::move(stage));
+}
+
+NodePtr make_slices_node(std::function<Element()> load, std::string what) {
+  return std::make_shared<SlicesNode>(std::move(load), std::move(what));
+}
+
+NodePtr make_elements_node(std::vector<Element> elements) {
+  return std::make_shared<ElementsNode>(std::move(elements));
+}
+
+NodePtr make_range_node(int64_t start, int64_t stop, int64_t step) {
+  return std::make_shared<RangeNode>(start, stop, step);
+}
+
+NodePtr make_generator_node(GeneratorFactory factory) {
+  return std::make_shared<GeneratorNode>(std::move(factory));
+}
+
+}  // namespace est::data

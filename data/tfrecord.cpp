@@ -1,0 +1,140 @@
+// TFRecord framing on top of InputStream/OutputStream, and the record source.
+#include "data/tfrecord.h"
+
+#include <cstring>
+
+#include "data/crc32c.h"
+#include "data/stages.h"
+
+namespace est::data {
+
+namespace {
+
+void put_u32(char* out, uint32_t value) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
+}
+
+void put_u64(char* out, uint64_t value) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((value >> (8 * i)) & 0xff);
+}
+
+uint32_t get_u32(const char* in) {
+  uint32_t value = 0;
+  for (int i = 0; i < 4; ++i)
+    value |= static_cast<uint32_t>(static_cast<unsigned char>(in[i])) << (8 * i);
+  return value;
+}
+
+uint64_t get_u64(const char* in) {
+  uint64_t value = 0;
+  for (int i = 0; i < 8; ++i)
+    value |= static_cast<uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
+  return value;
+}
+
+}  // namespace
+
+TFRecordWriter::TFRecordWriter(std::string path, Compression compression)
+    : stream_(std::move(path), compression) {}
+
+void TFRecordWriter::write(std::string_view record) {
+  char header[12];
+  put_u64(header, record.size());
+  put_u32(header + 8, mask_crc(crc32c(header, 8)));
+  char footer[4];
+  put_u32(footer, mask_crc(crc32c(record.data(), record.size())));
+  stream_.write(header, sizeof(header));
+  stream_.write(record);
+  stream_.write(footer, sizeof(footer));
+}
+
+TFRecordReader::TFRecordReader(std::string path, Compression compression)
+    : stream_(std::move(path), compression) {}
+
+bool TFRecordReader::read(std::string& record) {
+  uint64_t start = stream_.offset();
+  auto where = [&] {
+    return "'" + path() + "', record " + std::to_string(record_index_) + " at byte " +
+           std::to_string(start);
+  };
+  char header[12];
+  size_t got = stream_.read(header, sizeof(header));
+  if (got == 0) return false;
+  if (got < sizeof(header))
+    throw DataLossError("truncated TFRecord file " + where() +
+                        ": expected a 12-byte header, found " + std::to_string(got) + " bytes");
+  uint32_t expected = unmask_crc(get_u32(header + 8));
+  uint32_t actual = crc32c(header, 8);
+  if (expected != actual)
+    throw DataLossError("corrupt TFRecord length in " + where() + ": CRC32C of the length is " +
+                        std::to_string(actual) + " but the file says " + std::to_string(expected) +
+                        "; the file is damaged or is not a TFRecord file (compressed? pass "
+                        "Compression::kGzip)");
+  uint64_t length = get_u64(header);
+  record.resize(length);
+  got = stream_.read(record.data(), length);
+  if (got < length)
+    throw DataLossError("truncated TFRecord file " + where() + ": the record should have " +
+                        std::to_string(length) + " bytes, only " + std::to_string(got) + " remain");
+  char footer[4];
+  got = stream_.read(footer, sizeof(footer));
+  if (got < sizeof(footer))
+    throw DataLossError("truncated TFRecord file " + where() +
+                        ": the record's 4-byte CRC is missing");
+  expected = unmask_crc(get_u32(footer));
+  actual = crc32c(record.data(), record.size());
+  if (expected != actual)
+    throw DataLossError("corrupt TFRecord data in " + where() + ": CRC32C of the " +
+                        std::to_string(length) + " data bytes is " + std::to_string(actual) +
+                        " but the file says " + std::to_string(expected));
+  ++record_index_;
+  return true;
+}
+
+void TFRecordReader::seek(uint64_t offset, int64_t record_index) {
+  stream_.seek(offset);
+  record_index_ = record_index;
+}
+
+namespace {
+
+class TFRecordFileReader final : public FileReader {
+ public:
+  TFRecordFileReader(const std::string& path, Compression compression)
+      : reader_(path, compression) {}
+
+  std::optional<Element> next() override {
+    if (!reader_.read(record_)) return std::nullopt;
+    return Element(bytes_tensor(record_));
+  }
+
+  void save(StateWriter& writer) override {
+    writer.write_u64(reader_.offset());
+    writer.write_i64(reader_.record_index());
+  }
+
+  void restore(StateReader& reader) override {
+    uint64_t offset = reader.read_u64();
+    int64_t index = reader.read_i64();
+    reader_.seek(offset, index);
+  }
+
+ private:
+  TFRecordReader reader_;
+  std::string record_;
+};
+
+}  // namespace
+
+Dataset tfrecord_dataset(std::vector<std::string> paths, TFRecordOptions options) {
+  if (paths.empty()) throw InvalidArgumentError("tfrecord_dataset: no file names given");
+  Compression compression = options.compression;
+  return Dataset(make_file_source_node(
+      std::move(paths),
+      [compression](const std::string& path) {
+        return std::make_unique<TFRecordFileReader>(path, compression);
+      },
+      "tfrecord"));
+}
+
+}  // namespace est::data

@@ -1,0 +1,401 @@
+// Element-wise stages: map (sequential or on a thread pool, order kept), filter, take, skip,
+// shard and repeat.
+#include <deque>
+#include <future>
+
+#include "data/stages.h"
+#include "data/thread_pool.h"
+
+namespace est::data {
+namespace {
+
+// --- map ---
+
+class MapIterator final : public IteratorBase {
+ public:
+  MapIterator(std::unique_ptr<IteratorBase> input, const MapFn& fn)
+      : input_(std::move(input)), fn_(fn) {}
+
+  std::optional<Element> next() override {
+    std::optional<Element> element = input_->next();
+    if (!element) return std::nullopt;
+    return fn_(std::move(*element));
+  }
+
+  void save(StateWriter& writer) override {
+    writer.begin_stage("map");
+    input_->save(writer);
+  }
+
+  void restore(StateReader& reader) override {
+    reader.expect_stage("map");
+    input_->restore(reader);
+  }
+
+ private:
+  std::unique_ptr<IteratorBase> input_;
+  const MapFn& fn_;  // owned by the node, which the Dataset keeps alive
+};
+
+// Keeps up to `window` calls in flight on the pool and hands results back in input order.
+// Saving waits for the calls in flight and stores their results, so nothing is recomputed or
+// lost on restore.
+class ParallelMapIterator final : public IteratorBase {
+ public:
+  ParallelMapIterator(std::unique_ptr<IteratorBase> input, std::shared_ptr<const MapFn> fn,
+                      int64_t threads)
+      : input_(std::move(input)), fn_(std::move(fn)), window_(2 * threads), pool_(threads) {}
+
+  ~ParallelMapIterator() override {
+    for (auto& result : pending_) result.wait();  // tasks reference fn_ and this stage
+  }
+
+  std::optional<Element> next() override {
+    fill();
+    if (pending_.empty()) return std::nullopt;
+    std::shared_future<Element> result = std::move(pending_.front());
+    pending_.pop_front();
+    fill();
+    return result.get();  // rethrows the map function's exception at this element's position
+  }
+
+  void save(StateWriter& writer) override {
+    writer.begin_stage("parallel_map");
+    writer.write_bool(input_done_);
+    writer.write_u64(pending_.size());
+    for (auto& result : pending_) {
+      std::exception_ptr error;
+      Element element;
+      try {
+        element = result.get();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      write_error(writer, error);
+      if (!error) writer.write_element(element);
+    }
+    input_->save(writer);
+  }
+
+  void restore(StateReader& reader) override {
+    reader.expect_stage("parallel_map");
+    for (auto& result : pending_) result.wait();
+    pending_.clear();
+    input_done_ = reader.read_bool();
+    uint64_t count = reader.read_u64();
+    for (uint64_t i = 0; i < count; ++i) {
+      std::promise<Element> promise;
+      if (std::exception_ptr error = read_error(reader))
+        promise.set_exception(error);
+      else
+        promise.set_value(reader.read_element());
+      pending_.push_back(promise.get_future().share());
+    }
+    input_->restore(reader);
+  }
+
+ private:
+  void fill() {
+    while (!input_done_ && static_cast<int64_t>(pending_.size()) < window_) {
+      std::optional<Element> element = input_->next();
+      if (!element) {
+        input_done_ = true;
+        break;
+      }
+      auto promise = std::make_shared<std::promise<Element>>();
+      pending_.push_back(promise->get_future().share());
+      pool_.submit([fn = fn_, promise, element = std::move(*element)]() mutable {
+        try {
+          promise->set_value((*fn)(std::move(element)));
+        } catch (...) {
+          promise->set_exception(std::current_exception());
+        }
+      });
+    }
+  }
+
+  std::unique_ptr<IteratorBase> input_;
+  std::shared_ptr<const MapFn> fn_;
+  int64_t window_;
+  bool input_done_ = false;
+  std::deque<std::shared_future<Element>> pending_;
+  ThreadPool pool_;  // last: destroyed (joined) first
+};
+
+class MapNode final : public DatasetNode {
+ public:
+  MapNode(NodePtr input, MapFn fn, int64_t num_parallel_calls)
+      : input_(std::move(input)),
+        fn_(std::make_shared<const MapFn>(std::move(fn))),
+        threads_(num_parallel_calls == kAutotune ? autotune_parallelism() : num_parallel_calls) {}
+
+  std::unique_ptr<IteratorBase> make_iterator(const IteratorContext& context) const override {
+    auto input = input_->make_iterator(context);
+    if (threads_ <= 1) return std::make_unique<MapIterator>(std::move(input), *fn_);
+    return std::make_unique<ParallelMapIterator>(std::move(input), fn_, threads_);
+  }
+
+ private:
+  NodePtr input_;
+  std::shared_ptr<const MapFn> fn_;
+  int64_t threads_;
+};
+
+// --- filter ---
+
+class FilterIterator final : public IteratorBase {
+ public:
+  FilterIterator(std::unique_ptr<IteratorBase> input, const PredicateFn& predicate)
+      : input_(std::move(input)), predicate_(predicate) {}
+
+  std::optional<Element> next() override {
+    while (std::optional<Element> element = input_->next())
+      if (predicate_(*element)) return element;
+    return std::nullopt;
+  }
+
+  void save(StateWriter& writer) override {
+    writer.begin_stage("filter");
+    input_->save(writer);
+  }
+
+  void restore(StateReader& reader) override {
+    reader.expect_stage("filter");
+    input_->restore(reader);
+  }
+
+ private:
+  std::unique_ptr<IteratorBase> input_;
+  const PredicateFn& predicate_;
+};
+
+class FilterNode final : public DatasetNode {
+ public:
+  FilterNode(NodePtr input, PredicateFn predicate)
+      : input_(std::move(input)), predicate_(std::move(predicate)) {}
+  std::unique_ptr<IteratorBase> make_iterator(const IteratorContext& context) const override {
+    return std::make_unique<FilterIterator>(input_->make_iterator(context), predicate_);
+  }
+
+ private:
+  NodePtr input_;
+  PredicateFn predicate_;
+};
+
+// --- take, skip, shard: counters over the input ---
+
+class TakeIterator final : public IteratorBase {
+ public:
+  TakeIterator(std::unique_ptr<IteratorBase> input, int64_t count)
+      : input_(std::move(input)), count_(count) {}
+
+  std::optional<Element> next() override {
+    if (count_ >= 0 && taken_ >= count_) return std::nullopt;
+    std::optional<Element> element = input_->next();
+    if (element) ++taken_;
+    return element;
+  }
+
+  void save(StateWriter& writer) override {
+    writer.begin_stage("take");
+    writer.write_i64(taken_);
+    input_->save(writer);
+  }
+
+  void restore(StateReader& reader) override {
+    reader.expect_stage("take");
+    taken_ = reader.read_i64();
+    input_->restore(reader);
+  }
+
+ private:
+  std::unique_ptr<IteratorBase> input_;
+  int64_t count_;
+  int64_t taken_ = 0;
+};
+
+class SkipIterator final : public IteratorBase {
+ public:
+  SkipIterator(std::unique_ptr<IteratorBase> input, int64_t count)
+      : input_(std::move(input)), count_(count) {}
+
+  std::optional<Element> next() override {
+    if (!skipped_) {
+      skipped_ = true;
+      if (count_ < 0) {
+        while (input_->skip(1 << 20) > 0) {
+        }
+        return std::nullopt;
+      }
+      input_->skip(count_);
+    }
+    return input_->next();
+  }
+
+  void save(StateWriter& writer) override {
+    writer.begin_stage("skip");
+    writer.write_bool(skipped_);
+    input_->save(writer);
+  }
+
+  void restore(StateReader& reader) override {
+    reader.expect_stage("skip");
+    skipped_ = reader.read_bool();
+    input_->restore(reader);
+  }
+
+ private:
+  std::unique_ptr<IteratorBase> input_;
+  int64_t count_;
+  bool skipped_ = false;
+};
+
+// Element i goes to shard i % num_shards: shards are disjoint and cover the input once.
+class ShardIterator final : public IteratorBase {
+ public:
+  ShardIterator(std::unique_ptr<IteratorBase> input, int64_t num_shards, int64_t index)
+      : input_(std::move(input)), num_shards_(num_shards), index_(index) {}
+
+  std::optional<Element> next() override {
+    // Skip to this shard's next element: first to `index_` at the start, then num_shards - 1.
+    int64_t gap = started_ ? num_shards_ - 1 : index_;
+    started_ = true;
+    if (input_->skip(gap) < gap) return std::nullopt;
+    return input_->next();
+  }
+
+  void save(StateWriter& writer) override {
+    writer.begin_stage("shard");
+    writer.write_bool(started_);
+    input_->save(writer);
+  }
+
+  void restore(StateReader& reader) override {
+    reader.expect_stage("shard");
+    started_ = reader.read_bool();
+    input_->restore(reader);
+  }
+
+ private:
+  std::unique_ptr<IteratorBase> input_;
+  int64_t num_shards_, index_;
+  bool started_ = false;
+};
+
+template <class Stage>
+class CountNode final : public DatasetNode {
+ public:
+  CountNode(NodePtr input, int64_t a, int64_t b = 0) : input_(std::move(input)), a_(a), b_(b) {}
+  std::unique_ptr<IteratorBase> make_iterator(const IteratorContext& context) const override {
+    if constexpr (std::is_same_v<Stage, ShardIterator>)
+      return std::make_unique<Stage>(input_->make_iterator(context), a_, b_);
+    else
+      return std::make_unique<Stage>(input_->make_iterator(context), a_);
+  }
+
+ private:
+  NodePtr input_;
+  int64_t a_, b_;
+};
+
+// --- repeat: a fresh input iterator per pass, each with its own epoch key ---
+
+class RepeatIterator final : public IteratorBase {
+ public:
+  RepeatIterator(NodePtr input, int64_t count, IteratorContext context)
+      : node_(std::move(input)), count_(count), context_(context) {}
+
+  std::optional<Element> next() override {
+    while (count_ < 0 || epoch_ < count_) {
+      if (!input_) open();
+      std::optional<Element> element = input_->next();
+      if (element) {
+        produced_in_epoch_ = true;
+        return element;
+      }
+      input_.reset();
+      ++epoch_;
+      // An empty pass would make repeat() spin forever: stop, as tf.data does.
+      if (!produced_in_epoch_) {
+        count_ = epoch_;
+        break;
+      }
+    }
+    return std::nullopt;
+  }
+
+  void save(StateWriter& writer) override {
+    writer.begin_stage("repeat");
+    writer.write_i64(epoch_);
+    writer.write_i64(count_);
+    writer.write_bool(produced_in_epoch_);
+    writer.write_bool(input_ != nullptr);
+    if (input_) input_->save(writer);
+  }
+
+  void restore(StateReader& reader) override {
+    reader.expect_stage("repeat");
+    epoch_ = reader.read_i64();
+    count_ = reader.read_i64();
+    bool produced = reader.read_bool();
+    input_.reset();
+    if (reader.read_bool()) {
+      open();
+      input_->restore(reader);
+    }
+    produced_in_epoch_ = produced;
+  }
+
+ private:
+  void open() {
+    input_ = node_->make_iterator({.epoch_key = mix_seed(context_.epoch_key, epoch_)});
+    produced_in_epoch_ = false;
+  }
+
+  NodePtr node_;
+  int64_t count_;
+  IteratorContext context_;
+  int64_t epoch_ = 0;
+  bool produced_in_epoch_ = false;
+  std::unique_ptr<IteratorBase> input_;
+};
+
+class RepeatNode final : public DatasetNode {
+ public:
+  RepeatNode(NodePtr input, int64_t count) : input_(std::move(input)), count_(count) {}
+  std::unique_ptr<IteratorBase> make_iterator(const IteratorContext& context) const override {
+    return std::make_unique<RepeatIterator>(input_, count_, context);
+  }
+
+ private:
+  NodePtr input_;
+  int64_t count_;
+};
+
+}  // namespace
+
+NodePtr make_map_node(NodePtr input, MapFn fn, int64_t num_parallel_calls) {
+  return std::make_shared<MapNode>(std::move(input), std::move(fn), num_parallel_calls);
+}
+
+NodePtr make_filter_node(NodePtr input, PredicateFn predicate) {
+  return std::make_shared<FilterNode>(std::move(input), std::move(predicate));
+}
+
+NodePtr make_take_node(NodePtr input, int64_t count) {
+  return std::make_shared<CountNode<TakeIterator>>(std::move(input), count);
+}
+
+NodePtr make_skip_node(NodePtr input, int64_t count) {
+  return std::make_shared<CountNode<SkipIterator>>(std::move(input), count);
+}
+
+NodePtr make_shard_node(NodePtr input, int64_t num_shards, int64_t index) {
+  return std::make_shared<CountNode<ShardIterator>>(std::move(input), num_shards, index);
+}
+
+NodePtr make_repeat_node(NodePtr input, int64_t count) {
+  return std::make_shared<RepeatNode>(std::move(input), count);
+}
+
+}  // namespace est::data

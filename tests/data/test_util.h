@@ -1,0 +1,78 @@
+// Helpers for the data/ tests: a scratch directory per test process, draining a dataset, and
+// catching an expected error class with its message.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace est::testing {
+
+// A directory that exists for the life of the process and is removed at exit.
+inline const std::filesystem::path& scratch_dir() {
+  struct Dir {
+    std::filesystem::path path;
+    Dir() {
+      path =
+          std::filesystem::temp_directory_path() / ("est_data_test_" + std::to_string(::getpid()));
+      std::filesystem::create_directories(path);
+    }
+    ~Dir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static Dir dir;
+  return dir.path;
+}
+
+inline std::string scratch_file(const std::string& name) { return (scratch_dir() / name).string(); }
+
+// Every element of the dataset.
+inline std::vector<data::Element> drain(data::Iterator& it) {
+  std::vector<data::Element> out;
+  while (auto element = it.next()) out.push_back(std::move(*element));
+  return out;
+}
+inline std::vector<data::Element> drain(const data::Dataset& ds) {
+  auto it = ds.iterator();
+  return drain(it);
+}
+
+// The values of int64 scalar (or any) single-tensor elements, flattened in order.
+inline std::vector<int64_t> values_of(const std::vector<data::Element>& elements) {
+  std::vector<int64_t> out;
+  for (const auto& e : elements)
+    for (int64_t v : e.value.to_vector<int64_t>()) out.push_back(v);
+  return out;
+}
+inline std::vector<int64_t> values_of(const data::Dataset& ds) { return values_of(drain(ds)); }
+
+inline std::vector<int64_t> iota(int64_t begin, int64_t end) {
+  std::vector<int64_t> out;
+  for (int64_t i = begin; i < end; ++i) out.push_back(i);
+  return out;
+}
+
+template <class E, class Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("<other error: ") + e.what() + ">";
+  }
+  return "<no error>";
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace est::testing
