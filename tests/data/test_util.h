@@ -2,6 +2,7 @@
 // catching an expected error class with its message.
 #pragma once
 
+#include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/state.h"
 
 namespace est::testing {
 
@@ -57,6 +59,35 @@ inline std::vector<int64_t> iota(int64_t begin, int64_t end) {
   std::vector<int64_t> out;
   for (int64_t i = begin; i < end; ++i) out.push_back(i);
   return out;
+}
+
+inline std::vector<std::string> serialized(const std::vector<data::Element>& elements) {
+  std::vector<std::string> out;
+  for (const auto& e : elements) out.push_back(data::serialize_element(e));
+  return out;
+}
+
+// For each cut point k: read k elements and save; the saving iterator's remaining elements, a
+// fresh iterator's after restore_state, and an uninterrupted iterator's after k must be equal
+// (byte for byte). The end of the stream is always one of the cuts.
+inline void check_resume(const data::Dataset& ds, std::vector<int64_t> cuts) {
+  auto full = serialized(drain(ds));
+  REQUIRE(!full.empty());
+  cuts.push_back(static_cast<int64_t>(full.size()));
+  for (int64_t cut : cuts) {
+    if (cut > static_cast<int64_t>(full.size())) continue;
+    CAPTURE(cut);
+    auto it = ds.iterator();
+    for (int64_t i = 0; i < cut; ++i) REQUIRE(it.next());
+    std::string state = it.save_state();
+    auto rest = serialized(drain(it));
+    auto restored = ds.iterator();
+    restored.restore_state(state);
+    auto resumed = serialized(drain(restored));
+    std::vector<std::string> expected(full.begin() + cut, full.end());
+    CHECK(rest == expected);
+    CHECK(resumed == expected);
+  }
 }
 
 template <class E, class Fn>

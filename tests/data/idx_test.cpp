@@ -1,0 +1,171 @@
+// IDX files and (Fashion-)MNIST: synthetic files for headers, types and every corruption case;
+// one case reads the installed Fashion-MNIST and checks facts computed independently with
+// Python (numpy + gzip) from the same files.
+#include <doctest/doctest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "data/idx.h"
+#include "data/input_context.h"
+#include "tests/data/test_util.h"
+
+using namespace est;
+using namespace est::data;
+using est::testing::contains;
+using est::testing::drain;
+using est::testing::error_of;
+using est::testing::scratch_file;
+
+namespace {
+
+std::string be32(uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+          static_cast<char>(v)};
+}
+
+void write(const std::string& path, const std::string& bytes, bool gzip) {
+  if (gzip) {
+    gzFile out = gzopen(path.c_str(), "wb");
+    gzwrite(out, bytes.data(), static_cast<unsigned>(bytes.size()));
+    gzclose(out);
+  } else {
+    std::ofstream(path, std::ios::binary) << bytes;
+  }
+}
+
+std::string images_bytes(uint32_t count) {
+  std::string bytes = be32(0x803) + be32(count) + be32(2) + be32(2);
+  for (uint32_t i = 0; i < count * 4; ++i) bytes.push_back(static_cast<char>(i * 10));
+  return bytes;
+}
+
+std::string labels_bytes(uint32_t count) {
+  std::string bytes = be32(0x801) + be32(count);
+  for (uint32_t i = 0; i < count; ++i) bytes.push_back(static_cast<char>(i % 10));
+  return bytes;
+}
+
+// A directory holding train-images/labels (gzipped) with the given bytes.
+std::string make_dir(const std::string& name, const std::string& images,
+                     const std::string& labels) {
+  std::string dir = scratch_file(name);
+  std::filesystem::create_directories(dir);
+  write(dir + "/train-images-idx3-ubyte.gz", images, true);
+  write(dir + "/train-labels-idx1-ubyte.gz", labels, true);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("mnist reads gzipped IDX images and labels into image/label elements") {
+  std::string dir = make_dir("mnist_ok", images_bytes(3), labels_bytes(3));
+  auto rows = drain(mnist(dir, "train"));
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[1].features.at("image").shape() == Shape{2, 2, 1});
+  CHECK(rows[1].features.at("image").dtype() == DType::kU8);
+  CHECK(rows[1].features.at("image").to_vector<int64_t>() == std::vector<int64_t>{40, 50, 60, 70});
+  CHECK(rows[2].labels.dtype() == DType::kI64);
+  CHECK(rows[2].labels.item() == 2);
+  auto scaled = scale(rows[1]);
+  CHECK(scaled.features.at("image").dtype() == DType::kF32);
+  CHECK(scaled.features.at("image").to_vector<float>() ==
+        std::vector<float>{40 / 255.0f, 50 / 255.0f, 60 / 255.0f, 70 / 255.0f});
+  CHECK(scaled.labels.dtype() == DType::kI64);
+
+  // Plain (not gzipped) files and other element types: int16 and float32, big-endian.
+  std::string plain = scratch_file("plain.idx");
+  write(plain, be32(0x0B01) + be32(2) + std::string("\xff\xfe\x01\x00", 4), false);
+  CHECK(read_idx(plain).to_vector<int64_t>() == std::vector<int64_t>{-2, 256});
+  write(plain, be32(0x0D01) + be32(1) + std::string("\x3f\xc0\x00\x00", 4), false);
+  CHECK(read_idx(plain).item() == 1.5);
+}
+
+TEST_CASE("bad IDX magic, truncation, trailing bytes and mismatched counts are DataLossErrors") {
+  std::string dir = make_dir("mnist_magic", labels_bytes(3), labels_bytes(3));
+  std::string message = error_of<DataLossError>([&] { drain(mnist(dir, "train")); });
+  CHECK(contains(message, "bad IDX magic number"));
+  CHECK(contains(message, "train-images-idx3-ubyte.gz"));
+  CHECK(contains(message, "expected 0x00000803"));
+  CHECK(contains(message, "found 0x00000801"));
+
+  std::string images = images_bytes(3);
+  dir = make_dir("mnist_short", images.substr(0, images.size() - 5), labels_bytes(3));
+  message = error_of<DataLossError>([&] { drain(mnist(dir, "train")); });
+  CHECK(contains(message, "truncated IDX file"));
+  CHECK(contains(message, "needs 12 bytes after the header, found 7"));
+
+  dir = make_dir("mnist_extra", images + "xx", labels_bytes(3));
+  CHECK(contains(error_of<DataLossError>([&] { drain(mnist(dir, "train")); }), "has bytes after"));
+
+  dir = make_dir("mnist_count", images, labels_bytes(4));
+  CHECK(
+      contains(error_of<DataLossError>([&] { drain(mnist(dir, "train")); }), "holds 3 images but"));
+
+  dir = make_dir("mnist_header", images.substr(0, 6), labels_bytes(3));
+  CHECK(contains(error_of<DataLossError>([&] { drain(mnist(dir, "train")); }),
+                 "dimensions but ends"));
+
+  // A gzip stream cut short.
+  std::string gz_dir = make_dir("mnist_gz", images, labels_bytes(3));
+  std::string gz = gz_dir + "/train-images-idx3-ubyte.gz";
+  std::ifstream in(gz, std::ios::binary);
+  std::string compressed((std::istreambuf_iterator<char>(in)), {});
+  std::ofstream(gz, std::ios::binary) << compressed.substr(0, compressed.size() - 6);
+  CHECK(contains(error_of<DataLossError>([&] { drain(mnist(gz_dir, "train")); }), "truncated"));
+
+  message = error_of<NotFoundError>([] { mnist("/nonexistent/mnist", "train"); });
+  CHECK(contains(message, "/nonexistent/mnist/train-images-idx3-ubyte.gz"));
+  CHECK(contains(error_of<InvalidArgumentError>([&] { mnist(dir, "validation"); }), "validation"));
+}
+
+TEST_CASE("Fashion-MNIST from the Debian package: sizes, labels and pixels") {
+  if (!std::filesystem::exists(std::string(kFashionMnistDirectory) +
+                               "/t10k-images-idx3-ubyte.gz")) {
+    MESSAGE("dataset-fashion-mnist is not installed; skipping");
+    return;
+  }
+  auto test = drain(fashion_mnist("test"));
+  REQUIRE(test.size() == 10000);
+  std::vector<int64_t> first_labels;
+  for (int i = 0; i < 10; ++i)
+    first_labels.push_back(static_cast<int64_t>(test[static_cast<size_t>(i)].labels.item()));
+  CHECK(first_labels == std::vector<int64_t>{9, 2, 1, 1, 6, 1, 4, 6, 5, 7});
+  std::vector<int64_t> counts(10, 0);
+  for (const auto& e : test) ++counts[static_cast<size_t>(e.labels.item())];
+  CHECK(counts == std::vector<int64_t>(10, 1000));
+  const Tensor& image = test[0].features.at("image");
+  CHECK(image.shape() == Shape{28, 28, 1});
+  int64_t sum = 0;
+  for (int64_t v : image.to_vector<int64_t>()) sum += v;
+  CHECK(sum == 33456);
+  CHECK(image.at({14, 12, 0}) == 98);
+  CHECK(image.at({14, 19, 0}) == 144);
+
+  // The training split through the DESIGN pipeline: scale, batch; shard 2 of 3.
+  auto batches = drain(fashion_mnist("train").map(scale).batch(64).take(2));
+  REQUIRE(batches.size() == 2);
+  CHECK(batches[0].features.at("image").shape() == Shape{64, 28, 28, 1});
+  CHECK(batches[0].features.at("image").dtype() == DType::kF32);
+  CHECK(batches[0].labels.to_vector<int64_t>()[0] == 9);
+  CHECK(batches[0].labels.to_vector<int64_t>()[3] == 3);
+  InputContext context{.num_input_pipelines = 3, .input_pipeline_id = 2, .num_replicas_in_sync = 3};
+  CHECK(drain(fashion_mnist("train").shard(context.num_input_pipelines, context.input_pipeline_id))
+            .size() == 20000);
+}
+
+TEST_CASE("InputContext splits the global batch and rejects inconsistent values") {
+  InputContext context{.num_input_pipelines = 2, .input_pipeline_id = 1, .num_replicas_in_sync = 4};
+  CHECK(context.get_per_replica_batch_size(64) == 16);
+  std::string message =
+      error_of<InvalidArgumentError>([&] { context.get_per_replica_batch_size(66); });
+  CHECK(contains(message, "66 is not divisible by num_replicas_in_sync 4"));
+  CHECK(contains(error_of<InvalidArgumentError>([&] { context.get_per_replica_batch_size(0); }),
+                 "positive"));
+  InputContext bad{.num_input_pipelines = 2, .input_pipeline_id = 2};
+  CHECK(contains(error_of<InvalidArgumentError>([&] { bad.get_per_replica_batch_size(8); }),
+                 "input_pipeline_id 2 is outside [0, 2)"));
+  est::InputContext alias;  // aliased into est
+  CHECK(alias.get_per_replica_batch_size(8) == 8);
+}

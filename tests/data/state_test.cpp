@@ -1,0 +1,105 @@
+// Iterator save/restore: after restoring, the rest of the stream is identical to what the saved
+// iterator went on to produce, for every stage; mismatched or damaged states are rejected.
+#include <doctest/doctest.h>
+
+#include "data/data.h"
+#include "data/state.h"
+#include "tests/data/test_util.h"
+
+using namespace est;
+using namespace est::data;
+using est::testing::check_resume;
+using est::testing::contains;
+using est::testing::error_of;
+using est::testing::serialized;
+
+namespace {
+
+int64_t value(const Element& e) { return static_cast<int64_t>(e.value.item()); }
+
+Element plus_thousand(Element e) {
+  return Element(Features{{"x", Tensor::full({2}, static_cast<double>(value(e)))}},
+                 Tensor::scalar(static_cast<double>(value(e) + 1000), DType::kI64));
+}
+
+}  // namespace
+
+TEST_CASE("source -> map -> shuffle(seed) -> batch -> repeat resumes exactly") {
+  auto ds = Dataset::range(100).map(plus_thousand).shuffle(16, 7).batch(5).repeat(3);
+  check_resume(ds, {0, 1, 7, 19, 20, 21, 45, 59});
+}
+
+TEST_CASE("parallel map, filter, take, skip, shard and prefetch resume exactly") {
+  auto even = [](const Element& e) { return static_cast<int64_t>(e.labels.item()) % 2 == 0; };
+  check_resume(Dataset::range(60).map(plus_thousand, 4).filter(even).batch(4), {0, 1, 3, 6});
+  check_resume(Dataset::range(50).skip(5).take(30).shard(3, 1), {0, 2, 5});
+  check_resume(Dataset::range(200).map(plus_thousand).shuffle(30, 3).prefetch(8), {0, 1, 50, 150});
+  check_resume(Dataset::range(40).batch(3).prefetch(2).repeat(2), {0, 5, 13, 14, 20});
+  check_resume(Dataset::range(30).shuffle(10, 9, true).repeat().take(75), {0, 29, 30, 31, 60});
+}
+
+TEST_CASE("interleave, padded_batch and caches resume exactly") {
+  auto open = [](const Element& e) {
+    return Dataset::range(value(e) * 100, value(e) * 100 + value(e) + 2);
+  };
+  check_resume(Dataset::range(6).interleave(open, 3, 2), {0, 1, 4, 9, 20});
+  check_resume(Dataset::range(6).interleave(open, 3, 2, 3), {0, 1, 4, 9, 20});
+  auto runs = Dataset::range(1, 12).map(
+      [](Element e) { return Element(Tensor::full({value(e) % 4}, 1.0, DType::kI64)); });
+  check_resume(runs.padded_batch(3), {0, 1, 2});
+  // The memory cache: resuming in the middle of filling, and in a later epoch (reading).
+  check_resume(Dataset::range(20).map(plus_thousand).cache().shuffle(8, 1).repeat(3),
+               {0, 5, 25, 41});
+  std::string path = est::testing::scratch_file("resume_cache");
+  check_resume(Dataset::range(20).map(plus_thousand).cache(path).repeat(2), {0, 5, 20, 33});
+}
+
+TEST_CASE("a reading cache's state restores into a process whose cache is empty") {
+  auto make = [] { return Dataset::range(10).map(plus_thousand).cache().repeat(2); };
+  auto ds = make();
+  auto it = ds.iterator();
+  for (int i = 0; i < 13; ++i) it.next();  // into the second epoch: reading the cache
+  std::string state = it.save_state();
+  auto rest = serialized(est::testing::drain(it));
+  auto restored = make().iterator();  // a new dataset: its cache is empty, as after a restart
+  restored.restore_state(state);
+  CHECK(serialized(est::testing::drain(restored)) == rest);
+}
+
+TEST_CASE("from_generator resumes by replaying a deterministic generator") {
+  auto ds = Dataset::from_generator([] {
+    return [i = int64_t{0}]() mutable -> std::optional<Element> {
+      if (i == 12) return std::nullopt;
+      return Element(Tensor::scalar(static_cast<double>(i++ * i), DType::kI64));
+    };
+  });
+  check_resume(ds.batch(5), {0, 1, 2});
+}
+
+TEST_CASE("a state restored into a different pipeline, or damaged, is rejected") {
+  auto it = Dataset::range(10).shuffle(4, 1).batch(2).iterator();
+  it.next();
+  std::string state = it.save_state();
+
+  auto other = Dataset::range(10).batch(2).iterator();
+  std::string message = error_of<InvalidArgumentError>([&] { other.restore_state(state); });
+  CHECK(contains(message, "does not match this pipeline"));
+  CHECK(contains(message, "'range' stage"));
+  CHECK(contains(message, "'shuffle' stage"));
+
+  auto same = Dataset::range(10).shuffle(4, 1).batch(2).iterator();
+  CHECK(contains(error_of<InvalidArgumentError>([&] { same.restore_state("garbage"); }),
+                 "not an input-pipeline state"));
+  CHECK(contains(
+      error_of<DataLossError>([&] { same.restore_state(state.substr(0, state.size() - 5)); }),
+      "truncated"));
+  CHECK(contains(error_of<InvalidArgumentError>([&] { same.restore_state(state + "xyz"); }),
+                 "left over"));
+  // A smaller shuffle buffer cannot take the saved buffer's elements.
+  auto smaller = Dataset::range(10).shuffle(2, 1).batch(2).iterator();
+  CHECK(contains(error_of<InvalidArgumentError>([&] { smaller.restore_state(state); }),
+                 "shuffle buffer of 2"));
+  // The intact state still restores.
+  same.restore_state(state);
+  CHECK(same.next());
+}
