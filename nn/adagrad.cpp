@@ -1,0 +1,41 @@
+// Adagrad as tf.compat.v1.train.AdagradOptimizer: the accumulator starts at
+// initial_accumulator_value (0.1), which also keeps the first division finite.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "nn/optimizers.h"
+#include "ops/math.h"
+
+namespace est::nn::optim {
+namespace {
+
+class Adagrad final : public UpdateRule {
+ public:
+  explicit Adagrad(double initial) : initial_(initial) {}
+  std::string_view name() const override { return "Adagrad"; }
+  void apply(VariableStore& store, const std::vector<GradAndVar>& grads,
+             double learning_rate) const override {
+    for (const GradAndVar& entry : grads) {
+      Tensor accumulator = get_slot(store, entry, "Adagrad", initial_);
+      Tensor variable = entry.variable;
+      accumulator.copy_from(ops::add(accumulator, ops::square(entry.gradient)));
+      Tensor step = ops::div(ops::mul(entry.gradient, learning_rate), ops::sqrt(accumulator));
+      variable.copy_from(ops::sub(variable, step));
+    }
+  }
+
+ private:
+  double initial_;
+};
+
+}  // namespace
+
+Optimizer adagrad(LearningRate learning_rate, double initial_accumulator_value) {
+  if (!(initial_accumulator_value > 0) || !std::isfinite(initial_accumulator_value))
+    throw InvalidArgumentError(fmt::format(
+        "adagrad: initial_accumulator_value must be positive, got {}", initial_accumulator_value));
+  return Optimizer(std::make_shared<Adagrad>(initial_accumulator_value), std::move(learning_rate));
+}
+
+}  // namespace est::nn::optim

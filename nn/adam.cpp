@@ -1,0 +1,62 @@
+// Adam with TF1's AdamOptimizer semantics: the bias correction is folded into the step size
+// (lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)) and epsilon is added to sqrt(v) unscaled.
+// beta1^t and beta2^t are the variables `beta1_power` and `beta2_power`, multiplied after
+// every update, so they survive a checkpoint.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "nn/optimizers.h"
+#include "ops/math.h"
+
+namespace est::nn::optim {
+namespace {
+
+class Adam final : public UpdateRule {
+ public:
+  Adam(double beta1, double beta2, double epsilon)
+      : beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
+  std::string_view name() const override { return "Adam"; }
+  void apply(VariableStore& store, const std::vector<GradAndVar>& grads,
+             double learning_rate) const override {
+    DType dtype = grads.front().variable.dtype();
+    Tensor beta1_power = get_non_slot(store, "beta1_power", dtype, beta1_);
+    Tensor beta2_power = get_non_slot(store, "beta2_power", dtype, beta2_);
+    double step_size =
+        learning_rate * std::sqrt(1.0 - beta2_power.item()) / (1.0 - beta1_power.item());
+    for (const GradAndVar& entry : grads) {
+      Tensor m = get_slot(store, entry, "Adam", 0.0);
+      Tensor v = get_slot(store, entry, "Adam_1", 0.0);
+      Tensor variable = entry.variable;
+      m.copy_from(ops::add(ops::mul(m, beta1_), ops::mul(entry.gradient, 1.0 - beta1_)));
+      v.copy_from(
+          ops::add(ops::mul(v, beta2_), ops::mul(ops::square(entry.gradient), 1.0 - beta2_)));
+      Tensor step = ops::div(ops::mul(m, step_size), ops::add(ops::sqrt(v), epsilon_));
+      variable.copy_from(ops::sub(variable, step));
+    }
+    beta1_power.fill(beta1_power.item() * beta1_);
+    beta2_power.fill(beta2_power.item() * beta2_);
+  }
+
+ private:
+  double beta1_;
+  double beta2_;
+  double epsilon_;
+};
+
+void check_beta(const char* name, double beta) {
+  if (!(beta >= 0 && beta < 1))
+    throw InvalidArgumentError(fmt::format("adam: {} must be in [0, 1), got {}", name, beta));
+}
+
+}  // namespace
+
+Optimizer adam(LearningRate learning_rate, double beta1, double beta2, double epsilon) {
+  check_beta("beta1", beta1);
+  check_beta("beta2", beta2);
+  if (!(epsilon > 0))
+    throw InvalidArgumentError(fmt::format("adam: epsilon must be positive, got {}", epsilon));
+  return Optimizer(std::make_shared<Adam>(beta1, beta2, epsilon), std::move(learning_rate));
+}
+
+}  // namespace est::nn::optim

@@ -1,0 +1,67 @@
+// conv2d through ops::conv2d (bias and activation fused), pooling through ops pooling.
+#include "nn/layers_conv.h"
+
+#include <fmt/format.h>
+
+#include "nn/layer_checks.h"
+
+namespace est::nn {
+namespace {
+
+void check_positive(std::string_view layer, std::string_view field, Size2 size) {
+  if (size.h <= 0 || size.w <= 0)
+    throw InvalidArgumentError(fmt::format("{}: {} must be positive, got {{{}, {}}}; set .{}",
+                                           layer, field, size.h, size.w, field));
+}
+
+ops::Pool2DParams pool_params(std::string_view layer, Size2 pool_size, Size2 strides,
+                              Padding padding) {
+  if (!strides.is_set()) strides = pool_size;
+  check_positive(layer, "pool_size", pool_size);
+  check_positive(layer, "strides", strides);
+  return {
+      .window = {pool_size.h, pool_size.w}, .strides = {strides.h, strides.w}, .padding = padding};
+}
+
+}  // namespace
+
+Tensor conv2d(ModelContext& ctx, const Tensor& x, const Conv2DOptions& options) {
+  std::string name = ctx.layer_name("conv2d", options.name);
+  check_layer_input(name, x, 4, "[batch, height, width, channels]", 4);
+  if (options.filters <= 0)
+    throw InvalidArgumentError(
+        fmt::format("{}: filters must be positive, got {}; set .filters", name, options.filters));
+  check_positive(name, "kernel", options.kernel);
+  check_positive(name, "strides", options.strides);
+  check_positive(name, "dilation_rate", options.dilation_rate);
+  if ((options.strides.h > 1 || options.strides.w > 1) &&
+      (options.dilation_rate.h > 1 || options.dilation_rate.w > 1))
+    throw InvalidArgumentError(fmt::format(
+        "{}: strides > 1 together with dilation_rate > 1 is not supported (as in TensorFlow); "
+        "use one or the other",
+        name));
+  int64_t channels = x.dim(3);
+  Tensor kernel = ctx.get_variable(name + "/kernel",
+                                   {options.kernel.h, options.kernel.w, channels, options.filters},
+                                   x.dtype(), options.kernel_initializer);
+  Tensor bias;
+  if (options.use_bias)
+    bias = ctx.get_variable(name + "/bias", {options.filters}, x.dtype(), options.bias_initializer);
+  ops::Conv2DParams params{.strides = {options.strides.h, options.strides.w},
+                           .padding = options.padding,
+                           .dilations = {options.dilation_rate.h, options.dilation_rate.w},
+                           .activation = options.activation.fused()};
+  return options.activation.apply_unfused(ops::conv2d(x, kernel, bias, params));
+}
+
+Tensor max_pooling2d(const Tensor& x, Size2 pool_size, Size2 strides, Padding padding) {
+  check_layer_input("max_pooling2d", x, 4, "[batch, height, width, channels]", 4);
+  return ops::max_pool2d(x, pool_params("max_pooling2d", pool_size, strides, padding));
+}
+
+Tensor average_pooling2d(const Tensor& x, Size2 pool_size, Size2 strides, Padding padding) {
+  check_layer_input("average_pooling2d", x, 4, "[batch, height, width, channels]", 4);
+  return ops::avg_pool2d(x, pool_params("average_pooling2d", pool_size, strides, padding));
+}
+
+}  // namespace est::nn

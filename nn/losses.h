@@ -1,0 +1,63 @@
+// Losses as tf.compat.v1.losses / Keras: per-example losses from the fused ops in
+// ops/nn_ops.h, weighted, then reduced over the batch.
+//
+// Reductions follow tf.compat.v1.losses.Reduction; the default is Keras's
+// SUM_OVER_BATCH_SIZE (TF1's default SUM_BY_NONZERO_WEIGHTS gives the same value when every
+// weight is non-zero). Weights are a scalar or a tensor broadcastable to the per-example
+// losses (e.g. [N] for sparse_softmax_cross_entropy, [N, 1] or [N, D] for elementwise losses).
+#pragma once
+
+#include <cstdint>
+
+#include "ops/tensor.h"
+
+namespace est::nn {
+
+enum class Reduction : uint8_t {
+  kNone,                // the weighted per-example losses
+  kSum,                 // their sum
+  kMean,                // sum / sum of the (broadcast) weights
+  kSumOverBatchSize,    // sum / number of loss elements
+  kSumByNonzeroWeights  // sum / number of non-zero (broadcast) weights
+};
+
+// A scalar weight or a weight tensor.
+class LossWeights {
+ public:
+  LossWeights(double value = 1.0) : scalar_(value) {}         // NOLINT: implicit on purpose
+  LossWeights(Tensor tensor) : tensor_(std::move(tensor)) {}  // NOLINT
+  bool is_tensor() const { return tensor_.defined(); }
+  double scalar() const { return scalar_; }
+  const Tensor& tensor() const { return tensor_; }
+
+ private:
+  double scalar_ = 1.0;
+  Tensor tensor_;
+};
+
+// Weights and reduces per-element `losses` as tf.compat.v1.losses.compute_weighted_loss.
+Tensor compute_weighted_loss(const Tensor& losses, const LossWeights& weights = 1.0,
+                             Reduction reduction = Reduction::kSumOverBatchSize);
+
+// labels: int32/int64 class ids [N]; logits: [N, C].
+Tensor sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits,
+                                    const LossWeights& weights = 1.0,
+                                    Reduction reduction = Reduction::kSumOverBatchSize);
+// onehot_labels: [N, C] probabilities; logits: [N, C]. label_smoothing s replaces the labels
+// by labels * (1 - s) + s / C.
+Tensor softmax_cross_entropy(const Tensor& onehot_labels, const Tensor& logits,
+                             const LossWeights& weights = 1.0, double label_smoothing = 0.0,
+                             Reduction reduction = Reduction::kSumOverBatchSize);
+// labels, logits: same shape, elementwise. label_smoothing s: labels * (1 - s) + s / 2.
+Tensor sigmoid_cross_entropy(const Tensor& multi_class_labels, const Tensor& logits,
+                             const LossWeights& weights = 1.0, double label_smoothing = 0.0,
+                             Reduction reduction = Reduction::kSumOverBatchSize);
+// (predictions - labels)^2, elementwise.
+Tensor mean_squared_error(const Tensor& labels, const Tensor& predictions,
+                          const LossWeights& weights = 1.0,
+                          Reduction reduction = Reduction::kSumOverBatchSize);
+// 0.5 e^2 where |e| <= delta, delta (|e| - 0.5 delta) beyond, e = predictions - labels.
+Tensor huber(const Tensor& labels, const Tensor& predictions, const LossWeights& weights = 1.0,
+             double delta = 1.0, Reduction reduction = Reduction::kSumOverBatchSize);
+
+}  // namespace est::nn

@@ -1,0 +1,116 @@
+// ModelContext: scopes, per-call layer numbering and get_variable.
+#include "nn/model_context.h"
+
+#include <fmt/format.h>
+
+namespace est::nn {
+
+using ops::shape_str;
+namespace {
+
+// Derives the second generator's seed so that dropout masks do not repeat the weights' draws.
+constexpr uint64_t kRandomOpsSeedMix = 0x9e3779b97f4a7c15ULL;
+
+}  // namespace
+
+VariableScope::~VariableScope() {
+  if (context_ != nullptr) context_->pop_scope();
+}
+
+ModelContext::ModelContext(VariableStore& store, Mode mode, uint64_t seed)
+    : store_(&store),
+      mode_(mode),
+      initializer_generator_(seed),
+      generator_(seed ^ kRandomOpsSeedMix) {}
+
+void ModelContext::begin_call() {
+  scopes_.clear();
+  layer_counts_.clear();
+  used_.clear();
+}
+
+VariableScope ModelContext::variable_scope(std::string_view name) {
+  if (name.empty() || name.find('/') != std::string_view::npos)
+    throw InvalidArgumentError(fmt::format(
+        "variable_scope: invalid scope name '{}' under '{}'; use a non-empty name without '/' "
+        "(nest scopes for deeper names)",
+        name, current_scope()));
+  scopes_.emplace_back(name);
+  return VariableScope(this);
+}
+
+void ModelContext::pop_scope() {
+  if (!scopes_.empty()) scopes_.pop_back();
+}
+
+std::string ModelContext::current_scope() const {
+  std::string out;
+  for (const std::string& s : scopes_) {
+    if (!out.empty()) out += '/';
+    out += s;
+  }
+  return out;
+}
+
+std::string ModelContext::full_name(std::string_view relative) const {
+  std::string scope = current_scope();
+  return scope.empty() ? std::string(relative) : scope + "/" + std::string(relative);
+}
+
+std::string ModelContext::layer_name(std::string_view base, std::string_view explicit_name) {
+  if (!explicit_name.empty()) {
+    if (explicit_name.find('/') != std::string_view::npos)
+      throw InvalidArgumentError(fmt::format(
+          "layer name '{}' contains '/'; use variable_scope() for nested names", explicit_name));
+    return std::string(explicit_name);
+  }
+  int count = layer_counts_[full_name(base)]++;
+  return count == 0 ? std::string(base) : fmt::format("{}_{}", base, count);
+}
+
+Tensor ModelContext::get_variable(std::string_view name, const Shape& shape, DType dtype,
+                                  const Initializer& initializer, bool trainable) {
+  if (name.empty()) throw InvalidArgumentError("get_variable: empty variable name");
+  std::string full = full_name(name);
+  std::optional<Variable> existing = store_->find(full);
+  if (!existing) {
+    if (!initializer)
+      throw InvalidArgumentError("get_variable: variable '" + full +
+                                 "' does not exist and no initializer was given");
+    Tensor initial = initializer(shape, dtype, initializer_generator_);
+    if (initial.shape() != shape || initial.dtype() != dtype)
+      throw InvalidArgumentError(
+          fmt::format("get_variable: the initializer of '{}' returned {} {}, expected {} {}", full,
+                      dtype_name(initial.dtype()), shape_str(initial.shape()), dtype_name(dtype),
+                      shape_str(shape)));
+    try {
+      store_->create(full, initial, trainable);
+    } catch (const AlreadyExistsError&) {
+      // Another replica thread created it between find() and create(): use theirs.
+    }
+    existing = store_->get(full);
+  }
+  const Tensor& value = existing->value;
+  if (value.shape() != shape || value.dtype() != dtype)
+    throw InvalidArgumentError(fmt::format(
+        "variable '{}' exists with shape {} and dtype {}, but shape {} and dtype {} was "
+        "requested; a layer's input size changed, or two layers share a name (give them "
+        "distinct names or scopes)",
+        full, shape_str(value.shape()), dtype_name(value.dtype()), shape_str(shape),
+        dtype_name(dtype)));
+  if (existing->trainable != trainable)
+    throw InvalidArgumentError(
+        fmt::format("variable '{}' exists as {}trainable but was requested as {}trainable", full,
+                    existing->trainable ? "" : "non-", trainable ? "" : "non-"));
+  used_.insert(full);
+  return value;
+}
+
+std::vector<Variable> ModelContext::trainable_variables() const {
+  std::vector<Variable> out;
+  for (Variable& v : store_->trainable_variables())
+    if (used_.count(v.name)) out.push_back(std::move(v));
+  return out;
+}
+
+}  // namespace est::nn

@@ -1,0 +1,111 @@
+// ModelContext: what a model_fn call uses to create and find its variables.
+//
+// The Estimator makes one context per model_fn call (or keeps one and calls begin_call()
+// before each): it refers to the VariableStore that lives across steps, knows the mode, keeps
+// the variable-scope stack and the per-call layer counters, and owns the seeded generators.
+// Layer calls are numbered afresh within each call (`dense`, `dense_1`, ...), so running the
+// same code again finds the same variables, as tf.compat.v1 layers do under a reused scope.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "nn/initializers.h"
+#include "nn/variable_store.h"
+#include "ops/random.h"
+
+namespace est::nn {
+
+enum class Mode : uint8_t { kTrain, kEval, kPredict };
+
+class ModelContext;
+
+// RAII guard returned by ModelContext::variable_scope(): pops the scope when it goes away.
+class VariableScope {
+ public:
+  VariableScope(VariableScope&& other) noexcept : context_(other.context_) {
+    other.context_ = nullptr;
+  }
+  VariableScope(const VariableScope&) = delete;
+  VariableScope& operator=(const VariableScope&) = delete;
+  VariableScope& operator=(VariableScope&&) = delete;
+  ~VariableScope();
+
+ private:
+  friend class ModelContext;
+  explicit VariableScope(ModelContext* context) : context_(context) {}
+  ModelContext* context_;
+};
+
+class ModelContext {
+ public:
+  // `seed` is the run's seed (RunConfig::tf_random_seed): initializers draw from one generator
+  // seeded with it, dropout and other random ops from a second one derived from it.
+  explicit ModelContext(VariableStore& store, Mode mode = Mode::kTrain, uint64_t seed = 0);
+
+  VariableStore& store() { return *store_; }
+  const VariableStore& store() const { return *store_; }
+  Mode mode() const { return mode_; }
+  void set_mode(Mode mode) { mode_ = mode; }
+  bool is_training() const { return mode_ == Mode::kTrain; }
+
+  // Called before each model_fn call: resets the layer counters, the scope stack and the list
+  // of variables used by this call.
+  void begin_call();
+
+  // Pushes a scope: variables created while the guard lives are named "<scope>/...".
+  // Usage: `auto scope = ctx.variable_scope("block1");`. The name must be non-empty and
+  // contain no '/' (nest guards instead).
+  [[nodiscard]] VariableScope variable_scope(std::string_view name);
+  // "block1/block2" (empty at the top level).
+  std::string current_scope() const;
+
+  // A layer's name within the current scope: `base` for its first call under this scope in
+  // this model_fn call, then `base_1`, `base_2`, ... When `explicit_name` is given it is used
+  // as is, so two layers given the same name share their variables. The name is relative to
+  // the scope ("dense_1"), ready for get_variable("dense_1/kernel", ...).
+  std::string layer_name(std::string_view base, std::string_view explicit_name = {});
+
+  // Like tf.compat.v1.get_variable: `name` is relative to the current scope (a layer passes
+  // "dense/kernel"). Creates the variable with `initializer` on first use and returns the
+  // existing one afterwards; an existing variable with another shape or dtype is an
+  // InvalidArgumentError naming it and both shapes.
+  Tensor get_variable(std::string_view name, const Shape& shape, DType dtype,
+                      const Initializer& initializer, bool trainable = true);
+
+  // The trainable variables this call has used (through get_variable), in store order: what
+  // minimize() differentiates.
+  std::vector<Variable> trainable_variables() const;
+
+  // The generator for dropout and other random ops in the model.
+  ops::Generator& generator() { return generator_; }
+  // The generator initializers draw from.
+  ops::Generator& initializer_generator() { return initializer_generator_; }
+
+  // The global step (created at 0 when missing) and its variable.
+  int64_t global_step() const { return read_global_step(*store_); }
+  Tensor global_step_variable() const { return get_or_create_global_step(*store_); }
+
+ private:
+  friend class VariableScope;
+  void pop_scope();
+  std::string full_name(std::string_view relative) const;
+
+  VariableStore* store_;
+  Mode mode_;
+  std::vector<std::string> scopes_;
+  std::map<std::string, int, std::less<>> layer_counts_;  // full base name -> calls so far
+  std::unordered_set<std::string> used_;                  // variables this call touched
+  ops::Generator initializer_generator_;
+  ops::Generator generator_;
+};
+
+}  // namespace est::nn
+
+namespace est {
+using nn::ModelContext;
+}  // namespace est

@@ -1,0 +1,44 @@
+// Momentum, optionally Nesterov, as tf.compat.v1.train.MomentumOptimizer (the accumulator
+// holds the sum of past gradients, not a velocity scaled by the learning rate).
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "nn/optimizers.h"
+#include "ops/math.h"
+
+namespace est::nn::optim {
+namespace {
+
+class Momentum final : public UpdateRule {
+ public:
+  Momentum(double momentum, bool use_nesterov) : momentum_(momentum), nesterov_(use_nesterov) {}
+  std::string_view name() const override { return "Momentum"; }
+  void apply(VariableStore& store, const std::vector<GradAndVar>& grads,
+             double learning_rate) const override {
+    for (const GradAndVar& entry : grads) {
+      Tensor accumulator = get_slot(store, entry, "Momentum", 0.0);
+      Tensor variable = entry.variable;
+      accumulator.copy_from(ops::add(ops::mul(accumulator, momentum_), entry.gradient));
+      Tensor step = nesterov_ ? ops::add(ops::mul(entry.gradient, learning_rate),
+                                         ops::mul(accumulator, learning_rate * momentum_))
+                              : ops::mul(accumulator, learning_rate);
+      variable.copy_from(ops::sub(variable, step));
+    }
+  }
+
+ private:
+  double momentum_;
+  bool nesterov_;
+};
+
+}  // namespace
+
+Optimizer momentum(LearningRate learning_rate, double momentum, bool use_nesterov) {
+  if (!(momentum >= 0) || !std::isfinite(momentum))
+    throw InvalidArgumentError(
+        fmt::format("momentum: the momentum must be finite and non-negative, got {}", momentum));
+  return Optimizer(std::make_shared<Momentum>(momentum, use_nesterov), std::move(learning_rate));
+}
+
+}  // namespace est::nn::optim

@@ -1,0 +1,150 @@
+// Optimizer: validation of gradient/variable pairs, clipping, the update and the step count.
+#include "nn/optimizer.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "nn/clipping.h"
+#include "nn/model_context.h"
+#include "nn/train_op.h"
+#include "ops/autograd.h"
+
+namespace est::nn::optim {
+
+using ops::shape_str;
+namespace {
+
+void check_pair(std::string_view optimizer, const GradAndVar& entry) {
+  if (!entry.variable.defined())
+    throw InvalidArgumentError(
+        fmt::format("{}: variable '{}' is undefined", optimizer, entry.name));
+  if (entry.gradient.shape() != entry.variable.shape() ||
+      entry.gradient.dtype() != entry.variable.dtype())
+    throw InvalidArgumentError(fmt::format(
+        "{}: the gradient for '{}' is {} {} but the variable is {} {}; pass gradients in the "
+        "same order as the variables",
+        optimizer, entry.name, dtype_name(entry.gradient.dtype()),
+        shape_str(entry.gradient.shape()), dtype_name(entry.variable.dtype()),
+        shape_str(entry.variable.shape())));
+}
+
+Tensor get_or_create(VariableStore& store, const std::string& name, const Tensor& initial) {
+  if (auto found = store.find(name)) return found->value;
+  try {
+    return store.create(name, initial, false);
+  } catch (const AlreadyExistsError&) {  // another replica thread was first
+    return store.get(name).value;
+  }
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::shared_ptr<const UpdateRule> rule, LearningRate learning_rate)
+    : rule_(std::move(rule)), learning_rate_(std::move(learning_rate)) {
+  if (!rule_) throw InvalidArgumentError("Optimizer: no update rule");
+}
+
+Optimizer Optimizer::clip_by_global_norm(double clip_norm) const {
+  if (!(clip_norm > 0) || !std::isfinite(clip_norm))
+    throw InvalidArgumentError(
+        fmt::format("{}.clip_by_global_norm: clip_norm must be positive and finite, got {}", name(),
+                    clip_norm));
+  Optimizer copy = *this;
+  copy.clip_norm_ = clip_norm;
+  return copy;
+}
+
+TrainOp Optimizer::minimize(const Tensor& loss, ModelContext& ctx) const {
+  if (!loss.defined())
+    throw InvalidArgumentError(fmt::format("{}.minimize: the loss is undefined", name()));
+  if (loss.numel() != 1)
+    throw InvalidArgumentError(fmt::format(
+        "{}.minimize: the loss must be a scalar, got shape {}; reduce it (a loss function's "
+        "default reduction does)",
+        name(), shape_str(loss.shape())));
+  std::vector<Variable> variables = ctx.trainable_variables();
+  if (variables.empty())
+    throw InvalidArgumentError(fmt::format(
+        "{}.minimize: this model_fn call used no trainable variables; create them through "
+        "layers or ctx.get_variable() before calling minimize",
+        name()));
+  if (!loss.requires_grad())
+    throw InvalidArgumentError(fmt::format(
+        "{}.minimize: the loss does not depend on any trainable variable (was it computed "
+        "under a NoGradGuard, or from detached values?)",
+        name()));
+  return TrainOp(*this, loss, ctx.store(), std::move(variables));
+}
+
+void Optimizer::apply_gradients(VariableStore& store,
+                                std::vector<GradAndVar> grads_and_vars) const {
+  std::vector<GradAndVar> present;
+  present.reserve(grads_and_vars.size());
+  for (GradAndVar& entry : grads_and_vars) {
+    if (!entry.gradient.defined()) continue;
+    check_pair(name(), entry);
+    present.push_back(std::move(entry));
+  }
+  if (present.empty() && !grads_and_vars.empty())
+    throw InvalidArgumentError(fmt::format(
+        "{}.apply_gradients: no gradient was given for any of the {} variables (first: '{}')",
+        name(), grads_and_vars.size(), grads_and_vars.front().name));
+  if (clip_norm_) {
+    std::vector<Tensor> gradients;
+    for (const GradAndVar& entry : present) gradients.push_back(entry.gradient);
+    ClippedTensors clipped = optim::clip_by_global_norm(gradients, *clip_norm_);
+    for (size_t i = 0; i < present.size(); ++i) present[i].gradient = clipped.tensors[i];
+  }
+  Tensor global_step = get_or_create_global_step(store);
+  int64_t step = static_cast<int64_t>(global_step.item());
+  double learning_rate = learning_rate_.at(step);
+  ops::NoGradGuard no_grad;
+  for (GradAndVar& entry : present) entry.gradient = entry.gradient.detach();
+  if (!present.empty()) rule_->apply(store, present, learning_rate);
+  global_step.data<int64_t>()[0] = step + 1;
+}
+
+void Optimizer::apply_gradients(VariableStore& store, const std::vector<Tensor>& gradients,
+                                const std::vector<Tensor>& variables) const {
+  if (gradients.size() != variables.size())
+    throw InvalidArgumentError(fmt::format(
+        "{}.apply_gradients: {} gradients for {} variables; pass one gradient per variable", name(),
+        gradients.size(), variables.size()));
+  std::vector<GradAndVar> entries;
+  entries.reserve(variables.size());
+  for (size_t i = 0; i < variables.size(); ++i)
+    entries.push_back({store.name_of(variables[i]), gradients[i], variables[i]});
+  apply_gradients(store, std::move(entries));
+}
+
+void Optimizer::apply_gradients(ModelContext& ctx, const std::vector<Tensor>& gradients,
+                                const std::vector<Tensor>& variables) const {
+  apply_gradients(ctx.store(), gradients, variables);
+}
+
+Tensor get_slot(VariableStore& store, const GradAndVar& entry, std::string_view slot,
+                double initial_value) {
+  std::string name = entry.name + "/" + std::string(slot);
+  const Tensor& variable = entry.variable;
+  Tensor value =
+      get_or_create(store, name, Tensor::full(variable.shape(), initial_value, variable.dtype()));
+  if (value.shape() != variable.shape() || value.dtype() != variable.dtype())
+    throw InvalidArgumentError(fmt::format(
+        "slot '{}' is {} {} but its variable '{}' is {} {}; was the checkpoint written for "
+        "another model?",
+        name, dtype_name(value.dtype()), shape_str(value.shape()), entry.name,
+        dtype_name(variable.dtype()), shape_str(variable.shape())));
+  return value;
+}
+
+Tensor get_non_slot(VariableStore& store, const std::string& name, DType dtype,
+                    double initial_value) {
+  Tensor value = get_or_create(store, name, Tensor::full({}, initial_value, dtype));
+  if (value.numel() != 1)
+    throw InvalidArgumentError(fmt::format("optimizer variable '{}' should be a scalar, got {}",
+                                           name, shape_str(value.shape())));
+  return value;
+}
+
+}  // namespace est::nn::optim

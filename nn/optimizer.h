@@ -1,0 +1,90 @@
+// Optimizer: a value-type configuration (update rule, learning rate, optional clipping) whose
+// state lives in the VariableStore, not in the object.
+//
+// Slots are variables named as TF1 names them (`dense/kernel/Momentum`, `dense/kernel/Adam`,
+// `dense/kernel/Adam_1`, `beta1_power`, ...), non-trainable, so a checkpoint captures them
+// and a fresh `optim::adam()` built in the next model_fn call finds its state again.
+// An UpdateRule is the one thing each optimizer file implements: how to move each variable,
+// in place, given its gradient and the learning rate.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nn/schedules.h"
+#include "nn/variable_store.h"
+
+namespace est::nn {
+
+class ModelContext;
+class TrainOp;
+
+// One variable, its full name (slot names derive from it) and its gradient.
+struct GradAndVar {
+  std::string name;
+  Tensor gradient;  // undefined: the variable is skipped (TensorFlow's None gradient)
+  Tensor variable;
+};
+
+// Rewrites gradients before the update: the distribution strategy's all-reduce.
+using GradientTransform = std::function<void(std::vector<GradAndVar>&)>;
+
+namespace optim {
+
+class UpdateRule {
+ public:
+  virtual ~UpdateRule() = default;
+  virtual std::string_view name() const = 0;  // "Adam": slot names, messages
+  // Moves every variable in place; gradients are defined and match their variable's shape
+  // and dtype. Creates slots on first use. Called under ops::NoGradGuard.
+  virtual void apply(VariableStore& store, const std::vector<GradAndVar>& grads,
+                     double learning_rate) const = 0;
+};
+
+class Optimizer {
+ public:
+  Optimizer(std::shared_ptr<const UpdateRule> rule, LearningRate learning_rate);
+
+  std::string_view name() const { return rule_->name(); }
+  const LearningRate& learning_rate() const { return learning_rate_; }
+  // A copy that clips gradients by their global norm before each update.
+  Optimizer clip_by_global_norm(double clip_norm) const;
+  std::optional<double> clip_norm() const { return clip_norm_; }
+
+  // Deferred training step over the trainable variables this model_fn call used: nothing is
+  // computed until TrainOp::run(). The loss must be a scalar that depends on them.
+  TrainOp minimize(const Tensor& loss, ModelContext& ctx) const;
+
+  // Clipping (when set), the update in place, then global_step += 1. Undefined gradients skip
+  // their variable. For custom training loops and for TrainOp.
+  void apply_gradients(VariableStore& store, std::vector<GradAndVar> grads_and_vars) const;
+  // The same with parallel lists; variables are looked up in the store by their storage.
+  void apply_gradients(VariableStore& store, const std::vector<Tensor>& gradients,
+                       const std::vector<Tensor>& variables) const;
+  void apply_gradients(ModelContext& ctx, const std::vector<Tensor>& gradients,
+                       const std::vector<Tensor>& variables) const;
+
+ private:
+  std::shared_ptr<const UpdateRule> rule_;
+  LearningRate learning_rate_;
+  std::optional<double> clip_norm_;
+};
+
+// Slot `<variable name>/<slot>` of the variable's shape and dtype, filled with `initial_value`
+// on creation, not trainable. An existing slot of another shape is an InvalidArgumentError.
+Tensor get_slot(VariableStore& store, const GradAndVar& entry, std::string_view slot,
+                double initial_value);
+// A scalar non-slot variable such as `beta1_power`, created with `initial_value`.
+Tensor get_non_slot(VariableStore& store, const std::string& name, DType dtype,
+                    double initial_value);
+
+}  // namespace optim
+}  // namespace est::nn
+
+namespace est {
+namespace optim = nn::optim;
+}  // namespace est

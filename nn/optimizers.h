@@ -1,0 +1,29 @@
+// The optimizers, as tf.compat.v1.train's: each returns an Optimizer config whose state
+// (slots) lives in the VariableStore under TF1's slot names.
+//
+//   sgd:      var -= lr * g
+//   momentum: accum = m * accum + g; var -= lr * accum
+//             (nesterov: var -= lr * g + lr * m * accum)             slot Momentum
+//   adagrad:  accum += g^2; var -= lr * g / sqrt(accum)               slot Adagrad
+//   adam:     m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+//             var -= lr * sqrt(1-b2^t) / (1-b1^t) * m / (sqrt(v) + eps)
+//             slots Adam (m), Adam_1 (v); beta1_power, beta2_power
+//   rmsprop:  ms = d ms + (1-d) g^2; mom = mu mom + lr g / sqrt(ms + eps); var -= mom
+//             slots RMSProp (ms, starts at 1), RMSProp_1 (mom); centered adds mg = d mg +
+//             (1-d) g, divides by sqrt(ms - mg^2 + eps), and shifts mom to RMSProp_2
+#pragma once
+
+#include "nn/optimizer.h"
+#include "nn/train_op.h"
+
+namespace est::nn::optim {
+
+Optimizer sgd(LearningRate learning_rate);
+Optimizer momentum(LearningRate learning_rate, double momentum, bool use_nesterov = false);
+Optimizer adagrad(LearningRate learning_rate, double initial_accumulator_value = 0.1);
+Optimizer adam(LearningRate learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
+               double epsilon = 1e-8);
+Optimizer rmsprop(LearningRate learning_rate, double decay = 0.9, double momentum = 0.0,
+                  double epsilon = 1e-10, bool centered = false);
+
+}  // namespace est::nn::optim

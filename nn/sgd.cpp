@@ -1,0 +1,26 @@
+// Plain gradient descent: var -= lr * g (tf.compat.v1.train.GradientDescentOptimizer).
+#include "nn/optimizers.h"
+#include "ops/math.h"
+
+namespace est::nn::optim {
+namespace {
+
+class Sgd final : public UpdateRule {
+ public:
+  std::string_view name() const override { return "GradientDescent"; }
+  void apply(VariableStore&, const std::vector<GradAndVar>& grads,
+             double learning_rate) const override {
+    for (const GradAndVar& entry : grads) {
+      Tensor variable = entry.variable;
+      variable.copy_from(ops::sub(variable, ops::mul(entry.gradient, learning_rate)));
+    }
+  }
+};
+
+}  // namespace
+
+Optimizer sgd(LearningRate learning_rate) {
+  return Optimizer(std::make_shared<Sgd>(), std::move(learning_rate));
+}
+
+}  // namespace est::nn::optim

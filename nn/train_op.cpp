@@ -1,0 +1,73 @@
+// TrainOp: gradients over the tape, the strategy's transform, then the optimizer.
+#include "nn/train_op.h"
+
+#include <fmt/format.h>
+
+#include "ops/autograd.h"
+
+namespace est::nn {
+
+TrainOp::TrainOp(optim::Optimizer optimizer, Tensor loss, VariableStore& store,
+                 std::vector<Variable> variables)
+    : optimizer_(std::move(optimizer)),
+      loss_(std::move(loss)),
+      store_(&store),
+      variables_(std::move(variables)) {}
+
+void TrainOp::check_defined(const char* what) const {
+  if (!defined())
+    throw FailedPreconditionError(fmt::format(
+        "TrainOp::{}: this train op is empty; build it with optimizer.minimize(loss, ctx)", what));
+}
+
+const optim::Optimizer& TrainOp::optimizer() const {
+  check_defined("optimizer");
+  return *optimizer_;
+}
+
+VariableStore& TrainOp::store() const {
+  check_defined("store");
+  return *store_;
+}
+
+std::vector<std::string> TrainOp::variable_names() const {
+  std::vector<std::string> out;
+  out.reserve(variables_.size());
+  for (const Variable& v : variables_) out.push_back(v.name);
+  return out;
+}
+
+std::vector<GradAndVar> TrainOp::compute_gradients() const {
+  check_defined("compute_gradients");
+  std::vector<Tensor> sources;
+  sources.reserve(variables_.size());
+  for (const Variable& v : variables_) sources.push_back(v.value);
+  std::vector<Tensor> gradients = ops::gradients(loss_, sources);
+  std::vector<GradAndVar> out;
+  out.reserve(variables_.size());
+  for (size_t i = 0; i < variables_.size(); ++i)
+    out.push_back({variables_[i].name, gradients[i], variables_[i].value});
+  return out;
+}
+
+void TrainOp::apply(std::vector<GradAndVar> grads_and_vars) const {
+  check_defined("apply");
+  optimizer_->apply_gradients(*store_, std::move(grads_and_vars));
+}
+
+void TrainOp::run() const { run(transform_); }
+
+void TrainOp::run(const GradientTransform& transform) const {
+  std::vector<GradAndVar> grads = compute_gradients();
+  if (transform) {
+    size_t count = grads.size();
+    transform(grads);
+    if (grads.size() != count)
+      throw InternalError(fmt::format(
+          "TrainOp::run: the gradient transform changed the number of gradients from {} to {}",
+          count, grads.size()));
+  }
+  apply(std::move(grads));
+}
+
+}  // namespace est::nn

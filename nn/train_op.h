@@ -1,0 +1,53 @@
+// TrainOp: the deferred training step that Optimizer::minimize returns.
+//
+// model_fn only describes the step; the Estimator runs it later, after the distribution
+// strategy has had its say: gradients of the loss w.r.t. the trainable variables the call
+// used (ops::gradients over the tape), an optional transform (the strategy's all-reduce), then
+// the optimizer's apply_gradients (clipping, the in-place update, global_step += 1).
+// Strategies that apply updates elsewhere (parameter servers) call compute_gradients() and
+// ship the result instead of run().
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/optimizer.h"
+
+namespace est::nn {
+
+class TrainOp {
+ public:
+  TrainOp() = default;  // empty: defined() is false (eval and predict specs)
+  TrainOp(optim::Optimizer optimizer, Tensor loss, VariableStore& store,
+          std::vector<Variable> variables);
+
+  bool defined() const { return optimizer_.has_value(); }
+  const Tensor& loss() const { return loss_; }
+  const optim::Optimizer& optimizer() const;
+  VariableStore& store() const;
+  std::vector<std::string> variable_names() const;
+
+  // The transform run() applies when called without one.
+  void set_gradient_transform(GradientTransform transform) { transform_ = std::move(transform); }
+
+  // Step 1: d loss / d variable for each trainable variable, in store order.
+  std::vector<GradAndVar> compute_gradients() const;
+  // Steps 3-5: clipping, update, global step (the optimizer's apply_gradients).
+  void apply(std::vector<GradAndVar> grads_and_vars) const;
+  // The whole step. Each call differentiates the same recorded forward pass, so a training
+  // loop runs it once per model_fn call.
+  void run() const;
+  void run(const GradientTransform& transform) const;
+
+ private:
+  void check_defined(const char* what) const;
+
+  std::optional<optim::Optimizer> optimizer_;
+  Tensor loss_;  // scalar
+  VariableStore* store_ = nullptr;
+  std::vector<Variable> variables_;
+  GradientTransform transform_;
+};
+
+}  // namespace est::nn

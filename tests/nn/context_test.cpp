@@ -1,0 +1,210 @@
+// VariableStore and ModelContext: naming and reuse across calls, scopes, explicit names,
+// shape-mismatch errors, trainable flags, in-place assignment and staged restores.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "nn/nn.h"
+
+using namespace est;
+using namespace est::nn;
+
+namespace {
+
+// Two dense layers under no scope, then one under "block1": the names a TF1 program gets.
+Tensor small_model(ModelContext& ctx, const Tensor& x) {
+  Tensor h = dense(ctx, x, {.units = 4, .activation = relu});
+  h = dense(ctx, h, {.units = 3});
+  auto scope = ctx.variable_scope("block1");
+  return dense(ctx, h, {.units = 2});
+}
+
+bool contains_all(const std::string& text, std::initializer_list<std::string_view> parts) {
+  for (std::string_view p : parts)
+    if (text.find(p) == std::string::npos) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("layers are numbered per call and find their variables again next call") {
+  VariableStore store;
+  ModelContext ctx(store, Mode::kTrain, 7);
+  Tensor x = Tensor::ones({5, 6});
+  ctx.begin_call();
+  small_model(ctx, x);
+  std::vector<std::string> expected{"dense/kernel", "dense/bias",          "dense_1/kernel",
+                                    "dense_1/bias", "block1/dense/kernel", "block1/dense/bias"};
+  CHECK(store.names() == expected);
+  Tensor kernel = store.get("dense/kernel").value;
+  CHECK(kernel.shape() == Shape{6, 4});
+  CHECK(store.get("block1/dense/kernel").value.shape() == Shape{3, 2});
+
+  ctx.begin_call();  // the next step: same code, same variables, nothing new
+  small_model(ctx, x);
+  CHECK(store.names() == expected);
+  CHECK(store.get("dense/kernel").value.impl() == kernel.impl());
+
+  // A fresh context on the same store (the Estimator may make one per call) also reuses them.
+  ModelContext next(store, Mode::kEval, 7);
+  small_model(next, x);
+  CHECK(store.size() == expected.size());
+}
+
+TEST_CASE("scopes nest, pop with their guard, and re-entering one continues its numbering") {
+  VariableStore store;
+  ModelContext ctx(store);
+  Tensor x = Tensor::ones({2, 3});
+  {
+    auto outer = ctx.variable_scope("encoder");
+    {
+      auto inner = ctx.variable_scope("block1");
+      CHECK(ctx.current_scope() == "encoder/block1");
+      dense(ctx, x, {.units = 2});
+    }
+    CHECK(ctx.current_scope() == "encoder");
+    dense(ctx, x, {.units = 2});
+  }
+  {
+    auto again = ctx.variable_scope("encoder");
+    dense(ctx, x, {.units = 2});  // encoder/dense exists in this call: this is encoder/dense_1
+  }
+  CHECK(ctx.current_scope().empty());
+  CHECK(store.contains("encoder/block1/dense/kernel"));
+  CHECK(store.contains("encoder/dense/kernel"));
+  CHECK(store.contains("encoder/dense_1/kernel"));
+  CHECK_THROWS_AS((void)ctx.variable_scope("a/b"), InvalidArgumentError);
+  CHECK_THROWS_AS((void)ctx.variable_scope(""), InvalidArgumentError);
+}
+
+TEST_CASE("begin_call resets counters and scopes") {
+  VariableStore store;
+  ModelContext ctx(store);
+  CHECK(ctx.layer_name("dense") == "dense");
+  CHECK(ctx.layer_name("dense") == "dense_1");
+  CHECK(ctx.layer_name("conv2d") == "conv2d");
+  auto scope = ctx.variable_scope("s");
+  ctx.begin_call();
+  CHECK(ctx.current_scope().empty());
+  CHECK(ctx.layer_name("dense") == "dense");
+}
+
+TEST_CASE("an explicit layer name is used as is, so two layers with one name share weights") {
+  VariableStore store;
+  ModelContext ctx(store);
+  Tensor x = Tensor::ones({2, 3});
+  Tensor a = dense(ctx, x, {.units = 3, .name = "shared"});
+  Tensor b = dense(ctx, a, {.units = 3, .name = "shared"});
+  Tensor c = dense(ctx, x, {.units = 3});  // the automatic counter is independent
+  CHECK(store.names() ==
+        std::vector<std::string>{"shared/kernel", "shared/bias", "dense/kernel", "dense/bias"});
+  CHECK_THROWS_AS(dense(ctx, x, {.units = 3, .name = "a/b"}), InvalidArgumentError);
+}
+
+TEST_CASE("a variable requested with another shape is an error naming it and both shapes") {
+  VariableStore store;
+  ModelContext ctx(store);
+  dense(ctx, Tensor::ones({2, 3}), {.units = 4});
+  ctx.begin_call();
+  try {
+    dense(ctx, Tensor::ones({2, 5}), {.units = 4});  // the input width changed
+    FAIL("expected an InvalidArgumentError");
+  } catch (const InvalidArgumentError& e) {
+    CHECK(contains_all(e.what(), {"dense/kernel", "[3, 4]", "[5, 4]"}));
+  }
+  CHECK_THROWS_AS(ctx.get_variable("dense/kernel", {3, 4}, DType::kF64, zeros()),
+                  InvalidArgumentError);
+  CHECK_THROWS_AS(ctx.get_variable("dense/kernel", {3, 4}, DType::kF32, zeros(), false),
+                  InvalidArgumentError);
+}
+
+TEST_CASE("get_variable creates once with its initializer and flags trainability") {
+  VariableStore store;
+  ModelContext ctx(store);
+  Tensor w = ctx.get_variable("w", {2, 2}, DType::kF32, constant(3.0));
+  Tensor s = ctx.get_variable("count", {}, DType::kI64, zeros(), false);
+  CHECK(w.requires_grad());
+  CHECK_FALSE(s.requires_grad());
+  CHECK(w.to_vector<float>() == std::vector<float>{3, 3, 3, 3});
+  // The initializer is not called again: a second request returns the same tensor.
+  Tensor again = ctx.get_variable("w", {2, 2}, DType::kF32, constant(5.0));
+  CHECK(again.impl() == w.impl());
+  CHECK(again.to_vector<float>() == std::vector<float>{3, 3, 3, 3});
+  auto trainable = store.trainable_variables();
+  REQUIRE(trainable.size() == 1);
+  CHECK(trainable[0].name == "w");
+  CHECK_THROWS_AS(ctx.get_variable("i", {2}, DType::kI32, zeros(), true), InvalidArgumentError);
+  CHECK_THROWS_AS(ctx.get_variable("missing", {2}, DType::kF32, nullptr), InvalidArgumentError);
+  auto bad = [](const Shape&, DType dtype, ops::Generator&) { return Tensor::zeros({3}, dtype); };
+  CHECK_THROWS_AS(ctx.get_variable("bad", {2}, DType::kF32, bad), InvalidArgumentError);
+}
+
+TEST_CASE("the context lists the trainable variables its call used") {
+  VariableStore store;
+  ModelContext ctx(store);
+  ctx.get_variable("a", {1}, DType::kF32, zeros());
+  ctx.get_variable("b", {1}, DType::kF32, zeros());
+  ctx.get_variable("frozen", {1}, DType::kF32, zeros(), false);
+  ctx.begin_call();
+  ctx.get_variable("b", {1}, DType::kF32, zeros());
+  auto used = ctx.trainable_variables();
+  REQUIRE(used.size() == 1);
+  CHECK(used[0].name == "b");
+}
+
+TEST_CASE("the store assigns in place, stages restores, and reports misuse") {
+  VariableStore store;
+  Tensor v = store.create("v", Tensor::zeros({2}), true);
+  Tensor before = v;
+  store.assign("v", Tensor::from_vector<float>({1, 2}));
+  CHECK(v.shares_storage(before));
+  CHECK(v.to_vector<float>() == std::vector<float>{1, 2});
+  CHECK(v.requires_grad());
+  CHECK(store.name_of(v) == "v");
+  CHECK_THROWS_AS(store.name_of(Tensor::zeros({2})), NotFoundError);
+  CHECK_THROWS_AS(store.create("v", Tensor::zeros({2}), true), AlreadyExistsError);
+  CHECK_THROWS_AS(store.get("nope"), NotFoundError);
+  CHECK_THROWS_AS(store.assign("nope", Tensor::zeros({2})), NotFoundError);
+  try {
+    store.assign("v", Tensor::zeros({3}));
+    FAIL("expected an InvalidArgumentError");
+  } catch (const InvalidArgumentError& e) {
+    CHECK(contains_all(e.what(), {"'v'", "[2]", "[3]"}));
+  }
+
+  // A restore before the variable exists is staged, then taken by the creation.
+  store.restore("later", Tensor::from_vector<float>({4, 5, 6}));
+  CHECK(store.pending_restores() == std::vector<std::string>{"later"});
+  ModelContext ctx(store);
+  Tensor later = ctx.get_variable("later", {3}, DType::kF32, zeros());
+  CHECK(later.to_vector<float>() == std::vector<float>{4, 5, 6});
+  CHECK(store.pending_restores().empty());
+  store.restore("later", Tensor::from_vector<float>({7, 8, 9}));  // exists: assigned in place
+  CHECK(later.to_vector<float>() == std::vector<float>{7, 8, 9});
+  store.restore("wrong", Tensor::zeros({2}));
+  CHECK_THROWS_AS(ctx.get_variable("wrong", {3}, DType::kF32, zeros()), InvalidArgumentError);
+}
+
+TEST_CASE("global_step is an int64 scalar, created at zero, not trainable") {
+  VariableStore store;
+  ModelContext ctx(store);
+  CHECK(ctx.global_step() == 0);
+  Variable step = store.get("global_step");
+  CHECK(step.value.dtype() == DType::kI64);
+  CHECK(step.value.shape() == Shape{});
+  CHECK_FALSE(step.trainable);
+  step.value.fill(41);
+  CHECK(ctx.global_step() == 41);
+}
+
+TEST_CASE("the same seed draws the same initial weights") {
+  auto first_kernel = [](uint64_t seed) {
+    VariableStore store;
+    ModelContext ctx(store, Mode::kTrain, seed);
+    dense(ctx, Tensor::ones({1, 8}), {.units = 8});
+    return store.get("dense/kernel").value.to_vector<float>();
+  };
+  CHECK(first_kernel(3) == first_kernel(3));
+  CHECK(first_kernel(3) != first_kernel(4));
+}
