@@ -2,8 +2,9 @@
 //
 // gather validates every index before copying anything, so a bad id is reported by value and
 // position instead of reading out of bounds; its gradient scatter-adds rows back into a zero
-// tensor of the params' shape (serially per row block, so repeated ids accumulate without
-// races). cast converts through C++ conversions and passes gradients between floating types.
+// tensor of the params' shape, each task owning a block of columns so that repeated ids
+// accumulate without races. cast converts through C++ conversions and passes gradients between
+// floating types.
 #include <cstring>
 
 #include "ops/array_ops.h"
@@ -74,29 +75,39 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
         }
       });
   if (!needs_recording({&params})) return out;
-  return record(out, "gather", {params, indices},
-                [ids = std::move(ids), layout, shape](
-                    const Tensor& grad, const NeedsGrad& needs) -> std::vector<Tensor> {
-                  if (!needs[0]) return {Tensor(), Tensor()};
-                  Tensor dparams = Tensor::zeros(shape, grad.dtype());
-                  const int64_t count = static_cast<int64_t>(ids.size());
-                  dispatch_float(grad.dtype(), "gather gradient", [&](auto tag) {
-                    using T = decltype(tag);
-                    const T* g = grad.data<T>();
-                    T* d = dparams.data<T>();
-                    // Threads own disjoint outer blocks, so repeated ids never race.
-                    cpu::parallel_for(layout.outer, 1, [&](int64_t begin, int64_t end) {
-                      for (int64_t o = begin; o < end; ++o)
-                        for (int64_t i = 0; i < count; ++i) {
-                          const T* from = g + (o * count + i) * layout.inner;
-                          T* to =
-                              d + (o * layout.rows + ids[static_cast<size_t>(i)]) * layout.inner;
-                          for (int64_t c = 0; c < layout.inner; ++c) to[c] += from[c];
-                        }
-                    });
-                  });
-                  return {dparams, Tensor()};
-                });
+  return record(
+      out, "gather", {params, indices},
+      [ids = std::move(ids), layout, shape](const Tensor& grad,
+                                            const NeedsGrad& needs) -> std::vector<Tensor> {
+        if (!needs[0]) return {Tensor(), Tensor()};
+        Tensor dparams = Tensor::zeros(shape, grad.dtype());
+        const int64_t count = static_cast<int64_t>(ids.size());
+        dispatch_float(grad.dtype(), "gather gradient", [&](auto tag) {
+          using T = decltype(tag);
+          const T* g = grad.data<T>();
+          T* d = dparams.data<T>();
+          // Each task owns one outer index and one block of columns, so repeated
+          // ids never race and an embedding gradient (outer == 1) still splits.
+          constexpr int64_t kColumns = 256;
+          const int64_t blocks = (layout.inner + kColumns - 1) / kColumns;
+          cpu::parallel_for(
+              layout.outer * blocks,
+              std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(count * kColumns, 1)),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t task = begin; task < end; ++task) {
+                  const int64_t o = task / blocks;
+                  const int64_t c0 = (task % blocks) * kColumns;
+                  const int64_t c1 = std::min(layout.inner, c0 + kColumns);
+                  for (int64_t i = 0; i < count; ++i) {
+                    const T* from = g + (o * count + i) * layout.inner;
+                    T* to = d + (o * layout.rows + ids[static_cast<size_t>(i)]) * layout.inner;
+                    for (int64_t c = c0; c < c1; ++c) to[c] += from[c];
+                  }
+                }
+              });
+        });
+        return {dparams, Tensor()};
+      });
 }
 
 Tensor cast(const Tensor& x, DType dtype) {

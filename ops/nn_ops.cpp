@@ -1,9 +1,10 @@
 // The fused cross-entropies and dropout.
 //
-// The softmax cross-entropies compute log_softmax once per row (max subtracted, so logits of
-// 1e4 stay finite) and keep it, detached, for the backward pass: the gradient to the logits
-// is (softmax - labels) * upstream, with softmax = exp(log_softmax). Class ids are checked
-// before any arithmetic. softmax/log_softmax themselves are in softmax.cpp.
+// The softmax cross-entropies make one pass per row that yields the softmax and the
+// log-sum-exp (max subtracted, so logits of 1e4 stay finite); the loss comes from the
+// log-sum-exp, and the softmax is kept, detached, for the backward pass, where the gradient to
+// the logits is (softmax - labels) * upstream with no further exp. Class ids are checked before
+// any arithmetic. softmax/log_softmax themselves are in softmax.cpp.
 #include "ops/nn_ops.h"
 
 #include <cmath>
@@ -17,13 +18,20 @@
 namespace est::ops {
 namespace {
 
-// log_softmax over the last axis of a floating [rows, classes] view (reference kernel: the
-// losses are not routed to oneDNN, so both backends give identical losses).
-Tensor row_log_softmax(const Tensor& logits, int64_t rows, int64_t classes) {
-  Tensor out = Tensor::empty(logits.shape(), logits.dtype());
-  dispatch_float(logits.dtype(), "log_softmax", [&](auto tag) {
+// Softmax and log-sum-exp over the last axis of floating logits viewed as [rows, classes]
+// (reference kernel: the losses are not routed to oneDNN, so every backend gives the same loss).
+struct SoftmaxRows {
+  Tensor probs;  // [rows, classes], the logits' shape
+  Tensor lse;    // [rows]
+};
+
+SoftmaxRows softmax_rows(const Tensor& logits, int64_t rows, int64_t classes) {
+  SoftmaxRows out{Tensor::empty(logits.shape(), logits.dtype()),
+                  Tensor::empty({rows}, logits.dtype())};
+  dispatch_float(logits.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
-    cpu::softmax_forward(logits.data<T>(), out.data<T>(), rows, classes, 1, true);
+    cpu::softmax_and_logsumexp(logits.data<T>(), out.probs.data<T>(), out.lse.data<T>(), rows,
+                               classes);
   });
   return out;
 }
@@ -51,38 +59,44 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
           "{}: label {} at index {} is outside [0, {}): the logits have {} classes; check the "
           "labels or the number of output units",
           kName, ids[i], i, classes, classes));
-  Tensor log_probs = row_log_softmax(logits, rows, classes);
+  SoftmaxRows softmax = softmax_rows(logits, rows, classes);
   Tensor loss = Tensor::empty(labels.shape(), logits.dtype());
   dispatch_float(logits.dtype(), kName, [&](auto tag) {
     using T = decltype(tag);
-    const T* lp = log_probs.data<T>();
+    const T* x = logits.data<T>();
+    const T* lse = softmax.lse.data<T>();
     T* out = loss.data<T>();
-    for (int64_t n = 0; n < rows; ++n) out[n] = -lp[n * classes + ids[static_cast<size_t>(n)]];
+    for (int64_t n = 0; n < rows; ++n)
+      out[n] = lse[n] - x[n * classes + ids[static_cast<size_t>(n)]];
   });
   if (!needs_recording({&logits})) return loss;
-  return record(loss, kName, {labels, logits},
-                [ids = std::move(ids), log_probs, classes](
-                    const Tensor& grad, const NeedsGrad&) -> std::vector<Tensor> {
-                  Tensor dlogits = Tensor::empty(log_probs.shape(), log_probs.dtype());
-                  dispatch_float(
-                      log_probs.dtype(), "sparse_softmax_cross_entropy_with_logits", [&](auto tag) {
-                        using T = decltype(tag);
-                        const T* lp = log_probs.data<T>();
-                        const T* g = grad.data<T>();
-                        T* d = dlogits.data<T>();
-                        cpu::parallel_for(
-                            static_cast<int64_t>(ids.size()), 64, [&](int64_t begin, int64_t end) {
-                              for (int64_t n = begin; n < end; ++n) {
-                                for (int64_t c = 0; c < classes; ++c)
-                                  d[n * classes + c] = g[n] * std::exp(lp[n * classes + c]);
-                                d[n * classes + ids[static_cast<size_t>(n)]] -= g[n];
-                              }
-                            });
-                      });
-                  return {Tensor(), dlogits};
-                });
+  return record(
+      loss, kName, {labels, logits},
+      [ids = std::move(ids), probs = softmax.probs, classes](
+          const Tensor& grad, const NeedsGrad&) -> std::vector<Tensor> {
+        Tensor dlogits = Tensor::empty(probs.shape(), probs.dtype());
+        dispatch_float(probs.dtype(), "sparse_softmax_cross_entropy_with_logits", [&](auto tag) {
+          using T = decltype(tag);
+          const T* p = probs.data<T>();
+          const T* g = grad.data<T>();
+          T* d = dlogits.data<T>();
+          cpu::parallel_for(
+              static_cast<int64_t>(ids.size()),
+              std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(classes, 1)),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t n = begin; n < end; ++n) {
+                  for (int64_t c = 0; c < classes; ++c)
+                    d[n * classes + c] = g[n] * p[n * classes + c];
+                  d[n * classes + ids[static_cast<size_t>(n)]] -= g[n];
+                }
+              });
+        });
+        return {Tensor(), dlogits};
+      });
 }
 
+// loss = sum_c z_c (lse - x_c). d/dx_c = p_c * sum(z) - z_c (sum(z) is 1 for a distribution,
+// kept exact otherwise); d/dz_c = lse - x_c = -log_softmax_c.
 Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   constexpr const char* kName = "softmax_cross_entropy_with_logits";
   cpu::require_cpu(kName, labels);
@@ -97,44 +111,47 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
   const int64_t classes = logits.shape().back();
   const int64_t rows = classes == 0 ? 0 : logits.numel() / classes;
   Shape loss_shape(logits.shape().begin(), logits.shape().end() - 1);
-  Tensor log_probs = row_log_softmax(logits, rows, classes);
+  SoftmaxRows softmax = softmax_rows(logits, rows, classes);
   Tensor loss = Tensor::empty(loss_shape, logits.dtype());
   dispatch_float(logits.dtype(), kName, [&](auto tag) {
     using T = decltype(tag);
-    const T* lp = log_probs.data<T>();
+    const T* x = logits.data<T>();
     const T* z = labels.data<T>();
+    const T* lse = softmax.lse.data<T>();
     T* out = loss.data<T>();
     for (int64_t n = 0; n < rows; ++n) {
       T total = 0;
-      for (int64_t c = 0; c < classes; ++c) total -= z[n * classes + c] * lp[n * classes + c];
+      for (int64_t c = 0; c < classes; ++c)
+        total += z[n * classes + c] * (lse[n] - x[n * classes + c]);
       out[n] = total;
     }
   });
   if (!needs_recording({&labels, &logits})) return loss;
   return record(loss, kName, {labels, logits},
-                [z = labels.detach(), log_probs, rows, classes](
+                [z = labels.detach(), x = logits.detach(), softmax, rows, classes](
                     const Tensor& grad, const NeedsGrad& needs) -> std::vector<Tensor> {
                   Tensor dlabels, dlogits;
                   if (needs[0]) dlabels = Tensor::empty(z.shape(), z.dtype());
                   if (needs[1]) dlogits = Tensor::empty(z.shape(), z.dtype());
                   dispatch_float(z.dtype(), "softmax_cross_entropy_with_logits", [&](auto tag) {
                     using T = decltype(tag);
-                    const T* lp = log_probs.data<T>();
-                    const T* labels_data = z.data<T>();
+                    const T* p = softmax.probs.data<T>();
+                    const T* lse = softmax.lse.data<T>();
+                    const T* xs = x.data<T>();
+                    const T* zs = z.data<T>();
                     const T* g = grad.data<T>();
                     for (int64_t n = 0; n < rows; ++n) {
-                      const T* zr = labels_data + n * classes;
-                      const T* lpr = lp + n * classes;
-                      if (needs[0])
-                        for (int64_t c = 0; c < classes; ++c)
-                          dlabels.data<T>()[n * classes + c] = -g[n] * lpr[c];
+                      const int64_t row = n * classes;
+                      if (needs[0]) {
+                        T* d = dlabels.data<T>() + row;
+                        for (int64_t c = 0; c < classes; ++c) d[c] = g[n] * (lse[n] - xs[row + c]);
+                      }
                       if (needs[1]) {
-                        T mass =
-                            0;  // sum of the labels: 1 for a distribution, kept exact otherwise
-                        for (int64_t c = 0; c < classes; ++c) mass += zr[c];
-                        T* d = dlogits.data<T>() + n * classes;
+                        T mass = 0;
+                        for (int64_t c = 0; c < classes; ++c) mass += zs[row + c];
+                        T* d = dlogits.data<T>() + row;
                         for (int64_t c = 0; c < classes; ++c)
-                          d[c] = g[n] * (std::exp(lpr[c]) * mass - zr[c]);
+                          d[c] = g[n] * (p[row + c] * mass - zs[row + c]);
                       }
                     }
                   });

@@ -50,7 +50,7 @@ struct MaxOp {
   }
   template <class A>
   static A combine(A acc, A v) {
-    return (v > acc || v != v) ? v : acc;
+    return ((v > acc) | (v != v)) ? v : acc;
   }
 };
 

@@ -45,6 +45,30 @@ void softmax_forward(const T* in, T* out, int64_t outer, int64_t classes, int64_
                });
 }
 
+// For each row of in [rows, classes]: the softmax into probs [rows, classes] and the
+// log-sum-exp into lse [rows], with one exp per element. The fused cross-entropies take their
+// losses from lse (exact even where a probability underflows) and their gradients from probs.
+template <class T>
+void softmax_and_logsumexp(const T* in, T* probs, T* lse, int64_t rows, int64_t classes) {
+  parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(classes, 1)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t row = begin; row < end; ++row) {
+                   const T* x = in + row * classes;
+                   T* p = probs + row * classes;
+                   T max_value = -std::numeric_limits<T>::infinity();
+                   for (int64_t c = 0; c < classes; ++c) max_value = std::max(max_value, x[c]);
+                   T total = 0;
+                   for (int64_t c = 0; c < classes; ++c) {
+                     p[c] = std::exp(x[c] - max_value);
+                     total += p[c];
+                   }
+                   const T scale = T(1) / total;
+                   for (int64_t c = 0; c < classes; ++c) p[c] *= scale;
+                   lse[row] = max_value + std::log(total);
+                 }
+               });
+}
+
 // Gradient from the forward output y: softmax: dx = y * (g - sum(g * y));
 // log_softmax: dx = g - exp(y) * sum(g).
 template <class T>

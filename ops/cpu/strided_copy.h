@@ -51,7 +51,7 @@ void strided_copy(U* view, U* contiguous, const Shape& dims, const std::vector<i
   const int64_t inner = plan.dims.back();
   const int64_t stride = plan.strides[0].back();
   constexpr int64_t kGrain = int64_t{1} << 15;
-  constexpr int64_t kTile = 32;
+  constexpr int64_t kTile = 16;
   if constexpr (kDirection == CopyDirection::kGather) {
     if (plan.dims.size() == 2 && plan.strides[0][0] == 1 && stride == plan.dims[0]) {
       // Matrix transpose: out [rows, cols] from in [cols, rows], in tiles.

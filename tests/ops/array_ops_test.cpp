@@ -70,6 +70,18 @@ TEST_CASE("gather picks rows and scatter-adds repeated ids in its gradient") {
         std::vector<int64_t>{7, 7});
 }
 
+TEST_CASE("gather gradient over wide rows (several column blocks) counts repeated ids") {
+  Tensor params = Tensor::zeros({3, 600}, DType::kF32).set_requires_grad(true);
+  Tensor ids = Tensor::from_vector<int64_t>({0, 2, 0, 0});
+  auto g = gradients(sum(gather(params, ids)), {params})[0].to_vector<float>();
+  int mismatches = 0;
+  for (size_t k = 0; k < g.size(); ++k) {
+    float expected = k < 600 ? 3.0f : (k < 1200 ? 0.0f : 1.0f);
+    mismatches += g[k] != expected;
+  }
+  CHECK(mismatches == 0);
+}
+
 TEST_CASE("gather errors name the id, its position and the valid range") {
   Tensor params = Tensor::zeros({5, 4});
   std::string message = error_message<InvalidArgumentError>([&] {
