@@ -33,14 +33,22 @@ struct SumOp {
   static Acc<T> init() {
     return 0;
   }
+  static constexpr bool kPropagatesNaN = false;  // the sum does so by itself
   template <class A>
   static A combine(A acc, A v) {
     return acc + v;
   }
+  template <class A>
+  static A merge(A acc, A v) {
+    return acc + v;
+  }
 };
 
-// NaN propagates: once the accumulator is NaN no comparison replaces it.
+// combine() is the exact form of x86 max (`acc > v ? acc : v`), so the loops vectorise; it
+// may drop a NaN, so the loops also record whether they saw one and return NaN if so.
+// merge() combines partial results and keeps a NaN on either side.
 struct MaxOp {
+  static constexpr bool kPropagatesNaN = true;
   template <class T>
   using Acc = T;
   template <class T>
@@ -50,6 +58,10 @@ struct MaxOp {
   }
   template <class A>
   static A combine(A acc, A v) {
+    return acc > v ? acc : v;
+  }
+  template <class A>
+  static A merge(A acc, A v) {
     return ((v > acc) | (v != v)) ? v : acc;
   }
 };
@@ -58,19 +70,33 @@ struct MaxOp {
 template <class Op, class T>
 void reduce_pass(const T* in, T* out, int64_t outer, int64_t r, int64_t inner) {
   using A = typename Op::template Acc<T>;
+  constexpr bool kTrackNaN = Op::kPropagatesNaN && std::is_floating_point_v<T>;
+  constexpr A kNaN = std::numeric_limits<A>::quiet_NaN();
   if (inner == 1) {
     auto row = [&](const T* p, int64_t count) {
       A lanes[8];
+      unsigned char nan[8] = {};
       for (A& l : lanes) l = Op::template init<T>();
       int64_t j = 0;
       for (; j + 8 <= count; j += 8)
-        for (int k = 0; k < 8; ++k) lanes[k] = Op::combine(lanes[k], static_cast<A>(p[j + k]));
+        for (int k = 0; k < 8; ++k) {
+          const A v = static_cast<A>(p[j + k]);
+          lanes[k] = Op::combine(lanes[k], v);
+          if constexpr (kTrackNaN) nan[k] |= v != v;
+        }
       A acc = Op::template init<T>();
       for (A l : lanes) acc = Op::combine(acc, l);
-      for (; j < count; ++j) acc = Op::combine(acc, static_cast<A>(p[j]));
+      for (; j < count; ++j) {
+        const A v = static_cast<A>(p[j]);
+        acc = Op::combine(acc, v);
+        if constexpr (kTrackNaN) nan[0] |= v != v;
+      }
+      if constexpr (kTrackNaN)
+        for (unsigned char seen : nan)
+          if (seen) return kNaN;
       return acc;
     };
-    if (outer == 1 && r > kReduceGrain) {  // one long row: fixed blocks, combined in order
+    if (outer == 1 && r > kReduceGrain) {  // one long row: fixed blocks, merged in order
       int64_t blocks = (r + kReduceGrain - 1) / kReduceGrain;
       std::vector<A> partial(static_cast<size_t>(blocks));
       cpu::parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
@@ -80,7 +106,7 @@ void reduce_pass(const T* in, T* out, int64_t outer, int64_t r, int64_t inner) {
         }
       });
       A acc = Op::template init<T>();
-      for (A p : partial) acc = Op::combine(acc, p);
+      for (A p : partial) acc = Op::merge(acc, p);
       out[0] = static_cast<T>(acc);
       return;
     }
@@ -92,24 +118,31 @@ void reduce_pass(const T* in, T* out, int64_t outer, int64_t r, int64_t inner) {
     return;
   }
   const int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
-  cpu::parallel_for(outer * blocks,
-                    std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(r * kColumnBlock, 1)),
-                    [&](int64_t begin, int64_t end) {
-                      A acc[kColumnBlock];
-                      for (int64_t task = begin; task < end; ++task) {
-                        int64_t o = task / blocks;
-                        int64_t c0 = (task % blocks) * kColumnBlock;
-                        int64_t width = std::min(kColumnBlock, inner - c0);
-                        for (int64_t c = 0; c < width; ++c) acc[c] = Op::template init<T>();
-                        for (int64_t j = 0; j < r; ++j) {
-                          const T* p = in + (o * r + j) * inner + c0;
-                          for (int64_t c = 0; c < width; ++c)
-                            acc[c] = Op::combine(acc[c], static_cast<A>(p[c]));
-                        }
-                        for (int64_t c = 0; c < width; ++c)
-                          out[o * inner + c0 + c] = static_cast<T>(acc[c]);
-                      }
-                    });
+  cpu::parallel_for(
+      outer * blocks, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(r * kColumnBlock, 1)),
+      [&](int64_t begin, int64_t end) {
+        A acc[kColumnBlock];
+        unsigned char nan[kColumnBlock];
+        for (int64_t task = begin; task < end; ++task) {
+          int64_t o = task / blocks;
+          int64_t c0 = (task % blocks) * kColumnBlock;
+          int64_t width = std::min(kColumnBlock, inner - c0);
+          for (int64_t c = 0; c < width; ++c) {
+            acc[c] = Op::template init<T>();
+            nan[c] = 0;
+          }
+          for (int64_t j = 0; j < r; ++j) {
+            const T* p = in + (o * r + j) * inner + c0;
+            for (int64_t c = 0; c < width; ++c) {
+              const A v = static_cast<A>(p[c]);
+              acc[c] = Op::combine(acc[c], v);
+              if constexpr (kTrackNaN) nan[c] |= v != v;
+            }
+          }
+          for (int64_t c = 0; c < width; ++c)
+            out[o * inner + c0 + c] = static_cast<T>(kTrackNaN && nan[c] ? kNaN : acc[c]);
+        }
+      });
 }
 
 struct Group {

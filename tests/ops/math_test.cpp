@@ -184,6 +184,25 @@ TEST_CASE("reductions over axes, keepdims and empty axes") {
   CHECK(values(sum(Tensor::from_vector<double>({4, 5}, {1, 2}), {0})) == std::vector<double>{4, 5});
 }
 
+TEST_CASE("max propagates NaN on every loop shape") {
+  const double nan = std::nan("");
+  CHECK(std::isnan(max(Tensor::from_vector<double>({1, nan, 3})).item()));
+  CHECK(std::isnan(
+      max(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, -1, 0}).reshape({12}) *
+          Tensor::from_vector<float>({1, 1, 1, 1, 1, 1, 1, 1, 1, static_cast<float>(nan), 1, 1}))
+          .item()));
+  auto columns =
+      max(Tensor::from_vector<double>({1, nan, 5, 2, 3, 4}, {2, 3}), {0}).to_vector<double>();
+  CHECK(columns[0] == 2);
+  CHECK(std::isnan(columns[1]));
+  CHECK(columns[2] == 5);
+  Tensor long_row = Tensor::zeros({100000}, DType::kF32);
+  long_row.data<float>()[70000] = static_cast<float>(nan);
+  CHECK(std::isnan(max(long_row).item()));
+  long_row.data<float>()[70000] = 4;
+  CHECK(max(long_row).item() == 4);
+}
+
 TEST_CASE("max shares its gradient equally among ties") {
   Tensor x = Tensor::from_vector<double>({3, 1, 3, 2, 5, 4}, {2, 3}).set_requires_grad(true);
   auto g = gradients(sum(max(x, {1})), {x});
