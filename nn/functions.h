@@ -13,6 +13,11 @@
 
 namespace est::nn {
 
+// The value types, so that model code under `using namespace est::nn` can name them.
+using ops::DType;
+using ops::Shape;
+using ops::Tensor;
+
 // Activations (each a plain, non-overloaded `Tensor f(const Tensor&)`).
 using ops::log_softmax;
 using ops::relu;
