@@ -109,8 +109,8 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
         "the logits' shape (use sparse_softmax_cross_entropy_with_logits for class ids)",
         kName, shape_str(labels.shape()), shape_str(logits.shape())));
   const int64_t classes = logits.shape().back();
-  const int64_t rows = classes == 0 ? 0 : logits.numel() / classes;
   Shape loss_shape(logits.shape().begin(), logits.shape().end() - 1);
+  const int64_t rows = num_elements(loss_shape);  // with zero classes, every loss is 0
   SoftmaxRows softmax = softmax_rows(logits, rows, classes);
   Tensor loss = Tensor::empty(loss_shape, logits.dtype());
   dispatch_float(logits.dtype(), kName, [&](auto tag) {

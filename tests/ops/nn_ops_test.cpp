@@ -89,6 +89,9 @@ TEST_CASE("softmax cross-entropy with probability labels matches PyTorch, both g
                      0.047123416525, 0.006377460922});
   check_close(g[1], {1.741311296657, 3.241311296657, 0.241311296657, 0.054985235377, 3.054985235377,
                      5.054985235377});
+  // Zero classes: an empty sum, so every loss is 0.
+  CHECK(softmax_cross_entropy_with_logits(Tensor::zeros({2, 0}), Tensor::zeros({2, 0}))
+            .to_vector<float>() == std::vector<float>{0, 0});
   CHECK(contains(error_message<InvalidArgumentError>([&] {
                    softmax_cross_entropy_with_logits(Tensor::zeros({2, 3}, DType::kF64),
                                                      Tensor::zeros({2, 4}, DType::kF64));

@@ -109,6 +109,33 @@ int register_binary_cases() {
 }
 const int kBinaryCases = register_binary_cases();
 
+// Random broadcast pairs, drawn once from a fixed seed: a of rank 1-4 with dims 1-5, b a
+// suffix of a's shape with some dims set to 1 (and the roles swapped half of the time).
+int register_random_shape_cases() {
+  Generator shapes(2718);
+  for (int k = 0; k < 6; ++k) {
+    Shape a(1 + shapes.next_u64() % 4);
+    for (int64_t& d : a) d = 1 + static_cast<int64_t>(shapes.next_u64() % 5);
+    Shape b(a.begin() + static_cast<std::ptrdiff_t>(shapes.next_u64() % a.size()), a.end());
+    for (int64_t& d : b)
+      if (shapes.next_u64() % 2) d = 1;
+    if (shapes.next_u64() % 2) std::swap(a, b);
+    std::string name = "random_shapes/" + ops::shape_str(a) + "x" + ops::shape_str(b);
+    register_op_case(
+        {.name = "mul/" + name,
+         .make_inputs = uniform({a, b}),
+         .run = binary([](const Tensor& x, const Tensor& y) { return ops::mul(x, y); }),
+         .differentiable = {0, 1}});
+    register_op_case(
+        {.name = "sub/" + name,
+         .make_inputs = uniform({a, b}),
+         .run = binary([](const Tensor& x, const Tensor& y) { return ops::sub(x, y); }),
+         .differentiable = {0, 1}});
+  }
+  return 0;
+}
+const int kRandomShapeCases = register_random_shape_cases();
+
 EST_OP_CASE({.name = "minimum/row",
              .make_inputs =
                  [](DType dtype, Generator& g) {
