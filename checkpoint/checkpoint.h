@@ -1,0 +1,14 @@
+// est::checkpoint: everything a training program needs to save and restore its state.
+#pragma once
+
+#include "checkpoint/backup_and_restore.h"
+#include "checkpoint/bundle.h"
+#include "checkpoint/keras_import.h"
+#include "checkpoint/log.h"
+#include "checkpoint/manager.h"
+#include "checkpoint/reader.h"
+#include "checkpoint/restore.h"
+#include "checkpoint/rng_state.h"
+#include "checkpoint/state_file.h"
+#include "checkpoint/warm_start.h"
+#include "checkpoint/writer.h"

@@ -1,0 +1,254 @@
+// The HDF5 reader. Opening classifies failures: absent file -> NotFoundError; not HDF5,
+// truncated or with damaged metadata -> DataLossError; HDF5 but not a checkpoint ->
+// InvalidArgumentError; newer format -> UnimplementedError.
+#include "checkpoint/reader.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "checkpoint/checksum.h"
+#include "checkpoint/hdf5_util.h"
+#include "checkpoint/layout.h"
+#include "checkpoint/state_file.h"
+
+namespace est::checkpoint {
+namespace {
+
+using detail::check_id;
+using detail::check_status;
+using detail::Hid;
+
+constexpr std::string_view kRestoreHint =
+    "the file is damaged; restore an earlier checkpoint (restore_into on the directory falls "
+    "back to one) or delete this file";
+
+class CheckpointFile {
+ public:
+  explicit CheckpointFile(const std::string& path) : path_(path) {
+    std::error_code error;
+    if (!std::filesystem::exists(path_, error))
+      throw NotFoundError(fmt::format(
+          "Checkpoint {} does not exist; check the path, or pass the model directory to use "
+          "its latest checkpoint",
+          path_));
+    htri_t is_hdf5 = H5Fis_hdf5(path_.c_str());
+    if (is_hdf5 <= 0)
+      throw DataLossError(
+          fmt::format("Checkpoint {} is not an HDF5 file (no HDF5 signature: empty, truncated or "
+                      "overwritten); {}",
+                      path_, kRestoreHint));
+    file_ = check_id<DataLossError>(
+        H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT),
+        fmt::format("Checkpoint {} cannot be opened; {}", path_, kRestoreHint));
+    if (!detail::has_attribute(file_.get(), layout::kFormatVersionAttribute))
+      throw InvalidArgumentError(fmt::format(
+          "{} is an HDF5 file but not an est checkpoint (no \"{}\" attribute); for Keras "
+          "weights use import_keras_h5()",
+          path_, layout::kFormatVersionAttribute));
+    format_version_ =
+        detail::read_attribute_i64(file_.get(), layout::kFormatVersionAttribute, where());
+    if (format_version_ > layout::kFormatVersion || format_version_ < 1)
+      throw UnimplementedError(fmt::format(
+          "Checkpoint {} has format version {}; this build reads versions 1 to {}: upgrade est",
+          path_, format_version_, layout::kFormatVersion));
+  }
+
+  const std::string& path() const { return path_; }
+  hid_t file() const { return file_.get(); }
+  int64_t format_version() const { return format_version_; }
+  std::string where() const { return fmt::format("Checkpoint {}", path_); }
+
+  bool has_group(const char* group) const { return detail::link_exists(file_.get(), group); }
+
+  std::vector<std::string> datasets(const char* group) const {
+    if (!has_group(group)) return {};
+    Hid handle =
+        check_id<DataLossError>(H5Gopen2(file_.get(), group, H5P_DEFAULT),
+                                fmt::format("{}: opening {}; {}", where(), group, kRestoreHint));
+    try {
+      return detail::list_datasets(handle.get());
+    } catch (const DataLossError& error) {
+      throw DataLossError(
+          fmt::format("{}: {} in {}; {}", where(), error.what(), group, kRestoreHint));
+    }
+  }
+
+  Hid open_dataset(const std::string& path) const {
+    return check_id<DataLossError>(H5Dopen2(file_.get(), path.c_str(), H5P_DEFAULT),
+                                   fmt::format("{}: opening {}; {}", where(), path, kRestoreHint));
+  }
+
+  // Shape, dtype and stored checksum of a dataset.
+  TensorInfo describe(const std::string& name, EntryKind kind, const char* group) const {
+    std::string path = fmt::format("{}/{}", group, name);
+    Hid dataset = open_dataset(path);
+    Hid type = check_id<DataLossError>(H5Dget_type(dataset.get()), where());
+    Hid space = check_id<DataLossError>(H5Dget_space(dataset.get()), where());
+    TensorInfo info;
+    info.name = name;
+    info.kind = kind;
+    info.shape = detail::dataspace_shape(space.get());
+    info.dtype = detail::dtype_of_type(type.get(), fmt::format("{}: {}", where(), path));
+    info.crc32 = static_cast<uint32_t>(detail::read_attribute_i64(
+        dataset.get(), layout::kChecksumAttribute, where() + " " + path));
+    if (kind == EntryKind::kVariable &&
+        detail::has_attribute(dataset.get(), layout::kTrainableAttribute))
+      info.trainable =
+          detail::read_attribute_i64(dataset.get(), layout::kTrainableAttribute, where()) != 0;
+    return info;
+  }
+
+  // Reads a dataset described by `info` into `out` (numel * dtype bytes) and checks its CRC.
+  void read_into(const std::string& path, const std::string& label, ops::DType dtype,
+                 uint32_t stored_crc, void* out, size_t bytes) const {
+    Hid dataset = open_dataset(path);
+    if (bytes > 0) {
+      Hid memory = detail::memory_type(dtype);
+      check_status<DataLossError>(
+          H5Dread(dataset.get(), memory.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out),
+          fmt::format("{}: reading {}; {}", where(), label, kRestoreHint));
+    }
+    uint32_t computed = crc32(out, bytes);
+    if (computed != stored_crc)
+      throw DataLossError(
+          fmt::format("{}: {} fails its checksum (stored crc32 {:08x}, computed {:08x}); {}",
+                      where(), label, stored_crc, computed, kRestoreHint));
+  }
+
+  Tensor read_tensor(const TensorInfo& info) const {
+    std::string path = fmt::format(
+        "{}/{}", info.kind == EntryKind::kVariable ? layout::kVariablesGroup : layout::kSlotsGroup,
+        info.name);
+    Tensor tensor = Tensor::empty(info.shape, info.dtype);
+    read_into(path,
+              fmt::format("{} \"{}\"", info.kind == EntryKind::kVariable ? "variable" : "slot",
+                          info.name),
+              info.dtype, info.crc32, tensor.raw_data(), tensor.nbytes());
+    return tensor;
+  }
+
+  BlobInfo describe_blob(const std::string& name) const {
+    std::string path = fmt::format("{}/{}", layout::kStateGroup, name);
+    Hid dataset = open_dataset(path);
+    Hid space = check_id<DataLossError>(H5Dget_space(dataset.get()), where());
+    BlobInfo info;
+    info.name = name;
+    info.bytes = static_cast<size_t>(H5Sget_simple_extent_npoints(space.get()));
+    info.crc32 = static_cast<uint32_t>(detail::read_attribute_i64(
+        dataset.get(), layout::kChecksumAttribute, where() + " " + path));
+    return info;
+  }
+
+  std::string read_blob(const BlobInfo& info) const {
+    std::string bytes(info.bytes, '\0');
+    read_into(fmt::format("{}/{}", layout::kStateGroup, info.name),
+              fmt::format("blob \"{}\"", info.name), ops::DType::kU8, info.crc32, bytes.data(),
+              bytes.size());
+    return bytes;
+  }
+
+  CheckpointInfo info() const {
+    CheckpointInfo info;
+    info.path = path_;
+    info.format_version = format_version_;
+    info.global_step =
+        detail::read_attribute_i64(file_.get(), layout::kGlobalStepAttribute, where());
+    info.framework_version =
+        detail::read_attribute_string(file_.get(), layout::kFrameworkVersionAttribute, where());
+    info.creation_time =
+        detail::read_attribute_string(file_.get(), layout::kCreationTimeAttribute, where());
+    info.creation_timestamp =
+        detail::read_attribute_f64(file_.get(), layout::kCreationTimestampAttribute, where());
+    for (const std::string& name : datasets(layout::kVariablesGroup))
+      info.tensors.push_back(describe(name, EntryKind::kVariable, layout::kVariablesGroup));
+    for (const std::string& name : datasets(layout::kSlotsGroup))
+      info.tensors.push_back(describe(name, EntryKind::kSlot, layout::kSlotsGroup));
+    for (const std::string& name : datasets(layout::kStateGroup))
+      info.blobs.push_back(describe_blob(name));
+    return info;
+  }
+
+ private:
+  std::string path_;
+  Hid file_;
+  int64_t format_version_ = 0;
+};
+
+TensorBundle load_file(const std::string& path) {
+  CheckpointFile file(path);
+  CheckpointInfo info = file.info();
+  TensorBundle bundle;
+  bundle.global_step = info.global_step;
+  for (const TensorInfo& tensor : info.tensors)
+    bundle.tensors.push_back(
+        {tensor.name, file.read_tensor(tensor), tensor.kind, tensor.trainable});
+  for (const BlobInfo& blob : info.blobs) bundle.blobs.push_back({blob.name, file.read_blob(blob)});
+  return bundle;
+}
+
+Tensor load_one(const std::string& file_path, const std::string& name) {
+  CheckpointFile file(file_path);
+  for (auto [kind, group] : {std::pair{EntryKind::kVariable, layout::kVariablesGroup},
+                             std::pair{EntryKind::kSlot, layout::kSlotsGroup}}) {
+    if (detail::dataset_exists(file.file(), fmt::format("{}/{}", group, name)))
+      return file.read_tensor(file.describe(name, kind, group));
+  }
+  throw NotFoundError(fmt::format(
+      "Checkpoint {} has no variable \"{}\"; list_variables() (or est-ckpt {}) shows what it "
+      "holds",
+      file_path, name, file_path));
+}
+
+// Runs `read` on the file at `path`; DataLossErrors raised below the file level (attribute
+// helpers, listing) get the file name and the hint added.
+template <class Fn>
+auto with_file_context(const std::string& path, Fn&& read) {
+  try {
+    return read();
+  } catch (const DataLossError& error) {
+    std::string message = error.what();
+    if (message.find(path) != std::string::npos) throw;
+    throw DataLossError(fmt::format("Checkpoint {}: {}; {}", path, message, kRestoreHint));
+  }
+}
+
+}  // namespace
+
+std::string resolve_checkpoint_path(const std::string& path_or_dir) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(path_or_dir, error)) return path_or_dir;
+  std::optional<std::string> latest = latest_checkpoint(path_or_dir);
+  if (!latest)
+    throw NotFoundError(
+        fmt::format("No checkpoint in {}: it has no \"checkpoint\" state file naming an existing "
+                    "checkpoint; train first or pass a checkpoint file",
+                    path_or_dir));
+  return *latest;
+}
+
+CheckpointInfo read_info(const std::string& path_or_dir) {
+  detail::Hdf5Quiet quiet;
+  const std::string path = resolve_checkpoint_path(path_or_dir);
+  return with_file_context(path, [&] { return CheckpointFile(path).info(); });
+}
+
+TensorBundle load(const std::string& path_or_dir) {
+  detail::Hdf5Quiet quiet;
+  const std::string path = resolve_checkpoint_path(path_or_dir);
+  return with_file_context(path, [&] { return load_file(path); });
+}
+
+std::vector<TensorInfo> list_variables(const std::string& path_or_dir) {
+  return read_info(path_or_dir).tensors;
+}
+
+Tensor load_variable(const std::string& path_or_dir, std::string_view name) {
+  detail::Hdf5Quiet quiet;
+  const std::string path = resolve_checkpoint_path(path_or_dir);
+  return with_file_context(path, [&] { return load_one(path, std::string(name)); });
+}
+
+void verify(const std::string& path_or_dir) { (void)load(path_or_dir); }
+
+}  // namespace est::checkpoint

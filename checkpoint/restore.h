@@ -1,0 +1,47 @@
+// Restoring a checkpoint into existing tensors, in place, with fallback to older checkpoints.
+//
+// restore_into() assigns by name (Tensor::copy_from, so every alias of a variable sees the
+// new value). Everything is loaded and checked first, then copied: a damaged file or a
+// mismatch never leaves the model half-restored. Given a directory, it tries the newest
+// checkpoint its state file lists and, when that one is unreadable or fails its checksums,
+// logs a warning naming it and falls back to the previous one. Bad files are never deleted.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "checkpoint/bundle.h"
+
+namespace est::checkpoint {
+
+struct RestoreOptions {
+  // Tensors of the target absent from the checkpoint keep their values instead of raising
+  // NotFoundError (a model that grew a layer).
+  bool allow_missing = false;
+};
+
+struct RestoreResult {
+  std::string path;  // the checkpoint that was restored
+  int64_t global_step = 0;
+  std::vector<std::string> missing;  // target tensors the checkpoint lacks (allow_missing)
+  std::vector<std::string> unused;   // checkpoint tensors the target has no place for
+  std::vector<std::string> skipped;  // newer checkpoints that were unreadable, newest first
+};
+
+// Restores `path_or_dir` into `into`: every tensor by name (shape and dtype must match:
+// InvalidArgumentError naming the variable and both shapes), the blobs (replacing those of
+// `into`) and the global step. NotFoundError when a directory has no checkpoint or a tensor
+// is missing (unless allowed); DataLossError when no readable checkpoint is left.
+RestoreResult restore_into(const std::string& path_or_dir, TensorBundle& into,
+                           const RestoreOptions& options = {});
+
+// The newest readable checkpoint of a directory (or the file itself), loaded and verified,
+// with the fallback and warnings of restore_into(). `skipped` receives the unreadable ones.
+TensorBundle load_with_fallback(const std::string& path_or_dir, std::string* loaded_path,
+                                std::vector<std::string>* skipped);
+
+// The checking and copying half of restore_into(), for adapters that load themselves.
+RestoreResult assign_into(const TensorBundle& loaded, const std::string& loaded_path,
+                          TensorBundle& into, const RestoreOptions& options = {});
+
+}  // namespace est::checkpoint

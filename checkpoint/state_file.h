@@ -1,0 +1,51 @@
+// The `checkpoint` state file, in TensorFlow's CheckpointState text format, so that
+// tf.train.latest_checkpoint-style tooling and people reading the directory find their way:
+//
+//   model_checkpoint_path: "model.ckpt-200.h5"
+//   all_model_checkpoint_paths: "model.ckpt-100.h5"        (oldest first)
+//   all_model_checkpoint_paths: "model.ckpt-200.h5"
+//   all_model_checkpoint_timestamps: 1700000000.000000
+//   all_model_checkpoint_timestamps: 1700000600.000000
+//   last_preserved_timestamp: 1699999000.000000
+//
+// Paths inside the directory are stored relative to it, as TensorFlow does. The file is
+// replaced atomically (temporary file, fsync, rename, fsync directory).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace est::checkpoint {
+
+inline constexpr const char* kStateFileName = "checkpoint";
+
+struct CheckpointState {
+  std::string model_checkpoint_path;                    // the newest, as stored
+  std::vector<std::string> all_model_checkpoint_paths;  // kept checkpoints, oldest first
+  std::vector<double> all_model_checkpoint_timestamps;  // seconds since the epoch, one per path
+  double last_preserved_timestamp = 0;                  // for keep_checkpoint_every_n_hours
+};
+
+std::string format_checkpoint_state(const CheckpointState& state);
+// DataLossError naming `where` and the line when the text is not a CheckpointState. Unknown
+// fields are skipped, as protobuf readers do.
+CheckpointState parse_checkpoint_state(std::string_view text, const std::string& where);
+
+// nullopt when the directory has no state file.
+std::optional<CheckpointState> read_checkpoint_state(const std::string& directory);
+void write_checkpoint_state(const std::string& directory, const CheckpointState& state);
+
+// A stored path made usable: relative paths are joined to the directory.
+std::string resolve_in_directory(const std::string& directory, const std::string& stored_path);
+
+// Like tf.train.latest_checkpoint: the newest checkpoint's path, or nullopt when the directory
+// has no state file or the file it names does not exist.
+std::optional<std::string> latest_checkpoint(const std::string& directory);
+
+// Every checkpoint the state file lists, newest first: the order in which restore tries
+// them. Empty when there is no state file.
+std::vector<std::string> checkpoint_candidates(const std::string& directory);
+
+}  // namespace est::checkpoint

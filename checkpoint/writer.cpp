@@ -1,0 +1,156 @@
+// The HDF5 writer: one dataset per tensor and blob, attributes for checksums and metadata,
+// written under a temporary name and renamed into place.
+#include "checkpoint/writer.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+
+#include "checkpoint/checksum.h"
+#include "checkpoint/file_util.h"
+#include "checkpoint/hdf5_util.h"
+#include "checkpoint/layout.h"
+
+#ifndef EST_VERSION
+#define EST_VERSION "unknown"
+#endif
+
+namespace est::checkpoint {
+namespace {
+
+using detail::check_id;
+using detail::check_status;
+using detail::Hid;
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string iso_time(double timestamp) {
+  auto seconds = static_cast<std::time_t>(timestamp);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", utc.tm_year + 1900, utc.tm_mon + 1,
+                     utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec);
+}
+
+class FileWriter {
+ public:
+  FileWriter(const std::filesystem::path& temporary, const std::string& final_path)
+      : final_path_(final_path) {
+    Hid access = check_id<InternalError>(H5Pcreate(H5P_FILE_ACCESS), "file access list");
+    // The 1.8 object format checksums every piece of metadata, so HDF5 itself reports
+    // corruption of headers; the same format keeps the file readable by older h5py.
+    check_status<InternalError>(H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_V18),
+                                "libver bounds");
+    check_status<InternalError>(H5Pset_fclose_degree(access.get(), H5F_CLOSE_STRONG),
+                                "close degree");
+    file_ = check_id<UnknownError>(
+        H5Fcreate(temporary.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, access.get()),
+        fmt::format("Creating checkpoint file {} for {} failed; check that the directory is "
+                    "writable",
+                    temporary.string(), final_path_));
+    link_ = check_id<InternalError>(H5Pcreate(H5P_LINK_CREATE), "link create list");
+    check_status<InternalError>(H5Pset_create_intermediate_group(link_.get(), 1),
+                                "intermediate groups");
+  }
+
+  hid_t file() const { return file_.get(); }
+
+  void make_group(const char* path) {
+    check_id<UnknownError>(H5Gcreate2(file_.get(), path, link_.get(), H5P_DEFAULT, H5P_DEFAULT),
+                           where(path));
+  }
+
+  // Writes `bytes` bytes at `data` as a dataset of `type` and `shape`, with its CRC-32.
+  Hid write_dataset(const std::string& path, hid_t type, const ops::Shape& shape, const void* data,
+                    size_t bytes) {
+    Hid space = detail::make_dataspace(shape);
+    Hid dataset = check_id<UnknownError>(H5Dcreate2(file_.get(), path.c_str(), type, space.get(),
+                                                    link_.get(), H5P_DEFAULT, H5P_DEFAULT),
+                                         where(path));
+    if (bytes > 0)
+      check_status<UnknownError>(H5Dwrite(dataset.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
+                                 where(path));
+    detail::write_attribute_u32(dataset.get(), layout::kChecksumAttribute, crc32(data, bytes));
+    return dataset;
+  }
+
+  void close() {
+    check_status<UnknownError>(H5Fclose(file_.release()),
+                               fmt::format("Closing checkpoint {} failed (data not flushed); "
+                                           "check free disk space",
+                                           final_path_));
+  }
+
+ private:
+  std::string where(const std::string& path) const {
+    return fmt::format("Writing {} into checkpoint {} failed; check free disk space", path,
+                       final_path_);
+  }
+
+  std::string final_path_;
+  Hid file_;
+  Hid link_;
+};
+
+void write_bundle(FileWriter& writer, const TensorBundle& bundle, double timestamp) {
+  hid_t root = writer.file();
+  detail::write_attribute_i64(root, layout::kFormatVersionAttribute, layout::kFormatVersion);
+  detail::write_attribute_string(root, layout::kFrameworkAttribute, layout::kFrameworkName);
+  detail::write_attribute_string(root, layout::kFrameworkVersionAttribute, EST_VERSION);
+  detail::write_attribute_string(root, layout::kCreationTimeAttribute, iso_time(timestamp));
+  detail::write_attribute_f64(root, layout::kCreationTimestampAttribute, timestamp);
+  detail::write_attribute_i64(root, layout::kGlobalStepAttribute, bundle.global_step);
+  writer.make_group(layout::kVariablesGroup);
+  writer.make_group(layout::kSlotsGroup);
+  writer.make_group(layout::kStateGroup);
+
+  for (const TensorEntry& entry : bundle.tensors) {
+    const bool is_variable = entry.kind == EntryKind::kVariable;
+    std::string path = fmt::format(
+        "{}/{}", is_variable ? layout::kVariablesGroup : layout::kSlotsGroup, entry.name);
+    Hid type = detail::file_type(entry.value.dtype());
+    Hid dataset = writer.write_dataset(path, type.get(), entry.value.shape(),
+                                       entry.value.raw_data(), entry.value.nbytes());
+    if (is_variable)
+      detail::write_attribute_i64(dataset.get(), layout::kTrainableAttribute,
+                                  entry.trainable ? 1 : 0);
+  }
+  for (const Blob& blob : bundle.blobs) {
+    std::string path = fmt::format("{}/{}", layout::kStateGroup, blob.name);
+    writer.write_dataset(path, H5T_STD_U8LE, {static_cast<int64_t>(blob.bytes.size())},
+                         blob.bytes.data(), blob.bytes.size());
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_file_name(const std::string& checkpoint_name, int64_t global_step) {
+  return fmt::format("{}-{}.h5", checkpoint_name, global_step);
+}
+
+void save(const std::string& path, const TensorBundle& bundle, const SaveOptions& options) {
+  validate_bundle(bundle, fmt::format("Saving checkpoint {}", path));
+  std::filesystem::path final_path(path);
+  ensure_directory(final_path.parent_path());
+  std::filesystem::path temporary = temporary_path_for(final_path);
+  detail::Hdf5Quiet quiet;
+  try {
+    {
+      FileWriter writer(temporary, path);
+      write_bundle(writer, bundle, options.timestamp > 0 ? options.timestamp : now_seconds());
+      writer.close();
+    }
+    fsync_file(temporary);
+    rename_durably(temporary, final_path);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw;
+  }
+}
+
+}  // namespace est::checkpoint

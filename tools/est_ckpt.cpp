@@ -1,0 +1,207 @@
+// est-ckpt: inspect and verify checkpoints from the command line.
+//
+//   est-ckpt PATH              every tensor: name, kind, dtype, shape, crc32, min/max/mean
+//   est-ckpt PATH NAME [--all] one tensor's values (the first 100 unless --all)
+//   est-ckpt --verify PATH     every checkpoint of a directory (or one file) against its
+//                              checksums; exit status 1 when any is damaged
+//
+// PATH is a checkpoint file or a model directory (its latest checkpoint). Everything read is
+// checked against the stored CRC-32, so listing a damaged file shows which tensors are bad.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/file_util.h"
+
+namespace {
+
+using namespace est;
+using namespace est::checkpoint;
+
+constexpr const char* kUsage =
+    "usage: est-ckpt PATH               list tensors (shape, dtype, crc32, min/max/mean)\n"
+    "       est-ckpt PATH NAME [--all]  print one tensor (first 100 values unless --all)\n"
+    "       est-ckpt --verify PATH      verify every checkpoint of a directory or one file\n"
+    "PATH is a checkpoint file (model.ckpt-200.h5) or a model directory (its latest).\n";
+
+struct Stats {
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  double mean = 0;
+  int64_t nan = 0;
+};
+
+Stats statistics(const Tensor& tensor) {
+  Stats stats;
+  double sum = 0;
+  int64_t counted = 0;
+  ops::dispatch_dtype(tensor.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* values = static_cast<const T*>(tensor.raw_data());
+    for (int64_t i = 0; i < tensor.numel(); ++i) {
+      double v = static_cast<double>(values[i]);
+      if (std::isnan(v)) {
+        ++stats.nan;
+        continue;
+      }
+      stats.min = std::min(stats.min, v);
+      stats.max = std::max(stats.max, v);
+      sum += v;
+      ++counted;
+    }
+  });
+  stats.mean = counted ? sum / static_cast<double>(counted) : std::nan("");
+  return stats;
+}
+
+std::string kind_name(EntryKind kind) { return kind == EntryKind::kVariable ? "variable" : "slot"; }
+
+int list(const std::string& path) {
+  CheckpointInfo info = read_info(path);
+  fmt::print("{}\n  global_step {}  format {}  written by est {} at {}\n", info.path,
+             info.global_step, info.format_version, info.framework_version, info.creation_time);
+  size_t width = 4;
+  for (const TensorInfo& tensor : info.tensors) width = std::max(width, tensor.name.size());
+  fmt::print("  {:<{}}  {:<8}  {:<7}  {:<16}  {:<8}  {:>12}  {:>12}  {:>12}\n", "name", width,
+             "kind", "dtype", "shape", "crc32", "min", "max", "mean");
+  int damaged = 0;
+  size_t bytes = 0;
+  for (const TensorInfo& tensor : info.tensors) {
+    std::string head = fmt::format("  {:<{}}  {:<8}  {:<7}  {:<16}  {:08x}", tensor.name, width,
+                                   kind_name(tensor.kind), ops::dtype_name(tensor.dtype),
+                                   ops::shape_str(tensor.shape), tensor.crc32);
+    try {
+      Tensor value = load_variable(info.path, tensor.name);
+      bytes += value.nbytes();
+      Stats stats = statistics(value);
+      fmt::print("{}  {:>12.6g}  {:>12.6g}  {:>12.6g}{}\n", head, stats.min, stats.max, stats.mean,
+                 stats.nan ? fmt::format("  ({} NaN)", stats.nan) : "");
+    } catch (const DataLossError& error) {
+      ++damaged;
+      fmt::print("{}  DAMAGED: {}\n", head, error.what());
+    }
+  }
+  for (const BlobInfo& blob : info.blobs)
+    fmt::print("  {:<{}}  {:<8}  {} bytes  crc32 {:08x}\n", blob.name, width, "blob", blob.bytes,
+               blob.crc32);
+  fmt::print("  {} tensors, {:.2f} MB{}\n", info.tensors.size(), static_cast<double>(bytes) / 1e6,
+             damaged ? fmt::format(", {} DAMAGED", damaged) : "");
+  return damaged ? 1 : 0;
+}
+
+int show(const std::string& path, const std::string& name, bool all) {
+  Tensor value = load_variable(path, name);
+  Stats stats = statistics(value);
+  fmt::print("{} {} {}  min {:.6g} max {:.6g} mean {:.6g}\n", name, ops::dtype_name(value.dtype()),
+             ops::shape_str(value.shape()), stats.min, stats.max, stats.mean);
+  const int64_t shown = all ? value.numel() : std::min<int64_t>(value.numel(), 100);
+  std::vector<double> values = value.to_vector<double>();
+  const int64_t row = value.rank() > 0 ? std::max<int64_t>(value.dim(-1), 1) : 1;
+  for (int64_t i = 0; i < shown; ++i)
+    fmt::print("{:.8g}{}", values[static_cast<size_t>(i)],
+               (i + 1) % row == 0 || i + 1 == shown ? "\n" : " ");
+  if (shown < value.numel())
+    fmt::print("... {} more values (--all prints them)\n", value.numel() - shown);
+  return 0;
+}
+
+// Step of "model.ckpt-200.h5" for sorting; -1 for other names.
+int64_t step_of(const std::string& file_name) {
+  size_t dash = file_name.rfind('-');
+  if (dash == std::string::npos || !file_name.ends_with(".h5")) return -1;
+  std::string digits = file_name.substr(dash + 1, file_name.size() - dash - 4);
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+int verify_all(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(path)) {
+    verify(path);
+    fmt::print("OK       {}\n", path);
+    return 0;
+  }
+  int bad = 0;
+  std::optional<CheckpointState> state = read_checkpoint_state(path);
+  std::map<std::string, bool> listed;  // file name -> listed in the state file
+  if (state) {
+    fmt::print("state file: latest {}, {} kept\n", state->model_checkpoint_path,
+               state->all_model_checkpoint_paths.size());
+    for (const std::string& stored : state->all_model_checkpoint_paths) {
+      std::string resolved = resolve_in_directory(path, stored);
+      if (!fs::exists(resolved)) {
+        fmt::print("MISSING  {} (listed in the state file)\n", stored);
+        ++bad;
+      }
+      listed[fs::path(resolved).filename().string()] = true;
+    }
+  } else {
+    fmt::print("state file: none\n");
+  }
+  std::vector<std::pair<int64_t, std::string>> files;
+  for (const auto& entry : fs::directory_iterator(path)) {
+    std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file()) continue;
+    if (is_temporary_name(name)) {
+      fmt::print("TEMP     {} (left by an interrupted save; safe to delete)\n", name);
+    } else if (name.ends_with(".h5")) {
+      files.emplace_back(step_of(name), name);
+    }
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& [step, name] : files) {
+    std::string note = listed.count(name) ? "" : " (not in the state file)";
+    try {
+      verify((fs::path(path) / name).string());
+      fmt::print("OK       {}{}\n", name, note);
+    } catch (const Error& error) {
+      fmt::print("DAMAGED  {}{}: {}\n", name, note, error.what());
+      ++bad;
+    }
+  }
+  fmt::print("{} checkpoint(s), {} problem(s)\n", files.size(), bad);
+  return bad ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  bool all = false, verify_mode = false;
+  std::vector<std::string> positional;
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      fmt::print("{}", kUsage);
+      return 0;
+    } else if (arg == "--all") {
+      all = true;
+    } else if (arg == "--verify") {
+      verify_mode = true;
+    } else if (arg.starts_with("--")) {
+      fmt::print(stderr, "est-ckpt: unknown option {}\n{}", arg, kUsage);
+      return 2;
+    } else {
+      positional.push_back(arg);
+    }
+  }
+  if (positional.empty() || positional.size() > 2 || (verify_mode && positional.size() != 1)) {
+    fmt::print(stderr, "{}", kUsage);
+    return 2;
+  }
+  try {
+    if (verify_mode) return verify_all(positional[0]);
+    if (positional.size() == 2) return show(positional[0], positional[1], all);
+    return list(positional[0]);
+  } catch (const est::Error& error) {
+    fmt::print(stderr, "est-ckpt: {}: {}\n", est::status_code_name(error.code()), error.what());
+    return 1;
+  }
+}
