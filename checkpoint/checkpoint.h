@@ -10,5 +10,6 @@
 #include "checkpoint/restore.h"
 #include "checkpoint/rng_state.h"
 #include "checkpoint/state_file.h"
+#include "checkpoint/variable_store_io.h"
 #include "checkpoint/warm_start.h"
 #include "checkpoint/writer.h"

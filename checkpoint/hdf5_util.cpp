@@ -253,12 +253,13 @@ std::vector<std::string> read_attribute_strings(hid_t object, const char* name,
                                                 const std::string& where) {
   Hid attribute = open_attribute(object, name, where);
   Hid type = check_id<DataLossError>(H5Aget_type(attribute.get()), where);
-  if (H5Tget_class(type.get()) != H5T_STRING)
-    throw InvalidArgumentError(fmt::format("{}: attribute \"{}\" holds {} values, not strings",
-                                           where, name, describe_type(type.get())));
   Hid space = check_id<DataLossError>(H5Aget_space(attribute.get()), where);
   const auto count = static_cast<size_t>(H5Sget_simple_extent_npoints(space.get()));
   std::vector<std::string> strings;
+  if (count == 0) return strings;  // an empty list, whatever its element type
+  if (H5Tget_class(type.get()) != H5T_STRING)
+    throw InvalidArgumentError(fmt::format("{}: attribute \"{}\" holds {} values, not strings",
+                                           where, name, describe_type(type.get())));
   const std::string what = fmt::format("{}: reading attribute \"{}\"", where, name);
   if (H5Tis_variable_str(type.get()) > 0) {
     Hid memory = copy_type(H5T_C_S1);

@@ -20,6 +20,26 @@ std::string strip_suffix(std::string name) {
   return name;
 }
 
+// Keras splits a string list too large for one attribute into "<name>0", "<name>1", ...
+std::vector<std::string> read_name_list(hid_t object, const std::string& name,
+                                        const std::string& where) {
+  if (detail::has_attribute(object, name.c_str()))
+    return detail::read_attribute_strings(object, name.c_str(), where);
+  std::vector<std::string> names;
+  for (int chunk = 0;; ++chunk) {
+    std::string part = fmt::format("{}{}", name, chunk);
+    if (!detail::has_attribute(object, part.c_str())) break;
+    for (std::string& entry : detail::read_attribute_strings(object, part.c_str(), where))
+      names.push_back(std::move(entry));
+  }
+  return names;
+}
+
+bool has_name_list(hid_t object, const std::string& name) {
+  return detail::has_attribute(object, name.c_str()) ||
+         detail::has_attribute(object, (name + "0").c_str());
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, Tensor>> read_keras_h5(const std::string& path) {
@@ -36,23 +56,22 @@ std::vector<std::pair<std::string, Tensor>> read_keras_h5(const std::string& pat
                                      fmt::format("Keras weight file {} cannot be opened", path));
   const std::string where = fmt::format("Keras weight file {}", path);
   Hid root = check_id<DataLossError>(H5Gopen2(file.get(), "/", H5P_DEFAULT), where);
-  if (!detail::has_attribute(root.get(), "layer_names") &&
+  if (!has_name_list(root.get(), "layer_names") &&
       detail::link_exists(file.get(), "/model_weights"))
     root = check_id<DataLossError>(H5Gopen2(file.get(), "/model_weights", H5P_DEFAULT), where);
-  if (!detail::has_attribute(root.get(), "layer_names"))
+  if (!has_name_list(root.get(), "layer_names"))
     throw InvalidArgumentError(
         fmt::format("{} has no \"layer_names\" attribute, so it was not written by Keras "
                     "model.save_weights(); for est checkpoints use restore_into()",
                     where));
 
   std::vector<std::pair<std::string, Tensor>> weights;
-  for (const std::string& layer :
-       detail::read_attribute_strings(root.get(), "layer_names", where)) {
+  for (const std::string& layer : read_name_list(root.get(), "layer_names", where)) {
     Hid group = check_id<DataLossError>(
         H5Gopen2(root.get(), layer.c_str(), H5P_DEFAULT),
         fmt::format("{}: layer \"{}\" is listed in layer_names but has no group", where, layer));
     for (const std::string& weight :
-         detail::read_attribute_strings(group.get(), "weight_names", where + " layer " + layer)) {
+         read_name_list(group.get(), "weight_names", where + " layer " + layer)) {
       std::string label = fmt::format("{}: weight \"{}\" of layer \"{}\"", where, weight, layer);
       Hid dataset = check_id<DataLossError>(H5Dopen2(group.get(), weight.c_str(), H5P_DEFAULT),
                                             label + " is listed but missing");

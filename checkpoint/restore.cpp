@@ -108,6 +108,7 @@ RestoreResult assign_into(const TensorBundle& loaded, const std::string& loaded_
     if (by_name.count(entry.name)) result.unused.push_back(entry.name);
 
   for (auto& [target, source] : copies) target->value.copy_from(source->value);
+  result.blobs = loaded.blobs;
   into.blobs = loaded.blobs;
   into.global_step = loaded.global_step;
   return result;

@@ -26,6 +26,7 @@ struct RestoreResult {
   std::vector<std::string> missing;  // target tensors the checkpoint lacks (allow_missing)
   std::vector<std::string> unused;   // checkpoint tensors the target has no place for
   std::vector<std::string> skipped;  // newer checkpoints that were unreadable, newest first
+  std::vector<Blob> blobs;           // the checkpoint's blobs (iterator position, RNG state)
 };
 
 // Restores `path_or_dir` into `into`: every tensor by name (shape and dtype must match:

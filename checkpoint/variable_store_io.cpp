@@ -1,0 +1,45 @@
+// VariableStore <-> TensorBundle: slot detection by name, restore with staging.
+#include "checkpoint/variable_store_io.h"
+
+#include <unordered_set>
+
+namespace est::checkpoint {
+namespace {
+
+// True when some '/'-prefix of `name` is another variable's name.
+bool extends_another(const std::string& name, const std::unordered_set<std::string>& names) {
+  for (size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1))
+    if (names.count(name.substr(0, slash))) return true;
+  return false;
+}
+
+}  // namespace
+
+TensorBundle bundle_from_store(const nn::VariableStore& store) {
+  std::vector<nn::Variable> variables = store.variables();
+  std::unordered_set<std::string> names;
+  for (const nn::Variable& variable : variables) names.insert(variable.name);
+  TensorBundle bundle;
+  for (const nn::Variable& variable : variables) {
+    const bool slot = extends_another(variable.name, names);
+    bundle.tensors.push_back({variable.name, variable.value,
+                              slot ? EntryKind::kSlot : EntryKind::kVariable, variable.trainable});
+    if (variable.name == nn::kGlobalStepName && variable.value.numel() == 1)
+      bundle.global_step = static_cast<int64_t>(variable.value.item());
+  }
+  return bundle;
+}
+
+RestoreResult restore_store(const std::string& path_or_dir, nn::VariableStore& store,
+                            const RestoreOptions& options) {
+  std::string path;
+  std::vector<std::string> skipped;
+  TensorBundle loaded = load_with_fallback(path_or_dir, &path, &skipped);
+  TensorBundle existing = bundle_from_store(store);
+  RestoreResult result = assign_into(loaded, path, existing, options);
+  for (const std::string& name : result.unused) store.restore(name, loaded.find(name)->value);
+  result.skipped = std::move(skipped);
+  return result;
+}
+
+}  // namespace est::checkpoint

@@ -1,0 +1,89 @@
+// est-ckpt, run as a program: listing with statistics and checksums, printing one variable,
+// verifying a directory with a damaged checkpoint, usage errors.
+#include <zlib.h>
+
+#include "helpers.h"
+
+using namespace est;
+using namespace est::checkpoint;
+using namespace est::testing;
+
+namespace {
+
+#ifndef EST_TEST_CKPT_TOOL
+#error "EST_TEST_CKPT_TOOL must name the est-ckpt executable"
+#endif
+constexpr const char* kTool = EST_TEST_CKPT_TOOL;
+
+CommandResult tool(const std::string& arguments) {
+  REQUIRE_MESSAGE(fs::exists(kTool), "build the est-ckpt target first: ", kTool);
+  return run_command(std::string(kTool) + " " + arguments);
+}
+
+}  // namespace
+
+TEST_CASE("est-ckpt lists tensors with dtype, shape, crc32 and min/max/mean") {
+  TempDir dir;
+  TensorBundle bundle;
+  bundle.global_step = 31;
+  bundle.add_variable("dense/kernel", Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  bundle.add_variable("counts", Tensor::from_vector<int64_t>({-4, 10}), false);
+  bundle.add_slot("dense/kernel/Momentum", Tensor::zeros({2, 3}));
+  bundle.add_blob("iterator", "abc");
+  CheckpointManager manager({.directory = dir.str(), .async = false});
+  manager.save(bundle);
+
+  CommandResult result = tool(dir.str());  // a directory: its latest checkpoint
+  CHECK_MESSAGE(result.exit_code == 0, result.output);
+  const std::string& out = result.output;
+  CHECK(out.find("model.ckpt-31.h5") != std::string::npos);
+  CHECK(out.find("global_step 31") != std::string::npos);
+  // CRC-32 recomputed here with zlib over the same bytes.
+  const Tensor& kernel = bundle.find("dense/kernel")->value;
+  uLong crc =
+      ::crc32(0L, static_cast<const Bytef*>(kernel.raw_data()), static_cast<uInt>(kernel.nbytes()));
+  // Hand-computed statistics: min 1, max 6, mean 3.5; counts: min -4, max 10, mean 3.
+  CHECK(out.find(fmt::format("dense/kernel           variable  float32  [2, 3]            {:08x}",
+                             crc)) != std::string::npos);
+  CHECK(out.find("           1             6           3.5") != std::string::npos);
+  CHECK(out.find("counts") != std::string::npos);
+  CHECK(out.find("          -4            10             3") != std::string::npos);
+  CHECK(out.find("dense/kernel/Momentum  slot") != std::string::npos);
+  CHECK(out.find("iterator") != std::string::npos);
+  CHECK(out.find("3 bytes") != std::string::npos);
+
+  result = tool(dir / "model.ckpt-31.h5 dense/kernel");
+  CHECK(result.exit_code == 0);
+  CHECK(result.output.find("dense/kernel float32 [2, 3]") != std::string::npos);
+  CHECK(result.output.find("1 2 3\n4 5 6\n") != std::string::npos);
+  result = tool(dir / "model.ckpt-31.h5 nope");
+  CHECK(result.exit_code == 1);
+  CHECK(result.output.find("NOT_FOUND") != std::string::npos);
+}
+
+TEST_CASE("est-ckpt --verify reports damaged checkpoints and exits 1") {
+  TempDir dir;
+  {
+    CheckpointManager manager({.directory = dir.str(), .async = false});
+    manager.save(sample_bundle(1));
+    manager.save(sample_bundle(2));
+  }
+  CommandResult result = tool("--verify " + dir.str());
+  CHECK_MESSAGE(result.exit_code == 0, result.output);
+  CHECK(result.output.find("OK       model.ckpt-1.h5") != std::string::npos);
+  CHECK(result.output.find("OK       model.ckpt-2.h5") != std::string::npos);
+
+  fs::resize_file(dir / "model.ckpt-2.h5", 1000);
+  std::ofstream(dir / "model.ckpt-3.h5.tmp-1-0") << "partial";
+  result = tool("--verify " + dir.str());
+  CHECK(result.exit_code == 1);
+  CHECK(result.output.find("OK       model.ckpt-1.h5") != std::string::npos);
+  CHECK(result.output.find("DAMAGED  model.ckpt-2.h5") != std::string::npos);
+  CHECK(result.output.find("TEMP     model.ckpt-3.h5.tmp-1-0") != std::string::npos);
+  CHECK(result.output.find("1 problem(s)") != std::string::npos);
+  CHECK(fs::exists(dir / "model.ckpt-2.h5"));  // reported, not removed
+
+  CHECK(tool("").exit_code == 2);
+  CHECK(tool("--bogus x").exit_code == 2);
+  CHECK(tool("--help").exit_code == 0);
+}
