@@ -1,0 +1,145 @@
+// Training and evaluation throughput of the Estimator tutorial's CNN (examples/cnn_model.h) on
+// Fashion-MNIST, in examples/s: train at batch 64 and 256, evaluate at batch 1000. Batches are
+// sliced from the images held in memory (as the PyTorch peer does), so this measures the step,
+// not the input pipeline. Also reports whether a steady-state step allocated memory from the
+// system or built a kernel primitive (it should do neither).
+//
+//   cnn_bench [--threads T] [--repeats R] [--examples N]
+// Lines: `est <train|eval> batch=<B> examples_per_sec=<median>` and `est steady_state ...`.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <est/data/data.h>
+#include <est/nn/nn.h>
+#include <est/ops/allocator.h>
+#include <est/ops/ops.h>
+
+#include "examples/cnn_model.h"
+
+namespace {
+
+using est::Tensor;
+using Clock = std::chrono::steady_clock;
+
+struct Data {
+  Tensor images;  // float32 [N, 28, 28, 1] in [0, 1]
+  Tensor labels;  // int64 [N]
+};
+
+Data load(const std::string& split) {
+  std::string prefix = split == "train" ? "train" : "t10k";
+  std::string dir = est::data::kFashionMnistDirectory;
+  Tensor raw = est::data::read_idx(dir + "/" + prefix + "-images-idx3-ubyte.gz");
+  Tensor raw_labels = est::data::read_idx(dir + "/" + prefix + "-labels-idx1-ubyte.gz");
+  int64_t n = raw.dim(0);
+  Data data{Tensor::empty({n, 28, 28, 1}), Tensor::empty({n}, est::DType::kI64)};
+  const uint8_t* in = raw.data<uint8_t>();
+  float* out = data.images.data<float>();
+  for (int64_t i = 0; i < raw.numel(); ++i) out[i] = in[i] / 255.0f;
+  auto labels = raw_labels.to_vector<int64_t>();
+  std::copy(labels.begin(), labels.end(), data.labels.data<int64_t>());
+  return data;
+}
+
+// Copies rows [first, first + batch) of `data` into the preallocated batch tensors.
+void slice(const Data& data, int64_t first, Tensor& images, Tensor& labels) {
+  int64_t batch = images.dim(0);
+  std::memcpy(images.raw_data(), data.images.data<float>() + first * 784,
+              static_cast<size_t>(batch * 784) * sizeof(float));
+  std::memcpy(labels.raw_data(), data.labels.data<int64_t>() + first,
+              static_cast<size_t>(batch) * sizeof(int64_t));
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+struct Trainer {
+  est::nn::VariableStore store;
+  est::ModelContext ctx{store, est::nn::Mode::kTrain, 7};
+
+  void step(const Tensor& images, const Tensor& labels) {
+    ctx.begin_call();
+    Tensor logits = examples::tutorial_cnn(ctx, images);
+    Tensor loss = est::nn::sparse_softmax_cross_entropy(labels, logits);
+    est::optim::sgd(1e-3).minimize(loss, ctx).run();
+  }
+
+  void predict(const Tensor& images) {
+    est::ops::NoGradGuard no_grad;
+    ctx.begin_call();
+    est::ops::argmax(examples::tutorial_cnn(ctx, images), 1);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2, repeats = 5;
+  int64_t examples = 32000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--threads")
+      threads = std::atoi(argv[i + 1]);
+    else if (flag == "--repeats")
+      repeats = std::atoi(argv[i + 1]);
+    else if (flag == "--examples")
+      examples = std::atoll(argv[i + 1]);
+  }
+  est::ops::set_num_threads(threads);
+  Data train = load("train");
+  Data test = load("test");
+  Trainer trainer;
+
+  for (int64_t batch : {64, 256}) {
+    Tensor images = Tensor::empty({batch, 28, 28, 1});
+    Tensor labels = Tensor::empty({batch}, est::DType::kI64);
+    int64_t batches = train.images.dim(0) / batch, next = 0;
+    auto run = [&](int64_t steps) {
+      for (int64_t s = 0; s < steps; ++s, next = (next + 1) % batches) {
+        slice(train, next * batch, images, labels);
+        trainer.step(images, labels);
+      }
+    };
+    run(10);  // warm-up: variables, primitives, allocator caches
+    auto& allocator = est::ops::allocator_for(est::Device::cpu());
+    int64_t system_before = allocator.stats().system_allocations;
+    int64_t created_before = est::ops::kernel_cache_stats().created;
+    std::vector<double> rates;
+    for (int r = 0; r < repeats; ++r) {
+      int64_t steps = std::max<int64_t>(1, examples / batch);
+      auto start = Clock::now();
+      run(steps);
+      rates.push_back(steps * batch / std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    fmt::print("est train batch={} examples_per_sec={:.1f}\n", batch, median(rates));
+    fmt::print("est steady_state batch={} system_allocations={} primitives_created={}\n", batch,
+               allocator.stats().system_allocations - system_before,
+               est::ops::kernel_cache_stats().created - created_before);
+  }
+
+  trainer.ctx.set_mode(est::nn::Mode::kEval);
+  int64_t batch = 1000;
+  Tensor images = Tensor::empty({batch, 28, 28, 1});
+  Tensor labels = Tensor::empty({batch}, est::DType::kI64);
+  trainer.predict(images);  // warm-up
+  std::vector<double> rates;
+  for (int r = 0; r < repeats; ++r) {
+    int64_t steps = std::max<int64_t>(1, examples / batch);
+    auto start = Clock::now();
+    for (int64_t s = 0; s < steps; ++s) {
+      slice(test, (s % 10) * batch, images, labels);
+      trainer.predict(images);
+    }
+    rates.push_back(steps * batch / std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  fmt::print("est eval batch={} examples_per_sec={:.1f}\n", batch, median(rates));
+  return 0;
+}
