@@ -1,0 +1,150 @@
+// Checkpoint save and restore throughput against the disk's own sequential rate, measured in
+// the same run: a plain write(2) + fsync of the same bytes (what `dd conv=fsync` does) for
+// saves, and a plain read(2) of the same bytes for restores (both after evicting the file from
+// the page cache with posix_fadvise, so reads hit the disk when it is not cached elsewhere).
+//
+//   checkpoint_bench [DIR]     (default /tmp/est_checkpoint_bench, removed afterwards)
+//
+// Saves are checkpoint::save(): HDF5 datasets with CRC-32s into a temporary file, fsync,
+// rename, fsync of the directory. Restores are restore_into(): open, read, verify every
+// checksum, copy in place. Target: both at least 50 % of the plain rate.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+
+namespace {
+
+using namespace est;
+using namespace est::checkpoint;
+namespace fs = std::filesystem;
+
+constexpr int kRepeats = 5;
+
+double seconds_of(const std::function<void()>& work) {
+  auto start = std::chrono::steady_clock::now();
+  work();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+void evict(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+void plain_write(const std::string& path, const TensorBundle& bundle) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw UnavailableError("cannot create " + path);
+  for (const TensorEntry& entry : bundle.tensors) {
+    const char* data = static_cast<const char*>(entry.value.raw_data());
+    size_t left = entry.value.nbytes();
+    while (left > 0) {
+      ssize_t n = ::write(fd, data, left);
+      if (n <= 0) throw UnavailableError("write failed on " + path);
+      data += n;
+      left -= static_cast<size_t>(n);
+    }
+  }
+  ::fsync(fd);
+  ::close(fd);
+}
+
+void plain_read(const std::string& path, TensorBundle& bundle) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw UnavailableError("cannot open " + path);
+  for (TensorEntry& entry : bundle.tensors) {
+    char* data = static_cast<char*>(entry.value.raw_data());
+    size_t left = entry.value.nbytes();
+    while (left > 0) {
+      ssize_t n = ::read(fd, data, left);
+      if (n <= 0) throw UnavailableError("read failed on " + path);
+      data += n;
+      left -= static_cast<size_t>(n);
+    }
+  }
+  ::close(fd);
+}
+
+// `megabytes` of float32 variables of `variable_megabytes` each, plus Adam-like slots named
+// after them, so names and groups look like a real model's.
+TensorBundle model_of(int megabytes, int variable_megabytes) {
+  TensorBundle bundle;
+  bundle.global_step = 1000;
+  const int64_t elements = int64_t{variable_megabytes} * 1000 * 1000 / 4;
+  const int count = megabytes / variable_megabytes;
+  for (int i = 0; i < count; ++i) {
+    Tensor value = Tensor::empty({elements});
+    float* data = value.data<float>();
+    for (int64_t j = 0; j < elements; ++j) data[j] = static_cast<float>((i * 31 + j) % 997) * 1e-3f;
+    if (i % 2 == 0)
+      bundle.add_variable(fmt::format("block_{}/dense/kernel", i / 2), value);
+    else
+      bundle.add_slot(fmt::format("block_{}/dense/kernel/Adam", i / 2), value);
+  }
+  bundle.add_blob("iterator", std::string(64, 'x'));
+  return bundle;
+}
+
+void run(const std::string& dir, int megabytes, int variable_megabytes) {
+  TensorBundle bundle = model_of(megabytes, variable_megabytes);
+  const double mb = static_cast<double>(bundle.tensor_bytes()) / 1e6;
+  const std::string raw = dir + "/plain.bin";
+  const std::string checkpoint = dir + "/model.ckpt-1000.h5";
+  std::vector<double> write_s, save_s, read_s, restore_s, snapshot_s;
+  TensorBundle target = model_of(megabytes, variable_megabytes);
+  for (int repeat = 0; repeat < kRepeats; ++repeat) {
+    write_s.push_back(seconds_of([&] { plain_write(raw, bundle); }));
+    save_s.push_back(seconds_of([&] { save(checkpoint, bundle); }));
+    evict(raw);
+    evict(checkpoint);
+    read_s.push_back(seconds_of([&] { plain_read(raw, target); }));
+    restore_s.push_back(seconds_of([&] { restore_into(checkpoint, target); }));
+    snapshot_s.push_back(seconds_of([&] { (void)bundle.snapshot(); }));
+  }
+  const double write_rate = mb / median(write_s), save_rate = mb / median(save_s);
+  const double read_rate = mb / median(read_s), restore_rate = mb / median(restore_s);
+  fmt::print(
+      "{:>6.0f} MB in {:>3} tensors | write+fsync {:>7.0f} MB/s | save {:>7.0f} MB/s ({:>3.0f} %)"
+      " | read {:>7.0f} MB/s | restore {:>7.0f} MB/s ({:>3.0f} %) | async save blocks "
+      "training {:.1f} ms\n",
+      mb, bundle.tensors.size(), write_rate, save_rate, 100 * save_rate / write_rate, read_rate,
+      restore_rate, 100 * restore_rate / read_rate, 1e3 * median(snapshot_s));
+  fs::remove(raw);
+  fs::remove(checkpoint);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string dir = argc > 1 ? argv[1] : "/tmp/est_checkpoint_bench";
+  const bool owned = argc <= 1;
+  fs::create_directories(dir);
+  fmt::print(
+      "checkpoint_bench: median of {} runs in {} (ratios against the plain I/O of the "
+      "same bytes in the same run)\n",
+      kRepeats, dir);
+  try {
+    run(dir, 10, 1);
+    run(dir, 200, 4);
+  } catch (const est::Error& error) {
+    fmt::print(stderr, "checkpoint_bench: {}\n", error.what());
+    return 1;
+  }
+  if (owned) fs::remove_all(dir);
+  return 0;
+}
