@@ -215,6 +215,8 @@ class BatchIterator final : public IteratorBase {
   }
 
   std::optional<Element> next() override {
+    if (config_.kind == Kind::kDense)
+      if (const RowStore* store = input_->row_store()) return gather(*store);
     elements_.clear();
     while (static_cast<int64_t>(elements_.size()) < config_.batch_size) {
       std::optional<Element> element = input_->next();
@@ -240,8 +242,48 @@ class BatchIterator final : public IteratorBase {
   }
 
  private:
+  // The input's elements are rows of a column store (a filled cache, tensor slices, possibly
+  // shuffled): copy each row straight from its column into the batch, no element in between.
+  std::optional<Element> gather(const RowStore& store) {
+    rows_.clear();
+    while (static_cast<int64_t>(rows_.size()) < config_.batch_size) {
+      std::optional<int64_t> row = input_->next_row();
+      if (!row) break;
+      rows_.push_back(*row);
+    }
+    if (rows_.empty()) return std::nullopt;
+    if (config_.drop_remainder && static_cast<int64_t>(rows_.size()) < config_.batch_size)
+      return std::nullopt;
+    int64_t count = static_cast<int64_t>(rows_.size());
+    Element out;
+    for (const RowStore::Column& column : store.columns) {
+      Shape shape{count};
+      shape.insert(shape.end(), column.row_shape.begin(), column.row_shape.end());
+      Tensor batch = Tensor::empty(shape, column.dtype);
+      char* dst = static_cast<char*>(batch.raw_data());
+      if (column.row_bytes)
+        for (int64_t row : rows_) {
+          std::memcpy(dst, store.row_data(column, row), column.row_bytes);
+          dst += column.row_bytes;
+        }
+      switch (column.role) {
+        case RowStore::Role::kFeature:
+          out.features.emplace(column.name, std::move(batch));
+          break;
+        case RowStore::Role::kLabels:
+          out.labels = std::move(batch);
+          break;
+        case RowStore::Role::kValue:
+          out.value = std::move(batch);
+          break;
+      }
+    }
+    return out;
+  }
+
   std::unique_ptr<IteratorBase> input_;
   const BatchConfig& config_;
+  std::vector<int64_t> rows_;  // reused between batches
   std::set<std::string> ragged_;
   std::vector<Element> elements_;  // reused between batches
 };

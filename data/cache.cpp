@@ -23,81 +23,118 @@ namespace {
 
 // --- Memory ---
 
+// What a pass records: rows in a column store while every element has the same shapes (so
+// later epochs cost one memcpy per row and batch() gathers from the columns), else the elements
+// themselves. Recording copies the data, so the element handed downstream is freed as usual.
+class Recording {
+ public:
+  void add(const Element& element) {
+    if (!store_ && elements_.empty()) store_ = RowStore::shaped_like(element, kChunkBytes);
+    if (store_ && store_->matches(element)) {
+      store_->append(element);
+      return;
+    }
+    if (store_) {  // shapes vary: fall back to keeping elements
+      for (int64_t row = 0; row < store_->rows; ++row) elements_.push_back(store_->row(row));
+      store_.reset();
+    }
+    elements_.push_back(element);
+  }
+  int64_t size() const { return store_ ? store_->rows : static_cast<int64_t>(elements_.size()); }
+  Element at(int64_t row) const {
+    return store_ ? store_->row(row) : elements_[static_cast<size_t>(row)];
+  }
+  const RowStore* store() const { return store_ ? &*store_ : nullptr; }
+
+ private:
+  static constexpr size_t kChunkBytes = size_t{8} << 20;
+  std::optional<RowStore> store_;
+  std::vector<Element> elements_;
+};
+
 struct MemoryCache {
   std::mutex mutex;
-  std::shared_ptr<const std::vector<Element>> elements;  // null until a pass completes
+  std::shared_ptr<const Recording> recording;  // null until a pass completes
 
-  std::shared_ptr<const std::vector<Element>> get() {
+  std::shared_ptr<const Recording> get() {
     std::lock_guard lock(mutex);
-    return elements;
+    return recording;
   }
-  void publish(std::vector<Element> recorded) {
+  void publish(std::shared_ptr<const Recording> complete) {
     std::lock_guard lock(mutex);
-    if (!elements) elements = std::make_shared<const std::vector<Element>>(std::move(recorded));
+    if (!recording) recording = std::move(complete);
   }
 };
 
-class MemoryCacheIterator final : public IteratorBase {
+class MemoryCacheIterator final : public IteratorBase, public RandomAccess {
  public:
   MemoryCacheIterator(NodePtr input, std::shared_ptr<MemoryCache> cache, IteratorContext context)
       : node_(std::move(input)), cache_(std::move(cache)), context_(context) {
-    elements_ = cache_->get();
-    if (!elements_) input_ = node_->make_iterator(context_);
+    cached_ = cache_->get();
+    if (!cached_) input_ = node_->make_iterator(context_);
   }
 
   std::optional<Element> next() override {
-    if (elements_) {
-      if (index_ >= elements_->size()) return std::nullopt;
-      return (*elements_)[index_++];
+    if (cached_) {
+      if (index_ >= cached_->size()) return std::nullopt;
+      return cached_->at(index_++);
     }
     std::optional<Element> element = input_->next();
     if (element) {
-      if (recording_) recorded_.push_back(*element);
+      if (recording_) recorded_->add(*element);
       return element;
     }
     if (recording_) {
       cache_->publish(std::move(recorded_));
-      recorded_.clear();
       recording_ = false;
     }
     return std::nullopt;
   }
 
+  const RandomAccess* random_access() const override { return cached_ ? this : nullptr; }
+  int64_t position() const override { return index_; }
+  Element at(int64_t row) const override { return cached_->at(row); }
+  const RowStore* row_store() const override { return cached_ ? cached_->store() : nullptr; }
+  std::optional<int64_t> next_row() override {
+    if (index_ >= cached_->size()) return std::nullopt;
+    return index_++;
+  }
+
   int64_t skip(int64_t count) override {
-    if (!elements_) return IteratorBase::skip(count);
-    int64_t skipped = std::min<int64_t>(count, static_cast<int64_t>(elements_->size() - index_));
-    index_ += static_cast<size_t>(skipped);
+    if (!cached_) return IteratorBase::skip(count);
+    int64_t skipped = std::min(count, cached_->size() - index_);
+    index_ += skipped;
     return skipped;
   }
 
   void save(StateWriter& writer) override {
     writer.begin_stage("cache");
-    writer.write_bool(elements_ != nullptr);
-    if (elements_)
-      writer.write_u64(index_);
+    writer.write_bool(cached_ != nullptr);
+    if (cached_)
+      writer.write_i64(index_);
     else
       input_->save(writer);
   }
 
   void restore(StateReader& reader) override {
     reader.expect_stage("cache");
-    recorded_.clear();
+    recorded_.reset();
     recording_ = false;
     if (reader.read_bool()) {
-      uint64_t index = reader.read_u64();
+      int64_t index = reader.read_i64();
       input_.reset();
-      elements_ = cache_->get();
-      if (!elements_) {
+      cached_ = cache_->get();
+      if (!cached_) {
         fill();
-        elements_ = cache_->get();
+        cached_ = cache_->get();
       }
-      if (index > elements_->size())
+      if (index < 0 || index > cached_->size())
         throw InvalidArgumentError("iterator state does not match this pipeline: position " +
                                    std::to_string(index) + " in a cache of " +
-                                   std::to_string(elements_->size()) + " elements");
-      index_ = static_cast<size_t>(index);
+                                   std::to_string(cached_->size()) + " elements");
+      index_ = index;
     } else {
-      elements_.reset();
+      cached_.reset();
       input_ = node_->make_iterator(context_);
       input_->restore(reader);
     }
@@ -105,20 +142,20 @@ class MemoryCacheIterator final : public IteratorBase {
 
  private:
   void fill() {
-    std::vector<Element> recorded;
+    auto recorded = std::make_shared<Recording>();
     auto input = node_->make_iterator(context_);
-    while (std::optional<Element> element = input->next()) recorded.push_back(std::move(*element));
+    while (std::optional<Element> element = input->next()) recorded->add(*element);
     cache_->publish(std::move(recorded));
   }
 
   NodePtr node_;
   std::shared_ptr<MemoryCache> cache_;
   IteratorContext context_;
-  std::shared_ptr<const std::vector<Element>> elements_;  // reading a complete cache
-  size_t index_ = 0;
+  std::shared_ptr<const Recording> cached_;  // reading a complete cache
+  int64_t index_ = 0;
   std::unique_ptr<IteratorBase> input_;  // filling
   bool recording_ = true;
-  std::vector<Element> recorded_;
+  std::shared_ptr<Recording> recorded_ = std::make_shared<Recording>();
 };
 
 class MemoryCacheNode final : public DatasetNode {

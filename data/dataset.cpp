@@ -34,6 +34,10 @@ int64_t IteratorBase::skip(int64_t count) {
   return skipped;
 }
 
+std::optional<int64_t> IteratorBase::next_row() {
+  throw InternalError("next_row() called on a stage without a row store");
+}
+
 uint64_t mix_seed(uint64_t a, uint64_t b) {
   uint64_t z = a + 0x9e3779b97f4a7c15ULL * (b + 1);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

@@ -9,14 +9,21 @@
 //   ds = ds.map(est::data::scale).cache().shuffle(10000, 42).batch(64).prefetch(2);
 //   for (auto it = ds.iterator(); auto element = it.next();) { ... }
 //
-// Exact resume: source -> map -> filter -> shuffle(seed) -> batch -> repeat -> take/skip/shard
-// -> prefetch resume exactly (shuffle and prefetch store their buffered elements, so states can
-// be large: a shuffle buffer of 10000 Fashion-MNIST images is ~31 MB as float32). Stages that
-// cannot store what they need replay instead, which is exact only when their input is
-// deterministic: from_generator calls the factory again and discards the elements already
-// produced; a memory cache() that is not yet filled in this process is refilled by reading its
-// input again from the start (an unseeded shuffle() before a cache breaks this). Readers store
-// their file index and byte offset.
+// Exact resume: every stage resumes exactly; the state of source -> map -> shuffle(seed) ->
+// batch -> repeat, with filter/take/skip/shard/prefetch/interleave anywhere, holds counters,
+// RNG words and whatever elements are buffered (a shuffle over a cache() or tensor slices
+// buffers row numbers, 8 bytes each; a shuffle over anything else stores its buffered elements,
+// ~31 MB for 10000 float32 Fashion-MNIST images). Two stages replay instead of storing, which
+// is exact only when their input is deterministic: from_generator calls the factory again and
+// discards the elements already produced; a memory cache() that this process has not filled yet
+// is refilled by reading its input from the start (so an unseeded shuffle() or a
+// non-deterministic map before a cache breaks exactness). A file cache(path) and the readers
+// store the file and byte offset. Unseeded shuffles resume exactly too: their seed is in the
+// state.
+//
+// Fast paths: tensor slices and a filled memory cache keep rows column-wise; shuffle permutes
+// row numbers and batch copies rows straight into the batch, so a cached epoch of
+// cache().shuffle().batch() costs about one memcpy per example.
 #pragma once
 
 #include <cstdint>

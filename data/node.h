@@ -14,6 +14,7 @@
 #include <string>
 
 #include "data/element.h"
+#include "data/row_store.h"
 #include "data/state.h"
 
 namespace est::data {
@@ -25,6 +26,16 @@ struct IteratorContext {
   uint64_t epoch_key = 0;
 };
 
+// Offered by iterators whose input is an indexable store (a filled cache, tensor slices), so
+// that shuffle() can permute row numbers instead of moving elements: fewer copies and a state
+// of row numbers rather than serialised elements.
+class RandomAccess {
+ public:
+  virtual ~RandomAccess() = default;
+  virtual int64_t position() const = 0;  // the row next() would return
+  virtual Element at(int64_t row) const = 0;
+};
+
 class IteratorBase {
  public:
   virtual ~IteratorBase() = default;
@@ -33,6 +44,13 @@ class IteratorBase {
   // Skips up to `count` elements and returns how many were skipped (fewer at the end of input).
   // Sources override it to skip without building elements.
   virtual int64_t skip(int64_t count);
+  // Non-null while the remaining input can be read by row number (see RandomAccess).
+  virtual const RandomAccess* random_access() const { return nullptr; }
+  // Non-null when every element this iterator yields is a row of a RowStore; next_row() then
+  // gives the row number that next() would have returned as an element (nullopt at the end),
+  // so batch() can copy rows straight from the columns into the batch.
+  virtual const RowStore* row_store() const { return nullptr; }
+  virtual std::optional<int64_t> next_row();
   virtual void save(StateWriter& writer) = 0;
   virtual void restore(StateReader& reader) = 0;
 };

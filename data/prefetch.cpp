@@ -18,18 +18,21 @@ namespace {
 class PrefetchIterator final : public IteratorBase {
  public:
   PrefetchIterator(std::unique_ptr<IteratorBase> input, int64_t capacity)
-      : input_(std::move(input)), capacity_(static_cast<size_t>(std::max<int64_t>(capacity, 1))) {}
+      : input_(std::move(input)),
+        capacity_(static_cast<size_t>(std::max<int64_t>(capacity, 1))),
+        low_water_(capacity_ / 2) {}
 
   ~PrefetchIterator() override { stop(); }
 
   std::optional<Element> next() override {
     std::unique_lock lock(mutex_);
     if (!worker_.joinable() && !input_finished_) start_locked();
-    changed_.wait(lock, [this] { return !queue_.empty() || input_finished_; });
+    not_empty_.wait(lock, [this] { return !queue_.empty() || input_finished_; });
     if (!queue_.empty()) {
       Element element = std::move(queue_.front());
       queue_.pop_front();
-      changed_.notify_all();
+      // The producer sleeps until the queue is half empty, then refills it in one burst.
+      if (queue_.size() <= low_water_) not_full_.notify_one();
       return element;
     }
     if (error_) {
@@ -73,7 +76,7 @@ class PrefetchIterator final : public IteratorBase {
       if (!worker_.joinable()) return;
       stopping_ = true;
     }
-    changed_.notify_all();
+    not_full_.notify_all();
     worker_.join();
     stopping_ = false;
   }
@@ -82,7 +85,8 @@ class PrefetchIterator final : public IteratorBase {
     for (;;) {
       {
         std::unique_lock lock(mutex_);
-        changed_.wait(lock, [this] { return stopping_ || queue_.size() < capacity_; });
+        if (queue_.size() >= capacity_)
+          not_full_.wait(lock, [this] { return stopping_ || queue_.size() <= low_water_; });
         if (stopping_) return;
       }
       std::optional<Element> element;
@@ -99,15 +103,17 @@ class PrefetchIterator final : public IteratorBase {
         error_ = error;
         input_finished_ = true;
       }
-      changed_.notify_all();
+      not_empty_.notify_one();
       if (input_finished_) return;
     }
   }
 
   std::unique_ptr<IteratorBase> input_;
   size_t capacity_;
+  size_t low_water_;  // the producer resumes when the queue is down to this
   std::mutex mutex_;
-  std::condition_variable changed_;
+  std::condition_variable not_empty_;  // the consumer waits for elements
+  std::condition_variable not_full_;   // the producer waits for room
   std::deque<Element> queue_;
   bool input_finished_ = false;  // the input ended or failed (error_ set)
   std::exception_ptr error_;

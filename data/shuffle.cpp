@@ -5,6 +5,10 @@
 // pass of repeat() gets a new order that is still a pure function of the seed; without a seed a
 // random one is drawn per iterator and stored in its state. Saving stores the generator words
 // and the buffered elements, which makes resume exact.
+//
+// When the input is an indexable store (a filled cache(), tensor slices), the buffer holds row
+// numbers instead of elements: the draws are the same, so is the output, but nothing is moved
+// until it is handed out, and a saved state holds row numbers rather than serialised elements.
 #include <random>
 
 #include "data/stages.h"
@@ -16,33 +20,46 @@ namespace {
 class ShuffleIterator final : public IteratorBase {
  public:
   ShuffleIterator(std::unique_ptr<IteratorBase> input, int64_t buffer_size, uint64_t seed)
-      : input_(std::move(input)), buffer_size_(buffer_size), generator_(seed) {
-    buffer_.reserve(static_cast<size_t>(std::min<int64_t>(buffer_size_, 1 << 16)));
-  }
+      : input_(std::move(input)), buffer_size_(buffer_size), generator_(seed) {}
 
   std::optional<Element> next() override {
-    while (!input_done_ && static_cast<int64_t>(buffer_.size()) < buffer_size_) {
+    if (const RandomAccess* rows = indexed()) return next_row(*rows);
+    while (!input_done_ && static_cast<int64_t>(order_.size()) < buffer_size_) {
       std::optional<Element> element = input_->next();
       if (!element) {
         input_done_ = true;
         break;
       }
-      buffer_.push_back(std::move(*element));
+      store(std::move(*element));
     }
-    if (buffer_.empty()) return std::nullopt;
-    size_t pick = static_cast<size_t>(generator_.next_u64() % buffer_.size());
-    if (pick != buffer_.size() - 1) std::swap(buffer_[pick], buffer_.back());
-    Element out = std::move(buffer_.back());
-    buffer_.pop_back();
-    return out;
+    if (order_.empty()) return std::nullopt;
+    size_t pick = static_cast<size_t>(generator_.next_u64() % order_.size());
+    std::swap(order_[pick], order_.back());
+    uint32_t slot = order_.back();
+    order_.pop_back();
+    free_.push_back(slot);
+    return std::move(slots_[slot]);
   }
+
+  // Row numbers pass through when the input is a row store, for batch()'s gather.
+  const RowStore* row_store() const override {
+    if (mode_ == Mode::kElements) return nullptr;
+    return input_->random_access() ? input_->row_store() : nullptr;
+  }
+  std::optional<int64_t> next_row() override { return draw_row(*indexed()); }
 
   void save(StateWriter& writer) override {
     writer.begin_stage("shuffle");
     for (uint64_t word : generator_.state()) writer.write_u64(word);
     writer.write_bool(input_done_);
-    writer.write_u64(buffer_.size());
-    for (const Element& element : buffer_) writer.write_element(element);
+    writer.write_bool(mode_ == Mode::kRows);
+    if (mode_ == Mode::kRows) {
+      writer.write_u64(rows_.size());
+      for (int64_t row : rows_) writer.write_i64(row);
+    } else {
+      writer.write_u64(order_.size());
+      for (uint32_t slot : order_) writer.write_element(slots_[slot]);
+    }
     input_->save(writer);
   }
 
@@ -52,22 +69,85 @@ class ShuffleIterator final : public IteratorBase {
     for (uint64_t& word : state) word = reader.read_u64();
     generator_.set_state(state);
     input_done_ = reader.read_bool();
+    bool by_rows = reader.read_bool();
     uint64_t count = reader.read_u64();
     if (count > static_cast<uint64_t>(buffer_size_))
       throw InvalidArgumentError(
           "iterator state does not match this pipeline: " + std::to_string(count) +
           " elements saved for a shuffle buffer of " + std::to_string(buffer_size_));
-    buffer_.clear();
-    for (uint64_t i = 0; i < count; ++i) buffer_.push_back(reader.read_element());
+    slots_.clear();
+    free_.clear();
+    order_.clear();
+    rows_.clear();
+    for (uint64_t i = 0; i < count; ++i) {
+      if (by_rows)
+        rows_.push_back(reader.read_i64());
+      else
+        store(reader.read_element());
+    }
     input_->restore(reader);
+    mode_ = by_rows ? Mode::kRows : Mode::kElements;
+    if (by_rows && !input_->random_access())
+      throw InvalidArgumentError(
+          "iterator state does not match this pipeline: the shuffle buffer was saved as row "
+          "numbers of an indexable input (a cache or tensor slices) but this pipeline's input "
+          "is not one");
   }
 
  private:
+  enum class Mode { kUndecided, kRows, kElements };
+
+  void store(Element element) {
+    if (free_.empty()) {
+      free_.push_back(static_cast<uint32_t>(slots_.size()));
+      slots_.emplace_back();
+    }
+    uint32_t slot = free_.back();
+    free_.pop_back();
+    slots_[slot] = std::move(element);
+    order_.push_back(slot);
+  }
+
+  // Decided on the first call (or by restore) and kept: one iterator never mixes the two.
+  const RandomAccess* indexed() {
+    if (mode_ == Mode::kUndecided) mode_ = input_->random_access() ? Mode::kRows : Mode::kElements;
+    return mode_ == Mode::kRows ? input_->random_access() : nullptr;
+  }
+
+  std::optional<Element> next_row(const RandomAccess& rows) {
+    std::optional<int64_t> row = draw_row(rows);
+    if (!row) return std::nullopt;
+    return rows.at(*row);
+  }
+
+  std::optional<int64_t> draw_row(const RandomAccess& rows) {
+    while (!input_done_ && static_cast<int64_t>(rows_.size()) < buffer_size_) {
+      int64_t row = rows.position();
+      if (input_->skip(1) == 0) {
+        input_done_ = true;
+        break;
+      }
+      rows_.push_back(row);
+    }
+    if (rows_.empty()) return std::nullopt;
+    size_t pick = static_cast<size_t>(generator_.next_u64() % rows_.size());
+    std::swap(rows_[pick], rows_.back());
+    int64_t row = rows_.back();
+    rows_.pop_back();
+    return row;
+  }
+
   std::unique_ptr<IteratorBase> input_;
   int64_t buffer_size_;
   ops::Generator generator_;
   bool input_done_ = false;
-  std::vector<Element> buffer_;
+  Mode mode_ = Mode::kUndecided;
+  // Mode::kElements. Elements stay in their slot while the draws permute slot numbers, so a
+  // draw moves 4 bytes instead of an element (whose map nodes are cold by then).
+  std::vector<Element> slots_;
+  std::vector<uint32_t> free_;   // unused slots
+  std::vector<uint32_t> order_;  // the buffer, as slot numbers
+  std::vector<int64_t> rows_;    // Mode::kRows
 };
 
 class ShuffleNode final : public DatasetNode {

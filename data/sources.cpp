@@ -9,11 +9,6 @@ namespace {
 
 // --- Slices: rows of an element whose tensors share their first dimension ---
 
-struct SliceData {
-  Element element;  // every tensor [rows, ...]
-  int64_t rows = 0;
-};
-
 class SlicesNode final : public DatasetNode {
  public:
   SlicesNode(std::function<Element()> load, std::string what)
@@ -22,13 +17,12 @@ class SlicesNode final : public DatasetNode {
   std::unique_ptr<IteratorBase> make_iterator(const IteratorContext&) const override;
 
   // Loads on first use; every iterator shares the loaded tensors.
-  std::shared_ptr<const SliceData> data() const {
+  std::shared_ptr<const RowStore> data() const {
     std::call_once(once_, [this] {
-      auto data = std::make_shared<SliceData>();
-      data->element = load_();
+      Element columns = load_();
       int64_t rows = -1;
       std::string first;
-      for_each_component(data->element, [&](std::string_view name, const Tensor& t) {
+      for_each_component(columns, [&](std::string_view name, const Tensor& t) {
         if (t.rank() == 0)
           throw InvalidArgumentError(what_ + ": component '" + std::string(name) +
                                      "' is a scalar; slicing needs tensors of rank >= 1");
@@ -44,8 +38,8 @@ class SlicesNode final : public DatasetNode {
           throw UnimplementedError(what_ + ": component '" + std::string(name) + "' is on " +
                                    t.device().str() + "; input pipelines read host tensors");
       });
-      data->rows = std::max<int64_t>(rows, 0);
-      data_ = std::move(data);
+      data_ = std::make_shared<const RowStore>(
+          RowStore::from_columns(columns, std::max<int64_t>(rows, 0)));
     });
     return data_;
   }
@@ -54,24 +48,26 @@ class SlicesNode final : public DatasetNode {
   std::function<Element()> load_;
   std::string what_;
   mutable std::once_flag once_;
-  mutable std::shared_ptr<const SliceData> data_;
+  mutable std::shared_ptr<const RowStore> data_;
 };
 
-class SlicesIterator final : public IteratorBase {
+class SlicesIterator final : public IteratorBase, public RandomAccess {
  public:
-  explicit SlicesIterator(std::shared_ptr<const SliceData> data) : data_(std::move(data)) {}
+  explicit SlicesIterator(std::shared_ptr<const RowStore> data) : data_(std::move(data)) {}
 
   std::optional<Element> next() override {
     if (row_ >= data_->rows) return std::nullopt;
-    const Element& all = data_->element;
-    Element out;
-    for (const auto& [name, tensor] : all.features)
-      out.features.emplace(name, slice_row(tensor, row_));
-    if (all.labels.defined()) out.labels = slice_row(all.labels, row_);
-    if (all.value.defined()) out.value = slice_row(all.value, row_);
-    ++row_;
-    return out;
+    return at(row_++);
   }
+
+  const RandomAccess* random_access() const override { return this; }
+  int64_t position() const override { return row_; }
+  const RowStore* row_store() const override { return data_.get(); }
+  std::optional<int64_t> next_row() override {
+    if (row_ >= data_->rows) return std::nullopt;
+    return row_++;
+  }
+  Element at(int64_t row) const override { return data_->row(row); }
 
   int64_t skip(int64_t count) override {
     int64_t skipped = std::min(count, data_->rows - row_);
@@ -95,7 +91,7 @@ class SlicesIterator final : public IteratorBase {
   }
 
  private:
-  std::shared_ptr<const SliceData> data_;
+  std::shared_ptr<const RowStore> data_;
   int64_t row_ = 0;
 };
 
@@ -115,7 +111,7 @@ class ElementsNode final : public DatasetNode {
   std::shared_ptr<const std::vector<Element>> elements_;
 };
 
-class ElementsIterator final : public IteratorBase {
+class ElementsIterator final : public IteratorBase, public RandomAccess {
  public:
   explicit ElementsIterator(std::shared_ptr<const std::vector<Element>> elements)
       : elements_(std::move(elements)) {}
@@ -124,6 +120,16 @@ class ElementsIterator final : public IteratorBase {
     if (index_ >= elements_->size()) return std::nullopt;
     return (*elements_)[index_++];
   }
+
+  int64_t skip(int64_t count) override {
+    int64_t skipped = std::min<int64_t>(count, static_cast<int64_t>(elements_->size() - index_));
+    index_ += static_cast<size_t>(skipped);
+    return skipped;
+  }
+
+  const RandomAccess* random_access() const override { return this; }
+  int64_t position() const override { return static_cast<int64_t>(index_); }
+  Element at(int64_t row) const override { return (*elements_)[static_cast<size_t>(row)]; }
 
   void save(StateWriter& writer) override {
     writer.begin_stage("elements");

@@ -37,25 +37,29 @@ class MapIterator final : public IteratorBase {
   const MapFn& fn_;  // owned by the node, which the Dataset keeps alive
 };
 
-// Keeps up to `window` calls in flight on the pool and hands results back in input order.
-// Saving waits for the calls in flight and stores their results, so nothing is recomputed or
-// lost on restore.
+// Keeps up to `window_` calls in flight on the pool and hands results back in input order.
+// Work is handed out in blocks of consecutive elements, refilled half a window at a time, so
+// cheap functions do not pay a thread handoff per element. Saving waits for the calls in
+// flight and stores their results, so nothing is recomputed or lost on restore.
 class ParallelMapIterator final : public IteratorBase {
  public:
   ParallelMapIterator(std::unique_ptr<IteratorBase> input, std::shared_ptr<const MapFn> fn,
                       int64_t threads)
-      : input_(std::move(input)), fn_(std::move(fn)), window_(2 * threads), pool_(threads) {}
+      : input_(std::move(input)),
+        fn_(std::move(fn)),
+        window_(16 * threads),
+        block_(4),
+        pool_(threads) {}
 
   ~ParallelMapIterator() override {
     for (auto& result : pending_) result.wait();  // tasks reference fn_ and this stage
   }
 
   std::optional<Element> next() override {
-    fill();
+    if (static_cast<int64_t>(pending_.size()) <= window_ / 2) fill();
     if (pending_.empty()) return std::nullopt;
     std::shared_future<Element> result = std::move(pending_.front());
     pending_.pop_front();
-    fill();
     return result.get();  // rethrows the map function's exception at this element's position
   }
 
@@ -95,28 +99,45 @@ class ParallelMapIterator final : public IteratorBase {
   }
 
  private:
+  struct Call {
+    Element input;
+    std::promise<Element> result;
+  };
+  using Block = std::vector<Call>;
+
+  void submit(std::shared_ptr<Block> block) {
+    pool_.submit([fn = fn_, block] {
+      for (Call& call : *block) {
+        try {
+          call.result.set_value((*fn)(std::move(call.input)));
+        } catch (...) {
+          call.result.set_exception(std::current_exception());
+        }
+      }
+    });
+  }
+
   void fill() {
+    auto block = std::make_shared<Block>();
     while (!input_done_ && static_cast<int64_t>(pending_.size()) < window_) {
       std::optional<Element> element = input_->next();
       if (!element) {
         input_done_ = true;
         break;
       }
-      auto promise = std::make_shared<std::promise<Element>>();
-      pending_.push_back(promise->get_future().share());
-      pool_.submit([fn = fn_, promise, element = std::move(*element)]() mutable {
-        try {
-          promise->set_value((*fn)(std::move(element)));
-        } catch (...) {
-          promise->set_exception(std::current_exception());
-        }
-      });
+      block->push_back(Call{std::move(*element), {}});
+      pending_.push_back(block->back().result.get_future().share());
+      if (static_cast<int64_t>(block->size()) == block_) {
+        submit(std::move(block));
+        block = std::make_shared<Block>();
+      }
     }
+    if (!block->empty()) submit(std::move(block));
   }
 
   std::unique_ptr<IteratorBase> input_;
   std::shared_ptr<const MapFn> fn_;
-  int64_t window_;
+  int64_t window_, block_;
   bool input_done_ = false;
   std::deque<std::shared_future<Element>> pending_;
   ThreadPool pool_;  // last: destroyed (joined) first

@@ -54,6 +54,16 @@ TEST_CASE("interleave, padded_batch and caches resume exactly") {
   check_resume(Dataset::range(20).map(plus_thousand).cache(path).repeat(2), {0, 5, 20, 33});
 }
 
+TEST_CASE("shuffle and batch over row stores (slices, a filled cache) resume exactly") {
+  Features features{{"x", Tensor::from_vector<float>(std::vector<float>(60, 1.5f), {30, 2})}};
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 30; ++i) ids.push_back(i);
+  auto slices = Dataset::from_tensor_slices(features, Tensor::from_vector<int64_t>(ids));
+  check_resume(slices.shuffle(8, 4).batch(4).repeat(2), {0, 1, 3, 8, 9});
+  check_resume(slices.map([](Element e) { return e; }).cache().shuffle(8, 4).batch(4).repeat(3),
+               {0, 3, 8, 9, 16, 20});
+}
+
 TEST_CASE("a reading cache's state restores into a process whose cache is empty") {
   auto make = [] { return Dataset::range(10).map(plus_thousand).cache().repeat(2); };
   auto ds = make();
@@ -70,7 +80,8 @@ TEST_CASE("from_generator resumes by replaying a deterministic generator") {
   auto ds = Dataset::from_generator([] {
     return [i = int64_t{0}]() mutable -> std::optional<Element> {
       if (i == 12) return std::nullopt;
-      return Element(Tensor::scalar(static_cast<double>(i++ * i), DType::kI64));
+      ++i;
+      return Element(Tensor::scalar(static_cast<double>(i * i), DType::kI64));
     };
   });
   check_resume(ds.batch(5), {0, 1, 2});
