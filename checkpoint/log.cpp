@@ -1,4 +1,5 @@
-// The checkpoint log: one replaceable sink, stderr in TensorFlow's line format by default.
+// The checkpoint log: one replaceable sink; by default its lines go to the framework's log
+// (ops/logging.h), so they share its level, its sink and its "INFO:est:" format.
 #include "checkpoint/log.h"
 
 #include <fmt/format.h>
@@ -9,6 +10,8 @@
 #include <cstdio>
 #include <ctime>
 #include <mutex>
+
+#include "ops/logging.h"
 
 namespace est::checkpoint {
 namespace {
@@ -35,6 +38,18 @@ char severity_letter(LogSeverity severity) {
       return 'E';
   }
   return 'I';
+}
+
+est::log::Level to_log_level(LogSeverity severity) {
+  switch (severity) {
+    case LogSeverity::kInfo:
+      return est::log::Level::kInfo;
+    case LogSeverity::kWarning:
+      return est::log::Level::kWarning;
+    case LogSeverity::kError:
+      return est::log::Level::kError;
+  }
+  return est::log::Level::kInfo;
 }
 
 }  // namespace
@@ -66,8 +81,7 @@ void log(LogSeverity severity, const std::string& message) {
     current_sink()(severity, message);
     return;
   }
-  std::string line = format_log_line(severity, message);
-  std::fprintf(stderr, "%s\n", line.c_str());
+  est::log::write(to_log_level(severity), message);
 }
 
 }  // namespace est::checkpoint
