@@ -46,6 +46,20 @@ std::string hdf5_error_text() {
   return fmt::format("{}", fmt::join(kept, "; "));
 }
 
+Hid file_access_list(bool for_writing) {
+  Hid access = check_id<InternalError>(H5Pcreate(H5P_FILE_ACCESS), "file access list");
+#if H5_VERSION_GE(1, 10, 7)
+  check_status<InternalError>(H5Pset_file_locking(access.get(), false, true), "file locking");
+#endif
+  if (for_writing) {
+    check_status<InternalError>(H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_V18),
+                                "libver bounds");
+    check_status<InternalError>(H5Pset_fclose_degree(access.get(), H5F_CLOSE_STRONG),
+                                "close degree");
+  }
+  return access;
+}
+
 namespace {
 
 Hid bool_enum(hid_t base) {

@@ -73,6 +73,13 @@ void check_status(herr_t status, const std::string& message) {
   if (status < 0) throw ErrorType(message + " (HDF5: " + hdf5_error_text() + ")");
 }
 
+// A file access property list for checkpoint files. HDF5's own file locking is turned off
+// where the library allows it: files are written under unique temporary names and renamed
+// into place, so the lock protects nothing, while file systems without flock (some network
+// file systems) would make every open fail. For writing, the 1.8 object format is selected:
+// it checksums all metadata.
+Hid file_access_list(bool for_writing);
+
 // The HDF5 type a dtype is stored as (little-endian; bool as the enum h5py uses for numpy
 // bools, FALSE = 0, TRUE = 1).
 Hid file_type(ops::DType dtype);

@@ -52,8 +52,9 @@ std::vector<std::pair<std::string, Tensor>> read_keras_h5(const std::string& pat
         "{} is not an HDF5 file (empty, truncated or another format); save the weights with "
         "model.save_weights(\"weights.h5\")",
         path));
-  Hid file = check_id<DataLossError>(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT),
-                                     fmt::format("Keras weight file {} cannot be opened", path));
+  Hid file = check_id<DataLossError>(
+      H5Fopen(path.c_str(), H5F_ACC_RDONLY, detail::file_access_list(false).get()),
+      fmt::format("Keras weight file {} cannot be opened", path));
   const std::string where = fmt::format("Keras weight file {}", path);
   Hid root = check_id<DataLossError>(H5Gopen2(file.get(), "/", H5P_DEFAULT), where);
   if (!has_name_list(root.get(), "layer_names") &&

@@ -39,7 +39,7 @@ class CheckpointFile {
                       "overwritten); {}",
                       path_, kRestoreHint));
     file_ = check_id<DataLossError>(
-        H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT),
+        H5Fopen(path_.c_str(), H5F_ACC_RDONLY, detail::file_access_list(false).get()),
         fmt::format("Checkpoint {} cannot be opened; {}", path_, kRestoreHint));
     if (!detail::has_attribute(file_.get(), layout::kFormatVersionAttribute))
       throw InvalidArgumentError(fmt::format(

@@ -40,13 +40,9 @@ class FileWriter {
  public:
   FileWriter(const std::filesystem::path& temporary, const std::string& final_path)
       : final_path_(final_path) {
-    Hid access = check_id<InternalError>(H5Pcreate(H5P_FILE_ACCESS), "file access list");
     // The 1.8 object format checksums every piece of metadata, so HDF5 itself reports
     // corruption of headers; the same format keeps the file readable by older h5py.
-    check_status<InternalError>(H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_V18),
-                                "libver bounds");
-    check_status<InternalError>(H5Pset_fclose_degree(access.get(), H5F_CLOSE_STRONG),
-                                "close degree");
+    Hid access = detail::file_access_list(/*for_writing=*/true);
     file_ = check_id<UnknownError>(
         H5Fcreate(temporary.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, access.get()),
         fmt::format("Creating checkpoint file {} for {} failed; check that the directory is "
