@@ -5,7 +5,6 @@
 #include "ops/cpu/conv_reference.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "ops/cpu/matmul_reference.h"
 #include "ops/cpu/parallel.h"
@@ -43,10 +42,12 @@ void im2col(const T* input, T* col, const Window2D& w, int64_t first, int64_t co
           const int64_t ih = oh * w.stride_h - w.pad_top + kh * w.dilation_h;
           for (int64_t kw = 0; kw < w.kernel_w; ++kw, dst += w.in_c) {
             const int64_t iw = ow * w.stride_w - w.pad_left + kw * w.dilation_w;
-            if (ih < 0 || ih >= w.in_h || iw < 0 || iw >= w.in_w)
-              std::fill(dst, dst + w.in_c, T(0));
-            else
-              std::memcpy(dst, image + (ih * w.in_w + iw) * w.in_c, sizeof(T) * w.in_c);
+            if (ih < 0 || ih >= w.in_h || iw < 0 || iw >= w.in_w) {
+              for (int64_t c = 0; c < w.in_c; ++c) dst[c] = T(0);
+            } else {
+              const T* src = image + (ih * w.in_w + iw) * w.in_c;
+              for (int64_t c = 0; c < w.in_c; ++c) dst[c] = src[c];
+            }
           }
         }
       }

@@ -1,10 +1,11 @@
 // Reference GEMM through Eigen's row-major maps (Eigen threads it with OpenMP).
 #include "ops/cpu/matmul_reference.h"
 
-// GCC 12 reports false "maybe uninitialized" warnings inside Eigen's AVX-512 GEMM kernels
-// (inlined from <immintrin.h>); they are not about this file's code.
+// Eigen 3.4's AVX-512 headers trip GCC 12's -Wunused-variable and (inlined from <immintrin.h>)
+// false -Wmaybe-uninitialized warnings; they are not about this file's code.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wunused-variable"
 #include <Eigen/Core>
 
 namespace est::ops::cpu {

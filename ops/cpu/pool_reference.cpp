@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "ops/cpu/parallel.h"
 
@@ -56,6 +57,8 @@ void backward(const T* in, const T* dy, T* dx, const Window2D& w, PoolKind kind)
   const int64_t c_count = w.in_c, image_size = w.in_h * w.in_w * c_count;
   parallel_for(w.batch, 1, [&](int64_t begin, int64_t end) {
     std::fill(dx + begin * image_size, dx + end * image_size, T(0));
+    std::vector<T> maximum(static_cast<size_t>(kind == PoolKind::kMax ? c_count : 0));
+    std::vector<T> taken(maximum.size());
     for (int64_t n = begin; n < end; ++n) {
       const T* image = in + n * image_size;
       T* grad_image = dx + n * image_size;
@@ -72,15 +75,27 @@ void backward(const T* in, const T* dy, T* dx, const Window2D& w, PoolKind kind)
               }
             continue;
           }
+          // Each channel's maximum, then its first occurrence in row-major order takes the
+          // gradient (`taken` marks channels already served). Branch-free, so it vectorizes.
           for (int64_t c = 0; c < c_count; ++c) {
-            int64_t best = (s.h0 * w.in_w + s.w0) * c_count + c;
-            for (int64_t h = s.h0; h < s.h1; ++h)
-              for (int64_t x = s.w0; x < s.w1; ++x) {
-                const int64_t at = (h * w.in_w + x) * c_count + c;
-                if (image[at] > image[best]) best = at;
-              }
-            grad_image[best] += g[c];
+            maximum[c] = -std::numeric_limits<T>::infinity();
+            taken[c] = T(0);
           }
+          for (int64_t h = s.h0; h < s.h1; ++h)
+            for (int64_t x = s.w0; x < s.w1; ++x) {
+              const T* src = image + (h * w.in_w + x) * c_count;
+              for (int64_t c = 0; c < c_count; ++c) maximum[c] = std::max(maximum[c], src[c]);
+            }
+          for (int64_t h = s.h0; h < s.h1; ++h)
+            for (int64_t x = s.w0; x < s.w1; ++x) {
+              const T* src = image + (h * w.in_w + x) * c_count;
+              T* dst = grad_image + (h * w.in_w + x) * c_count;
+              for (int64_t c = 0; c < c_count; ++c) {
+                const T take = src[c] == maximum[c] && taken[c] == T(0) ? T(1) : T(0);
+                dst[c] += take * g[c];
+                taken[c] += take;
+              }
+            }
         }
     }
   });
