@@ -75,9 +75,13 @@ Tensor record_batch_norm(Tensor y, const char* op, const Tensor& x, const Tensor
                   Tensor* out_beta = needs[2] ? &grad_beta : nullptr;
                   if (onednn) {
 #if EST_HAVE_ONEDNN
-                    onednn::batch_norm_backward(x, gamma, beta, mean, variance, grad, epsilon,
-                                                training, out_x, out_gamma, out_beta);
-                    return {grad_x, grad_gamma, grad_beta};
+                    try {
+                      onednn::batch_norm_backward(x, gamma, beta, mean, variance, grad, epsilon,
+                                                  training, out_x, out_gamma, out_beta);
+                      return {grad_x, grad_gamma, grad_beta};
+                    } catch (const UnimplementedError&) {
+                      // no oneDNN kernel for this case: the reference handles every case
+                    }
 #endif
                   }
                   cpu::batch_norm_backward_reference(x, gamma, mean, variance, grad, epsilon,
@@ -97,15 +101,20 @@ BatchNormOutput batch_norm_training(const Tensor& x, const Tensor& gamma, const 
     throw InvalidArgumentError(fmt::format(
         "{}: x {} has no elements to take statistics over; training needs a non-empty batch", op,
         shape_str(x.shape())));
-  const bool onednn = onednn_for(x);
+  bool onednn = onednn_for(x);
   BatchNormOutput result{Tensor::empty(x.shape(), x.dtype()), Tensor::empty({channels}, x.dtype()),
                          Tensor::empty({channels}, x.dtype())};
   if (onednn) {
 #if EST_HAVE_ONEDNN
-    onednn::batch_norm_forward(x, gamma, beta, result.batch_mean, result.batch_variance, epsilon,
-                               /*training=*/true, result.output);
+    try {
+      onednn::batch_norm_forward(x, gamma, beta, result.batch_mean, result.batch_variance, epsilon,
+                                 /*training=*/true, result.output);
+    } catch (const UnimplementedError&) {
+      onednn = false;  // no oneDNN kernel for this case: the reference handles every case
+    }
 #endif
-  } else {
+  }
+  if (!onednn) {
     cpu::batch_norm_statistics_reference(x, result.batch_mean, result.batch_variance);
     cpu::batch_norm_forward_reference(x, gamma, beta, result.batch_mean, result.batch_variance,
                                       epsilon, result.output);
@@ -125,15 +134,20 @@ Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& 
         op));
   check_arguments(op, x, epsilon,
                   {{&gamma, "gamma"}, {&beta, "beta"}, {&mean, "mean"}, {&variance, "variance"}});
-  const bool onednn = onednn_for(x);
+  bool onednn = onednn_for(x);
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   if (onednn) {
 #if EST_HAVE_ONEDNN
     Tensor mean_in = mean, variance_in = variance;
-    onednn::batch_norm_forward(x, gamma, beta, mean_in, variance_in, epsilon,
-                               /*training=*/false, y);
+    try {
+      onednn::batch_norm_forward(x, gamma, beta, mean_in, variance_in, epsilon,
+                                 /*training=*/false, y);
+    } catch (const UnimplementedError&) {
+      onednn = false;  // no oneDNN kernel for this case: the reference handles every case
+    }
 #endif
-  } else {
+  }
+  if (!onednn) {
     cpu::batch_norm_forward_reference(x, gamma, beta, mean, variance, epsilon, y);
   }
   return record_batch_norm(y, op, x, gamma, beta, mean, variance, epsilon, /*training=*/false,

@@ -90,24 +90,32 @@ Tensor pre_activation_gradient(const Tensor& grad, const Tensor& y, Activation a
 
 // The gradients of conv2d, from the gradient before the activation.
 std::vector<Tensor> conv2d_gradients(const Tensor& grad_pre, const Tensor& input,
-                                     const Tensor& kernel, const Tensor& kernel_for_backward,
-                                     const Window2D& w, Activation activation, bool has_bias,
-                                     bool onednn, const NeedsGrad& needs) {
+                                     const Tensor& kernel,
+                                     [[maybe_unused]] const Tensor& kernel_for_backward,
+                                     const Window2D& w, [[maybe_unused]] Activation activation,
+                                     [[maybe_unused]] bool has_bias, bool onednn,
+                                     const NeedsGrad& needs) {
+  // The reference fills in whatever oneDNN could not compute.
   Tensor grad_input, grad_kernel, grad_bias;
   if (needs[2]) grad_bias = Tensor::empty({w.out_c}, grad_pre.dtype());
   if (onednn) {
 #if EST_HAVE_ONEDNN
-    if (needs[0])
-      grad_input = onednn::conv2d_backward_data(grad_pre, kernel, kernel_for_backward, w,
-                                                activation, has_bias);
-    if (needs[1]) {
-      grad_kernel = Tensor::empty(kernel.shape(), kernel.dtype());
-      onednn::conv2d_backward_weights(input, grad_pre, w, activation, has_bias, grad_kernel,
-                                      needs[2] ? &grad_bias : nullptr);
-      return {grad_input, grad_kernel, grad_bias};
+    try {
+      if (needs[0])
+        grad_input = onednn::conv2d_backward_data(grad_pre, kernel, kernel_for_backward, w,
+                                                  activation, has_bias);
+      if (needs[1]) {
+        grad_kernel = Tensor::empty(kernel.shape(), kernel.dtype());
+        onednn::conv2d_backward_weights(input, grad_pre, w, activation, has_bias, grad_kernel,
+                                        needs[2] ? &grad_bias : nullptr);
+        return {grad_input, grad_kernel, grad_bias};
+      }
+    } catch (const UnimplementedError&) {
+      onednn = false;  // no oneDNN kernel for this case: the reference handles every case
     }
 #endif
-  } else {
+  }
+  if (!onednn) {
     if (needs[0]) {
       grad_input = Tensor::empty(input.shape(), input.dtype());
       cpu::conv2d_backward_data_reference(grad_pre, kernel, grad_input, w);
@@ -126,16 +134,21 @@ Tensor pool2d(const Tensor& input, const Pool2DParams& params, PoolKind kind) {
   check_tensor(input, op, "input", 4, "[N, H, W, C]");
   const Window2D w = make_window(input.shape(), params.window[0], params.window[1], params.strides,
                                  {1, 1}, params.padding, op);
-  const bool onednn = onednn_for(input) && num_elements(output_shape(w)) > 0;
+  bool onednn = onednn_for(input) && num_elements(output_shape(w)) > 0;
   const bool training = needs_recording({&input});
   Tensor output, workspace;
   if (onednn) {
 #if EST_HAVE_ONEDNN
-    onednn::PoolForward result = onednn::pool2d_forward(input, w, kind, training);
-    output = result.output;
-    workspace = result.workspace;
+    try {
+      onednn::PoolForward result = onednn::pool2d_forward(input, w, kind, training);
+      output = result.output;
+      workspace = result.workspace;
+    } catch (const UnimplementedError&) {
+      onednn = false;  // no oneDNN kernel for this case: the reference handles every case
+    }
 #endif
-  } else {
+  }
+  if (!onednn) {
     output = Tensor::empty(output_shape(w), input.dtype());
     cpu::pool2d_forward_reference(input, output, w, kind);
   }
@@ -186,16 +199,21 @@ Tensor conv2d(const Tensor& input, const Tensor& kernel, const Tensor& bias,
                            params.dilations, params.padding, "conv2d");
   w.out_c = kernel.dim(3);
   const Activation activation = params.activation;
-  const bool onednn = onednn_for(input) && kernel.numel() > 0 && num_elements(output_shape(w)) > 0;
+  bool onednn = onednn_for(input) && kernel.numel() > 0 && num_elements(output_shape(w)) > 0;
   const bool recording = needs_recording({&input, &kernel, &bias});
 
   Tensor output, kernel_for_backward;
   if (onednn) {
 #if EST_HAVE_ONEDNN
-    output = onednn::conv2d_forward(input, kernel, bias, w, activation,
-                                    recording ? &kernel_for_backward : nullptr);
+    try {
+      output = onednn::conv2d_forward(input, kernel, bias, w, activation,
+                                      recording ? &kernel_for_backward : nullptr);
+    } catch (const UnimplementedError&) {
+      onednn = false;  // no oneDNN kernel for this case: the reference handles every case
+    }
 #endif
-  } else {
+  }
+  if (!onednn) {
     output = Tensor::empty(output_shape(w), input.dtype());
     cpu::conv2d_forward_reference(input, kernel, output, w);
     if (has_bias) cpu::add_bias_inplace(output, bias);

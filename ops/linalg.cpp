@@ -52,8 +52,12 @@ void run_product(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& o
   if (out.numel() == 0) return;
 #if EST_HAVE_ONEDNN
   if (onednn && dims.k > 0) {
-    onednn::matmul(a, b, bias, out, dims, activation);
-    return;
+    try {
+      onednn::matmul(a, b, bias, out, dims, activation);
+      return;
+    } catch (const UnimplementedError&) {
+      // no oneDNN kernel for this case: the reference below handles every case
+    }
   }
 #endif
   (void)onednn;

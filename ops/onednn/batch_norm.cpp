@@ -33,7 +33,7 @@ BatchNormForwardPlan& forward_plan(int64_t rows, int64_t channels, double epsilo
   const std::string key =
       make_key("batch_norm_fwd", {rows, channels, static_cast<int64_t>(flags), training}) + "/" +
       std::to_string(epsilon);
-  return cached<BatchNormForwardPlan>(key, [&] {
+  return cached_plan<BatchNormForwardPlan>(key, "batch_norm", [&] {
     BatchNormForwardPlan plan;
     plan.data = nhwc_desc(rows, channels, 1, 1);
     plan.stats = memory::desc({channels}, memory::data_type::f32, memory::format_tag::x);
@@ -83,7 +83,7 @@ void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& bet
   const std::string key =
       make_key("batch_norm_bwd", {rows, channels, static_cast<int64_t>(flags)}) + "/" +
       std::to_string(epsilon);
-  BatchNormBackwardPlan& plan = cached<BatchNormBackwardPlan>(key, [&] {
+  BatchNormBackwardPlan& plan = cached_plan<BatchNormBackwardPlan>(key, "batch_norm", [&] {
     BatchNormBackwardPlan p;
     auto desc = dnnl::batch_normalization_backward::desc(
         with_parameters ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data, forward.data,

@@ -41,7 +41,7 @@ struct ConvForwardPlan {
 
 ConvForwardPlan& forward_plan(const cpu::Window2D& w, Activation activation, bool has_bias) {
   const std::string key = window_key("conv_fwd", w, {static_cast<int64_t>(activation), has_bias});
-  return cached<ConvForwardPlan>(key, [&] {
+  return cached_plan<ConvForwardPlan>(key, "conv2d", [&] {
     ConvForwardPlan plan;
     plan.descs = conv_descs(w, has_bias);
     const ConvDescs& d = plan.descs;
@@ -102,7 +102,7 @@ Tensor conv2d_backward_data(const Tensor& grad_pre, const Tensor& kernel,
   const ConvDescs& d = forward.descs;
   const std::string key =
       window_key("conv_bwd_data", w, {static_cast<int64_t>(activation), has_bias});
-  ConvBackwardDataPlan& plan = cached<ConvBackwardDataPlan>(key, [&] {
+  ConvBackwardDataPlan& plan = cached_plan<ConvBackwardDataPlan>(key, "conv2d", [&] {
     ConvBackwardDataPlan p;
     auto desc = dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, d.src,
                                                       d.weights_any, d.dst, d.strides, d.dilates,
@@ -141,7 +141,7 @@ void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const 
   ConvDescs d = conv_descs(w, with_bias);
   const std::string key =
       window_key("conv_bwd_weights", w, {static_cast<int64_t>(activation), has_bias, with_bias});
-  ConvBackwardWeightsPlan& plan = cached<ConvBackwardWeightsPlan>(key, [&] {
+  ConvBackwardWeightsPlan& plan = cached_plan<ConvBackwardWeightsPlan>(key, "conv2d", [&] {
     ConvBackwardWeightsPlan p;
     auto desc = with_bias ? dnnl::convolution_backward_weights::desc(
                                 dnnl::algorithm::convolution_direct, d.src, d.weights_any, d.bias,

@@ -1,6 +1,8 @@
 // oneDNN kernel helpers (see kernel_util.h).
 #include "ops/onednn/kernel_util.h"
 
+#include <dnnl_debug.h>
+
 #include "ops/onednn/context.h"
 
 namespace est::ops::onednn {
@@ -68,13 +70,19 @@ void execute(const dnnl::primitive& primitive, const dnnl::primitive_desc_base& 
   Tensor scratchpad = buffer_for(pd.scratchpad_desc());
   if (scratchpad.defined())
     args.emplace(DNNL_ARG_SCRATCHPAD, wrap(scratchpad, pd.scratchpad_desc()));
-  primitive.execute(stream(), args);
-  stream().wait();
+  try {
+    primitive.execute(stream(), args);
+    stream().wait();
+  } catch (const dnnl::error& e) {
+    throw InternalError(std::string("oneDNN failed to run a ") +
+                        dnnl_prim_kind2str(static_cast<dnnl_primitive_kind_t>(pd.get_kind())) +
+                        " primitive: " + e.what());
+  }
 }
 
 ReorderPlan& cached_reorder(const std::string& key, const dnnl::memory::desc& from,
                             const dnnl::memory::desc& to) {
-  return cached<ReorderPlan>(key, [&] {
+  return cached_plan<ReorderPlan>(key, "reorder", [&] {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     ReorderPlan plan;

@@ -11,9 +11,25 @@
 
 #include "ops/cpu/window.h"
 #include "ops/linalg.h"
+#include "ops/onednn/context.h"
 #include "ops/tensor.h"
 
 namespace est::ops::onednn {
+
+// cached<T>(key, make) for the kernels' plans (primitive descriptors and primitives): a oneDNN
+// failure to build one becomes an UnimplementedError naming `op`, on which the dispatchers fall
+// back to the reference kernels.
+template <class T, class Make>
+T& cached_plan(const std::string& key, const char* op, Make&& make) {
+  return cached<T>(key, [&]() -> T {
+    try {
+      return make();
+    } catch (const dnnl::error& e) {
+      throw UnimplementedError(std::string(op) + ": oneDNN has no kernel for this case (" +
+                               e.what() + "); key " + key);
+    }
+  });
+}
 
 // "prefix/a/b/c": the key of a cached primitive, from the numbers that define it.
 std::string make_key(const char* prefix, std::initializer_list<int64_t> values);

@@ -49,7 +49,8 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
   const std::string key =
       make_key("matmul", {d.batch, d.m, d.n, d.k, d.a_batched, d.b_batched, d.transpose_a,
                           d.transpose_b, has_bias, static_cast<int64_t>(activation)});
-  MatmulPlan& plan = cached<MatmulPlan>(key, [&] { return make_plan(d, has_bias, activation); });
+  MatmulPlan& plan =
+      cached_plan<MatmulPlan>(key, "matmul", [&] { return make_plan(d, has_bias, activation); });
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(a, plan.a)},
                                        {DNNL_ARG_WEIGHTS, wrap(b, plan.b)},
                                        {DNNL_ARG_DST, wrap(out, plan.out)}};

@@ -36,7 +36,7 @@ struct PoolForwardPlan {
 PoolForwardPlan& forward_plan(const cpu::Window2D& w, cpu::PoolKind kind, bool training) {
   const std::string key =
       window_key("pool_fwd", w, {static_cast<int64_t>(kind), static_cast<int64_t>(training)});
-  return cached<PoolForwardPlan>(key, [&] {
+  return cached_plan<PoolForwardPlan>(key, "pooling", [&] {
     PoolForwardPlan plan;
     plan.descs = pool_descs(w, kind);
     const PoolDescs& d = plan.descs;
@@ -77,7 +77,7 @@ Tensor pool2d_backward(const Tensor& grad_output, const Tensor& workspace, const
   PoolForwardPlan& forward = forward_plan(w, kind, /*training=*/true);
   const PoolDescs& d = forward.descs;
   const std::string key = window_key("pool_bwd", w, {static_cast<int64_t>(kind)});
-  PoolBackwardPlan& plan = cached<PoolBackwardPlan>(key, [&] {
+  PoolBackwardPlan& plan = cached_plan<PoolBackwardPlan>(key, "pooling", [&] {
     PoolBackwardPlan p;
     auto desc = dnnl::pooling_backward::desc(d.algorithm, d.src, d.dst, d.strides, d.kernel,
                                              d.pad_l, d.pad_r);
