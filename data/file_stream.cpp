@@ -1,8 +1,11 @@
-// InputStream / OutputStream: POSIX file descriptors, a buffer, and zlib's inflate/deflate with
-// window bits chosen for GZIP (15 + 16) or ZLIB (15) framing.
+// InputStream / OutputStream: POSIX file descriptors and a buffer. Reading decompresses with
+// Intel ISA-L's igzip (several times faster than zlib's inflate, which matters for the first
+// epoch of a gzipped dataset); writing compresses with zlib's deflate, window bits chosen for
+// GZIP (15 + 16) or ZLIB (15) framing. Both check the format's CRC / Adler checksums.
 #include "data/file_stream.h"
 
 #include <fcntl.h>
+#include <isa-l/igzip_lib.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -52,12 +55,45 @@ std::string_view compression_name(Compression compression) {
 
 // --- InputStream ---
 
+namespace {
+
+std::string_view inflate_error(int status) {
+  switch (status) {
+    case ISAL_INVALID_BLOCK:
+      return "invalid deflate block";
+    case ISAL_INVALID_SYMBOL:
+      return "invalid deflate symbol";
+    case ISAL_INVALID_LOOKBACK:
+      return "invalid back-reference distance";
+    case ISAL_INVALID_WRAPPER:
+      return "invalid header";
+    case ISAL_UNSUPPORTED_METHOD:
+      return "unsupported compression method";
+    case ISAL_INCORRECT_CHECKSUM:
+      return "checksum mismatch";
+    default:
+      return "decompression error";
+  }
+}
+
+}  // namespace
+
 struct InputStream::Inflater {
-  z_stream stream{};
+  inflate_state state{};
+  uint32_t wrapper = ISAL_GZIP;
   std::vector<char> raw = std::vector<char>(kRawChunk);
   bool raw_eof = false;    // the file has no more compressed bytes
   bool in_member = false;  // inside a gzip member / zlib stream
   uint64_t raw_consumed = 0;
+
+  void reset_keeping_input() {
+    uint8_t* next_in = state.next_in;
+    uint32_t avail_in = state.avail_in;
+    isal_inflate_reset(&state);
+    state.crc_flag = wrapper;
+    state.next_in = next_in;
+    state.avail_in = avail_in;
+  }
 };
 
 InputStream::InputStream(std::string path, Compression compression, size_t buffer_size)
@@ -68,15 +104,13 @@ InputStream::InputStream(std::string path, Compression compression, size_t buffe
   if (fd_ < 0) throw_file_error(path_, "open", errno);
   if (compression_ != Compression::kNone) {
     inflater_ = std::make_unique<Inflater>();
-    if (inflateInit2(&inflater_->stream, window_bits(compression_)) != Z_OK) {
-      ::close(fd_);
-      throw ResourceExhaustedError("zlib could not start decompressing '" + path_ + "'");
-    }
+    isal_inflate_init(&inflater_->state);
+    inflater_->wrapper = compression_ == Compression::kGzip ? ISAL_GZIP : ISAL_ZLIB;
+    inflater_->state.crc_flag = inflater_->wrapper;
   }
 }
 
 InputStream::~InputStream() {
-  if (inflater_) inflateEnd(&inflater_->stream);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -102,15 +136,15 @@ bool InputStream::refill() {
     return end_ > 0;
   }
   Inflater& z = *inflater_;
-  z_stream& s = z.stream;
-  s.next_out = reinterpret_cast<Bytef*>(buffer_.data());
-  s.avail_out = static_cast<uInt>(buffer_.size());
+  inflate_state& s = z.state;
+  s.next_out = reinterpret_cast<uint8_t*>(buffer_.data());
+  s.avail_out = static_cast<uint32_t>(buffer_.size());
   while (s.avail_out > 0) {
     if (s.avail_in == 0 && !z.raw_eof) {
       size_t got = read_raw(z.raw.data(), z.raw.size());
       if (got == 0) z.raw_eof = true;
-      s.next_in = reinterpret_cast<Bytef*>(z.raw.data());
-      s.avail_in = static_cast<uInt>(got);
+      s.next_in = reinterpret_cast<uint8_t*>(z.raw.data());
+      s.avail_in = static_cast<uint32_t>(got);
     }
     if (s.avail_in == 0 && z.raw_eof) {
       if (z.in_member)
@@ -121,21 +155,20 @@ bool InputStream::refill() {
       break;
     }
     z.in_member = true;
-    uInt before = s.avail_in;
-    int status = inflate(&s, Z_NO_FLUSH);
+    uint32_t before = s.avail_in;
+    int status = isal_inflate(&s);
     z.raw_consumed += before - s.avail_in;
-    if (status == Z_STREAM_END) {
-      // Concatenated members (gzip allows them) continue after a reset.
-      z.in_member = false;
-      inflateReset(&s);
-      continue;
-    }
-    if (status != Z_OK && status != Z_BUF_ERROR)
+    if (status < 0)
       throw DataLossError("'" + path_ + "' is not valid " +
                           std::string(compression_name(compression_)) +
                           " data (at compressed byte " + std::to_string(z.raw_consumed) +
-                          "): " + (s.msg ? s.msg : "zlib error") +
+                          "): " + std::string(inflate_error(status)) +
                           "; check the compression type, or the file is corrupt");
+    if (s.block_state == ISAL_BLOCK_FINISH) {
+      // Concatenated members (gzip allows them) continue after a reset.
+      z.in_member = false;
+      z.reset_keeping_input();
+    }
   }
   end_ = buffer_.size() - s.avail_out;
   return end_ > 0;
@@ -166,8 +199,9 @@ void InputStream::rewind() {
   begin_ = end_ = 0;
   buffer_offset_ = 0;
   if (inflater_) {
-    inflateReset(&inflater_->stream);
-    inflater_->stream.avail_in = 0;
+    isal_inflate_reset(&inflater_->state);
+    inflater_->state.crc_flag = inflater_->wrapper;
+    inflater_->state.avail_in = 0;
     inflater_->raw_eof = false;
     inflater_->in_member = false;
     inflater_->raw_consumed = 0;

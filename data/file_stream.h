@@ -1,4 +1,5 @@
-// Buffered sequential file access with optional GZIP/ZLIB (de)compression through zlib.
+// Buffered sequential file access with optional GZIP/ZLIB (de)compression (ISA-L igzip to
+// read, zlib to write).
 //
 // Every reader in data/ (TFRecord, CSV, IDX, the file cache) reads through InputStream, so they
 // share one place that turns system and zlib failures into est::Error messages naming the file:

@@ -124,22 +124,30 @@ Tensor read_checked(const std::string& path, uint32_t expected_magic, const char
                           std::to_string(rank) + " dimensions but ends after " + std::to_string(i));
     shape[i] = (int64_t{dim[0]} << 24) | (int64_t{dim[1]} << 16) | (int64_t{dim[2]} << 8) | dim[3];
   }
+  // Four dims of up to 2^32 would overflow; no real IDX file comes near 2^40 bytes.
+  long double product = 1;
+  for (int64_t d : shape) product *= static_cast<long double>(d);
+  if (product * static_cast<long double>(type.file_size) >
+      static_cast<long double>(int64_t{1} << 40))
+    throw DataLossError("IDX file '" + path + "' declares shape " + ops::shape_str(shape) +
+                        ", far larger than any dataset; the header is damaged");
   int64_t count = ops::num_elements(shape);
   size_t bytes = static_cast<size_t>(count) * type.file_size;
-  std::vector<unsigned char> raw(bytes);
-  size_t got = stream.read(raw.data(), bytes);
+  Tensor out = Tensor::empty(shape, type.dtype);
+  // uint8 data is read straight into the tensor; other types go through a big-endian buffer.
+  std::vector<unsigned char> raw(header[2] == 0x08 ? 0 : bytes);
+  unsigned char* target =
+      header[2] == 0x08 ? static_cast<unsigned char*>(out.raw_data()) : raw.data();
+  size_t got = stream.read(target, bytes);
   if (got < bytes)
     throw DataLossError("truncated IDX file '" + path + "': shape " + ops::shape_str(shape) +
                         " of " + type.name + " needs " + std::to_string(bytes) +
-                        " bytes after the header, "
-                        "found " +
-                        std::to_string(got));
+                        " bytes after the header, found " + std::to_string(got));
   unsigned char extra;
   if (stream.read(&extra, 1) != 0)
     throw DataLossError("IDX file '" + path + "' has bytes after the " + std::to_string(bytes) +
                         " that its header " + ops::shape_str(shape) + " describes; it is damaged");
-  Tensor out = Tensor::empty(shape, type.dtype);
-  convert(raw.data(), out, header[2]);
+  if (header[2] != 0x08) convert(raw.data(), out, header[2]);
   return out;
 }
 

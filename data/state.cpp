@@ -91,10 +91,12 @@ Tensor StateReader::read_tensor() {
   }
   uint64_t size = read_u64();
   need(size, "tensor data");
-  Tensor tensor = Tensor::empty(shape, static_cast<DType>(dtype));
-  if (size != tensor.nbytes())
+  long double expected = static_cast<long double>(ops::dtype_size(static_cast<DType>(dtype)));
+  for (int64_t d : shape) expected *= static_cast<long double>(d);
+  if (expected != static_cast<long double>(size))  // checked before allocating anything
     throw DataLossError(what_ + " is damaged: tensor of shape " + ops::shape_str(shape) +
                         " stored with " + std::to_string(size) + " bytes");
+  Tensor tensor = Tensor::empty(shape, static_cast<DType>(dtype));
   if (size) std::memcpy(tensor.raw_data(), bytes_.data() + position_, size);
   position_ += size;
   return tensor;
