@@ -2,6 +2,8 @@
 // dense outputs and images share one primitive family. gamma and beta map to the separate
 // use_scale / use_shift flags of oneDNN 2.6, so either may be absent. Inference passes the
 // moving statistics in (use_global_stats); its backward treats them as constants.
+#include <bit>
+
 #include "ops/onednn/context.h"
 #include "ops/onednn/kernel_util.h"
 #include "ops/onednn/kernels.h"
@@ -20,6 +22,9 @@ Flags flags_for(const Tensor& gamma, const Tensor& beta, bool training) {
   return flags;
 }
 
+// Exactly the epsilon oneDNN receives, for cache keys (printing it could round 1e-9 to 0).
+int64_t epsilon_bits(double epsilon) { return std::bit_cast<int32_t>(static_cast<float>(epsilon)); }
+
 struct BatchNormForwardPlan {
   memory::desc data, stats;
   dnnl::batch_normalization_forward::primitive_desc pd;
@@ -30,9 +35,8 @@ struct BatchNormForwardPlan {
 // use_global_stats too, for the gradient of inference).
 BatchNormForwardPlan& forward_plan(int64_t rows, int64_t channels, double epsilon, Flags flags,
                                    bool training) {
-  const std::string key =
-      make_key("batch_norm_fwd", {rows, channels, static_cast<int64_t>(flags), training}) + "/" +
-      std::to_string(epsilon);
+  const std::string key = make_key("batch_norm_fwd", {rows, channels, static_cast<int64_t>(flags),
+                                                      training, epsilon_bits(epsilon)});
   return cached_plan<BatchNormForwardPlan>(key, "batch_norm", [&] {
     BatchNormForwardPlan plan;
     plan.data = nhwc_desc(rows, channels, 1, 1);
@@ -80,9 +84,8 @@ void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& bet
   BatchNormForwardPlan& forward = forward_plan(rows, channels, epsilon, flags, /*training=*/true);
   // With a scale or shift, prop_kind::backward also yields their gradients.
   const bool with_parameters = gamma.defined() || beta.defined();
-  const std::string key =
-      make_key("batch_norm_bwd", {rows, channels, static_cast<int64_t>(flags)}) + "/" +
-      std::to_string(epsilon);
+  const std::string key = make_key(
+      "batch_norm_bwd", {rows, channels, static_cast<int64_t>(flags), epsilon_bits(epsilon)});
   BatchNormBackwardPlan& plan = cached_plan<BatchNormBackwardPlan>(key, "batch_norm", [&] {
     BatchNormBackwardPlan p;
     auto desc = dnnl::batch_normalization_backward::desc(

@@ -183,6 +183,21 @@ TEST_CASE("batch norm uses the batch mean and the biased variance, on every back
   }
 }
 
+TEST_CASE("batch norm honours tiny epsilons, each its own") {
+  for (Backend backend : available_cpu_backends()) {
+    BackendGuard guard(backend);
+    INFO(backend_name(backend));
+    // Variance 1e-7: x / sqrt(var + eps) is 1/sqrt(2) with eps 1e-7 and 1/sqrt(3) with 2e-7.
+    const float a = std::sqrt(1e-7f);
+    Tensor x = Tensor::from_vector<float>({-a, a}, {2, 1});
+    for (auto [epsilon, expected] :
+         {std::pair{1e-7, 1 / std::sqrt(2.0f)}, std::pair{2e-7, 1 / std::sqrt(3.0f)}}) {
+      Tensor y = batch_norm_training(x, Tensor(), Tensor(), epsilon).output;
+      CHECK(y.to_vector<float>()[1] == doctest::Approx(expected).epsilon(1e-3));
+    }
+  }
+}
+
 TEST_CASE("matmul multiplies as written, on every backend") {
   for (Backend backend : available_cpu_backends()) {
     BackendGuard guard(backend);
