@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "data/progress.h"
 #include "data/stages.h"
 #include "data/tfrecord.h"
 
@@ -74,6 +75,17 @@ class MemoryCacheIterator final : public IteratorBase, public RandomAccess {
     if (!cached_) input_ = node_->make_iterator(context_);
   }
 
+  ~MemoryCacheIterator() override {
+    if (recording_ && recorded_ && recorded_->size() > 0)
+      log::warning(
+          "The calling iterator did not fully read the dataset being cached. In order to avoid "
+          "unexpected truncation of the dataset, the partially cached contents of the dataset "
+          "will be discarded ({} elements). This can happen if you have an input pipeline "
+          "similar to `dataset.cache().take(k).repeat()`; use `dataset.take(k).cache().repeat()` "
+          "instead.",
+          recorded_->size());
+  }
+
   std::optional<Element> next() override {
     if (cached_) {
       if (index_ >= cached_->size()) return std::nullopt;
@@ -81,10 +93,17 @@ class MemoryCacheIterator final : public IteratorBase, public RandomAccess {
     }
     std::optional<Element> element = input_->next();
     if (element) {
-      if (recording_) recorded_->add(*element);
+      if (recording_) {
+        recorded_->add(*element);
+        progress_.tick([&] {
+          log::info("Caching the dataset in memory: {} elements so far", recorded_->size());
+        });
+      }
       return element;
     }
     if (recording_) {
+      if (progress_.reported())
+        log::info("Cached the dataset in memory: {} elements", recorded_->size());
       cache_->publish(std::move(recorded_));
       recording_ = false;
     }
@@ -156,6 +175,7 @@ class MemoryCacheIterator final : public IteratorBase, public RandomAccess {
   std::unique_ptr<IteratorBase> input_;  // filling
   bool recording_ = true;
   std::shared_ptr<Recording> recorded_ = std::make_shared<Recording>();
+  ProgressLog progress_;
 };
 
 class MemoryCacheNode final : public DatasetNode {

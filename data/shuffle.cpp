@@ -11,6 +11,7 @@
 // until it is handed out, and a saved state holds row numbers rather than serialised elements.
 #include <random>
 
+#include "data/progress.h"
 #include "data/stages.h"
 #include "ops/random.h"
 
@@ -31,7 +32,9 @@ class ShuffleIterator final : public IteratorBase {
         break;
       }
       store(std::move(*element));
+      report_filling(order_.size());
     }
+    finish_filling();
     if (order_.empty()) return std::nullopt;
     size_t pick = static_cast<size_t>(generator_.next_u64() % order_.size());
     std::swap(order_[pick], order_.back());
@@ -97,6 +100,17 @@ class ShuffleIterator final : public IteratorBase {
  private:
   enum class Mode { kUndecided, kRows, kElements };
 
+  void report_filling(size_t count) {
+    progress_.tick([&] {
+      log::info("Filling up shuffle buffer (this may take a while): {} of {}", count, buffer_size_);
+    });
+  }
+  void finish_filling() {
+    if (!progress_.reported()) return;
+    log::info("Shuffle buffer filled.");
+    progress_.restart();
+  }
+
   void store(Element element) {
     if (free_.empty()) {
       free_.push_back(static_cast<uint32_t>(slots_.size()));
@@ -128,7 +142,9 @@ class ShuffleIterator final : public IteratorBase {
         break;
       }
       rows_.push_back(row);
+      report_filling(rows_.size());
     }
+    finish_filling();
     if (rows_.empty()) return std::nullopt;
     size_t pick = static_cast<size_t>(generator_.next_u64() % rows_.size());
     std::swap(rows_[pick], rows_.back());
@@ -142,6 +158,7 @@ class ShuffleIterator final : public IteratorBase {
   ops::Generator generator_;
   bool input_done_ = false;
   Mode mode_ = Mode::kUndecided;
+  ProgressLog progress_;
   // Mode::kElements. Elements stay in their slot while the draws permute slot numbers, so a
   // draw moves 4 bytes instead of an element (whose map nodes are cold by then).
   std::vector<Element> slots_;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "data/dataset.h"
+#include "ops/logging.h"
 #include "tests/data/test_util.h"
 
 using namespace est;
@@ -301,10 +302,16 @@ TEST_CASE("cache() runs its input once and replays it for later epochs") {
   CHECK(values_of(cached) == iota(0, 5));  // a later iterator of the same dataset reuses it
   CHECK(*calls == 5);
 
-  // A pass that stops early records nothing.
+  // A pass that stops early records nothing, and says so as tf.data does.
   *calls = 0;
   auto fresh = counted.cache();
+  std::vector<std::string> lines;
+  auto previous =
+      log::set_sink([&lines](log::Level, std::string_view line) { lines.emplace_back(line); });
   CHECK(values_of(fresh.take(2)) == iota(0, 2));
+  log::set_sink(previous);
+  REQUIRE(lines.size() == 1);
+  CHECK(contains(lines[0], "did not fully read the dataset being cached"));
   CHECK(values_of(fresh) == iota(0, 5));
   CHECK(values_of(fresh) == iota(0, 5));
   CHECK(*calls == 2 + 5);
