@@ -62,6 +62,7 @@ void check_arguments(const char* op, const Tensor& x, double epsilon,
 Tensor record_batch_norm(Tensor y, const char* op, const Tensor& x, const Tensor& gamma,
                          const Tensor& beta, const Tensor& mean, const Tensor& variance,
                          double epsilon, bool training, bool onednn) {
+  if (!needs_recording({&x, &gamma, &beta})) return y;
   return record(y, op, {x, gamma, beta},
                 [x = x.detach(), gamma = gamma.detach(), beta = beta.detach(), mean = mean.detach(),
                  variance = variance.detach(), epsilon, training,

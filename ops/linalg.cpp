@@ -150,6 +150,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   Tensor out = Tensor::empty(out_shape, a.dtype());
   run_product(a, b, Tensor(), out, dims, Activation::kNone, onednn);
 
+  if (!needs_recording({&a, &b})) return out;
   return record(out, "matmul", {a, b},
                 [a = a.detach(), b = b.detach(), dims, onednn](
                     const Tensor& grad, const NeedsGrad& needs) -> std::vector<Tensor> {
@@ -206,6 +207,7 @@ Tensor linear(const Tensor& x, const Tensor& kernel, const Tensor& bias, Activat
   run_product(x, kernel, bias, out, MatmulDims{.m = rows, .n = out_features, .k = in}, activation,
               onednn);
 
+  if (!needs_recording({&x, &kernel, &bias})) return out;
   return record(out, "linear", {x, kernel, bias},
                 [x = x.detach(), kernel = kernel.detach(), y = out.detach(), activation, onednn](
                     const Tensor& grad, const NeedsGrad& needs) -> std::vector<Tensor> {
@@ -238,6 +240,7 @@ Tensor bias_add(const Tensor& x, const Tensor& bias) {
         shape_str(bias.shape()), shape_str(x.shape())));
   Tensor out = x.clone();
   cpu::add_bias_inplace(out, bias);
+  if (!needs_recording({&x, &bias})) return out;
   return record(
       out, "bias_add", {x, bias},
       [channels = bias.dim(0)](const Tensor& grad, const NeedsGrad& needs) -> std::vector<Tensor> {
@@ -255,6 +258,7 @@ Tensor activate(const Tensor& x, Activation activation) {
   check_operand(x, "activate", "x");
   Tensor out = x.clone();
   cpu::activate_inplace(out, activation);
+  if (!needs_recording({&x})) return out;
   return record(
       out, "activate", {x},
       [y = out.detach(), activation](const Tensor& grad, const NeedsGrad&) -> std::vector<Tensor> {
