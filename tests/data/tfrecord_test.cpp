@@ -218,3 +218,26 @@ TEST_CASE("tfrecord_dataset reads files in order and resumes at any record") {
       error_of<NotFoundError>([] { est::testing::drain(tfrecord_dataset({"/nonexistent/x"})); }),
       "/nonexistent/x"));
 }
+
+TEST_CASE("interleave over TFRecord files, sequential and parallel, sharded by file") {
+  std::vector<std::string> paths;
+  for (int f = 0; f < 3; ++f) {
+    paths.push_back(scratch_file("interleave_" + std::to_string(f) + ".tfrecord"));
+    TFRecordWriter writer(paths.back());
+    for (int i = 0; i < 3; ++i) writer.write(std::to_string(f) + ":" + std::to_string(i));
+  }
+  auto open = [](const Element& file) { return tfrecord_dataset({tensor_bytes(file.value)}); };
+  auto records = [](const Dataset& ds) {
+    std::vector<std::string> out;
+    for (const auto& e : est::testing::drain(ds)) out.push_back(tensor_bytes(e.value));
+    return out;
+  };
+  // cycle_length 2: files 0 and 1 alternate, then file 2 takes the first free slot.
+  std::vector<std::string> expected{"0:0", "1:0", "0:1", "1:1", "0:2", "1:2", "2:0", "2:1", "2:2"};
+  CHECK(records(Dataset::from_strings(paths).interleave(open, 2)) == expected);
+  CHECK(records(Dataset::from_strings(paths).interleave(open, 2, 1, kAutotune)) == expected);
+  // Sharding the file list gives each pipeline whole files.
+  CHECK(records(Dataset::from_strings(paths).shard(2, 1).interleave(open, 2)) ==
+        std::vector<std::string>{"1:0", "1:1", "1:2"});
+  est::testing::check_resume(Dataset::from_strings(paths).interleave(open, 2, 1, 2), {0, 1, 4, 7});
+}
