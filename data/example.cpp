@@ -13,6 +13,17 @@ namespace {
 
 namespace pb = est::data::proto;
 
+// Where a record came from, for messages; only turned into text when something is wrong, so
+// that parsing a record does not build a string.
+struct Where {
+  std::string_view text;              // used when path is null
+  const std::string* path = nullptr;  // a file ...
+  int64_t record = 0;                 // ... and the record's index in it
+  std::string str() const {
+    return path ? "'" + *path + "' record " + std::to_string(record) : std::string(text);
+  }
+};
+
 std::string expected_list(DType dtype) {
   switch (dtype) {
     case DType::kF32:
@@ -72,17 +83,23 @@ void check_spec(const std::string& name, const FeatureSpec& spec) {
   }
 }
 
-// The values of a float or int64 feature as a 1-D tensor (the list's wire order).
-Tensor numeric_values(const pb::Feature& feature, DType dtype) {
+// The number of values in a float or int64 feature.
+int64_t numeric_count(const pb::Feature& feature, DType dtype) {
+  return dtype == DType::kF32 ? feature.float_list().value_size()
+                              : feature.int64_list().value_size();
+}
+
+// The values of a float or int64 feature in wire order, as a tensor of `shape` (which holds
+// exactly numeric_count() values; {n} for variable-length features).
+Tensor numeric_values(const pb::Feature& feature, DType dtype, const Shape& shape) {
+  Tensor out = Tensor::empty(shape, dtype);
   if (dtype == DType::kF32) {
     const auto& list = feature.float_list().value();
-    Tensor out = Tensor::empty({list.size()}, DType::kF32);
     if (list.size()) std::memcpy(out.raw_data(), list.data(), sizeof(float) * list.size());
-    return out;
+  } else {
+    const auto& list = feature.int64_list().value();
+    if (list.size()) std::memcpy(out.raw_data(), list.data(), sizeof(int64_t) * list.size());
   }
-  const auto& list = feature.int64_list().value();
-  Tensor out = Tensor::empty({list.size()}, DType::kI64);
-  if (list.size()) std::memcpy(out.raw_data(), list.data(), sizeof(int64_t) * list.size());
   return out;
 }
 
@@ -100,18 +117,18 @@ bool kind_matches(const pb::Feature& feature, DType dtype) {
 }
 
 Tensor bytes_values(const pb::Feature& feature, const FixedLenFeature& spec,
-                    const std::string& name, std::string_view where) {
+                    const std::string& name, const Where& where) {
   const auto& list = feature.bytes_list().value();
   int64_t expected = ops::num_elements(spec.shape);
   if (list.size() != expected)
-    throw InvalidArgumentError(std::string(where) + ": feature '" + name + "' has " +
+    throw InvalidArgumentError(where.str() + ": feature '" + name + "' has " +
                                std::to_string(list.size()) + " byte strings; the spec's shape " +
                                ops::shape_str(spec.shape) + " needs " + std::to_string(expected));
   if (spec.shape.empty()) return bytes_tensor(list.Get(0));
   size_t length = list.empty() ? 0 : list.Get(0).size();
   for (const std::string& s : list)
     if (s.size() != length)
-      throw InvalidArgumentError(std::string(where) + ": feature '" + name +
+      throw InvalidArgumentError(where.str() + ": feature '" + name +
                                  "' holds byte strings of different lengths; a {k} bytes feature "
                                  "needs equal lengths (parse them one per feature instead)");
   Tensor out = Tensor::empty({list.size(), static_cast<int64_t>(length)}, DType::kU8);
@@ -123,19 +140,18 @@ Tensor bytes_values(const pb::Feature& feature, const FixedLenFeature& spec,
   return out;
 }
 
-Tensor default_tensor(const FixedLenFeature& spec, const std::string& name,
-                      std::string_view where) {
+Tensor default_tensor(const FixedLenFeature& spec, const std::string& name, const Where& where) {
   if (spec.dtype == DType::kU8) {
     if (!spec.default_bytes)
-      throw InvalidArgumentError(std::string(where) + ": feature '" + name +
+      throw InvalidArgumentError(where.str() + ": feature '" + name +
                                  "' is missing and its spec has no default_bytes");
     if (!spec.shape.empty())
-      throw InvalidArgumentError(std::string(where) + ": feature '" + name +
+      throw InvalidArgumentError(where.str() + ": feature '" + name +
                                  "' is missing; default_bytes fills shape {} features only");
     return bytes_tensor(*spec.default_bytes);
   }
   if (!spec.default_value)
-    throw InvalidArgumentError(std::string(where) + ": feature '" + name +
+    throw InvalidArgumentError(where.str() + ": feature '" + name +
                                "' is missing and its spec has no default_value; add one or fix "
                                "the data");
   const std::vector<double>& values = *spec.default_value;
@@ -152,49 +168,63 @@ Tensor default_tensor(const FixedLenFeature& spec, const std::string& name,
 }
 
 Tensor parse_feature(const pb::Features& features, const std::string& name, const FeatureSpec& spec,
-                     std::string_view where) {
+                     const Where& where) {
   auto found = features.feature().find(name);
   if (const auto* fixed = std::get_if<FixedLenFeature>(&spec)) {
     if (found == features.feature().end()) return default_tensor(*fixed, name, where);
     const pb::Feature& feature = found->second;
     if (!kind_matches(feature, fixed->dtype))
-      throw InvalidArgumentError(std::string(where) + ": feature '" + name + "' is a " +
+      throw InvalidArgumentError(where.str() + ": feature '" + name + "' is a " +
                                  found_list(feature) + " but the spec asks for " +
                                  std::string(ops::dtype_name(fixed->dtype)) + " (" +
                                  expected_list(fixed->dtype) + ")");
     if (fixed->dtype == DType::kU8) return bytes_values(feature, *fixed, name, where);
-    Tensor values = numeric_values(feature, fixed->dtype);
-    if (values.numel() != ops::num_elements(fixed->shape))
-      throw InvalidArgumentError(std::string(where) + ": feature '" + name + "' has " +
-                                 std::to_string(values.numel()) + " values; the spec's shape " +
+    int64_t count = numeric_count(feature, fixed->dtype);
+    if (count != ops::num_elements(fixed->shape))
+      throw InvalidArgumentError(where.str() + ": feature '" + name + "' has " +
+                                 std::to_string(count) + " values; the spec's shape " +
                                  ops::shape_str(fixed->shape) + " needs " +
                                  std::to_string(ops::num_elements(fixed->shape)));
-    return values.reshape(fixed->shape);
+    return numeric_values(feature, fixed->dtype, fixed->shape);
   }
   const auto& var = std::get<VarLenFeature>(spec);
   if (found == features.feature().end()) return Tensor::empty({0}, var.dtype);
   if (!kind_matches(found->second, var.dtype))
-    throw InvalidArgumentError(std::string(where) + ": feature '" + name + "' is a " +
+    throw InvalidArgumentError(where.str() + ": feature '" + name + "' is a " +
                                found_list(found->second) + " but the spec asks for " +
                                std::string(ops::dtype_name(var.dtype)) + " (" +
                                expected_list(var.dtype) + ")");
-  return numeric_values(found->second, var.dtype);
+  return numeric_values(found->second, var.dtype, {numeric_count(found->second, var.dtype)});
 }
 
-pb::Example& scratch_example() {
-  thread_local pb::Example example;  // reused: parsing into it keeps its allocations
-  return example;
-}
+// Each thread parses into a protobuf arena that is reset per record: the map entries, strings
+// and lists of an Example then cost no malloc/free (they dominated parsing before).
+class ParseArena {
+ public:
+  ParseArena() : block_(kBlockBytes), arena_(options()) {}
+  pb::Example* fresh_example() {
+    arena_.Reset();
+    return google::protobuf::Arena::CreateMessage<pb::Example>(&arena_);
+  }
 
-}  // namespace
+ private:
+  static constexpr size_t kBlockBytes = size_t{64} << 10;
+  google::protobuf::ArenaOptions options() {
+    google::protobuf::ArenaOptions options;
+    options.initial_block = block_.data();
+    options.initial_block_size = block_.size();
+    return options;
+  }
+  std::vector<char> block_;
+  google::protobuf::Arena arena_;
+};
 
-Features parse_single_example(std::string_view serialized, const FeatureSpecs& specs,
-                              std::string_view where) {
-  pb::Example& example = scratch_example();
-  example.Clear();
+Features parse_record(std::string_view serialized, const FeatureSpecs& specs, const Where& where) {
+  thread_local ParseArena arena;
+  pb::Example& example = *arena.fresh_example();
   if (serialized.size() > static_cast<size_t>(INT32_MAX) ||
       !example.ParseFromArray(serialized.data(), static_cast<int>(serialized.size())))
-    throw DataLossError(std::string(where) + ": " + std::to_string(serialized.size()) +
+    throw DataLossError(where.str() + ": " + std::to_string(serialized.size()) +
                         " bytes are not a valid serialised tf.train.Example (malformed protobuf); "
                         "the record is corrupt or holds something else");
   Features out;
@@ -203,6 +233,13 @@ Features parse_single_example(std::string_view serialized, const FeatureSpecs& s
     out.emplace(name, parse_feature(example.features(), name, spec, where));
   }
   return out;
+}
+
+}  // namespace
+
+Features parse_single_example(std::string_view serialized, const FeatureSpecs& specs,
+                              std::string_view where) {
+  return parse_record(serialized, specs, Where{.text = where});
 }
 
 Features parse_example(std::span<const std::string> serialized, const FeatureSpecs& specs) {
@@ -267,12 +304,12 @@ Features parse_example(std::span<const std::string> serialized, const FeatureSpe
 
 namespace {
 
-Element to_element(Features features, const std::string& label_key, std::string_view where) {
+Element to_element(Features features, const std::string& label_key, const Where& where) {
   Element element;
   if (!label_key.empty()) {
     auto label = features.find(label_key);
     if (label == features.end())
-      throw InvalidArgumentError(std::string(where) + ": label_key '" + label_key +
+      throw InvalidArgumentError(where.str() + ": label_key '" + label_key +
                                  "' is not in the feature spec; add it to the spec");
     element.labels = label->second;
     features.erase(label);
@@ -296,8 +333,8 @@ class ExampleFileReader final : public FileReader {
   std::optional<Element> next() override {
     int64_t index = reader_.record_index();
     if (!reader_.read(record_)) return std::nullopt;
-    std::string where = "'" + reader_.path() + "' record " + std::to_string(index);
-    return to_element(parse_single_example(record_, specs_, where), options_.label_key, where);
+    Where where{.path = &reader_.path(), .record = index};
+    return to_element(parse_record(record_, specs_, where), options_.label_key, where);
   }
 
   void save(StateWriter& writer) override {
@@ -330,7 +367,8 @@ MapFn example_parser(FeatureSpecs specs, std::string label_key) {
           structure_str(element));
     std::string_view record(static_cast<const char*>(element.value.raw_data()),
                             element.value.nbytes());
-    return to_element(parse_single_example(record, specs), label_key, "serialized example");
+    Where where{.text = "serialized example"};
+    return to_element(parse_record(record, specs, where), label_key, where);
   };
 }
 
