@@ -55,6 +55,8 @@ using InterleaveFn = std::function<Dataset(const Element&)>;
 using PaddedShapes = std::map<std::string, Shape>;
 using PaddingValues = std::map<std::string, double>;  // default 0
 
+// One consumer at a time: an Iterator is not thread-safe (its stages may run their own threads).
+// A Dataset is immutable and may be shared between threads and iterators freely.
 class Iterator {
  public:
   // `pipeline` is kept alive for as long as the iterator: stages refer to their node's state.
