@@ -1,0 +1,83 @@
+// Estimator: trains, evaluates and predicts with a model_fn (tf.estimator.Estimator).
+//
+// Each train/evaluate/predict call builds its own VariableStore, restores the latest
+// checkpoint of model_dir into it (staged: variables take their saved values when model_fn
+// creates them), and runs a loop of: next element -> model_fn -> (train op) -> hooks. What
+// happens around the step (stopping, logging, checkpoints, summaries, NaN checks) is done by
+// hooks, so the loops read top to bottom. Split over estimator.cpp (construction, checkpoint
+// queries), estimator_train.cpp, estimator_evaluate.cpp and estimator_predict.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/warm_start.h"
+#include "estimator/estimator_spec.h"
+#include "estimator/hooks/checkpoint_saver_hook.h"
+#include "estimator/hooks/session_run_hook.h"
+#include "estimator/params.h"
+#include "estimator/run_config.h"
+#include "estimator/specs.h"
+
+namespace est {
+
+using Metrics = std::map<std::string, double>;  // metric name -> value, plus loss, global_step
+
+class Estimator {
+ public:
+  // model_dir, when given, must agree with config.model_dir unless that is empty. An empty
+  // model_dir everywhere makes a fresh temporary directory (logged).
+  Estimator(ModelFn model_fn, RunConfig config = {}, Params params = {},
+            std::optional<checkpoint::WarmStartSettings> warm_start_from = {});
+  Estimator(ModelFn model_fn, const std::string& model_dir, RunConfig config = {},
+            Params params = {}, std::optional<checkpoint::WarmStartSettings> warm_start_from = {});
+
+  // Trains until `steps` more steps (incremental), global step `max_steps` (absolute), the end
+  // of the input, or a hook's request_stop. At most one of steps/max_steps; each must be
+  // positive. Returns *this, as TF does, for chaining.
+  Estimator& train(const InputFn& input_fn, const Hooks& hooks = {},
+                   std::optional<int64_t> steps = {}, std::optional<int64_t> max_steps = {},
+                   const Listeners& saving_listeners = {});
+
+  // Evaluates the latest checkpoint (or `checkpoint_path`) on `steps` batches, or until the
+  // input ends: each eval_metric_ops entry's result(), plus "loss" (mean over batches) and
+  // "global_step". Summaries go to eval_dir(name).
+  Metrics evaluate(const InputFn& input_fn, std::optional<int64_t> steps = {},
+                   const Hooks& hooks = {}, const std::optional<std::string>& checkpoint_path = {},
+                   const std::string& name = {});
+
+  // One prediction map per example (each prediction tensor split along its first dimension).
+  // predict_keys selects some of the spec's predictions (NotFoundError naming an unknown key).
+  std::vector<Predictions> predict(const InputFn& input_fn,
+                                   const std::vector<std::string>& predict_keys = {},
+                                   const Hooks& hooks = {},
+                                   const std::optional<std::string>& checkpoint_path = {});
+  // The streaming form: `consume` is called for each example in order; returning false stops.
+  void predict(const InputFn& input_fn, const std::function<bool(Predictions)>& consume,
+               const std::vector<std::string>& predict_keys = {}, const Hooks& hooks = {},
+               const std::optional<std::string>& checkpoint_path = {});
+
+  std::optional<std::string> latest_checkpoint() const;
+  // From the latest checkpoint: NotFoundError when there is none yet.
+  std::vector<std::string> get_variable_names() const;
+  Tensor get_variable_value(const std::string& name) const;
+
+  const std::string& model_dir() const { return config_.model_dir; }
+  const RunConfig& config() const { return config_; }
+  const Params& params() const { return params_; }
+  // model_dir/eval, or model_dir/eval_<name>.
+  std::string eval_dir(const std::string& name = {}) const;
+
+ private:
+  ModelFn model_fn_;
+  RunConfig config_;
+  Params params_;
+  std::optional<checkpoint::WarmStartSettings> warm_start_from_;
+  uint64_t seed_;
+};
+
+}  // namespace est

@@ -1,0 +1,191 @@
+// Estimator::train: restore, then next element -> model_fn -> train op -> hooks, until a hook
+// stops it or the input ends. Stopping, logging, NaN checks, summaries and checkpoints are the
+// default hooks below; the loop itself has no such branches.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
+
+#include "checkpoint/reader.h"
+#include "checkpoint/rng_state.h"
+#include "checkpoint/variable_store_io.h"
+#include "estimator/estimator.h"
+#include "estimator/hooks/basic_hooks.h"
+#include "estimator/loop_util.h"
+#include "estimator/summary_cache.h"
+#include "ops/error.h"
+#include "ops/logging.h"
+
+namespace est {
+namespace {
+
+constexpr const char* kIteratorBlob = "iterator";
+constexpr const char* kModelRngBlob = "rng/model";
+constexpr const char* kInitializerRngBlob = "rng/initializer";
+
+void check_steps(std::optional<int64_t> steps, std::optional<int64_t> max_steps) {
+  if (steps && max_steps)
+    throw InvalidArgumentError(fmt::format(
+        "train: both steps ({}) and max_steps ({}) are set; steps counts from the current global "
+        "step, max_steps is absolute: pass one",
+        *steps, *max_steps));
+  if (steps && *steps <= 0)
+    throw InvalidArgumentError(fmt::format("train: steps must be positive, got {}", *steps));
+  if (max_steps && *max_steps <= 0)
+    throw InvalidArgumentError(
+        fmt::format("train: max_steps must be positive, got {}", *max_steps));
+}
+
+// Restores the RNG states and the input position a checkpoint carries. An input position
+// that does not fit this input pipeline (it changed) is dropped with a warning: the input
+// starts afresh.
+void restore_extras(const detail::Restored& restored, EstimatorContext& ctx,
+                    const data::Dataset& dataset, std::unique_ptr<data::Iterator>& iterator) {
+  if (const auto* blob = restored.blob(kModelRngBlob))
+    ctx.generator().set_state(checkpoint::decode_generator_state(blob->bytes, kModelRngBlob));
+  if (const auto* blob = restored.blob(kInitializerRngBlob))
+    ctx.initializer_generator().set_state(
+        checkpoint::decode_generator_state(blob->bytes, kInitializerRngBlob));
+  const auto* position = restored.blob(kIteratorBlob);
+  if (!position) return;
+  try {
+    iterator->restore_state(position->bytes);
+  } catch (const Error& error) {
+    log::warning(
+        "The input position saved in {} does not match this input_fn's pipeline ({}); "
+        "starting the input from the beginning",
+        restored.path, error.what());
+    iterator = std::make_unique<data::Iterator>(dataset.iterator());
+  }
+}
+
+}  // namespace
+
+Estimator& Estimator::train(const InputFn& input_fn, const Hooks& hooks,
+                            std::optional<int64_t> steps, std::optional<int64_t> max_steps,
+                            const Listeners& saving_listeners) {
+  check_steps(steps, max_steps);
+  detail::check_hooks(hooks, "train");
+  if (max_steps) {
+    if (auto latest = latest_checkpoint();
+        latest && checkpoint::read_info(*latest).global_step >= *max_steps) {
+      log::info("Skipping training since max_steps has already saved.");
+      return *this;
+    }
+  }
+  if (!saving_listeners.empty() && !config_.is_chief)
+    log::warning("train: saving_listeners run only on the chief; ignored on {} {}",
+                 config_.task_type, config_.task_id);
+
+  nn::VariableStore store;
+  EstimatorContext ctx(store, ModeKeys::kTrain, seed_, params_, config_);
+  data::Dataset dataset = detail::make_dataset(input_fn, ModeKeys::kTrain);
+  auto iterator = std::make_unique<data::Iterator>(dataset.iterator());
+  std::optional<detail::Restored> restored = detail::restore_checkpoint(model_dir(), store);
+  if (restored) restore_extras(*restored, ctx, dataset, iterator);
+
+  // The start checkpoint is written after the first model_fn call (the variables exist then)
+  // but must describe the state before that step: its input position and model RNG.
+  bool at_start = true;
+  std::string start_position = iterator->save_state();
+  auto start_model_rng = ctx.generator().state();
+  Session session(store, ModeKeys::kTrain, model_dir(), config_, [&] {
+    checkpoint::TensorBundle bundle = checkpoint::bundle_from_store(store);
+    bundle.add_blob(kIteratorBlob, at_start ? start_position : iterator->save_state());
+    bundle.add_blob(kModelRngBlob, checkpoint::encode_generator_state(
+                                       at_start ? start_model_rng : ctx.generator().state()));
+    bundle.add_blob(kInitializerRngBlob,
+                    checkpoint::encode_generator_state(ctx.initializer_generator().state()));
+    return bundle;
+  });
+
+  // The loop's rules, as TensorFlow's Estimator installs them.
+  Hooks all_hooks;
+  if (steps || max_steps)
+    all_hooks.push_back(std::make_shared<hooks::StopAtStepHook>(steps, max_steps));
+  all_hooks.push_back(std::make_shared<hooks::NanTensorHook>("loss"));
+  all_hooks.push_back(std::make_shared<hooks::LoggingTensorHook>(
+      hooks::LoggingTensorHook::Entries{{"loss", "loss"}, {"step", "global_step"}},
+      config_.log_step_count_steps, std::nullopt, false, config_.clock));
+  all_hooks.insert(all_hooks.end(), hooks.begin(), hooks.end());
+  Hooks chief_hooks;
+  if (config_.is_chief) {
+    chief_hooks.push_back(std::make_shared<hooks::StepCounterHook>(
+        config_.log_step_count_steps, std::nullopt, model_dir(), config_.clock));
+    if (config_.save_summary_steps > 0)
+      chief_hooks.push_back(std::make_shared<hooks::SummarySaverHook>(
+          config_.save_summary_steps, std::nullopt, model_dir(), std::vector<std::string>{"loss"},
+          config_.clock));
+    chief_hooks.push_back(
+        std::make_shared<hooks::CheckpointSaverHook>(hooks::CheckpointSaverOptions{
+            .checkpoint_dir = model_dir(),
+            .save_secs = config_.checkpoint_secs(),
+            .save_steps = config_.checkpoint_steps(),
+            .keep_checkpoint_max = config_.keep_checkpoint_max,
+            .keep_checkpoint_every_n_hours = config_.keep_checkpoint_every_n_hours,
+            .is_chief = true,
+            .task_id = config_.task_id,
+            .listeners = saving_listeners,
+            .clock = config_.clock}));
+  }
+
+  StepTimings timings;
+  bool first = true;
+  double final_loss = std::nan("");
+  for (;;) {
+    timings.input_begin = detail::steady_seconds();
+    std::optional<data::Element> element = iterator->next();
+    if (!element) {
+      if (first) log::warning("train: input_fn's dataset produced no element; nothing to train");
+      break;
+    }
+    timings.model_fn_begin = detail::steady_seconds();
+    int64_t step = session.global_step();
+    EstimatorSpec spec = [&] {
+      try {
+        return detail::call_model_fn(model_fn_, ctx, *element, ModeKeys::kTrain, first);
+      } catch (const InvalidArgumentError& error) {
+        if (!first || !restored) throw;
+        throw InvalidArgumentError(
+            fmt::format("restoring {} into the model: {}", restored->path, error.what()));
+      }
+    }();
+    if (first) {
+      if (restored) detail::check_restored(*restored, store);
+      if (!restored && warm_start_from_) {
+        checkpoint::TensorBundle variables = checkpoint::bundle_from_store(store);
+        if (auto result = checkpoint::warm_start(model_dir(), *warm_start_from_, variables)) {
+          log::info("Warm-started {} variables from {}.", result->warm_started.size(),
+                    result->path);
+          spec = detail::call_model_fn(model_fn_, ctx, *element, ModeKeys::kTrain, false);
+        }
+      }
+      all_hooks.insert(all_hooks.end(), spec.training_hooks.begin(), spec.training_hooks.end());
+      if (config_.is_chief)
+        all_hooks.insert(all_hooks.end(), spec.training_chief_hooks.begin(),
+                         spec.training_chief_hooks.end());
+      all_hooks.insert(all_hooks.end(), chief_hooks.begin(), chief_hooks.end());
+      detail::begin_hooks(all_hooks);
+      detail::after_create_session(all_hooks, session);
+      at_start = false;
+      first = false;
+    }
+    timings.model_fn_end = detail::steady_seconds();
+    SessionRunContext run_context(session, spec, step, timings);
+    std::vector<SessionRunArgs> args = detail::before_run(all_hooks, run_context);
+    timings.run_begin = detail::steady_seconds();
+    spec.train_op.run();
+    timings.run_end = detail::steady_seconds();
+    SessionRunValues values =
+        detail::resolve_fetches(args, spec, session, step, session.global_step());
+    detail::after_run(all_hooks, run_context, values);
+    final_loss = spec.loss.item();
+    if (run_context.stop_requested()) break;
+  }
+  if (!first) detail::end_hooks(all_hooks, session);
+  flush_summary_writers();
+  log::info("Loss for final step: {}.", static_cast<float>(final_loss));
+  return *this;
+}
+
+}  // namespace est

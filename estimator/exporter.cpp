@@ -1,0 +1,73 @@
+// LatestExporter: copy the checkpoint into a timestamped directory (written under a temporary
+// name, then renamed), record the eval result beside it, and drop the oldest exports.
+#include "estimator/exporter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "checkpoint/file_util.h"
+#include "ops/error.h"
+#include "ops/logging.h"
+
+namespace est {
+
+namespace fs = std::filesystem;
+
+LatestExporter::LatestExporter(std::string name, int exports_to_keep)
+    : name_(std::move(name)), exports_to_keep_(exports_to_keep) {
+  if (name_.empty() || name_.find('/') != std::string::npos)
+    throw InvalidArgumentError(
+        fmt::format("LatestExporter: name '{}' must be non-empty and contain no '/'", name_));
+  if (exports_to_keep_ < 0)
+    throw InvalidArgumentError(fmt::format(
+        "LatestExporter: exports_to_keep must be >= 0 (0 keeps all), got {}", exports_to_keep_));
+}
+
+std::optional<std::string> LatestExporter::export_model(const Estimator& estimator,
+                                                        const std::string& export_path,
+                                                        const std::string& checkpoint_path,
+                                                        const Metrics& eval_result,
+                                                        bool /*is_the_final_export*/) {
+  if (!fs::is_regular_file(checkpoint_path))
+    throw NotFoundError(
+        fmt::format("LatestExporter '{}': checkpoint {} does not exist", name_, checkpoint_path));
+  fs::create_directories(export_path);
+  auto timestamp = static_cast<int64_t>(estimator.config().now());
+  while (fs::exists(fs::path(export_path) / std::to_string(timestamp))) ++timestamp;
+  fs::path final_dir = fs::path(export_path) / std::to_string(timestamp);
+  fs::path staging = fs::path(export_path) / fmt::format("temp-{}", timestamp);
+  fs::remove_all(staging);
+  fs::create_directories(staging);
+  fs::path file = fs::path(checkpoint_path).filename();
+  fs::copy_file(checkpoint_path, staging / file);
+  {
+    std::ofstream state(staging / "checkpoint");
+    state << "model_checkpoint_path: \"" << file.string() << "\"\n"
+          << "all_model_checkpoint_paths: \"" << file.string() << "\"\n";
+    std::ofstream result(staging / "eval_result.txt");
+    for (const auto& [key, value] : eval_result) result << key << " = " << value << "\n";
+  }
+  fs::rename(staging, final_dir);
+  log::info("Exported {} to {}", checkpoint_path, final_dir.string());
+
+  if (exports_to_keep_ > 0) {
+    std::vector<std::pair<int64_t, fs::path>> exports;
+    for (const auto& entry : fs::directory_iterator(export_path)) {
+      std::string stem = entry.path().filename().string();
+      if (!entry.is_directory() || stem.empty() ||
+          !std::all_of(stem.begin(), stem.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        continue;
+      exports.emplace_back(std::stoll(stem), entry.path());
+    }
+    std::sort(exports.begin(), exports.end());
+    for (size_t i = 0; i + static_cast<size_t>(exports_to_keep_) < exports.size(); ++i)
+      fs::remove_all(exports[i].second);
+  }
+  return final_dir.string();
+}
+
+}  // namespace est

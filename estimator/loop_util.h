@@ -1,0 +1,65 @@
+// Pieces the train, evaluate and predict loops share (internal to estimator/): making the
+// dataset, calling model_fn with its checks and log lines, restoring a checkpoint into a
+// fresh store, resolving the hooks' fetches, and the hook calls themselves.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/bundle.h"
+#include "data/dataset.h"
+#include "estimator/estimator_spec.h"
+#include "estimator/hooks/session_run_hook.h"
+#include "estimator/params.h"
+#include "estimator/specs.h"
+
+namespace est::detail {
+
+inline double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// input_fn(mode, nullptr) with its failures turned into clear errors.
+data::Dataset make_dataset(const InputFn& input_fn, ModeKeys mode);
+
+// One model_fn call: begin_call, the active-context guard, the spec checks (mode, fields).
+// `log_calls` adds "Calling model_fn." / "Done calling model_fn.".
+EstimatorSpec call_model_fn(const ModelFn& model_fn, EstimatorContext& ctx,
+                            const data::Element& element, ModeKeys mode, bool log_calls);
+
+// A checkpoint restored into an empty store (values staged until model_fn creates them).
+struct Restored {
+  std::string path;
+  int64_t global_step = 0;
+  std::vector<std::string> names;  // every tensor of the checkpoint
+  std::vector<checkpoint::Blob> blobs;
+  const checkpoint::Blob* blob(const std::string& name) const;
+};
+// Restores the newest readable checkpoint of `path_or_dir` (logs "Restoring parameters from
+// ..."); nullopt when there is no checkpoint.
+std::optional<Restored> restore_checkpoint(const std::string& path_or_dir,
+                                           nn::VariableStore& store);
+// After the first model_fn call: each variable the model created must have come from the
+// checkpoint (NotFoundError naming it and the checkpoint otherwise).
+void check_restored(const Restored& restored, const nn::VariableStore& store);
+
+// The hooks' fetches after a step, by name: "loss", "global_step" (its value before the
+// step), prediction keys, variables; hook-supplied tensors as given.
+SessionRunValues resolve_fetches(const std::vector<SessionRunArgs>& args, const EstimatorSpec& spec,
+                                 const Session& session, int64_t step_before, int64_t step_after);
+
+// The hook life cycle over a list.
+void begin_hooks(const Hooks& hooks);
+void after_create_session(const Hooks& hooks, Session& session);
+std::vector<SessionRunArgs> before_run(const Hooks& hooks, SessionRunContext& run_context);
+void after_run(const Hooks& hooks, SessionRunContext& run_context, const SessionRunValues& values);
+void end_hooks(const Hooks& hooks, Session& session);
+void check_hooks(const Hooks& hooks, const char* where);
+
+// "2026-11-22T11:30:00" (UTC), for "Starting evaluation at ...".
+std::string now_iso8601();
+
+}  // namespace est::detail

@@ -1,0 +1,90 @@
+// Params lookups with typed errors, and the per-thread "current EstimatorContext" that lets
+// est::params(ctx) check its argument without RTTI on nn::ModelContext.
+#include "estimator/params.h"
+
+#include <fmt/format.h>
+
+#include "ops/error.h"
+
+namespace est {
+namespace {
+
+thread_local const EstimatorContext* active_context = nullptr;
+
+const char* type_name(const ParamValue& value) {
+  switch (value.index()) {
+    case 0:
+      return "bool";
+    case 1:
+      return "int64";
+    case 2:
+      return "double";
+    default:
+      return "string";
+  }
+}
+
+const ParamValue& lookup(const std::map<std::string, ParamValue>& values, const std::string& name) {
+  auto it = values.find(name);
+  if (it == values.end()) {
+    std::string known;
+    for (const auto& [key, value] : values) known += (known.empty() ? "" : ", ") + key;
+    throw NotFoundError(
+        fmt::format("params: no parameter '{}' (given: {}); pass it in the "
+                    "Estimator's params",
+                    name, known.empty() ? "none" : known));
+  }
+  return it->second;
+}
+
+template <class T>
+const T& typed(const ParamValue& value, const std::string& name, const char* wanted) {
+  if (const T* result = std::get_if<T>(&value)) return *result;
+  throw InvalidArgumentError(fmt::format("params: parameter '{}' is a {}, asked for as a {}", name,
+                                         type_name(value), wanted));
+}
+
+}  // namespace
+
+bool Params::get_bool(const std::string& name) const {
+  return typed<bool>(lookup(values_, name), name, "bool");
+}
+
+int64_t Params::get_int(const std::string& name) const {
+  return typed<int64_t>(lookup(values_, name), name, "int64");
+}
+
+double Params::get_double(const std::string& name) const {
+  const ParamValue& value = lookup(values_, name);
+  if (const int64_t* integer = std::get_if<int64_t>(&value)) return static_cast<double>(*integer);
+  return typed<double>(value, name, "double");
+}
+
+std::string Params::get_string(const std::string& name) const {
+  return typed<std::string>(lookup(values_, name), name, "string");
+}
+
+double Params::get_double(const std::string& name, double fallback) const {
+  return contains(name) ? get_double(name) : fallback;
+}
+
+int64_t Params::get_int(const std::string& name, int64_t fallback) const {
+  return contains(name) ? get_int(name) : fallback;
+}
+
+ActiveContextGuard::ActiveContextGuard(const EstimatorContext& context)
+    : previous_(active_context) {
+  active_context = &context;
+}
+
+ActiveContextGuard::~ActiveContextGuard() { active_context = previous_; }
+
+const EstimatorContext& estimator_context(const ModelContext& ctx) {
+  if (active_context == nullptr || static_cast<const ModelContext*>(active_context) != &ctx)
+    throw FailedPreconditionError(
+        "params/run_config(ctx): ctx is not the context of an Estimator's model_fn call; call "
+        "them only inside model_fn, with the ctx the Estimator passed");
+  return *active_context;
+}
+
+}  // namespace est
