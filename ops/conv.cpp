@@ -10,6 +10,7 @@
 #include "ops/autograd.h"
 #include "ops/backend.h"
 #include "ops/cpu/bias_activation.h"
+#include "ops/cpu/conv_kernel_gradient.h"
 #include "ops/cpu/conv_reference.h"
 #include "ops/cpu/pool_reference.h"
 #include "ops/cpu/window.h"
@@ -226,6 +227,14 @@ Tensor conv2d(const Tensor& input, const Tensor& kernel, const Tensor& bias,
       [input = input.detach(), kernel = kernel.detach(), kernel_for_backward,
        y = activation == Activation::kNone ? Tensor() : output.detach(), w, activation, has_bias,
        onednn](const Tensor& grad, const NeedsGrad& needs) -> std::vector<Tensor> {
+        if (onednn && !needs[0] && needs[1] && cpu::fused_kernel_gradient_supported(w)) {
+          // A first layer: no input gradient, so mask and reduce in one pass.
+          Tensor grad_kernel = Tensor::empty(kernel.shape());
+          Tensor grad_bias = needs[2] ? Tensor::empty({w.out_c}) : Tensor();
+          cpu::conv2d_kernel_gradient_fused(input, grad, y, activation, w, grad_kernel,
+                                            needs[2] ? &grad_bias : nullptr);
+          return {Tensor(), grad_kernel, grad_bias};
+        }
         return conv2d_gradients(pre_activation_gradient(grad, y, activation), input, kernel,
                                 kernel_for_backward, w, activation, has_bias, onednn, needs);
       });

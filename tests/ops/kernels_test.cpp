@@ -286,34 +286,44 @@ TEST_CASE("kernels reject wrong ranks, shapes and channels with a clear message"
 
 namespace {
 
-// One forward + backward of the CNN's layers: conv (first layer, so no input gradient), max
-// pooling, flatten, linear. Gradients are cleared so nothing accumulates across calls.
-void training_step(Tensor& image_batch, Tensor& kernel, Tensor& bias, Tensor& dense_kernel,
-                   Tensor& dense_bias) {
-  Tensor h = conv2d(image_batch, kernel, bias, {.activation = Activation::kRelu});
-  h = max_pool2d(h, {});
-  h = h.reshape({h.dim(0), -1});
-  Tensor out = linear(h, dense_kernel, dense_bias, Activation::kRelu);
-  backward(out, Tensor::ones(out.shape()));
-  for (Tensor* t : {&kernel, &bias, &dense_kernel, &dense_bias}) t->set_grad(Tensor());
-}
+// One forward + backward of a small CNN: a first conv layer (no input gradient), a second one
+// (backward-data too), max pooling, flatten, linear. Gradients are cleared so nothing
+// accumulates across calls.
+struct SmallCnn {
+  Tensor images, kernel1, bias1, kernel2, dense_kernel, dense_bias;
+
+  void step() {
+    Tensor h = conv2d(images, kernel1, bias1, {.activation = Activation::kRelu});
+    h = conv2d(h, kernel2, Tensor(), {.padding = Padding::kSame, .activation = Activation::kTanh});
+    h = max_pool2d(h, {});
+    h = h.reshape({h.dim(0), -1});
+    Tensor out = linear(h, dense_kernel, dense_bias, Activation::kRelu);
+    backward(out, Tensor::ones(out.shape()));
+    for (Tensor* t : {&kernel1, &bias1, &kernel2, &dense_kernel, &dense_bias})
+      t->set_grad(Tensor());
+  }
+};
 
 }  // namespace
 
 TEST_CASE("a steady-state training step builds no primitive and allocates no memory") {
   Generator generator(7);
-  Tensor images = random_uniform({4, 10, 10, 1}, 0, 1, generator);
-  Tensor kernel = random_uniform({3, 3, 1, 8}, -1, 1, generator).set_requires_grad(true);
-  Tensor bias = random_uniform({8}, -1, 1, generator).set_requires_grad(true);
-  Tensor dense_kernel = random_uniform({128, 5}, -1, 1, generator).set_requires_grad(true);
-  Tensor dense_bias = random_uniform({5}, -1, 1, generator).set_requires_grad(true);
+  auto parameter = [&](Shape shape) {
+    return random_uniform(shape, -1, 1, generator).set_requires_grad(true);
+  };
+  SmallCnn cnn{random_uniform({4, 10, 10, 1}, 0, 1, generator),
+               parameter({3, 3, 1, 16}),
+               parameter({16}),
+               parameter({3, 3, 16, 8}),
+               parameter({128, 5}),
+               parameter({5})};
   for (Backend backend : available_cpu_backends()) {
     BackendGuard guard(backend);
     INFO(backend_name(backend));
-    training_step(images, kernel, bias, dense_kernel, dense_bias);
+    cnn.step();
     const KernelCacheStats cache = kernel_cache_stats();
     const AllocatorStats memory = allocator_for(Device::cpu()).stats();
-    for (int i = 0; i < 3; ++i) training_step(images, kernel, bias, dense_kernel, dense_bias);
+    for (int i = 0; i < 3; ++i) cnn.step();
     CHECK(kernel_cache_stats().created == cache.created);
     CHECK(allocator_for(Device::cpu()).stats().system_allocations == memory.system_allocations);
     if (backend == Backend::kOneDnn) CHECK(kernel_cache_stats().hits > cache.hits);

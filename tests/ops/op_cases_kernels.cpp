@@ -54,13 +54,14 @@ struct ConvCase {
   Shape kernel;  // [KH, KW, C, OC]
   ops::Conv2DParams params;
   bool bias = true;
+  bool input_gradient = true;  // false: a first layer (no backward-data; a fused kernel gradient)
 };
 
 int register_conv(const ConvCase& c) {
-  Inputs shapes;
   std::vector<Shape> input_shapes{c.input, c.kernel};
   if (c.bias) input_shapes.push_back({c.kernel[3]});
-  std::vector<int> differentiable{0, 1};
+  std::vector<int> differentiable{1};
+  if (c.input_gradient) differentiable.insert(differentiable.begin(), 0);
   if (c.bias) differentiable.push_back(2);
   return register_op_case({
       .name = "conv2d/" + c.name,
@@ -108,6 +109,33 @@ const int conv_cases = [] {
                  {2, 6, 5, 2},
                  {3, 3, 2, 3},
                  P{.activation = Activation::kRelu},
+                 false});
+  // First layers: the input needs no gradient, and 16k output channels take the fused kernel
+  // gradient on the oneDNN backend.
+  for (Activation a : kActivations)
+    register_conv({std::string("first_layer/valid/") + activation_name(a),
+                   {2, 6, 7, 1},
+                   {3, 3, 1, 16},
+                   P{.activation = a},
+                   true,
+                   false});
+  register_conv({"first_layer/same/stride2/rgb",
+                 {2, 7, 6, 3},
+                 {3, 3, 3, 32},
+                 P{.strides = {2, 2}, .padding = Padding::kSame, .activation = Activation::kRelu},
+                 true,
+                 false});
+  register_conv({"first_layer/same/dilation2/no_bias",
+                 {1, 7, 8, 2},
+                 {3, 2, 2, 16},
+                 P{.padding = Padding::kSame, .dilations = {2, 2}},
+                 false,
+                 false});
+  register_conv({"first_layer/unsupported_channels",
+                 {2, 5, 5, 1},
+                 {3, 3, 1, 5},
+                 P{.activation = Activation::kRelu},
+                 true,
                  false});
   return 0;
 }();

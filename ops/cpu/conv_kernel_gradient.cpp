@@ -1,0 +1,195 @@
+// Fused activation gradient + convolution kernel gradient (see conv_kernel_gradient.h).
+//
+// The output rows are split into chunks, one per thread, each with its own accumulator
+// acc [patch + 1, OC] (the extra row, multiplied by ones, is the bias gradient). A chunk is
+// walked in blocks of about kBlockPositions output positions; for each block
+//   g  [positions, OC]        = activation'(grad_output, y)      (contiguous in NHWC)
+//   pt [patch + 1, positions] = the input patches, transposed, then a row of ones
+//   acc += pt @ g                                               (register-blocked below)
+// and the chunks' accumulators are summed at the end. The micro-kernel keeps 16 output channels
+// of up to 8 patch rows in vector registers (GCC/Clang vector extensions: AVX-512 registers with
+// -march=native, narrower ones elsewhere).
+#include "ops/cpu/conv_kernel_gradient.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/cpu/parallel.h"
+
+namespace est::ops::cpu {
+namespace {
+
+using Vector16 = float __attribute__((vector_size(64)));
+constexpr int kLanes = 16;
+constexpr int kMaxPatch = 64;
+constexpr int kMaxOutputChannels = 256;
+constexpr int64_t kBlockPositions = 256;
+
+Vector16 load16(const float* p) {
+  Vector16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+void add16(float* p, Vector16 v) {
+  Vector16 sum = load16(p) + v;
+  std::memcpy(p, &sum, sizeof sum);
+}
+
+// acc[j, c0 : c0 + 16] += sum_b pt[j, b] * g[b, c0 : c0 + 16] for j in [j0, j0 + kRows).
+// Fewer rows get more interleaved partial sums (kSets), so that about eight independent FMA
+// chains are always in flight.
+template <int kRows>
+void accumulate_rows(const float* pt, int64_t pt_stride, const float* g, int64_t channels,
+                     int64_t positions, int64_t j0, int64_t c0, float* acc) {
+  constexpr int kSets = kRows >= 8 ? 1 : 8 / kRows;
+  Vector16 sums[kSets][kRows] = {};
+  int64_t b = 0;
+  for (; b + kSets <= positions; b += kSets)
+    for (int s = 0; s < kSets; ++s) {
+      const Vector16 gradient = load16(g + (b + s) * channels + c0);
+      for (int r = 0; r < kRows; ++r) sums[s][r] += pt[(j0 + r) * pt_stride + b + s] * gradient;
+    }
+  for (; b < positions; ++b) {
+    const Vector16 gradient = load16(g + b * channels + c0);
+    for (int r = 0; r < kRows; ++r) sums[0][r] += pt[(j0 + r) * pt_stride + b] * gradient;
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int s = 1; s < kSets; ++s) sums[0][r] += sums[s][r];
+    add16(acc + (j0 + r) * channels + c0, sums[0][r]);
+  }
+}
+
+// acc [rows, OC] += pt [rows, positions] @ g [positions, OC].
+void accumulate_block(const float* pt, int64_t pt_stride, const float* g, int64_t rows,
+                      int64_t channels, int64_t positions, float* acc) {
+  for (int64_t c0 = 0; c0 < channels; c0 += kLanes) {
+    int64_t j0 = 0;
+    for (; j0 + 8 <= rows; j0 += 8)
+      accumulate_rows<8>(pt, pt_stride, g, channels, positions, j0, c0, acc);
+    if (j0 + 4 <= rows) {
+      accumulate_rows<4>(pt, pt_stride, g, channels, positions, j0, c0, acc);
+      j0 += 4;
+    }
+    if (j0 + 2 <= rows) {
+      accumulate_rows<2>(pt, pt_stride, g, channels, positions, j0, c0, acc);
+      j0 += 2;
+    }
+    if (j0 < rows) accumulate_rows<1>(pt, pt_stride, g, channels, positions, j0, c0, acc);
+  }
+}
+
+// g = grad_output * activation'(.) from the activation's output y, over n values.
+void activation_gradient(const float* dy, const float* y, float* g, int64_t n,
+                         Activation activation) {
+  switch (activation) {
+    case Activation::kNone:
+      std::memcpy(g, dy, sizeof(float) * n);
+      return;
+    case Activation::kRelu:
+      for (int64_t i = 0; i < n; ++i) g[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+      return;
+    case Activation::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) g[i] = dy[i] * y[i] * (1.0f - y[i]);
+      return;
+    case Activation::kTanh:
+      for (int64_t i = 0; i < n; ++i) g[i] = dy[i] * (1.0f - y[i] * y[i]);
+      return;
+  }
+}
+
+// pt[j, r * OW + ow] for output rows [row0, row0 + count): patch element j = (kh, kw, c) of
+// each position, zero in the padding; row `patch` is all ones.
+void transposed_patches(const float* input, const Window2D& w, int64_t row0, int64_t count,
+                        float* pt, int64_t pt_stride) {
+  const int64_t patch = w.kernel_h * w.kernel_w * w.in_c;
+  for (int64_t r = 0; r < count; ++r) {
+    const int64_t n = (row0 + r) / w.out_h, oh = (row0 + r) % w.out_h;
+    const float* image = input + n * w.in_h * w.in_w * w.in_c;
+    int64_t j = 0;
+    for (int64_t kh = 0; kh < w.kernel_h; ++kh) {
+      const int64_t ih = oh * w.stride_h - w.pad_top + kh * w.dilation_h;
+      const bool row_inside = ih >= 0 && ih < w.in_h;
+      for (int64_t kw = 0; kw < w.kernel_w; ++kw) {
+        // Columns ow in [lo, hi) read inside the image, at iw = ow * stride + shift; the rest
+        // of the row is padding.
+        const int64_t shift = kw * w.dilation_w - w.pad_left;
+        const int64_t lo =
+            std::min(w.out_w, shift >= 0 ? 0 : (w.stride_w - 1 - shift) / w.stride_w);
+        const int64_t hi = !row_inside || w.in_w - 1 - shift < 0
+                               ? lo
+                               : std::clamp((w.in_w - 1 - shift) / w.stride_w + 1, lo, w.out_w);
+        const int64_t step = w.stride_w * w.in_c;
+        for (int64_t c = 0; c < w.in_c; ++c, ++j) {
+          float* dst = pt + j * pt_stride + r * w.out_w;
+          std::fill(dst, dst + lo, 0.0f);
+          if (hi > lo) {
+            const float* src = image + (ih * w.in_w + lo * w.stride_w + shift) * w.in_c + c;
+            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[(ow - lo) * step];
+          }
+          std::fill(dst + hi, dst + w.out_w, 0.0f);
+        }
+      }
+    }
+    std::fill_n(pt + patch * pt_stride + r * w.out_w, w.out_w, 1.0f);
+  }
+}
+
+}  // namespace
+
+bool fused_kernel_gradient_supported(const Window2D& w) {
+  const int64_t patch = w.kernel_h * w.kernel_w * w.in_c;
+  return patch <= kMaxPatch && w.out_c % kLanes == 0 && w.out_c <= kMaxOutputChannels &&
+         w.out_w <= kBlockPositions;
+}
+
+void conv2d_kernel_gradient_fused(const Tensor& input, const Tensor& grad_output, const Tensor& y,
+                                  Activation activation, const Window2D& w, Tensor& grad_kernel,
+                                  Tensor* grad_bias) {
+  const int64_t patch = w.kernel_h * w.kernel_w * w.in_c, rows = patch + 1;
+  const int64_t channels = w.out_c, out_rows = w.batch * w.out_h;
+  if (out_rows == 0 || w.out_w == 0) {  // an empty sum
+    grad_kernel.fill(0.0);
+    if (grad_bias) grad_bias->fill(0.0);
+    return;
+  }
+  const int64_t rows_per_block = std::max<int64_t>(1, kBlockPositions / w.out_w);
+  const int64_t pt_stride = rows_per_block * w.out_w;  // positions per block
+  const int64_t scratch = rows * pt_stride + pt_stride * channels;
+  const int64_t chunks = std::min<int64_t>(omp_get_max_threads(), out_rows);
+  Tensor partial = Tensor::zeros({chunks, rows, channels});  // acc of each chunk
+  Tensor buffers = Tensor::empty({chunks, scratch});         // pt and g of each chunk
+  const float* x = input.data<float>();
+  const float* dy = grad_output.data<float>();
+  const float* out = y.defined() ? y.data<float>() : nullptr;
+  float* acc_base = partial.data<float>();
+  float* buffer_base = buffers.data<float>();
+  parallel_for(chunks, 1, [&](int64_t chunk_begin, int64_t chunk_end) {
+    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+      float* acc = acc_base + chunk * rows * channels;
+      float* pt = buffer_base + chunk * scratch;
+      float* g = pt + rows * pt_stride;
+      const int64_t first = out_rows * chunk / chunks, last = out_rows * (chunk + 1) / chunks;
+      for (int64_t row0 = first; row0 < last; row0 += rows_per_block) {
+        const int64_t count = std::min(rows_per_block, last - row0);
+        const int64_t positions = count * w.out_w, offset = row0 * w.out_w * channels;
+        activation_gradient(dy + offset, out ? out + offset : nullptr, g, positions * channels,
+                            activation);
+        transposed_patches(x, w, row0, count, pt, pt_stride);
+        accumulate_block(pt, pt_stride, g, rows, channels, positions, acc);
+      }
+    }
+  });
+  float* dk = grad_kernel.data<float>();
+  float* db = grad_bias ? grad_bias->data<float>() : nullptr;
+  for (int64_t i = 0; i < rows * channels; ++i) {
+    float total = 0;
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) total += acc_base[chunk * rows * channels + i];
+    if (i < patch * channels)
+      dk[i] = total;
+    else if (db)
+      db[i - patch * channels] = total;
+  }
+}
+
+}  // namespace est::ops::cpu
