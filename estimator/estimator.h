@@ -6,6 +6,10 @@
 // happens around the step (stopping, logging, checkpoints, summaries, NaN checks) is done by
 // hooks, so the loops read top to bottom. Split over estimator.cpp (construction, checkpoint
 // queries), estimator_train.cpp, estimator_evaluate.cpp and estimator_predict.cpp.
+//
+// This header is also the folder's umbrella: after the class it includes the hooks,
+// exporters, train_and_evaluate and the summary files, so `#include "estimator/estimator.h"`
+// gives the whole public API.
 #pragma once
 
 #include <cstdint>
@@ -81,3 +85,13 @@ class Estimator {
 };
 
 }  // namespace est
+
+// The rest of the folder's public API (each of these may include this header: the class above
+// is complete by then).
+#include "estimator/event_reader.h"
+#include "estimator/exporter.h"
+#include "estimator/hooks/basic_hooks.h"
+#include "estimator/hooks/early_stopping.h"
+#include "estimator/hooks/profiler_hook.h"
+#include "estimator/summary_writer.h"
+#include "estimator/train_and_evaluate.h"

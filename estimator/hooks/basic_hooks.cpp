@@ -56,7 +56,8 @@ void StopAtStepHook::after_run(SessionRunContext& run_context, const SessionRunV
 StepCounterHook::StepCounterHook(std::optional<int64_t> every_n_steps,
                                  std::optional<double> every_n_secs, std::string output_dir,
                                  Clock clock)
-    : timer_(every_n_steps, every_n_secs, std::move(clock)), output_dir_(std::move(output_dir)) {}
+    : timer_(every_n_secs, every_n_secs ? std::nullopt : every_n_steps, std::move(clock)),
+      output_dir_(std::move(output_dir)) {}
 
 void StepCounterHook::begin() { timer_.reset(); }
 

@@ -56,6 +56,11 @@ class LogCapture {
     est::log::set_level(previous_level_);
   }
   std::vector<std::string> lines() const { return lines_; }
+  std::string text() const {
+    std::string all;
+    for (const std::string& line : lines_) all += line + "\n";
+    return all;
+  }
   bool contains(const std::string& text) const { return count(text) > 0; }
   int count(const std::string& text) const {
     int n = 0;
