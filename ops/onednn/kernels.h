@@ -5,7 +5,6 @@
 // weights, the max-pooling workspace) is returned explicitly so the gradient closure keeps it.
 #pragma once
 
-#include "ops/batch_norm.h"
 #include "ops/cpu/matmul_reference.h"
 #include "ops/cpu/pool_reference.h"
 #include "ops/cpu/window.h"
