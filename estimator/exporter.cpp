@@ -17,6 +17,24 @@ namespace est {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The timestamped export directories under `export_path`, oldest first.
+std::vector<std::pair<int64_t, fs::path>> list_exports(const std::string& export_path) {
+  std::vector<std::pair<int64_t, fs::path>> exports;
+  for (const auto& entry : fs::directory_iterator(export_path)) {
+    std::string stem = entry.path().filename().string();
+    if (!entry.is_directory() || stem.empty() || stem.size() > 18 ||
+        !std::all_of(stem.begin(), stem.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    exports.emplace_back(std::stoll(stem), entry.path());
+  }
+  std::sort(exports.begin(), exports.end());
+  return exports;
+}
+
+}  // namespace
+
 LatestExporter::LatestExporter(std::string name, int exports_to_keep)
     : name_(std::move(name)), exports_to_keep_(exports_to_keep) {
   if (name_.empty() || name_.find('/') != std::string::npos)
@@ -36,8 +54,11 @@ std::optional<std::string> LatestExporter::export_model(const Estimator& estimat
     throw NotFoundError(
         fmt::format("LatestExporter '{}': checkpoint {} does not exist", name_, checkpoint_path));
   fs::create_directories(export_path);
+  // Seconds since the epoch, and always after every existing export (several exports within
+  // one second, or a clock behind the newest), so the newest export sorts last.
+  std::vector<std::pair<int64_t, fs::path>> exports = list_exports(export_path);
   auto timestamp = static_cast<int64_t>(estimator.config().now());
-  while (fs::exists(fs::path(export_path) / std::to_string(timestamp))) ++timestamp;
+  if (!exports.empty()) timestamp = std::max(timestamp, exports.back().first + 1);
   fs::path final_dir = fs::path(export_path) / std::to_string(timestamp);
   fs::path staging = fs::path(export_path) / fmt::format("temp-{}", timestamp);
   fs::remove_all(staging);
@@ -55,15 +76,7 @@ std::optional<std::string> LatestExporter::export_model(const Estimator& estimat
   log::info("Exported {} to {}", checkpoint_path, final_dir.string());
 
   if (exports_to_keep_ > 0) {
-    std::vector<std::pair<int64_t, fs::path>> exports;
-    for (const auto& entry : fs::directory_iterator(export_path)) {
-      std::string stem = entry.path().filename().string();
-      if (!entry.is_directory() || stem.empty() ||
-          !std::all_of(stem.begin(), stem.end(), [](char c) { return c >= '0' && c <= '9'; }))
-        continue;
-      exports.emplace_back(std::stoll(stem), entry.path());
-    }
-    std::sort(exports.begin(), exports.end());
+    exports = list_exports(export_path);
     for (size_t i = 0; i + static_cast<size_t>(exports_to_keep_) < exports.size(); ++i)
       fs::remove_all(exports[i].second);
   }
