@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "ops/error.h"
 #include "ops/tensor.h"
 
 namespace est::nn::metrics {
@@ -45,7 +46,13 @@ class Metric {
 // local variables after this batch's update_op, and result() is the value tensor.
 struct MetricOp {
   std::shared_ptr<Metric> metric;
-  double result() const { return metric->result(); }
+  double result() const {
+    if (!metric)
+      throw FailedPreconditionError(
+          "MetricOp::result: this MetricOp holds no metric; build it with a metric function "
+          "such as est::metrics::accuracy(labels, predictions)");
+    return metric->result();
+  }
 };
 
 // Fraction of elements where predictions == labels (weighted). labels and predictions have the

@@ -191,6 +191,9 @@ TEST_CASE("metric errors name the metric and what was wrong") {
   CHECK(
       contains(error_message<InvalidArgumentError>([] { metrics::mean(Tensor()); }), "undefined"));
 
+  CHECK(contains(error_message<FailedPreconditionError>([] { metrics::MetricOp().result(); }),
+                 "holds no metric"));
+
   // Merging different metrics or configurations.
   auto running = metrics::accuracy(i64({1}), i64({1})).metric->clone();
   message =
