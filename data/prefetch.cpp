@@ -100,7 +100,7 @@ class PrefetchIterator final : public IteratorBase {
       if (element) {
         queue_.push_back(std::move(*element));  // kept even when stopping: it left the input
       } else {
-        error_ = error;
+        error_ = std::move(error);  // the thread keeps no reference to the exception
         input_finished_ = true;
       }
       not_empty_.notify_one();
