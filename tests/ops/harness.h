@@ -28,6 +28,16 @@ struct OpCase {
   double finite_difference_step = 1e-6;
 };
 
+// An input maker: one uniform tensor in [low, high) per shape, in the case's dtype.
+inline auto uniform_inputs(std::vector<ops::Shape> shapes, double low = -1.0, double high = 1.0) {
+  return [shapes = std::move(shapes), low, high](ops::DType dtype, ops::Generator& generator) {
+    std::vector<ops::Tensor> inputs;
+    for (const ops::Shape& shape : shapes)
+      inputs.push_back(ops::random_uniform(shape, low, high, generator, dtype));
+    return inputs;
+  };
+}
+
 // Adds a case to the global list; use through a static initializer in the case files.
 int register_op_case(OpCase op_case);
 const std::vector<OpCase>& op_cases();

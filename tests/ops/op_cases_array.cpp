@@ -10,13 +10,9 @@ using ops::Generator;
 using ops::Tensor;
 using Inputs = std::vector<Tensor>;
 
-auto uniform(std::vector<Shape> shapes) {
-  return [shapes](DType dtype, Generator& generator) {
-    Inputs inputs;
-    for (const Shape& s : shapes) inputs.push_back(ops::random_uniform(s, -1, 1, generator, dtype));
-    return inputs;
-  };
-}
+constexpr auto uniform = [](std::vector<Shape> shapes) {
+  return uniform_inputs(std::move(shapes));
+};
 
 template <class Fn>
 auto unary(Fn fn) {

@@ -20,14 +20,9 @@ using ops::Padding;
 using ops::Tensor;
 using Inputs = std::vector<Tensor>;
 
-auto uniform(std::vector<Shape> shapes, double low = -1.0, double high = 1.0) {
-  return [shapes, low, high](DType dtype, Generator& generator) {
-    Inputs inputs;
-    for (const Shape& s : shapes)
-      inputs.push_back(ops::random_uniform(s, low, high, generator, dtype));
-    return inputs;
-  };
-}
+constexpr auto uniform = [](std::vector<Shape> shapes, double low = -1.0, double high = 1.0) {
+  return uniform_inputs(std::move(shapes), low, high);
+};
 
 const char* activation_name(Activation activation) {
   switch (activation) {

@@ -15,14 +15,9 @@ using ops::Tensor;
 using Inputs = std::vector<Tensor>;
 
 // Uniform inputs in [low, high), one per shape.
-auto uniform(std::vector<Shape> shapes, double low = -1.0, double high = 1.0) {
-  return [shapes, low, high](DType dtype, Generator& generator) {
-    Inputs inputs;
-    for (const Shape& s : shapes)
-      inputs.push_back(ops::random_uniform(s, low, high, generator, dtype));
-    return inputs;
-  };
-}
+constexpr auto uniform = [](std::vector<Shape> shapes, double low = -1.0, double high = 1.0) {
+  return uniform_inputs(std::move(shapes), low, high);
+};
 
 // Values in +-[low, high) with random signs: at least `low` away from 0.
 Tensor away_from_zero(const Shape& shape, double low, double high, DType dtype, Generator& g) {
