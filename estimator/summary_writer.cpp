@@ -51,9 +51,13 @@ SummaryWriter::SummaryWriter(const std::string& logdir, SummaryWriterOptions opt
         "(e.g. model_dir or model_dir/eval)");
   std::error_code error;
   std::filesystem::create_directories(logdir, error);
-  if (error)
-    throw PermissionDeniedError(
-        fmt::format("SummaryWriter: cannot create log directory {}: {}", logdir, error.message()));
+  if (error) {
+    std::string message = fmt::format(
+        "SummaryWriter: cannot create log directory {}: {}; choose a writable directory", logdir,
+        error.message());
+    if (error == std::errc::permission_denied) throw PermissionDeniedError(message);
+    throw FailedPreconditionError(message);
+  }
   double start = now();
   path_ = unused_event_file(logdir, start);
   writer_ = std::make_unique<data::TFRecordWriter>(path_);
