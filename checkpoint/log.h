@@ -1,8 +1,8 @@
 // Log lines of the checkpoint code, in TensorFlow's format
 // ("W1025 14:03:12.123456 4242 checkpoint] Checkpoint ... is unreadable ...").
 //
-// There is no logging module yet, so checkpoint/ writes through this one function, to stderr by
-// default; the estimator (or a test) redirects it with set_log_sink().
+// checkpoint/ writes through these functions, which forward to est::log (ops/logging.h) unless
+// a sink set with set_log_sink() takes the lines (tests do that).
 #pragma once
 
 #include <functional>

@@ -13,6 +13,7 @@
 #include "nn/layers_embedding.h"
 #include "nn/layers_norm.h"
 #include "nn/losses.h"
+#include "nn/metrics.h"
 #include "nn/model_context.h"
 #include "nn/optimizer.h"
 #include "nn/optimizers.h"
