@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/setup.sh
-exec "$BUILD_DIR/examples/train_cnn" "$@"
+exec "$BUILD_DIR/examples/mnist_estimator" "$@"

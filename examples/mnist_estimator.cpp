@@ -1,0 +1,103 @@
+// The DESIGN.md program: the Estimator multi-worker tutorial's CNN and input_fn on
+// Fashion-MNIST, trained and evaluated through est::train_and_evaluate (no distribution
+// strategy yet: train_distribute is left unset, so it trains in this process on the CPU).
+//
+//   mnist_estimator [--model_dir DIR] [--max_steps N] [--learning_rate LR]
+//
+// Without --model_dir the Estimator works in a fresh temporary directory (logged), so every
+// run trains from scratch; with one, a second run resumes from its checkpoints (or skips
+// training when max_steps was reached) as TensorFlow does. At the end it prints the test
+// accuracy and where the checkpoints and the TensorBoard summaries went.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string>
+
+#include <est/est.h>
+
+namespace {
+
+constexpr int64_t kBatchSize = 64;
+constexpr uint64_t kShuffleSeed = 42;
+
+est::data::Dataset input_fn(est::ModeKeys mode, const est::InputContext* ctx) {
+  bool training = mode == est::ModeKeys::kTrain;
+  auto ds = est::data::fashion_mnist(training ? "train" : "test");
+  if (ctx) ds = ds.shard(ctx->num_input_pipelines, ctx->input_pipeline_id);
+  ds = ds.map(est::data::scale).cache();
+  if (training) ds = ds.shuffle(10000, kShuffleSeed).repeat();
+  return ds.batch(training ? kBatchSize : 1000).prefetch(2);
+}
+
+est::EstimatorSpec model_fn(const est::Features& features, const est::Tensor& labels,
+                            est::ModeKeys mode, est::ModelContext& ctx) {
+  using namespace est::nn;
+  est::Tensor x =
+      conv2d(ctx, features.at("image"), {.filters = 32, .kernel = 3, .activation = relu});
+  x = max_pooling2d(x, 2);
+  x = dense(ctx, flatten(x), {.units = 64, .activation = relu});
+  est::Tensor logits = dense(ctx, x, {.units = 10});  // [batch, 10]
+  est::Tensor classes = argmax(logits, 1);            // [batch]
+  if (mode == est::ModeKeys::kPredict)
+    return est::EstimatorSpec::predict({{"logits", logits}, {"classes", classes}});
+  est::Tensor loss = sparse_softmax_cross_entropy(labels, logits);
+  if (mode == est::ModeKeys::kEval)
+    return est::EstimatorSpec::eval(loss, {{"accuracy", est::metrics::accuracy(labels, classes)}});
+  // DESIGN.md's tutorial uses SGD 1e-4, which barely moves this model in the few thousand
+  // steps a two-minute budget allows; SGD 0.05 (the default --learning_rate) reaches ~88 %
+  // test accuracy in 5000 steps of 64 (~5 epochs; about 20 s on two cores).
+  double learning_rate = est::params(ctx).get_double("learning_rate");
+  return est::EstimatorSpec::train(loss, est::optim::sgd(learning_rate).minimize(loss, ctx));
+}
+
+struct Options {
+  std::string model_dir;
+  int64_t max_steps = 5000;
+  double learning_rate = 0.05;
+};
+
+Options parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; i += 2) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) throw est::InvalidArgumentError("flag " + flag + " needs a value");
+    const char* value = argv[i + 1];
+    if (flag == "--model_dir")
+      options.model_dir = value;
+    else if (flag == "--max_steps")
+      options.max_steps = std::atoll(value);
+    else if (flag == "--learning_rate")
+      options.learning_rate = std::atof(value);
+    else
+      throw est::InvalidArgumentError("unknown flag " + flag +
+                                      " (known: --model_dir --max_steps --learning_rate)");
+  }
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  Options options = parse(argc, argv);
+  est::RunConfig config{.model_dir = options.model_dir,
+                        .tf_random_seed = 42,
+                        .save_checkpoints_steps = 1000,
+                        .save_checkpoints_secs = std::nullopt};
+  est::Estimator classifier(model_fn, config, {{"learning_rate", options.learning_rate}});
+  auto [metrics, exports] = est::train_and_evaluate(
+      classifier, {.input_fn = input_fn, .max_steps = options.max_steps},
+      // All 10000 test images; evaluate after every checkpoint (no throttling on this scale).
+      {.input_fn = input_fn, .steps = std::nullopt, .throttle_secs = 0});
+  fmt::print("Test accuracy: {:.4f} (loss {:.4f}) at global step {}\n", metrics.at("accuracy"),
+             metrics.at("loss"), static_cast<int64_t>(metrics.at("global_step")));
+  fmt::print("Checkpoints: {} (latest {})\n", classifier.model_dir(),
+             classifier.latest_checkpoint().value_or("none"));
+  fmt::print(
+      "TensorBoard summaries: {} (training) and {} (evaluation); view them with\n"
+      "  tensorboard --logdir {}\n",
+      classifier.model_dir(), classifier.eval_dir(), classifier.model_dir());
+  return 0;
+} catch (const est::Error& error) {
+  fmt::print(stderr, "error: {}\n", error.what());
+  return 1;
+}
