@@ -1,0 +1,172 @@
+// The Estimator's cost over a bare training loop, on the tutorial CNN at batch 64
+// (bench/cnn_bench.cpp's step): the same batches from the same in-memory generator, the same
+// model and optimizer, once in a plain loop (begin_call, model, minimize, run) and once through
+// Estimator::train with its default hooks (stop, NaN check, loss log, step counter, summaries
+// every 100 steps, checkpoints at start and end). Also the start-to-first-step time: from
+// constructing the Estimator to the end of its first step (input pipeline, first model_fn
+// call, variable creation, the start checkpoint).
+//
+//   estimator_bench [--threads T] [--steps N] [--repeats R]
+// Lines: `bare steps_per_sec=...`, `estimator steps_per_sec=...`, `overhead_percent=...`,
+// `start_to_first_step_sec=...`.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <est/est.h>
+
+#include "examples/cnn_model.h"
+
+namespace {
+
+using est::Tensor;
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kBatch = 64;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+struct Data {
+  Tensor images;  // float32 [N, 28, 28, 1] in [0, 1]
+  Tensor labels;  // int64 [N]
+};
+
+Data load() {
+  std::string dir = est::data::kFashionMnistDirectory;
+  Tensor raw = est::data::read_idx(dir + "/train-images-idx3-ubyte.gz");
+  Tensor raw_labels = est::data::read_idx(dir + "/train-labels-idx1-ubyte.gz");
+  int64_t n = raw.dim(0);
+  Data data{Tensor::empty({n, 28, 28, 1}), Tensor::empty({n}, est::DType::kI64)};
+  const uint8_t* in = raw.data<uint8_t>();
+  float* out = data.images.data<float>();
+  for (int64_t i = 0; i < raw.numel(); ++i) out[i] = in[i] / 255.0f;
+  auto labels = raw_labels.to_vector<int64_t>();
+  std::copy(labels.begin(), labels.end(), data.labels.data<int64_t>());
+  return data;
+}
+
+// Batch `index` (cycling) as a fresh element: what both loops consume.
+est::data::Element batch_at(const Data& data, int64_t index) {
+  int64_t batches = data.images.dim(0) / kBatch;
+  int64_t first = (index % batches) * kBatch;
+  Tensor images = Tensor::empty({kBatch, 28, 28, 1});
+  Tensor labels = Tensor::empty({kBatch}, est::DType::kI64);
+  std::memcpy(images.raw_data(), data.images.data<float>() + first * 784,
+              static_cast<size_t>(kBatch * 784) * sizeof(float));
+  std::memcpy(labels.raw_data(), data.labels.data<int64_t>() + first,
+              static_cast<size_t>(kBatch) * sizeof(int64_t));
+  return est::data::Element(est::Features{{"image", images}}, labels);
+}
+
+est::Tensor train_loss(est::ModelContext& ctx, const est::data::Element& element) {
+  Tensor logits = examples::tutorial_cnn(ctx, element.features.at("image"));
+  return est::nn::sparse_softmax_cross_entropy(element.labels, logits);
+}
+
+est::EstimatorSpec model_fn(const est::Features& features, const Tensor& labels, est::ModeKeys,
+                            est::ModelContext& ctx) {
+  Tensor loss = train_loss(ctx, est::data::Element(features, labels));
+  return est::EstimatorSpec::train(loss, est::optim::sgd(1e-3).minimize(loss, ctx));
+}
+
+// Steps per second of `steps` plain steps after a warm-up of 10.
+double bare_rate(const Data& data, int64_t steps) {
+  est::nn::VariableStore store;
+  est::ModelContext ctx(store, est::nn::Mode::kTrain, 7);
+  Clock::time_point start;
+  for (int64_t s = 0; s < steps + 10; ++s) {
+    if (s == 10) start = Clock::now();
+    est::data::Element element = batch_at(data, s);
+    ctx.begin_call();
+    Tensor loss = train_loss(ctx, element);
+    est::optim::sgd(1e-3).minimize(loss, ctx).run();
+  }
+  return static_cast<double>(steps) / seconds_since(start);
+}
+
+// Times the Estimator's steps from the end of step 10 to the end of the last one, and the
+// end of the first step.
+class TimingHook : public est::SessionRunHook {
+ public:
+  void after_run(est::SessionRunContext&, const est::SessionRunValues& values) override {
+    if (values.global_step == 1) first_step_end = Clock::now();
+    if (values.global_step == 10) steady_start = Clock::now();
+    last_end = Clock::now();
+    last_step = values.global_step;
+  }
+  Clock::time_point first_step_end, steady_start, last_end;
+  int64_t last_step = 0;
+};
+
+struct EstimatorRun {
+  double steps_per_sec;
+  double start_to_first_step;
+};
+
+EstimatorRun estimator_rate(const Data& data, int64_t steps) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "est_bench_XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw est::PermissionDeniedError("mkdtemp failed");
+  auto input_fn = [&data](est::ModeKeys, const est::InputContext*) {
+    return est::data::Dataset::from_generator([&data] {
+      return [&data, index = int64_t{0}]() mutable -> std::optional<est::data::Element> {
+        return batch_at(data, index++);
+      };
+    });
+  };
+  auto timing = std::make_shared<TimingHook>();
+  auto start = Clock::now();
+  est::Estimator estimator(model_fn, est::RunConfig{.model_dir = pattern, .tf_random_seed = 7});
+  estimator.train(input_fn, {timing}, steps + 10);
+  std::filesystem::remove_all(pattern);
+  return {static_cast<double>(timing->last_step - 10) /
+              std::chrono::duration<double>(timing->last_end - timing->steady_start).count(),
+          std::chrono::duration<double>(timing->first_step_end - start).count()};
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  int threads = 2, repeats = 3;
+  int64_t steps = 500;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--threads")
+      threads = std::atoi(argv[i + 1]);
+    else if (flag == "--steps")
+      steps = std::atoll(argv[i + 1]);
+    else if (flag == "--repeats")
+      repeats = std::atoi(argv[i + 1]);
+  }
+  est::ops::set_num_threads(threads);
+  est::log::set_level(est::log::Level::kWarning);  // the Estimator's INFO lines off
+  Data data = load();
+  std::vector<double> bare, estimator, first_step;
+  for (int r = 0; r < repeats; ++r) {  // interleaved, so drifts in machine load hit both
+    bare.push_back(bare_rate(data, steps));
+    EstimatorRun run = estimator_rate(data, steps);
+    estimator.push_back(run.steps_per_sec);
+    first_step.push_back(run.start_to_first_step);
+  }
+  double bare_median = median(bare), estimator_median = median(estimator);
+  fmt::print("bare batch={} steps_per_sec={:.1f}\n", kBatch, bare_median);
+  fmt::print("estimator batch={} steps_per_sec={:.1f}\n", kBatch, estimator_median);
+  fmt::print("overhead_percent={:.2f} (target <= 3)\n",
+             100.0 * (bare_median / estimator_median - 1.0));
+  fmt::print("start_to_first_step_sec={:.3f} (target < 1)\n", median(first_step));
+  return 0;
+} catch (const est::Error& error) {
+  fmt::print(stderr, "error: {}\n", error.what());
+  return 1;
+}
