@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <memory>
+#include <string_view>
 
 #include "checkpoint/reader.h"
 #include "checkpoint/rng_state.h"
+#include "checkpoint/state_file.h"
 #include "checkpoint/variable_store_io.h"
 #include "estimator/estimator.h"
 #include "estimator/hooks/basic_hooks.h"
@@ -59,6 +61,29 @@ void restore_extras(const detail::Restored& restored, EstimatorContext& ctx,
   }
 }
 
+// The global step of the latest checkpoint, or nullopt when there is none or it cannot be
+// read (restore will then fall back to an older one and say so).
+std::optional<int64_t> saved_global_step(const std::string& model_dir) {
+  auto latest = checkpoint::latest_checkpoint(model_dir);
+  if (!latest) return std::nullopt;
+  try {
+    return checkpoint::read_info(*latest).global_step;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// Event files get what was written even when the loop ends with an exception.
+struct FlushSummariesOnExit {
+  ~FlushSummariesOnExit() {
+    try {
+      flush_summary_writers();
+    } catch (const std::exception& error) {
+      log::error("Flushing summaries failed: {}", error.what());
+    }
+  }
+};
+
 }  // namespace
 
 Estimator& Estimator::train(const InputFn& input_fn, const Hooks& hooks,
@@ -66,17 +91,15 @@ Estimator& Estimator::train(const InputFn& input_fn, const Hooks& hooks,
                             const Listeners& saving_listeners) {
   check_steps(steps, max_steps);
   detail::check_hooks(hooks, "train");
-  if (max_steps) {
-    if (auto latest = latest_checkpoint();
-        latest && checkpoint::read_info(*latest).global_step >= *max_steps) {
-      log::info("Skipping training since max_steps has already saved.");
-      return *this;
-    }
+  if (max_steps && saved_global_step(model_dir()).value_or(0) >= *max_steps) {
+    log::info("Skipping training since max_steps has already saved.");
+    return *this;
   }
   if (!saving_listeners.empty() && !config_.is_chief)
     log::warning("train: saving_listeners run only on the chief; ignored on {} {}",
                  config_.task_type, config_.task_id);
 
+  FlushSummariesOnExit flush_summaries;
   nn::VariableStore store;
   EstimatorContext ctx(store, ModeKeys::kTrain, seed_, params_, config_);
   data::Dataset dataset = detail::make_dataset(input_fn, ModeKeys::kTrain);
@@ -145,7 +168,10 @@ Estimator& Estimator::train(const InputFn& input_fn, const Hooks& hooks,
       try {
         return detail::call_model_fn(model_fn_, ctx, *element, ModeKeys::kTrain, first);
       } catch (const InvalidArgumentError& error) {
-        if (!first || !restored) throw;
+        // A staged value that does not fit the variable model_fn creates: say which file.
+        if (!first || !restored ||
+            std::string_view(error.what()).find("restoring variable") == std::string_view::npos)
+          throw;
         throw InvalidArgumentError(
             fmt::format("restoring {} into the model: {}", restored->path, error.what()));
       }
@@ -183,7 +209,6 @@ Estimator& Estimator::train(const InputFn& input_fn, const Hooks& hooks,
     if (run_context.stop_requested()) break;
   }
   if (!first) detail::end_hooks(all_hooks, session);
-  flush_summary_writers();
   log::info("Loss for final step: {}.", static_cast<float>(final_loss));
   return *this;
 }

@@ -166,7 +166,9 @@ TEST_CASE("restore: a corrupt latest checkpoint falls back to the previous one")
   fs::resize_file(dir / "model.ckpt-10.h5", fs::file_size(dir / "model.ckpt-10.h5") / 2);
   LogCapture log;
   Estimator estimator(linear_model_fn, config);
-  estimator.train(linear_input_fn(64, 4, false, -1), {}, 1);
+  // max_steps 6 is below the damaged checkpoint's step: its header cannot be read, so training
+  // is not skipped; it resumes from step 5.
+  estimator.train(linear_input_fn(64, 4, false, -1), {}, std::nullopt, 6);
   INFO(log.text());
   CHECK(log.contains("Restoring parameters from " + dir / "model.ckpt-5.h5"));
   CHECK(checkpoint::read_info(dir / "model.ckpt-6.h5").global_step == 6);
