@@ -252,3 +252,35 @@ TEST_CASE("early stopping hooks read the evaluations in the eval directory") {
   CHECK_THROWS_WITH_AS(run(hooks::stop_if_higher_hook(estimator, "auc", 0.5, every_step)),
                        doctest::Contains("'auc'"), NotFoundError);
 }
+
+TEST_CASE("hooks a spec carries (training, chief, evaluation, prediction) join the loop") {
+  struct Counter : SessionRunHook {
+    void begin() override { ++begins; }
+    void after_create_session(Session& session) override { mode = session.mode(); }
+    void after_run(SessionRunContext&, const SessionRunValues&) override { ++runs; }
+    void end(Session&) override { ++ends; }
+    int begins = 0, runs = 0, ends = 0;
+    ModeKeys mode = ModeKeys::kTrain;
+  };
+  auto training = std::make_shared<Counter>(), chief = std::make_shared<Counter>(),
+       evaluation = std::make_shared<Counter>(), prediction = std::make_shared<Counter>();
+  auto model_fn = [&](const Features& f, const Tensor& labels, ModeKeys mode, ModelContext& ctx) {
+    EstimatorSpec spec = linear_model_fn(f, labels, mode, ctx);
+    spec.training_hooks = {training};
+    spec.training_chief_hooks = {chief};
+    spec.evaluation_hooks = {evaluation};
+    spec.prediction_hooks = {prediction};
+    return spec;
+  };
+  TempDir dir;
+  Estimator estimator(model_fn, quiet_config(dir.str()));
+  estimator.train(linear_input_fn(64, 4, false, -1), {}, 5);
+  estimator.evaluate(linear_input_fn(12, 4));
+  estimator.predict(linear_input_fn(8, 4));
+  CHECK((training->begins == 1 && training->runs == 5 && training->ends == 1));
+  CHECK((chief->begins == 1 && chief->runs == 5 && chief->ends == 1));
+  CHECK((evaluation->begins == 1 && evaluation->runs == 3 && evaluation->ends == 1));
+  CHECK(evaluation->mode == ModeKeys::kEval);
+  CHECK((prediction->begins == 1 && prediction->runs == 2 && prediction->ends == 1));
+  CHECK(prediction->mode == ModeKeys::kPredict);
+}
