@@ -354,3 +354,24 @@ TEST_CASE("model_fn reaches params and config through ctx") {
   CHECK(seen_rate == 0.25);
   CHECK(seen_dir == dir.str());
 }
+
+TEST_CASE("evaluate and predict can use an older checkpoint by path") {
+  TempDir dir;
+  RunConfig config = quiet_config(dir.str());
+  config.save_checkpoints_steps = 5;
+  Estimator estimator(linear_model_fn, config);
+  estimator.train(linear_input_fn(64, 4, false, -1), {}, 10);
+  Metrics older =
+      estimator.evaluate(linear_input_fn(8, 4), std::nullopt, {}, dir / "model.ckpt-5.h5");
+  CHECK(older.at("global_step") == 5);
+  CHECK(estimator.evaluate(linear_input_fn(8, 4)).at("global_step") == 10);
+  auto bias_at_5 = checkpoint::load_variable(dir / "model.ckpt-5.h5", "dense/bias").item();
+  auto kernel_at_5 =
+      checkpoint::load_variable(dir / "model.ckpt-5.h5", "dense/kernel").to_vector<float>();
+  auto x = feature_values(1);
+  auto first = estimator.predict(linear_input_fn(4, 4), {"y"}, {}, dir / "model.ckpt-5.h5");
+  CHECK(first.at(0).at("y").item() ==
+        doctest::Approx(x[0] * kernel_at_5[0] + x[1] * kernel_at_5[1] + bias_at_5));
+  CHECK_THROWS_AS(estimator.evaluate(linear_input_fn(8, 4), std::nullopt, {}, dir / "nope.h5"),
+                  NotFoundError);
+}
