@@ -41,6 +41,7 @@ class ShuffleIterator final : public IteratorBase {
     uint32_t slot = order_.back();
     order_.pop_back();
     free_.push_back(slot);
+    prefetch_next_draws();
     return std::move(slots_[slot]);
   }
 
@@ -111,7 +112,41 @@ class ShuffleIterator final : public IteratorBase {
     progress_.restart();
   }
 
+  // The buffer is far larger than the caches, so the element a draw picks is cold, and moving
+  // it out waits on its slot and then on its map's root node. Draw ahead on a copy of the
+  // generator (the real one, hence the order and the saved state, is untouched) and start
+  // loading what the next two calls will most likely pick: the slot two draws ahead, and the
+  // tree node of the one a draw ahead (whose slot the previous call fetched). A wrong guess
+  // (the input ends, or a pick lands on an element not read yet) only wastes a prefetch.
+  void prefetch_next_draws() {
+    size_t held = order_.size();
+    size_t n = held + (input_done_ ? 0 : 1);  // the next call first tops the buffer up by one
+    if (n == 0) return;
+    ops::Generator peek = generator_;
+    size_t first = static_cast<size_t>(peek.next_u64() % n);
+    size_t second = static_cast<size_t>(peek.next_u64() % n);
+    if (second < held) __builtin_prefetch(&slots_[order_[second]]);
+    if (first < held) {
+      const Features& features = slots_[order_[first]].features;
+      if (!features.empty()) {
+        // The first node (the root too, for the usual one- or two-feature element): its
+        // value, and the tree links stored just before it.
+        const char* node = reinterpret_cast<const char*>(&*features.begin());
+        __builtin_prefetch(node - 32);
+        __builtin_prefetch(node);
+      }
+    }
+  }
+
   void store(Element element) {
+    if (slots_.empty()) {
+      // Growing the buffer by doubling moves every element held so far, several times over;
+      // reserve what a typical buffer needs up front (large ones still grow past it).
+      size_t expected = static_cast<size_t>(std::min<int64_t>(buffer_size_, kReserveLimit));
+      slots_.reserve(expected);
+      free_.reserve(expected);
+      order_.reserve(expected);
+    }
     if (free_.empty()) {
       free_.push_back(static_cast<uint32_t>(slots_.size()));
       slots_.emplace_back();
@@ -152,6 +187,8 @@ class ShuffleIterator final : public IteratorBase {
     rows_.pop_back();
     return row;
   }
+
+  static constexpr int64_t kReserveLimit = int64_t{1} << 16;
 
   std::unique_ptr<IteratorBase> input_;
   int64_t buffer_size_;
