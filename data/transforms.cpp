@@ -39,16 +39,18 @@ class MapIterator final : public IteratorBase {
 
 // Keeps up to `window_` calls in flight on the pool and hands results back in input order.
 // Work is handed out in blocks of consecutive elements, refilled half a window at a time, so
-// cheap functions do not pay a thread handoff per element. Saving waits for the calls in
-// flight and stores their results, so nothing is recomputed or lost on restore.
+// cheap functions do not pay a thread handoff per element: a refill is one block per thread
+// (each submission wakes a worker, which on a machine with few cores means a context switch).
+// Saving waits for the calls in flight and stores their results, so nothing is recomputed or
+// lost on restore.
 class ParallelMapIterator final : public IteratorBase {
  public:
   ParallelMapIterator(std::unique_ptr<IteratorBase> input, std::shared_ptr<const MapFn> fn,
                       int64_t threads)
       : input_(std::move(input)),
         fn_(std::move(fn)),
-        window_(16 * threads),
-        block_(4),
+        window_(32 * threads),
+        block_(16),
         pool_(threads) {}
 
   ~ParallelMapIterator() override {
