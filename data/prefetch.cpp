@@ -17,10 +17,15 @@ namespace {
 
 class PrefetchIterator final : public IteratorBase {
  public:
-  PrefetchIterator(std::unique_ptr<IteratorBase> input, int64_t capacity)
+  // `batched_wakeups`: a consumer that finds the queue empty sleeps until it is half full (or
+  // the input ends) instead of being woken for each element; for internal queues whose
+  // consumer is itself a producer (interleave's parallel reads), not for prefetch(n), whose
+  // consumer wants its first batch as soon as there is one.
+  PrefetchIterator(std::unique_ptr<IteratorBase> input, int64_t capacity, bool batched_wakeups)
       : input_(std::move(input)),
         capacity_(static_cast<size_t>(std::max<int64_t>(capacity, 1))),
-        low_water_(capacity_ / 2) {}
+        low_water_(capacity_ / 2),
+        wake_at_(batched_wakeups ? capacity_ - low_water_ : 1) {}
 
   ~PrefetchIterator() override { stop(); }
 
@@ -103,7 +108,10 @@ class PrefetchIterator final : public IteratorBase {
         error_ = std::move(error);  // the thread keeps no reference to the exception
         input_finished_ = true;
       }
-      not_empty_.notify_one();
+      // With batched wakeups a sleeping consumer is woken, and switched to, once per burst
+      // rather than per element. The queue passes wake_at_ on its way to full, so the producer
+      // never waits for room while the consumer sleeps.
+      if (queue_.size() >= wake_at_ || input_finished_) not_empty_.notify_one();
       if (input_finished_) return;
     }
   }
@@ -111,6 +119,7 @@ class PrefetchIterator final : public IteratorBase {
   std::unique_ptr<IteratorBase> input_;
   size_t capacity_;
   size_t low_water_;  // the producer resumes when the queue is down to this
+  size_t wake_at_;    // a waiting consumer resumes when the queue is up to this
   std::mutex mutex_;
   std::condition_variable not_empty_;  // the consumer waits for elements
   std::condition_variable not_full_;   // the producer waits for room
@@ -126,7 +135,8 @@ class PrefetchNode final : public DatasetNode {
   PrefetchNode(NodePtr input, int64_t buffer_size)
       : input_(std::move(input)), buffer_size_(buffer_size) {}
   std::unique_ptr<IteratorBase> make_iterator(const IteratorContext& context) const override {
-    return std::make_unique<PrefetchIterator>(input_->make_iterator(context), buffer_size_);
+    return std::make_unique<PrefetchIterator>(input_->make_iterator(context), buffer_size_,
+                                              /*batched_wakeups=*/false);
   }
 
  private:
@@ -142,7 +152,8 @@ NodePtr make_prefetch_node(NodePtr input, int64_t buffer_size) {
 
 std::unique_ptr<IteratorBase> make_prefetch_iterator(std::unique_ptr<IteratorBase> input,
                                                      int64_t buffer_size) {
-  return std::make_unique<PrefetchIterator>(std::move(input), buffer_size);
+  return std::make_unique<PrefetchIterator>(std::move(input), buffer_size,
+                                            /*batched_wakeups=*/true);
 }
 
 }  // namespace est::data

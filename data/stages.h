@@ -58,7 +58,8 @@ NodePtr make_batch_node(NodePtr input, BatchConfig config);
 NodePtr make_memory_cache_node(NodePtr input);
 NodePtr make_file_cache_node(NodePtr input, std::string path);
 
-// prefetch.cpp. The iterator form wraps an existing iterator (interleave's parallel reads).
+// prefetch.cpp. The iterator form wraps an existing iterator (interleave's parallel reads); its
+// consumer is woken once the queue is half full rather than per element.
 NodePtr make_prefetch_node(NodePtr input, int64_t buffer_size);
 std::unique_ptr<IteratorBase> make_prefetch_iterator(std::unique_ptr<IteratorBase> input,
                                                      int64_t buffer_size);
