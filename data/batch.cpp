@@ -172,8 +172,32 @@ Tensor stack(const std::vector<const Tensor*>& parts, std::string_view name,
   return stack_dense(parts, name);
 }
 
+// Elements drawn from a large shuffle buffer arrive cold, each tensor behind a chain of
+// pointers (handle -> impl -> storage -> bytes). Walked element by element, the batch takes
+// those misses one after another; walked a level at a time across the whole batch, the misses
+// of one level overlap: prefetch every impl, then read them and the storages (independent
+// loads, in flight together) to prefetch shapes and first bytes. Nothing is checked here.
+void warm_up(const std::vector<Element>& elements) {
+  auto each_tensor = [&](auto&& fn) {
+    for (const Element& element : elements) {
+      for (const auto& [name, tensor] : element.features) fn(tensor);
+      fn(element.labels);
+      fn(element.value);
+    }
+  };
+  each_tensor([](const Tensor& t) {
+    if (t.defined()) __builtin_prefetch(t.impl());
+  });
+  each_tensor([](const Tensor& t) {
+    if (!t.defined()) return;
+    __builtin_prefetch(t.shape().data());
+    __builtin_prefetch(t.raw_data());
+  });
+}
+
 Element batch_elements(const std::vector<Element>& elements, const BatchConfig& config,
                        const std::set<std::string>& ragged) {
+  warm_up(elements);
   check_same_structure(elements, config.kind);
   const Element& first = elements[0];
   for (const std::string& name : ragged)
