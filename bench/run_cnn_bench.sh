@@ -19,4 +19,5 @@ while read -r _ kind batch rate; do
   mine=${rate#examples_per_sec=}
   printf '%-24s %12.0f %12.0f %8.2f\n' "$kind $batch" "$mine" "$theirs" \
     "$(awk -v a="$mine" -v b="$theirs" 'BEGIN { print a / b }')"
-done < <(grep '^est ' <<<"$ours")
+done < <(grep -E '^est (train|eval) ' <<<"$ours")
+grep '^est steady_state' <<<"$ours" || true
