@@ -12,7 +12,7 @@ using namespace est;
 using namespace est::data;
 using est::testing::contains;
 using est::testing::drain;
-using est::testing::error_of;
+using est::testing::error_message;
 using est::testing::scratch_file;
 
 namespace {
@@ -88,35 +88,37 @@ TEST_CASE("csv_dataset without a header, with selected columns, NA values and GZ
 
 TEST_CASE("bad CSV records are InvalidArgumentErrors naming the file, line and column") {
   std::string path = write_csv("bad_count.csv", "a,b,c\n1,2,3\n4,5\n");
-  std::string message = error_of<InvalidArgumentError>([&] { drain(csv_dataset({path})); });
+  std::string message = error_message<InvalidArgumentError>([&] { drain(csv_dataset({path})); });
   CHECK(contains(message, path));
   CHECK(contains(message, "line 3"));
   CHECK(contains(message, "expected 3 fields, found 2"));
 
   path = write_csv("bad_number.csv", "a,b\n1,2\n3,x7\n");
-  message = error_of<InvalidArgumentError>([&] { drain(csv_dataset({path})); });
+  message = error_message<InvalidArgumentError>([&] { drain(csv_dataset({path})); });
   CHECK(contains(message, "line 3, column 'b': cannot parse 'x7' as float32"));
 
   path = write_csv("bad_empty.csv", "a,b\n1,\n");
-  CHECK(contains(error_of<InvalidArgumentError>([&] { drain(csv_dataset({path})); }),
+  CHECK(contains(error_message<InvalidArgumentError>([&] { drain(csv_dataset({path})); }),
                  "column 'b': the field is empty and the column has no default_value"));
 
   path = write_csv("bad_quote.csv", "a,b\n\"1,2\n");
-  CHECK(contains(error_of<InvalidArgumentError>([&] { drain(csv_dataset({path})); }),
+  CHECK(contains(error_message<InvalidArgumentError>([&] { drain(csv_dataset({path})); }),
                  "quoted field is not closed"));
 
   path = write_csv("bad_int.csv", "a\n2.5\n");
-  CHECK(contains(error_of<InvalidArgumentError>(
+  CHECK(contains(error_message<InvalidArgumentError>(
                      [&] { drain(csv_dataset({path}, {.columns = {{.dtype = DType::kI64}}})); }),
                  "cannot parse '2.5' as int64"));
 
-  CHECK(contains(error_of<InvalidArgumentError>(
+  CHECK(contains(error_message<InvalidArgumentError>(
                      [&] { drain(csv_dataset({path}, {.label_name = "missing"})); }),
                  "label column 'missing'"));
-  CHECK(contains(error_of<NotFoundError>([] { drain(csv_dataset({"/nonexistent/data.csv"})); }),
-                 "/nonexistent/data.csv"));
-  CHECK(contains(error_of<InvalidArgumentError>([] { csv_dataset({"x.csv"}, {.header = false}); }),
-                 "columns"));
+  CHECK(
+      contains(error_message<NotFoundError>([] { drain(csv_dataset({"/nonexistent/data.csv"})); }),
+               "/nonexistent/data.csv"));
+  CHECK(contains(
+      error_message<InvalidArgumentError>([] { csv_dataset({"x.csv"}, {.header = false}); }),
+      "columns"));
 }
 
 TEST_CASE("csv_dataset over several files resumes at any record") {
@@ -135,5 +137,5 @@ TEST_CASE("csv_dataset over several files resumes at any record") {
   it.next();
   auto restored = csv_dataset({bad}, options).iterator();
   restored.restore_state(it.save_state());
-  CHECK(contains(error_of<InvalidArgumentError>([&] { restored.next(); }), "line 4"));
+  CHECK(contains(error_message<InvalidArgumentError>([&] { restored.next(); }), "line 4"));
 }

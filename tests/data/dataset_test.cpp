@@ -15,7 +15,7 @@ using namespace est;
 using namespace est::data;
 using est::testing::contains;
 using est::testing::drain;
-using est::testing::error_of;
+using est::testing::error_message;
 using est::testing::iota;
 using est::testing::values_of;
 
@@ -46,7 +46,7 @@ TEST_CASE("range yields int64 scalars and ends with nullopt, repeatedly") {
   CHECK(first->value.rank() == 0);
   CHECK_FALSE(it.next());
   CHECK_FALSE(it.next());  // the end is sticky, not an exception
-  CHECK(contains(error_of<InvalidArgumentError>([] { Dataset::range(0, 5, 0); }), "step"));
+  CHECK(contains(error_message<InvalidArgumentError>([] { Dataset::range(0, 5, 0); }), "step"));
 }
 
 TEST_CASE("from_tensor_slices slices tensors and feature maps along the first dimension") {
@@ -68,12 +68,12 @@ TEST_CASE("from_tensor_slices slices tensors and feature maps along the first di
 
   Features bad{{"x", Tensor::zeros({3, 2})}, {"y", Tensor::zeros({4})}};
   std::string message =
-      error_of<InvalidArgumentError>([&] { drain(Dataset::from_tensor_slices(bad)); });
+      error_message<InvalidArgumentError>([&] { drain(Dataset::from_tensor_slices(bad)); });
   CHECK(contains(message, "'x' has 3 rows"));
   CHECK(contains(message, "'y' has 4"));
-  CHECK(contains(
-      error_of<InvalidArgumentError>([] { drain(Dataset::from_tensor_slices(Tensor::scalar(1))); }),
-      "scalar"));
+  CHECK(contains(error_message<InvalidArgumentError>(
+                     [] { drain(Dataset::from_tensor_slices(Tensor::scalar(1))); }),
+                 "scalar"));
 }
 
 TEST_CASE("from_generator calls its factory once per pass; from_strings and from_tensors") {
@@ -108,8 +108,9 @@ TEST_CASE("map, sequential and parallel, keeps the input order") {
   };
   CHECK(values_of(Dataset::range(20).map(slow_first, 4)) == iota(1, 21));
   CHECK(values_of(Dataset::range(50).map(add, kAutotune)) == iota(100, 150));
-  CHECK(contains(error_of<InvalidArgumentError>([] { Dataset::range(3).map(nullptr); }), "empty"));
-  CHECK(contains(error_of<InvalidArgumentError>([&] { Dataset::range(3).map(add, 0); }),
+  CHECK(contains(error_message<InvalidArgumentError>([] { Dataset::range(3).map(nullptr); }),
+                 "empty"));
+  CHECK(contains(error_message<InvalidArgumentError>([&] { Dataset::range(3).map(add, 0); }),
                  "num_parallel_calls"));
 }
 
@@ -125,7 +126,7 @@ TEST_CASE("a failing map function surfaces from next() at its element, in order"
       REQUIRE(e);
       CHECK(value(*e) == i);
     }
-    CHECK(error_of<InvalidArgumentError>([&] { it.next(); }) == "bad element 3");
+    CHECK(error_message<InvalidArgumentError>([&] { it.next(); }) == "bad element 3");
     auto after = it.next();  // the pipeline goes on past a failed element
     REQUIRE(after);
     CHECK(value(*after) == 4);
@@ -143,7 +144,7 @@ TEST_CASE("filter, take and skip") {
   CHECK(values_of(Dataset::range(10).skip(-1)).empty());
   CHECK(values_of(Dataset::range(10).skip(12)).empty());
   CHECK(values_of(Dataset::range(10).skip(2).take(3)) == iota(2, 5));
-  CHECK(contains(error_of<InvalidArgumentError>([] { Dataset::range(3).take(-2); }), "take"));
+  CHECK(contains(error_message<InvalidArgumentError>([] { Dataset::range(3).take(-2); }), "take"));
 }
 
 TEST_CASE("shards are disjoint and together cover the data exactly once") {
@@ -165,9 +166,9 @@ TEST_CASE("shards are disjoint and together cover the data exactly once") {
   // Sharding works the same over a source that cannot skip cheaply.
   auto filtered = Dataset::range(20).filter([](const Element&) { return true; });
   CHECK(values_of(filtered.shard(3, 2)) == std::vector<int64_t>{2, 5, 8, 11, 14, 17});
-  CHECK(contains(error_of<InvalidArgumentError>([] { Dataset::range(3).shard(2, 2); }),
+  CHECK(contains(error_message<InvalidArgumentError>([] { Dataset::range(3).shard(2, 2); }),
                  "index 2 is outside [0, 2)"));
-  CHECK(contains(error_of<InvalidArgumentError>([] { Dataset::range(3).shard(0, 0); }),
+  CHECK(contains(error_message<InvalidArgumentError>([] { Dataset::range(3).shard(0, 0); }),
                  "num_shards"));
 }
 
@@ -240,10 +241,11 @@ TEST_CASE("batch stacks components and keeps or drops the remainder") {
   CHECK(batched[1].labels.shape() == Shape{1});
 
   auto ragged = Dataset::range(1, 4).map([](Element e) { return run_of(value(e)); });
-  std::string message = error_of<InvalidArgumentError>([&] { drain(ragged.batch(3)); });
+  std::string message = error_message<InvalidArgumentError>([&] { drain(ragged.batch(3)); });
   CHECK(contains(message, "component 'value' of element 1 has shape [2]"));
   CHECK(contains(message, "padded_batch"));
-  CHECK(contains(error_of<InvalidArgumentError>([] { Dataset::range(3).batch(0); }), "batch_size"));
+  CHECK(contains(error_message<InvalidArgumentError>([] { Dataset::range(3).batch(0); }),
+                 "batch_size"));
 }
 
 TEST_CASE("padded_batch pads to the longest, or to given shapes, with given values") {
@@ -257,7 +259,7 @@ TEST_CASE("padded_batch pads to the longest, or to given shapes, with given valu
   auto fixed = drain(runs.padded_batch(2, {{"value", {5}}}, {{"value", -1}}));
   CHECK(fixed[0].value.to_vector<int64_t>() ==
         std::vector<int64_t>{1, -1, -1, -1, -1, 2, 2, -1, -1, -1});
-  std::string message = error_of<InvalidArgumentError>([&] {
+  std::string message = error_message<InvalidArgumentError>([&] {
     drain(runs.padded_batch(4, {{"value", {3}}}));
   });
   CHECK(contains(message, "'value' has size 4"));
@@ -285,8 +287,9 @@ TEST_CASE("ragged_batch concatenates values and records row splits") {
   CHECK(batches[0].features.at("n").to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2});
   CHECK(batches[1].features.at("tokens/row_splits").to_vector<int64_t>() ==
         std::vector<int64_t>{0, 3});
-  CHECK(contains(error_of<InvalidArgumentError>([&] { drain(runs.ragged_batch(2, {"nope"})); }),
-                 "no feature 'nope'"));
+  CHECK(
+      contains(error_message<InvalidArgumentError>([&] { drain(runs.ragged_batch(2, {"nope"})); }),
+               "no feature 'nope'"));
 }
 
 TEST_CASE("cache() runs its input once and replays it for later epochs") {
@@ -381,13 +384,13 @@ TEST_CASE("prefetch delivers the same stream, forwards errors in order, and stop
   });
   auto it = failing.prefetch(2).iterator();
   for (int64_t i = 0; i < 5; ++i) CHECK(value(*it.next()) == i);
-  CHECK(error_of<DataLossError>([&] { it.next(); }) == "element 5 is corrupt");
+  CHECK(error_message<DataLossError>([&] { it.next(); }) == "element 5 is corrupt");
   CHECK_FALSE(it.next());
   {
     auto endless = Dataset::range(1).repeat().prefetch(4).iterator();
     CHECK(endless.next());
   }  // destroying an iterator whose thread waits on a full queue must not hang
-  CHECK(contains(error_of<InvalidArgumentError>([] { Dataset::range(3).prefetch(0); }),
+  CHECK(contains(error_message<InvalidArgumentError>([] { Dataset::range(3).prefetch(0); }),
                  "buffer_size"));
 }
 

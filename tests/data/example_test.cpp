@@ -9,7 +9,7 @@
 using namespace est;
 using namespace est::data;
 using est::testing::contains;
-using est::testing::error_of;
+using est::testing::error_message;
 using est::testing::scratch_file;
 
 namespace {
@@ -88,26 +88,26 @@ TEST_CASE("feature specs: shapes, defaults, missing features, type and count err
   CHECK(parsed.at("tokens").shape() == Shape{0});
 
   std::string where = "'f.tfrecord' record 4";
-  std::string message = error_of<InvalidArgumentError>([&] {
+  std::string message = error_message<InvalidArgumentError>([&] {
     parse_single_example(record, {{"score", FixedLenFeature{{}, DType::kF32}}}, where);
   });
   CHECK(contains(message, where));
   CHECK(contains(message, "'score' is missing"));
-  message = error_of<InvalidArgumentError>([&] {
+  message = error_message<InvalidArgumentError>([&] {
     parse_single_example(record, {{"label", FixedLenFeature{{}, DType::kF32}}}, where);
   });
   CHECK(contains(message, "'label' is a int64_list but the spec asks for float32"));
-  message = error_of<InvalidArgumentError>([&] {
+  message = error_message<InvalidArgumentError>([&] {
     parse_single_example(record, {{"image", FixedLenFeature{{7}, DType::kF32}}}, where);
   });
   CHECK(contains(message, "'image' has 6 values; the spec's shape [7] needs 7"));
-  CHECK(contains(error_of<InvalidArgumentError>([&] {
+  CHECK(contains(error_message<InvalidArgumentError>([&] {
                    parse_single_example(
                        record,
                        {{"x", FixedLenFeature{{3}, DType::kF32, std::vector<double>{1, 2}}}});
                  }),
                  "default_value has 2 values"));
-  CHECK(contains(error_of<InvalidArgumentError>([&] {
+  CHECK(contains(error_message<InvalidArgumentError>([&] {
                    parse_single_example(record, {{"x", FixedLenFeature{{}, DType::kF64}}});
                  }),
                  "float64 is not supported"));
@@ -115,12 +115,13 @@ TEST_CASE("feature specs: shapes, defaults, missing features, type and count err
 
 TEST_CASE("malformed protobuf is a DataLossError") {
   std::string truncated = kFloatExample.substr(0, kFloatExample.size() - 3);
-  std::string message = error_of<DataLossError>([&] {
+  std::string message = error_message<DataLossError>([&] {
     parse_single_example(truncated, {{"f", VarLenFeature{}}}, "'x.tfrecord' record 9");
   });
   CHECK(contains(message, "'x.tfrecord' record 9"));
   CHECK(contains(message, "malformed protobuf"));
-  CHECK(error_of<DataLossError>([&] { parse_single_example("\xff\xff\xff", {}); }) != "<no error>");
+  CHECK(error_message<DataLossError>([&] { parse_single_example("\xff\xff\xff", {}); }) !=
+        "<no error>");
 }
 
 TEST_CASE("parse_example batches fixed features and makes variable ones ragged or padded") {
@@ -173,9 +174,10 @@ TEST_CASE("example_parser and example_dataset read Examples from TFRecord files"
         {{"x", Tensor::zeros({2, 2})}, {"label", Tensor::scalar(0, DType::kI64)}}));
     writer.write("\x0a\x05garbage");
   }
-  std::string message = error_of<DataLossError>(
+  std::string message = error_message<DataLossError>(
       [&] { est::testing::drain(example_dataset({bad}, specs, {.label_key = "label"})); });
   CHECK(contains(message, bad));
   CHECK(contains(message, "record 1"));
-  CHECK(contains(error_of<InvalidArgumentError>([&] { example_parser(specs, "nope"); }), "'nope'"));
+  CHECK(contains(error_message<InvalidArgumentError>([&] { example_parser(specs, "nope"); }),
+                 "'nope'"));
 }

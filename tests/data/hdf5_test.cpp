@@ -12,7 +12,7 @@ using namespace est;
 using namespace est::data;
 using est::testing::contains;
 using est::testing::drain;
-using est::testing::error_of;
+using est::testing::error_message;
 using est::testing::scratch_file;
 
 namespace {
@@ -86,22 +86,24 @@ TEST_CASE("hdf5_dataset yields rows across chunk boundaries with labels and mapp
 
 TEST_CASE("missing, mismatched and damaged HDF5 input is reported by name") {
   std::string path = make_file();
-  std::string message = error_of<NotFoundError>([&] {
+  std::string message = error_message<NotFoundError>([&] {
     drain(hdf5_dataset(path, {.features = {"images", "nope"}}));
   });
   CHECK(contains(message, "no dataset 'nope'"));
   CHECK(contains(message, path));
-  message = error_of<InvalidArgumentError>([&] {
+  message = error_message<InvalidArgumentError>([&] {
     drain(hdf5_dataset(path, {.features = {"images", "short"}}));
   });
   CHECK(contains(message, "'images' has 10"));
   CHECK(contains(message, "'short' has 4"));
-  CHECK(contains(error_of<NotFoundError>(
+  CHECK(contains(error_message<NotFoundError>(
                      [] { drain(hdf5_dataset("/nonexistent/x.h5", {.features = {"a"}})); }),
                  "/nonexistent/x.h5"));
   std::string fake = scratch_file("fake.h5");
   std::ofstream(fake) << "not hdf5 at all";
-  CHECK(contains(error_of<DataLossError>([&] { drain(hdf5_dataset(fake, {.features = {"a"}})); }),
-                 "not an HDF5 file"));
-  CHECK(contains(error_of<InvalidArgumentError>([] { hdf5_dataset("x.h5", {}); }), "at least one"));
+  CHECK(contains(
+      error_message<DataLossError>([&] { drain(hdf5_dataset(fake, {.features = {"a"}})); }),
+      "not an HDF5 file"));
+  CHECK(contains(error_message<InvalidArgumentError>([] { hdf5_dataset("x.h5", {}); }),
+                 "at least one"));
 }

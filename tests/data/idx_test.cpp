@@ -15,7 +15,7 @@ using namespace est;
 using namespace est::data;
 using est::testing::contains;
 using est::testing::drain;
-using est::testing::error_of;
+using est::testing::error_message;
 using est::testing::scratch_file;
 
 namespace {
@@ -84,7 +84,7 @@ TEST_CASE("mnist reads gzipped IDX images and labels into image/label elements")
 
 TEST_CASE("bad IDX magic, truncation, trailing bytes and mismatched counts are DataLossErrors") {
   std::string dir = make_dir("mnist_magic", labels_bytes(3), labels_bytes(3));
-  std::string message = error_of<DataLossError>([&] { drain(mnist(dir, "train")); });
+  std::string message = error_message<DataLossError>([&] { drain(mnist(dir, "train")); });
   CHECK(contains(message, "bad IDX magic number"));
   CHECK(contains(message, "train-images-idx3-ubyte.gz"));
   CHECK(contains(message, "expected 0x00000803"));
@@ -92,19 +92,20 @@ TEST_CASE("bad IDX magic, truncation, trailing bytes and mismatched counts are D
 
   std::string images = images_bytes(3);
   dir = make_dir("mnist_short", images.substr(0, images.size() - 5), labels_bytes(3));
-  message = error_of<DataLossError>([&] { drain(mnist(dir, "train")); });
+  message = error_message<DataLossError>([&] { drain(mnist(dir, "train")); });
   CHECK(contains(message, "truncated IDX file"));
   CHECK(contains(message, "needs 12 bytes after the header, found 7"));
 
   dir = make_dir("mnist_extra", images + "xx", labels_bytes(3));
-  CHECK(contains(error_of<DataLossError>([&] { drain(mnist(dir, "train")); }), "has bytes after"));
+  CHECK(contains(error_message<DataLossError>([&] { drain(mnist(dir, "train")); }),
+                 "has bytes after"));
 
   dir = make_dir("mnist_count", images, labels_bytes(4));
-  CHECK(
-      contains(error_of<DataLossError>([&] { drain(mnist(dir, "train")); }), "holds 3 images but"));
+  CHECK(contains(error_message<DataLossError>([&] { drain(mnist(dir, "train")); }),
+                 "holds 3 images but"));
 
   dir = make_dir("mnist_header", images.substr(0, 6), labels_bytes(3));
-  CHECK(contains(error_of<DataLossError>([&] { drain(mnist(dir, "train")); }),
+  CHECK(contains(error_message<DataLossError>([&] { drain(mnist(dir, "train")); }),
                  "dimensions but ends"));
 
   // A gzip stream cut short.
@@ -113,11 +114,13 @@ TEST_CASE("bad IDX magic, truncation, trailing bytes and mismatched counts are D
   std::ifstream in(gz, std::ios::binary);
   std::string compressed((std::istreambuf_iterator<char>(in)), {});
   std::ofstream(gz, std::ios::binary) << compressed.substr(0, compressed.size() - 6);
-  CHECK(contains(error_of<DataLossError>([&] { drain(mnist(gz_dir, "train")); }), "truncated"));
+  CHECK(
+      contains(error_message<DataLossError>([&] { drain(mnist(gz_dir, "train")); }), "truncated"));
 
-  message = error_of<NotFoundError>([] { mnist("/nonexistent/mnist", "train"); });
+  message = error_message<NotFoundError>([] { mnist("/nonexistent/mnist", "train"); });
   CHECK(contains(message, "/nonexistent/mnist/train-images-idx3-ubyte.gz"));
-  CHECK(contains(error_of<InvalidArgumentError>([&] { mnist(dir, "validation"); }), "validation"));
+  CHECK(contains(error_message<InvalidArgumentError>([&] { mnist(dir, "validation"); }),
+                 "validation"));
 }
 
 TEST_CASE("Fashion-MNIST from the Debian package: sizes, labels and pixels") {
@@ -159,12 +162,13 @@ TEST_CASE("InputContext splits the global batch and rejects inconsistent values"
   InputContext context{.num_input_pipelines = 2, .input_pipeline_id = 1, .num_replicas_in_sync = 4};
   CHECK(context.get_per_replica_batch_size(64) == 16);
   std::string message =
-      error_of<InvalidArgumentError>([&] { context.get_per_replica_batch_size(66); });
+      error_message<InvalidArgumentError>([&] { context.get_per_replica_batch_size(66); });
   CHECK(contains(message, "66 is not divisible by num_replicas_in_sync 4"));
-  CHECK(contains(error_of<InvalidArgumentError>([&] { context.get_per_replica_batch_size(0); }),
-                 "positive"));
+  CHECK(
+      contains(error_message<InvalidArgumentError>([&] { context.get_per_replica_batch_size(0); }),
+               "positive"));
   InputContext bad{.num_input_pipelines = 2, .input_pipeline_id = 2};
-  CHECK(contains(error_of<InvalidArgumentError>([&] { bad.get_per_replica_batch_size(8); }),
+  CHECK(contains(error_message<InvalidArgumentError>([&] { bad.get_per_replica_batch_size(8); }),
                  "input_pipeline_id 2 is outside [0, 2)"));
   est::InputContext alias;  // aliased into est
   CHECK(alias.get_per_replica_batch_size(8) == 8);

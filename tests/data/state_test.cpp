@@ -10,7 +10,7 @@ using namespace est;
 using namespace est::data;
 using est::testing::check_resume;
 using est::testing::contains;
-using est::testing::error_of;
+using est::testing::error_message;
 using est::testing::serialized;
 
 namespace {
@@ -93,22 +93,22 @@ TEST_CASE("a state restored into a different pipeline, or damaged, is rejected")
   std::string state = it.save_state();
 
   auto other = Dataset::range(10).batch(2).iterator();
-  std::string message = error_of<InvalidArgumentError>([&] { other.restore_state(state); });
+  std::string message = error_message<InvalidArgumentError>([&] { other.restore_state(state); });
   CHECK(contains(message, "does not match this pipeline"));
   CHECK(contains(message, "'range' stage"));
   CHECK(contains(message, "'shuffle' stage"));
 
   auto same = Dataset::range(10).shuffle(4, 1).batch(2).iterator();
-  CHECK(contains(error_of<InvalidArgumentError>([&] { same.restore_state("garbage"); }),
+  CHECK(contains(error_message<InvalidArgumentError>([&] { same.restore_state("garbage"); }),
                  "not an input-pipeline state"));
   CHECK(contains(
-      error_of<DataLossError>([&] { same.restore_state(state.substr(0, state.size() - 5)); }),
+      error_message<DataLossError>([&] { same.restore_state(state.substr(0, state.size() - 5)); }),
       "truncated"));
-  CHECK(contains(error_of<InvalidArgumentError>([&] { same.restore_state(state + "xyz"); }),
+  CHECK(contains(error_message<InvalidArgumentError>([&] { same.restore_state(state + "xyz"); }),
                  "left over"));
   // A smaller shuffle buffer cannot take the saved buffer's elements.
   auto smaller = Dataset::range(10).shuffle(2, 1).batch(2).iterator();
-  CHECK(contains(error_of<InvalidArgumentError>([&] { smaller.restore_state(state); }),
+  CHECK(contains(error_message<InvalidArgumentError>([&] { smaller.restore_state(state); }),
                  "shuffle buffer of 2"));
   // The intact state still restores.
   same.restore_state(state);

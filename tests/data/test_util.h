@@ -1,5 +1,5 @@
 // Helpers for the data/ tests: a scratch directory per test process, draining a dataset, and
-// catching an expected error class with its message.
+// the shared error helpers (tests/ops/expect_error.h).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -12,6 +12,7 @@
 
 #include "data/dataset.h"
 #include "data/state.h"
+#include "tests/ops/expect_error.h"  // error_message<E>(fn), contains(text, part)
 
 namespace est::testing {
 
@@ -88,22 +89,6 @@ inline void check_resume(const data::Dataset& ds, std::vector<int64_t> cuts) {
     CHECK(rest == expected);
     CHECK(resumed == expected);
   }
-}
-
-template <class E, class Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("<other error: ") + e.what() + ">";
-  }
-  return "<no error>";
-}
-
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 }  // namespace est::testing

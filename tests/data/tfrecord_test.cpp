@@ -13,7 +13,7 @@
 using namespace est;
 using namespace est::data;
 using est::testing::contains;
-using est::testing::error_of;
+using est::testing::error_message;
 using est::testing::scratch_file;
 
 namespace {
@@ -136,7 +136,8 @@ TEST_CASE("TFRecord round trips, uncompressed, GZIP and ZLIB") {
   CHECK(read_all(foreign, Compression::kGzip) == records);
   CHECK(compression_from_name("GZIP") == Compression::kGzip);
   CHECK(compression_from_name("") == Compression::kNone);
-  CHECK(contains(error_of<InvalidArgumentError>([] { compression_from_name("BZIP2"); }), "BZIP2"));
+  CHECK(contains(error_message<InvalidArgumentError>([] { compression_from_name("BZIP2"); }),
+                 "BZIP2"));
 }
 
 TEST_CASE("corrupt and truncated TFRecord files are DataLossErrors naming file and record") {
@@ -152,7 +153,7 @@ TEST_CASE("corrupt and truncated TFRecord files are DataLossErrors naming file a
   flipped_data[second + 12 + 2] ^= 0x01;
   std::string path = scratch_file("bad_data.tfrecord");
   write_file(path, flipped_data);
-  std::string message = error_of<DataLossError>([&] { read_all(path, Compression::kNone); });
+  std::string message = error_message<DataLossError>([&] { read_all(path, Compression::kNone); });
   CHECK(contains(message, path));
   CHECK(contains(message, "record 1 at byte 21"));
   CHECK(contains(message, "corrupt TFRecord data"));
@@ -160,18 +161,18 @@ TEST_CASE("corrupt and truncated TFRecord files are DataLossErrors naming file a
   std::string flipped_length = bytes;
   flipped_length[second] ^= 0x40;
   write_file(path, flipped_length);
-  CHECK(contains(error_of<DataLossError>([&] { read_all(path, Compression::kNone); }),
+  CHECK(contains(error_message<DataLossError>([&] { read_all(path, Compression::kNone); }),
                  "corrupt TFRecord length"));
 
   write_file(path, bytes.substr(0, second + 12 + 3));
-  message = error_of<DataLossError>([&] { read_all(path, Compression::kNone); });
+  message = error_message<DataLossError>([&] { read_all(path, Compression::kNone); });
   CHECK(contains(message, "truncated"));
   CHECK(contains(message, "record 1"));
   write_file(path, bytes.substr(0, second + 5));
-  CHECK(contains(error_of<DataLossError>([&] { read_all(path, Compression::kNone); }),
+  CHECK(contains(error_message<DataLossError>([&] { read_all(path, Compression::kNone); }),
                  "12-byte header"));
   write_file(path, bytes.substr(0, bytes.size() - 2));
-  CHECK(contains(error_of<DataLossError>([&] { read_all(path, Compression::kNone); }),
+  CHECK(contains(error_message<DataLossError>([&] { read_all(path, Compression::kNone); }),
                  "CRC is missing"));
 
   // Compressed: garbage, a plain file read as GZIP, and a cut-off stream.
@@ -180,20 +181,20 @@ TEST_CASE("corrupt and truncated TFRecord files are DataLossErrors naming file a
     TFRecordWriter writer(gz, Compression::kGzip);
     for (int i = 0; i < 100; ++i) writer.write("record number " + std::to_string(i));
   }
-  CHECK(contains(error_of<DataLossError>([&] { read_all(good, Compression::kGzip); }),
+  CHECK(contains(error_message<DataLossError>([&] { read_all(good, Compression::kGzip); }),
                  "not valid GZIP data"));
   std::string gz_bytes = read_file(gz);
   write_file(path, gz_bytes.substr(0, gz_bytes.size() / 2));
-  CHECK(
-      contains(error_of<DataLossError>([&] { read_all(path, Compression::kGzip); }), "truncated"));
+  CHECK(contains(error_message<DataLossError>([&] { read_all(path, Compression::kGzip); }),
+                 "truncated"));
   std::string damaged = gz_bytes;
   damaged[gz_bytes.size() / 2] ^= 0x55;
   damaged[gz_bytes.size() / 2 + 1] ^= 0x55;
   write_file(path, damaged);
-  CHECK(error_of<DataLossError>([&] { read_all(path, Compression::kGzip); }) != "<no error>");
+  CHECK(error_message<DataLossError>([&] { read_all(path, Compression::kGzip); }) != "<no error>");
 
   std::string missing = scratch_file("no_such.tfrecord");
-  message = error_of<NotFoundError>([&] { read_all(missing, Compression::kNone); });
+  message = error_message<NotFoundError>([&] { read_all(missing, Compression::kNone); });
   CHECK(contains(message, missing));
 }
 
@@ -214,9 +215,9 @@ TEST_CASE("tfrecord_dataset reads files in order and resumes at any record") {
   CHECK(got == expected);
   est::testing::check_resume(ds, {0, 3, 7, 9});
   est::testing::check_resume(ds.batch(1).shuffle(5, 2), {0, 3, 7, 9});
-  CHECK(contains(
-      error_of<NotFoundError>([] { est::testing::drain(tfrecord_dataset({"/nonexistent/x"})); }),
-      "/nonexistent/x"));
+  CHECK(contains(error_message<NotFoundError>(
+                     [] { est::testing::drain(tfrecord_dataset({"/nonexistent/x"})); }),
+                 "/nonexistent/x"));
 }
 
 TEST_CASE("interleave over TFRecord files, sequential and parallel, sharded by file") {
