@@ -20,46 +20,13 @@
 #include <est/ops/allocator.h>
 #include <est/ops/ops.h>
 
+#include "bench/fashion_mnist_memory.h"
 #include "examples/cnn_model.h"
 
 namespace {
 
 using est::Tensor;
 using Clock = std::chrono::steady_clock;
-
-struct Data {
-  Tensor images;  // float32 [N, 28, 28, 1] in [0, 1]
-  Tensor labels;  // int64 [N]
-};
-
-Data load(const std::string& split) {
-  std::string prefix = split == "train" ? "train" : "t10k";
-  std::string dir = est::data::kFashionMnistDirectory;
-  Tensor raw = est::data::read_idx(dir + "/" + prefix + "-images-idx3-ubyte.gz");
-  Tensor raw_labels = est::data::read_idx(dir + "/" + prefix + "-labels-idx1-ubyte.gz");
-  int64_t n = raw.dim(0);
-  Data data{Tensor::empty({n, 28, 28, 1}), Tensor::empty({n}, est::DType::kI64)};
-  const uint8_t* in = raw.data<uint8_t>();
-  float* out = data.images.data<float>();
-  for (int64_t i = 0; i < raw.numel(); ++i) out[i] = in[i] / 255.0f;
-  auto labels = raw_labels.to_vector<int64_t>();
-  std::copy(labels.begin(), labels.end(), data.labels.data<int64_t>());
-  return data;
-}
-
-// Copies rows [first, first + batch) of `data` into the preallocated batch tensors.
-void slice(const Data& data, int64_t first, Tensor& images, Tensor& labels) {
-  int64_t batch = images.dim(0);
-  std::memcpy(images.raw_data(), data.images.data<float>() + first * 784,
-              static_cast<size_t>(batch * 784) * sizeof(float));
-  std::memcpy(labels.raw_data(), data.labels.data<int64_t>() + first,
-              static_cast<size_t>(batch) * sizeof(int64_t));
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 struct Trainer {
   est::nn::VariableStore store;
@@ -94,8 +61,8 @@ int main(int argc, char** argv) {
       examples = std::atoll(argv[i + 1]);
   }
   est::ops::set_num_threads(threads);
-  Data train = load("train");
-  Data test = load("test");
+  bench::InMemoryData train = bench::load_fashion_mnist("train");
+  bench::InMemoryData test = bench::load_fashion_mnist("test");
   Trainer trainer;
 
   for (int64_t batch : {64, 256}) {
@@ -104,7 +71,7 @@ int main(int argc, char** argv) {
     int64_t batches = train.images.dim(0) / batch, next = 0;
     auto run = [&](int64_t steps) {
       for (int64_t s = 0; s < steps; ++s, next = (next + 1) % batches) {
-        slice(train, next * batch, images, labels);
+        bench::copy_rows(train, next * batch, images, labels);
         trainer.step(images, labels);
       }
     };
@@ -119,7 +86,7 @@ int main(int argc, char** argv) {
       run(steps);
       rates.push_back(steps * batch / std::chrono::duration<double>(Clock::now() - start).count());
     }
-    fmt::print("est train batch={} examples_per_sec={:.1f}\n", batch, median(rates));
+    fmt::print("est train batch={} examples_per_sec={:.1f}\n", batch, bench::median(rates));
     fmt::print("est steady_state batch={} system_allocations={} primitives_created={}\n", batch,
                allocator.stats().system_allocations - system_before,
                est::ops::kernel_cache_stats().created - created_before);
@@ -135,11 +102,11 @@ int main(int argc, char** argv) {
     int64_t steps = std::max<int64_t>(1, examples / batch);
     auto start = Clock::now();
     for (int64_t s = 0; s < steps; ++s) {
-      slice(test, (s % 10) * batch, images, labels);
+      bench::copy_rows(test, (s % 10) * batch, images, labels);
       trainer.predict(images);
     }
     rates.push_back(steps * batch / std::chrono::duration<double>(Clock::now() - start).count());
   }
-  fmt::print("est eval batch={} examples_per_sec={:.1f}\n", batch, median(rates));
+  fmt::print("est eval batch={} examples_per_sec={:.1f}\n", batch, bench::median(rates));
   return 0;
 }

@@ -21,6 +21,7 @@
 
 #include <est/est.h>
 
+#include "bench/fashion_mnist_memory.h"
 #include "examples/cnn_model.h"
 
 namespace {
@@ -29,24 +30,7 @@ using est::Tensor;
 using Clock = std::chrono::steady_clock;
 constexpr int64_t kBatch = 64;
 
-struct Data {
-  Tensor images;  // float32 [N, 28, 28, 1] in [0, 1]
-  Tensor labels;  // int64 [N]
-};
-
-Data load() {
-  std::string dir = est::data::kFashionMnistDirectory;
-  Tensor raw = est::data::read_idx(dir + "/train-images-idx3-ubyte.gz");
-  Tensor raw_labels = est::data::read_idx(dir + "/train-labels-idx1-ubyte.gz");
-  int64_t n = raw.dim(0);
-  Data data{Tensor::empty({n, 28, 28, 1}), Tensor::empty({n}, est::DType::kI64)};
-  const uint8_t* in = raw.data<uint8_t>();
-  float* out = data.images.data<float>();
-  for (int64_t i = 0; i < raw.numel(); ++i) out[i] = in[i] / 255.0f;
-  auto labels = raw_labels.to_vector<int64_t>();
-  std::copy(labels.begin(), labels.end(), data.labels.data<int64_t>());
-  return data;
-}
+using Data = bench::InMemoryData;
 
 // Batch `index` (cycling) as a fresh element: what both loops consume.
 est::data::Element batch_at(const Data& data, int64_t index) {
@@ -54,10 +38,7 @@ est::data::Element batch_at(const Data& data, int64_t index) {
   int64_t first = (index % batches) * kBatch;
   Tensor images = Tensor::empty({kBatch, 28, 28, 1});
   Tensor labels = Tensor::empty({kBatch}, est::DType::kI64);
-  std::memcpy(images.raw_data(), data.images.data<float>() + first * 784,
-              static_cast<size_t>(kBatch * 784) * sizeof(float));
-  std::memcpy(labels.raw_data(), data.labels.data<int64_t>() + first,
-              static_cast<size_t>(kBatch) * sizeof(int64_t));
+  bench::copy_rows(data, first, images, labels);
   return est::data::Element(est::Features{{"image", images}}, labels);
 }
 
@@ -151,11 +132,6 @@ double start_to_first_step_with_files() {
   return std::chrono::duration<double>(timing->first_step_end - start).count();
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -172,7 +148,7 @@ int main(int argc, char** argv) try {
   }
   est::ops::set_num_threads(threads);
   est::log::set_level(est::log::Level::kWarning);  // the Estimator's INFO lines off
-  Data data = load();
+  Data data = bench::load_fashion_mnist("train");
   // Per-step durations, interleaved runs: the median step is robust to other processes'
   // bursts on a shared machine, which throughput over a run is not.
   std::vector<double> bare, estimator, first_step;
@@ -183,7 +159,7 @@ int main(int argc, char** argv) try {
     estimator.insert(estimator.end(), run.step_durations.begin(), run.step_durations.end());
     first_step.push_back(run.start_to_first_step);
   }
-  double bare_median = median(bare), estimator_median = median(estimator);
+  double bare_median = bench::median(bare), estimator_median = bench::median(estimator);
   fmt::print("bare batch={} median_step_ms={:.3f} steps_per_sec={:.1f}\n", kBatch,
              1e3 * bare_median, 1.0 / bare_median);
   fmt::print("estimator batch={} median_step_ms={:.3f} steps_per_sec={:.1f}\n", kBatch,
@@ -191,7 +167,7 @@ int main(int argc, char** argv) try {
   fmt::print("overhead_percent={:.2f} (target <= 3)\n",
              100.0 * (estimator_median / bare_median - 1.0));
   fmt::print("start_to_first_step_sec={:.3f} (in-memory batches; target < 1)\n",
-             median(first_step));
+             bench::median(first_step));
   fmt::print("start_to_first_step_sec={:.3f} (fashion_mnist input_fn, shuffle(10000))\n",
              start_to_first_step_with_files());
   return 0;
