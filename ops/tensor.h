@@ -14,6 +14,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "ops/device.h"
 #include "ops/dtype.h"
 #include "ops/error.h"
@@ -109,12 +111,18 @@ class Tensor {
 template <class Fn>
 decltype(auto) dispatch_dtype(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::kF32: return fn(float{});
-    case DType::kF64: return fn(double{});
-    case DType::kI32: return fn(int32_t{});
-    case DType::kI64: return fn(int64_t{});
-    case DType::kU8: return fn(uint8_t{});
-    case DType::kBool: return fn(bool{});
+    case DType::kF32:
+      return fn(float{});
+    case DType::kF64:
+      return fn(double{});
+    case DType::kI32:
+      return fn(int32_t{});
+    case DType::kI64:
+      return fn(int64_t{});
+    case DType::kU8:
+      return fn(uint8_t{});
+    case DType::kBool:
+      return fn(bool{});
   }
   throw InternalError("unknown dtype");
 }
@@ -124,8 +132,10 @@ decltype(auto) dispatch_dtype(DType dtype, Fn&& fn) {
 template <class Fn>
 decltype(auto) dispatch_float(DType dtype, std::string_view op, Fn&& fn) {
   switch (dtype) {
-    case DType::kF32: return fn(float{});
-    case DType::kF64: return fn(double{});
+    case DType::kF32:
+      return fn(float{});
+    case DType::kF64:
+      return fn(double{});
     default:
       throw InvalidArgumentError(std::string(op) + ": expected a float32 or float64 tensor, got " +
                                  std::string(dtype_name(dtype)));
@@ -160,3 +170,11 @@ namespace est {
 using ops::Shape;
 using ops::Tensor;
 }  // namespace est
+
+// fmt::print("{}", tensor) prints Tensor::str().
+template <>
+struct fmt::formatter<est::ops::Tensor> : fmt::formatter<std::string> {
+  auto format(const est::ops::Tensor& tensor, fmt::format_context& ctx) const {
+    return fmt::formatter<std::string>::format(tensor.str(), ctx);
+  }
+};

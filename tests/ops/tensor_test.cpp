@@ -1,5 +1,6 @@
 // Tensor handles, creation, access, reshape, devices, dtypes and the caching allocator.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "ops/allocator.h"
 #include "ops/device.h"
@@ -77,4 +78,7 @@ TEST_CASE("the caching allocator reuses freed blocks") {
 TEST_CASE("printing shows shape, dtype and values") {
   Tensor t = Tensor::from_vector<int32_t>({1, 2, 3});
   CHECK(t.str() == "Tensor([1, 2, 3], shape=[3], dtype=int32, device=/cpu:0)");
+  CHECK(fmt::format("{}", t) == t.str());
+  CHECK(fmt::format("{}", Tensor::full({20}, 0.5))
+            .ends_with("0.5, ...], shape=[20], dtype=float32, device=/cpu:0)"));
 }
