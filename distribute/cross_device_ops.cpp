@@ -1,0 +1,124 @@
+// The two CPU all-reduce algorithms over plain host buffers. They run on one thread (the
+// caller's) after every replica has deposited its tensors, so no locking is needed here.
+#include "distribute/cross_device_ops.h"
+
+#include <string>
+
+#include "ops/error.h"
+
+namespace est::distribute {
+
+namespace {
+
+template <class T>
+void add_into(ops::Tensor& target, const ops::Tensor& source) {
+  T* out = target.data<T>();
+  const T* in = source.data<T>();
+  int64_t n = target.numel();
+  for (int64_t i = 0; i < n; ++i) out[i] += in[i];
+}
+
+void accumulate(ops::Tensor& target, const ops::Tensor& source) {
+  if (target.dtype() == ops::DType::kF32)
+    add_into<float>(target, source);
+  else
+    add_into<double>(target, source);
+}
+
+void scale(ops::Tensor& target, double factor) {
+  int64_t n = target.numel();
+  if (target.dtype() == ops::DType::kF32) {
+    float* out = target.data<float>();
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(out[i] * factor);
+  } else {
+    double* out = target.data<double>();
+    for (int64_t i = 0; i < n; ++i) out[i] *= factor;
+  }
+}
+
+// Checks that entry `index` agrees across replicas; false when it is undefined everywhere.
+bool check_entry(const std::vector<std::vector<ops::Tensor>*>& per_replica, size_t index) {
+  const ops::Tensor& first = (*per_replica[0])[index];
+  for (size_t r = 1; r < per_replica.size(); ++r) {
+    const ops::Tensor& other = (*per_replica[r])[index];
+    if (first.defined() != other.defined())
+      throw InvalidArgumentError("all_reduce: tensor " + std::to_string(index) +
+                                 " is defined on replica 0 but not on replica " +
+                                 std::to_string(r) +
+                                 " (or the reverse); every replica must compute the same "
+                                 "gradients");
+    if (!first.defined()) continue;
+    if (other.shape() != first.shape() || other.dtype() != first.dtype())
+      throw InvalidArgumentError("all_reduce: tensor " + std::to_string(index) +
+                                 " differs between replica 0 and replica " + std::to_string(r) +
+                                 " in shape or dtype; replicas must run the same model");
+  }
+  if (!first.defined()) return false;
+  if (first.dtype() != ops::DType::kF32 && first.dtype() != ops::DType::kF64)
+    throw InvalidArgumentError("all_reduce: tensor " + std::to_string(index) +
+                               " is not float32 or float64; only floating gradients are reduced");
+  return true;
+}
+
+}  // namespace
+
+std::string_view cross_device_ops_name(CrossDeviceOps ops) {
+  switch (ops) {
+    case CrossDeviceOps::kReductionToOneDevice:
+      return "ReductionToOneDevice";
+    case CrossDeviceOps::kHierarchicalCopyAllReduce:
+      return "HierarchicalCopyAllReduce";
+    case CrossDeviceOps::kNcclAllReduce:
+      return "NcclAllReduce";
+  }
+  return "unknown";
+}
+
+void check_cross_device_ops(CrossDeviceOps ops, const std::vector<ops::Device>& devices) {
+  if (ops != CrossDeviceOps::kNcclAllReduce) return;
+  for (const auto& device : devices)
+    if (!device.is_cuda())
+      throw InvalidArgumentError(
+          "MirroredStrategy: NcclAllReduce needs GPU devices, but " + device.str() +
+          " is a CPU device (and the CUDA backend is not built yet); use "
+          "ReductionToOneDevice or HierarchicalCopyAllReduce for CPU devices");
+}
+
+void all_reduce(CrossDeviceOps ops, ReduceOp op,
+                std::vector<std::vector<ops::Tensor>*>& per_replica) {
+  if (per_replica.empty()) return;
+  size_t count = per_replica[0]->size();
+  for (size_t r = 1; r < per_replica.size(); ++r)
+    if (per_replica[r]->size() != count)
+      throw InvalidArgumentError("all_reduce: replica 0 has " + std::to_string(count) +
+                                 " tensors but replica " + std::to_string(r) + " has " +
+                                 std::to_string(per_replica[r]->size()) +
+                                 "; every replica must reduce the same list");
+  check_cross_device_ops(ops, {});
+  if (ops == CrossDeviceOps::kNcclAllReduce)
+    throw UnimplementedError("all_reduce: NcclAllReduce needs the CUDA backend, not built yet");
+  size_t replicas = per_replica.size();
+  for (size_t i = 0; i < count; ++i) {
+    if (!check_entry(per_replica, i)) continue;
+    ops::Tensor* root = &(*per_replica[0])[i];
+    if (ops == CrossDeviceOps::kReductionToOneDevice) {
+      // A fresh buffer for the sum (the replica's tensor may alias a variable's .grad).
+      ops::Tensor total = root->clone();
+      for (size_t r = 1; r < replicas; ++r) accumulate(total, (*per_replica[r])[i]);
+      *root = total;
+    } else {
+      // Pairwise tree: at stride s, replica r (a multiple of 2s) takes in replica r + s.
+      std::vector<ops::Tensor> partial(replicas);
+      for (size_t r = 0; r < replicas; ++r) partial[r] = (*per_replica[r])[i].clone();
+      for (size_t stride = 1; stride < replicas; stride *= 2)
+        for (size_t r = 0; r + stride < replicas; r += 2 * stride)
+          accumulate(partial[r], partial[r + stride]);
+      *root = partial[0];
+    }
+    if (op == ReduceOp::kMean) scale(*root, 1.0 / static_cast<double>(replicas));
+    // Copy out: every other replica gets its own buffer holding the result.
+    for (size_t r = 1; r < replicas; ++r) (*per_replica[r])[i] = root->clone();
+  }
+}
+
+}  // namespace est::distribute

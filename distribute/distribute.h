@@ -1,0 +1,7 @@
+// distribute/: distribution strategies in one process and the custom-training-loop API.
+#pragma once
+
+#include "distribute/cross_device_ops.h"
+#include "distribute/distributed_dataset.h"
+#include "distribute/mirrored_strategy.h"
+#include "distribute/strategy.h"

@@ -1,0 +1,84 @@
+// Splitting global batches into per-replica batches: each slice is copied into its own
+// tensor (ops::slice) so replicas never share input storage.
+#include "distribute/distributed_dataset.h"
+
+#include <string>
+
+#include "ops/array_ops.h"
+#include "ops/autograd.h"
+#include "ops/error.h"
+
+namespace est::distribute {
+
+namespace {
+
+int64_t batch_size_of(const data::Element& element) {
+  int64_t size = -1;
+  data::for_each_component(element, [&](std::string_view name, const Tensor& tensor) {
+    if (tensor.rank() == 0)
+      throw InvalidArgumentError("distribute_dataset: component '" + std::string(name) +
+                                 "' is a scalar, not a batch; batch the dataset (with the "
+                                 "global batch size) before distributing it");
+    if (size >= 0 && tensor.dim(0) != size)
+      throw InvalidArgumentError("distribute_dataset: component '" + std::string(name) +
+                                 "' has batch size " + std::to_string(tensor.dim(0)) +
+                                 " but an earlier component has " + std::to_string(size) +
+                                 "; all tensors of a batch must share their first dimension");
+    size = tensor.dim(0);
+  });
+  if (size < 0)
+    throw InvalidArgumentError("distribute_dataset: an element with no tensors cannot be split");
+  return size;
+}
+
+Tensor rows(const Tensor& tensor, int64_t begin, int64_t count) {
+  if (!tensor.defined()) return tensor;
+  std::vector<int64_t> start(static_cast<size_t>(tensor.rank()), 0);
+  std::vector<int64_t> size(tensor.shape().begin(), tensor.shape().end());
+  start[0] = begin;
+  size[0] = count;
+  return ops::slice(tensor, start, size);
+}
+
+}  // namespace
+
+std::vector<data::Element> split_batch(const data::Element& global_batch, int replicas) {
+  int64_t global = batch_size_of(global_batch);
+  if (global % replicas != 0)
+    throw InvalidArgumentError("distribute_dataset: the global batch size " +
+                               std::to_string(global) + " is not divisible by the " +
+                               std::to_string(replicas) +
+                               " replicas in sync; make the global batch a multiple of the "
+                               "replica count (or batch with drop_remainder)");
+  int64_t per_replica = global / replicas;
+  ops::NoGradGuard no_grad;
+  std::vector<data::Element> out(static_cast<size_t>(replicas));
+  for (int r = 0; r < replicas; ++r) {
+    int64_t begin = r * per_replica;
+    data::Element& part = out[static_cast<size_t>(r)];
+    for (const auto& [name, tensor] : global_batch.features)
+      part.features[name] = rows(tensor, begin, per_replica);
+    part.labels = rows(global_batch.labels, begin, per_replica);
+    part.value = rows(global_batch.value, begin, per_replica);
+  }
+  return out;
+}
+
+DistributedDataset::DistributedDataset(data::Dataset dataset, int num_replicas)
+    : dataset_(std::move(dataset)), num_replicas_(num_replicas) {
+  if (num_replicas < 1)
+    throw InvalidArgumentError("DistributedDataset: need at least one replica, got " +
+                               std::to_string(num_replicas));
+}
+
+DistributedDataset::Iterator DistributedDataset::iterator() const {
+  return Iterator(dataset_.iterator(), num_replicas_);
+}
+
+std::optional<std::vector<data::Element>> DistributedDataset::Iterator::next() {
+  std::optional<data::Element> element = iterator_.next();
+  if (!element) return std::nullopt;
+  return split_batch(*element, num_replicas_);
+}
+
+}  // namespace est::distribute

@@ -1,0 +1,31 @@
+// The in-process strategies: OneDeviceStrategy (one replica) and MirroredStrategy (one
+// replica per local device). Both are the Strategy machinery with a device list and
+// cross-device ops; devices are TensorFlow names ("/cpu:0", "/cpu:1", ... logical CPU devices
+// are allowed, as in TensorFlow, so replication is testable without a GPU).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "distribute/strategy.h"
+
+namespace est::distribute {
+
+class OneDeviceStrategy : public Strategy {
+ public:
+  // `device`: "/cpu:0" (the parse error for a bad name). `seed` seeds the model context.
+  explicit OneDeviceStrategy(const std::string& device = "/cpu:0", uint64_t seed = 0);
+  std::string_view name() const override { return "OneDeviceStrategy"; }
+};
+
+class MirroredStrategy : public Strategy {
+ public:
+  // `devices`: distinct device names, one replica each. NcclAllReduce on CPU devices is an
+  // InvalidArgumentError. `seed` seeds every replica's model context identically.
+  explicit MirroredStrategy(const std::vector<std::string>& devices = {"/cpu:0"},
+                            CrossDeviceOps cross_device_ops = CrossDeviceOps::kReductionToOneDevice,
+                            uint64_t seed = 0);
+  std::string_view name() const override { return "MirroredStrategy"; }
+};
+
+}  // namespace est::distribute

@@ -1,0 +1,186 @@
+// Strategy and ReplicaContext: the replica threads, the mirrored stores, run/reduce and the
+// in-step all-reduce. A collective is two barrier crossings: every replica deposits its list,
+// replica 0's thread reduces all of them with the strategy's cross-device ops, then every
+// replica continues with its own reduced buffers.
+#include "distribute/strategy.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "distribute/distributed_dataset.h"
+#include "distribute/replica_pool.h"
+#include "ops/autograd.h"
+#include "ops/error.h"
+#include "ops/math.h"
+
+namespace est::distribute {
+
+std::vector<Device> parse_devices(const std::vector<std::string>& names) {
+  std::vector<Device> devices;
+  devices.reserve(names.size());
+  for (const auto& name : names) devices.push_back(Device::parse(name));
+  return devices;
+}
+
+Strategy::Strategy(std::vector<Device> devices, CrossDeviceOps cross_device_ops, uint64_t seed)
+    : devices_(std::move(devices)), cross_device_ops_(cross_device_ops) {
+  if (devices_.empty())
+    throw InvalidArgumentError("Strategy: no devices given; name at least one, e.g. \"/cpu:0\"");
+  for (size_t i = 0; i < devices_.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (devices_[i] == devices_[j])
+        throw InvalidArgumentError("Strategy: device " + devices_[i].str() +
+                                   " is listed twice; each replica needs its own device");
+  check_cross_device_ops(cross_device_ops_, devices_);
+  int replicas = num_replicas_in_sync();
+  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads_per_replica_ = std::max(1, cores / replicas);
+  for (int r = 0; r < replicas; ++r) {
+    stores_.push_back(std::make_unique<nn::VariableStore>());
+    contexts_.push_back(
+        std::make_unique<nn::ModelContext>(*stores_.back(), nn::Mode::kTrain, seed));
+  }
+  collective_slots_.assign(static_cast<size_t>(replicas), nullptr);
+  pool_ = std::make_unique<ReplicaPool>(replicas, threads_per_replica_);
+}
+
+Strategy::~Strategy() = default;
+
+std::string Strategy::description() const {
+  std::string text = std::string(name()) + " with devices (";
+  for (size_t i = 0; i < devices_.size(); ++i) text += (i ? ", " : "") + devices_[i].str();
+  return text + ")";
+}
+
+data::InputContext Strategy::input_context(int64_t pipeline_id) const {
+  if (pipeline_id != 0)
+    throw InvalidArgumentError(std::string(name()) + "::input_context: pipeline id " +
+                               std::to_string(pipeline_id) +
+                               " out of range; a strategy in one process has one input "
+                               "pipeline (id 0)");
+  return {.num_input_pipelines = 1,
+          .input_pipeline_id = 0,
+          .num_replicas_in_sync = num_replicas_in_sync()};
+}
+
+void Strategy::check_replica(int replica, const char* where) const {
+  if (replica < 0 || replica >= num_replicas_in_sync())
+    throw InvalidArgumentError(std::string(where) + ": replica " + std::to_string(replica) +
+                               " out of range [0, " + std::to_string(num_replicas_in_sync()) + ")");
+}
+
+nn::VariableStore& Strategy::store(int replica) {
+  check_replica(replica, "Strategy::store");
+  return *stores_[static_cast<size_t>(replica)];
+}
+
+nn::ModelContext& Strategy::model_context(int replica) {
+  check_replica(replica, "Strategy::model_context");
+  return *contexts_[static_cast<size_t>(replica)];
+}
+
+PerReplica Strategy::run(const StepFn& step_fn,
+                         const std::vector<data::Element>& per_replica_inputs) {
+  size_t replicas = devices_.size();
+  if (!per_replica_inputs.empty() && per_replica_inputs.size() != replicas)
+    throw InvalidArgumentError(std::string(name()) + "::run: got " +
+                               std::to_string(per_replica_inputs.size()) + " inputs for " +
+                               std::to_string(replicas) +
+                               " replicas; pass one per replica (distribute_dataset makes them)");
+  static const data::Element kNoInput;
+  PerReplica result;
+  result.values.resize(replicas);
+  pool_->run([&](int replica) {
+    const data::Element& input =
+        per_replica_inputs.empty() ? kNoInput : per_replica_inputs[static_cast<size_t>(replica)];
+    ReplicaContext context(*this, replica, input);
+    result.values[static_cast<size_t>(replica)] = step_fn(context);
+  });
+  return result;
+}
+
+Tensor Strategy::reduce(ReduceOp op, const PerReplica& value, std::optional<int> axis) const {
+  if (value.values.empty())
+    throw InvalidArgumentError(std::string(name()) + "::reduce: no per-replica values");
+  ops::NoGradGuard no_grad;
+  Tensor total;
+  int64_t count = 0;  // what kMean divides by
+  for (size_t r = 0; r < value.size(); ++r) {
+    const Tensor& v = value[r];
+    if (!v.defined())
+      throw InvalidArgumentError(std::string(name()) + "::reduce: replica " + std::to_string(r) +
+                                 " returned no value");
+    Tensor part = v;
+    if (axis) {
+      if (*axis < -v.rank() || *axis >= v.rank())
+        throw InvalidArgumentError(std::string(name()) + "::reduce: axis " + std::to_string(*axis) +
+                                   " out of range for a rank-" + std::to_string(v.rank()) +
+                                   " value of replica " + std::to_string(r));
+      count += v.dim(*axis);
+      part = ops::sum(v, {*axis});
+    } else {
+      count += 1;
+    }
+    if (total.defined() && part.shape() != total.shape())
+      throw InvalidArgumentError(std::string(name()) + "::reduce: replica " + std::to_string(r) +
+                                 " returned another shape than replica 0; values to reduce "
+                                 "must have the same shape on every replica");
+    total = total.defined() ? ops::add(total, part) : part.clone();
+  }
+  if (op == ReduceOp::kMean) total = ops::mul(total, 1.0 / static_cast<double>(count));
+  return total;
+}
+
+DistributedDataset Strategy::distribute_dataset(const data::Dataset& dataset) const {
+  return DistributedDataset(dataset, num_replicas_in_sync());
+}
+
+void Strategy::all_reduce_gradients(ReduceOp op,
+                                    std::vector<std::vector<Tensor>>& per_replica) const {
+  if (per_replica.size() != devices_.size())
+    throw InvalidArgumentError(std::string(name()) + "::all_reduce_gradients: got " +
+                               std::to_string(per_replica.size()) + " gradient lists for " +
+                               std::to_string(devices_.size()) + " replicas");
+  std::vector<std::vector<Tensor>*> lists;
+  for (auto& list : per_replica) lists.push_back(&list);
+  ops::NoGradGuard no_grad;
+  all_reduce(cross_device_ops_, op, lists);
+}
+
+int ReplicaContext::num_replicas_in_sync() const { return strategy_->num_replicas_in_sync(); }
+Device ReplicaContext::device() const {
+  return strategy_->devices_[static_cast<size_t>(replica_id_)];
+}
+nn::ModelContext& ReplicaContext::model_context() { return strategy_->model_context(replica_id_); }
+nn::VariableStore& ReplicaContext::store() { return strategy_->store(replica_id_); }
+
+void ReplicaContext::all_reduce(ReduceOp op, std::vector<Tensor>& tensors) {
+  AbortableBarrier& barrier = strategy_->pool_->barrier();
+  strategy_->collective_slots_[static_cast<size_t>(replica_id_)] = &tensors;
+  barrier.arrive_and_wait();
+  if (replica_id_ == 0) {
+    try {
+      ops::NoGradGuard no_grad;
+      distribute::all_reduce(strategy_->cross_device_ops_, op, strategy_->collective_slots_);
+    } catch (...) {
+      barrier.abort();
+      throw;
+    }
+  }
+  barrier.arrive_and_wait();
+}
+
+void ReplicaContext::all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars) {
+  std::vector<Tensor> gradients;
+  gradients.reserve(grads_and_vars.size());
+  for (const auto& entry : grads_and_vars) gradients.push_back(entry.gradient);
+  all_reduce(ReduceOp::kSum, gradients);
+  for (size_t i = 0; i < grads_and_vars.size(); ++i) grads_and_vars[i].gradient = gradients[i];
+}
+
+nn::GradientTransform ReplicaContext::gradient_transform() {
+  return
+      [this](std::vector<nn::GradAndVar>& grads_and_vars) { all_reduce_gradients(grads_and_vars); };
+}
+
+}  // namespace est::distribute
