@@ -67,6 +67,7 @@ class ReplicaContext {
   // Sums the gradients over replicas (the loss is already scaled by the global batch).
   void all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars);
   // all_reduce_gradients as a TrainOp transform: `train_op.run(replica.gradient_transform())`.
+  // It refers to this context: use it only inside the step function that received it.
   nn::GradientTransform gradient_transform();
 
  private:

@@ -4,10 +4,13 @@
 // a replica that throws while the others wait in an all-reduce).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <thread>
 #include <vector>
 
 #include "data/dataset.h"
 #include "distribute/distribute.h"
+#include "ops/backend.h"
 #include "tests/ops/expect_error.h"
 
 using namespace est;
@@ -195,4 +198,20 @@ TEST_CASE("distribute: distribute_dataset splits global batches row-wise per rep
   std::string message = error_message<InvalidArgumentError>([&] { odd_iterator.next(); });
   CHECK(contains(message, "global batch size 3"));
   CHECK(contains(message, "2 replicas"));
+}
+
+TEST_CASE("distribute: each replica thread gets its share of the cores") {
+  MirroredStrategy strategy({"/cpu:0", "/cpu:1"});
+  int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  CHECK(strategy.threads_per_replica() == std::max(1, cores / 2));
+  std::vector<int> threads(2, 0);
+  std::vector<std::thread::id> ids(2);
+  strategy.run([&](ReplicaContext& replica) {
+    threads[size_t(replica.replica_id())] = ops::num_threads();
+    ids[size_t(replica.replica_id())] = std::this_thread::get_id();
+    return Tensor();
+  });
+  CHECK(threads == std::vector<int>(2, strategy.threads_per_replica()));
+  CHECK(ids[0] != ids[1]);
+  CHECK(ids[0] != std::this_thread::get_id());
 }
