@@ -351,16 +351,8 @@ class ExampleFileReader final : public FileReader {
     return parse_element(record_, specs_, options_.label_key, where);
   }
 
-  void save(StateWriter& writer) override {
-    writer.write_u64(reader_.offset());
-    writer.write_i64(reader_.record_index());
-  }
-
-  void restore(StateReader& reader) override {
-    uint64_t offset = reader.read_u64();
-    int64_t index = reader.read_i64();
-    reader_.seek(offset, index);
-  }
+  void save(StateWriter& writer) override { reader_.save_position(writer); }
+  void restore(StateReader& reader) override { reader_.restore_position(reader); }
 
  private:
   TFRecordReader reader_;

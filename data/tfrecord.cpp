@@ -96,6 +96,17 @@ void TFRecordReader::seek(uint64_t offset, int64_t record_index) {
   record_index_ = record_index;
 }
 
+void TFRecordReader::save_position(StateWriter& writer) const {
+  writer.write_u64(offset());
+  writer.write_i64(record_index());
+}
+
+void TFRecordReader::restore_position(StateReader& reader) {
+  uint64_t offset = reader.read_u64();
+  int64_t index = reader.read_i64();
+  seek(offset, index);
+}
+
 namespace {
 
 class TFRecordFileReader final : public FileReader {
@@ -108,16 +119,8 @@ class TFRecordFileReader final : public FileReader {
     return Element(bytes_tensor(record_));
   }
 
-  void save(StateWriter& writer) override {
-    writer.write_u64(reader_.offset());
-    writer.write_i64(reader_.record_index());
-  }
-
-  void restore(StateReader& reader) override {
-    uint64_t offset = reader.read_u64();
-    int64_t index = reader.read_i64();
-    reader_.seek(offset, index);
-  }
+  void save(StateWriter& writer) override { reader_.save_position(writer); }
+  void restore(StateReader& reader) override { reader_.restore_position(reader); }
 
  private:
   TFRecordReader reader_;

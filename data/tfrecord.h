@@ -15,6 +15,7 @@
 
 #include "data/dataset.h"
 #include "data/file_stream.h"
+#include "data/state.h"
 
 namespace est::data {
 
@@ -38,6 +39,10 @@ class TFRecordReader {
   uint64_t offset() const { return stream_.offset(); }    // uncompressed byte offset
   // Positions the reader at a record boundary returned by offset() earlier.
   void seek(uint64_t offset, int64_t record_index);
+  // The position (offset and record index) as iterator state, and back: what every iterator
+  // reading records saves.
+  void save_position(StateWriter& writer) const;
+  void restore_position(StateReader& reader);
   const std::string& path() const { return stream_.path(); }
 
  private:
