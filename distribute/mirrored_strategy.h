@@ -20,9 +20,10 @@ class OneDeviceStrategy : public Strategy {
 
 class MirroredStrategy : public Strategy {
  public:
-  // `devices`: distinct device names, one replica each. NcclAllReduce on CPU devices is an
+  // `devices`: distinct device names, one replica each (default: local_devices(), i.e. all
+  // GPUs, else one CPU). NcclAllReduce on CPU devices is an
   // InvalidArgumentError. `seed` seeds every replica's model context identically.
-  explicit MirroredStrategy(const std::vector<std::string>& devices = {"/cpu:0"},
+  explicit MirroredStrategy(const std::vector<std::string>& devices = local_devices(),
                             CrossDeviceOps cross_device_ops = CrossDeviceOps::kReductionToOneDevice,
                             uint64_t seed = 0);
   std::string_view name() const override { return "MirroredStrategy"; }

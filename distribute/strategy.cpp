@@ -22,8 +22,11 @@ std::vector<Device> parse_devices(const std::vector<std::string>& names) {
   return devices;
 }
 
-Strategy::Strategy(std::vector<Device> devices, CrossDeviceOps cross_device_ops, uint64_t seed)
-    : devices_(std::move(devices)), cross_device_ops_(cross_device_ops) {
+std::vector<std::string> local_devices() { return {"/cpu:0"}; }
+
+Strategy::Strategy(std::vector<Device> devices, CrossDeviceOps cross_device_ops, uint64_t seed,
+                   VariablePlacement placement)
+    : devices_(std::move(devices)), cross_device_ops_(cross_device_ops), placement_(placement) {
   if (devices_.empty())
     throw InvalidArgumentError("Strategy: no devices given; name at least one, e.g. \"/cpu:0\"");
   for (size_t i = 0; i < devices_.size(); ++i)
@@ -36,9 +39,11 @@ Strategy::Strategy(std::vector<Device> devices, CrossDeviceOps cross_device_ops,
   int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads_per_replica_ = std::max(1, cores / replicas);
   for (int r = 0; r < replicas; ++r) {
-    stores_.push_back(std::make_unique<nn::VariableStore>());
+    if (stores_.empty() || variables_mirrored())
+      stores_.push_back(std::make_unique<nn::VariableStore>());
     contexts_.push_back(
         std::make_unique<nn::ModelContext>(*stores_.back(), nn::Mode::kTrain, seed));
+    contexts_.back()->set_defer_moving_averages(replicas > 1);
   }
   collective_slots_.assign(static_cast<size_t>(replicas), nullptr);
   pool_ = std::make_unique<ReplicaPool>(replicas, threads_per_replica_);
@@ -49,7 +54,9 @@ Strategy::~Strategy() = default;
 std::string Strategy::description() const {
   std::string text = std::string(name()) + " with devices (";
   for (size_t i = 0; i < devices_.size(); ++i) text += (i ? ", " : "") + devices_[i].str();
-  return text + ")";
+  text += ")";
+  if (!variables_mirrored()) text += " and variables on /cpu:0";
+  return text;
 }
 
 data::InputContext Strategy::input_context(int64_t pipeline_id) const {
@@ -71,7 +78,7 @@ void Strategy::check_replica(int replica, const char* where) const {
 
 nn::VariableStore& Strategy::store(int replica) {
   check_replica(replica, "Strategy::store");
-  return *stores_[static_cast<size_t>(replica)];
+  return variables_mirrored() ? *stores_[static_cast<size_t>(replica)] : *stores_.front();
 }
 
 nn::ModelContext& Strategy::model_context(int replica) {
@@ -171,16 +178,51 @@ void ReplicaContext::all_reduce(ReduceOp op, std::vector<Tensor>& tensors) {
 }
 
 void ReplicaContext::all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars) {
-  std::vector<Tensor> gradients;
-  gradients.reserve(grads_and_vars.size());
-  for (const auto& entry : grads_and_vars) gradients.push_back(entry.gradient);
-  all_reduce(ReduceOp::kSum, gradients);
-  for (size_t i = 0; i < grads_and_vars.size(); ++i) grads_and_vars[i].gradient = gradients[i];
+  std::vector<nn::MovingAverageUpdate> none;
+  sync_step(grads_and_vars, 1.0, none);
+}
+
+void ReplicaContext::sync_step(std::vector<nn::GradAndVar>& grads_and_vars, double scale,
+                               std::vector<nn::MovingAverageUpdate>& updates) {
+  ops::NoGradGuard no_grad;
+  std::vector<Tensor> tensors;
+  tensors.reserve(grads_and_vars.size() + updates.size());
+  for (const auto& entry : grads_and_vars)
+    tensors.push_back(scale == 1.0 || !entry.gradient.defined() ? entry.gradient
+                                                                : ops::mul(entry.gradient, scale));
+  // A mean over replicas is a sum of values divided by the replica count beforehand, so that
+  // gradients and statistics travel in one collective.
+  double share = 1.0 / num_replicas_in_sync();
+  for (const auto& update : updates) tensors.push_back(ops::mul(update.value, share));
+  all_reduce(ReduceOp::kSum, tensors);
+  for (size_t i = 0; i < grads_and_vars.size(); ++i) grads_and_vars[i].gradient = tensors[i];
+  for (size_t i = 0; i < updates.size(); ++i) updates[i].value = tensors[grads_and_vars.size() + i];
+}
+
+void ReplicaContext::run_train_op(const nn::TrainOp& train_op, double gradient_scale,
+                                  nn::ModelContext* ctx) {
+  nn::ModelContext& context = ctx ? *ctx : model_context();
+  std::vector<nn::GradAndVar> grads = train_op.compute_gradients();
+  std::vector<nn::MovingAverageUpdate> updates = context.take_moving_average_updates();
+  sync_step(grads, gradient_scale, updates);
+  if (strategy_->variables_mirrored() || replica_id_ == 0) {
+    for (const auto& update : updates) nn::apply_moving_average(update);
+    train_op.apply(std::move(grads));
+  }
+  if (!strategy_->variables_mirrored()) strategy_->pool_->barrier().arrive_and_wait();
 }
 
 nn::GradientTransform ReplicaContext::gradient_transform() {
-  return
-      [this](std::vector<nn::GradAndVar>& grads_and_vars) { all_reduce_gradients(grads_and_vars); };
+  if (!strategy_->variables_mirrored())
+    throw FailedPreconditionError(std::string(strategy_->name()) +
+                                  ": gradient_transform() would apply the update once per "
+                                  "replica to the one shared copy of the variables; call "
+                                  "replica.run_train_op(train_op) instead");
+  return [this](std::vector<nn::GradAndVar>& grads_and_vars) {
+    std::vector<nn::MovingAverageUpdate> updates = model_context().take_moving_average_updates();
+    sync_step(grads_and_vars, 1.0, updates);
+    for (const auto& update : updates) nn::apply_moving_average(update);
+  };
 }
 
 }  // namespace est::distribute

@@ -1,16 +1,17 @@
 // Strategy: how a training step is replicated over local devices, as tf.distribute.Strategy.
 //
 // Every in-process strategy is the same machinery: one replica per device, each replica on
-// its own persistent thread with its own VariableStore and ModelContext (variables mirrored:
-// created from the same seed, kept identical because every replica applies the same
-// all-reduced gradients). The subclasses only choose the devices and the cross-device ops.
-// The custom-training-loop API reads as in TensorFlow:
+// its own persistent thread with its own ModelContext. Variables are either mirrored (each
+// replica has its own VariableStore, created from the same seed and kept identical because
+// every replica applies the same all-reduced gradients and averaged moving statistics) or
+// central (one VariableStore shared by all replicas; the update is applied once, by replica 0,
+// after the gradients are summed). The subclasses choose the devices, the cross-device ops and
+// the placement. The custom-training-loop API reads as in TensorFlow:
 //   PerReplica losses = strategy.run([&](ReplicaContext& replica) {
 //     ModelContext& ctx = replica.model_context();
 //     ctx.begin_call();
 //     Tensor loss = ... / replica.num_replicas_in_sync();  // scaled by the global batch
-//     TrainOp op = optimizer.minimize(loss, ctx);
-//     op.run(replica.gradient_transform());  // all-reduce (sum), then the update
+//     replica.run_train_op(optimizer.minimize(loss, ctx));  // all-reduce (sum), the update
 //     return loss;
 //   }, inputs);
 //   double total = strategy.reduce(ReduceOp::kSum, losses).item();
@@ -29,6 +30,7 @@
 #include "distribute/cross_device_ops.h"
 #include "nn/model_context.h"
 #include "nn/optimizer.h"
+#include "nn/train_op.h"
 
 namespace est::data {
 class Dataset;
@@ -66,8 +68,19 @@ class ReplicaContext {
   void all_reduce(ReduceOp op, std::vector<Tensor>& tensors);
   // Sums the gradients over replicas (the loss is already scaled by the global batch).
   void all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars);
-  // all_reduce_gradients as a TrainOp transform: `train_op.run(replica.gradient_transform())`.
-  // It refers to this context: use it only inside the step function that received it.
+  // A whole training step of `train_op` on this replica: its gradients times
+  // `gradient_scale`, summed over replicas; the moving averages `ctx` deferred (batch norm's
+  // statistics, computed per replica) averaged over replicas; then the optimizer's update:
+  // on every replica's copy (mirrored) or once on the shared copy (central storage, after which
+  // every replica waits until it is done). `ctx` defaults to this replica's model_context();
+  // the Estimator passes its own. The custom loop scales the loss by the global batch itself
+  // (gradient_scale 1); the Estimator passes 1/num_replicas_in_sync for a mean-type loss.
+  void run_train_op(const nn::TrainOp& train_op, double gradient_scale = 1.0,
+                    nn::ModelContext* ctx = nullptr);
+  // The same for mirrored variables as a TrainOp transform:
+  // `train_op.run(replica.gradient_transform())`. It refers to this context: use it only inside
+  // the step function that received it. FailedPreconditionError under central storage (the
+  // update must happen once: use run_train_op).
   nn::GradientTransform gradient_transform();
 
  private:
@@ -77,6 +90,10 @@ class ReplicaContext {
   Strategy* strategy_;
   int replica_id_;
   const data::Element* input_;
+
+  // Sums the gradients (times `scale`) and averages the values of `updates`, in one collective.
+  void sync_step(std::vector<nn::GradAndVar>& grads_and_vars, double scale,
+                 std::vector<nn::MovingAverageUpdate>& updates);
 };
 
 using StepFn = std::function<Tensor(ReplicaContext&)>;
@@ -97,6 +114,8 @@ class Strategy {
   int64_t num_input_pipelines() const { return 1; }
   CrossDeviceOps cross_device_ops() const { return cross_device_ops_; }
   int threads_per_replica() const { return threads_per_replica_; }
+  // Mirrored variables (a copy per replica) or central storage (one copy, shared).
+  bool variables_mirrored() const { return placement_ == VariablePlacement::kMirrored; }
 
   // The InputContext for input pipeline `pipeline_id` (only 0 in one process:
   // InvalidArgumentError otherwise).
@@ -118,14 +137,17 @@ class Strategy {
   // with this strategy's cross-device ops.
   void all_reduce_gradients(ReduceOp op, std::vector<std::vector<Tensor>>& per_replica) const;
 
-  // Replica `replica`'s variables and model context (the mirrored copies).
+  // Replica `replica`'s variables and model context (the mirrored copies; under central
+  // storage every replica's store is the same one).
   nn::VariableStore& store(int replica);
   nn::ModelContext& model_context(int replica);
 
  protected:
+  enum class VariablePlacement : uint8_t { kMirrored, kCentral };
   // `devices` must be non-empty and distinct (InvalidArgumentError). `seed` seeds every
   // replica's ModelContext identically, so mirrored variables start equal.
-  Strategy(std::vector<Device> devices, CrossDeviceOps cross_device_ops, uint64_t seed);
+  Strategy(std::vector<Device> devices, CrossDeviceOps cross_device_ops, uint64_t seed,
+           VariablePlacement placement = VariablePlacement::kMirrored);
 
  private:
   friend class ReplicaContext;
@@ -133,12 +155,17 @@ class Strategy {
 
   std::vector<Device> devices_;
   CrossDeviceOps cross_device_ops_;
+  VariablePlacement placement_;
   int threads_per_replica_;
-  std::vector<std::unique_ptr<nn::VariableStore>> stores_;   // [num_replicas]
+  std::vector<std::unique_ptr<nn::VariableStore>> stores_;   // [num_replicas], or [1] central
   std::vector<std::unique_ptr<nn::ModelContext>> contexts_;  // [num_replicas]
   std::unique_ptr<ReplicaPool> pool_;
   std::vector<std::vector<Tensor>*> collective_slots_;  // [num_replicas], during a collective
 };
+
+// The default devices of MirroredStrategy and CentralStorageStrategy: every local GPU, else
+// one CPU ({"/cpu:0"}). This build has no GPU backend yet, so it is always {"/cpu:0"}.
+std::vector<std::string> local_devices();
 
 // Parses TensorFlow device names ("/cpu:0", "/device:CPU:1"); the parse error for bad ones.
 std::vector<Device> parse_devices(const std::vector<std::string>& names);

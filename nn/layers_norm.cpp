@@ -1,4 +1,5 @@
-// batch_normalization: variables, mode dispatch and the in-place moving-average update.
+// batch_normalization: variables, mode dispatch, and the moving-average update (through the
+// model context, which applies it at once or defers it for a strategy to average).
 #include "nn/layers_norm.h"
 
 #include <fmt/format.h>
@@ -11,15 +12,6 @@
 #include "ops/math.h"
 
 namespace est::nn {
-namespace {
-
-// moving = moving * momentum + value * (1 - momentum), in place.
-void update_moving_average(Tensor& moving, const Tensor& value, double momentum) {
-  moving.copy_from(ops::add(ops::mul(moving, momentum), ops::mul(value, 1.0 - momentum)));
-}
-
-}  // namespace
-
 Tensor batch_normalization(ModelContext& ctx, const Tensor& x, const BatchNormOptions& options) {
   std::string name = ctx.layer_name("batch_normalization", options.name);
   check_layer_input(name, x, 1, "[..., channels]");
@@ -51,9 +43,9 @@ Tensor batch_normalization(ModelContext& ctx, const Tensor& x, const BatchNormOp
   ops::NoGradGuard no_grad;
   int64_t count = x.numel() / std::max<int64_t>(channels, 1);
   double bessel = count > 1 ? double(count) / double(count - 1) : 1.0;
-  update_moving_average(moving_mean, result.batch_mean.detach(), options.momentum);
-  update_moving_average(moving_variance, ops::mul(result.batch_variance.detach(), bessel),
-                        options.momentum);
+  ctx.update_moving_average(moving_mean, result.batch_mean.detach(), options.momentum);
+  ctx.update_moving_average(moving_variance, ops::mul(result.batch_variance.detach(), bessel),
+                            options.momentum);
   return result.output;
 }
 

@@ -44,10 +44,19 @@ Tensor div_no_nan(const Tensor& numerator, const Tensor& denominator) {
   return ops::div(numerator, ops::add(denominator, is_zero));
 }
 
+thread_local Reduction t_last_reduction = Reduction::kSumByNonzeroWeights;
+
 }  // namespace
+
+Reduction last_loss_reduction() { return t_last_reduction; }
+void reset_last_loss_reduction() { t_last_reduction = Reduction::kSumByNonzeroWeights; }
+bool is_mean_reduction(Reduction reduction) {
+  return reduction != Reduction::kSum && reduction != Reduction::kNone;
+}
 
 Tensor compute_weighted_loss(const Tensor& losses, const LossWeights& weights,
                              Reduction reduction) {
+  t_last_reduction = reduction;
   check_float("compute_weighted_loss", "losses", losses);
   const Shape& shape = losses.shape();
   Tensor weighted;

@@ -36,6 +36,16 @@ class LossWeights {
 };
 
 // Weights and reduces per-element `losses` as tf.compat.v1.losses.compute_weighted_loss.
+// The reduction of the most recent loss computed on this thread (tf.compat.v1's "last loss
+// reduction" of the graph). A strategy reads it after model_fn to scale gradients as
+// TensorFlow does: a mean-type loss is divided by num_replicas_in_sync before the cross-replica
+// sum, a kSum or kNone loss is not. kSumByNonzeroWeights (TF's default) until a loss is computed
+// or after reset_last_loss_reduction().
+Reduction last_loss_reduction();
+void reset_last_loss_reduction();
+// Whether the per-replica loss of `reduction` is a mean (so replicas' gradients are averaged).
+bool is_mean_reduction(Reduction reduction);
+
 Tensor compute_weighted_loss(const Tensor& losses, const LossWeights& weights = 1.0,
                              Reduction reduction = Reduction::kSumOverBatchSize);
 

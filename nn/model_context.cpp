@@ -3,6 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
+#include "ops/autograd.h"
+#include "ops/math.h"
+
 namespace est::nn {
 
 using ops::shape_str;
@@ -27,6 +32,27 @@ void ModelContext::begin_call() {
   scopes_.clear();
   layer_counts_.clear();
   used_.clear();
+  moving_average_updates_.clear();
+}
+
+void apply_moving_average(const MovingAverageUpdate& update) {
+  ops::NoGradGuard no_grad;
+  Tensor variable = update.variable;
+  variable.copy_from(
+      ops::add(ops::mul(variable, update.momentum), ops::mul(update.value, 1.0 - update.momentum)));
+}
+
+void ModelContext::update_moving_average(const Tensor& variable, const Tensor& value,
+                                         double momentum) {
+  MovingAverageUpdate update{variable, value.detach(), momentum};
+  if (defer_moving_averages_)
+    moving_average_updates_.push_back(std::move(update));
+  else
+    apply_moving_average(update);
+}
+
+std::vector<MovingAverageUpdate> ModelContext::take_moving_average_updates() {
+  return std::exchange(moving_average_updates_, {});
 }
 
 VariableScope ModelContext::variable_scope(std::string_view name) {

@@ -24,6 +24,17 @@ enum class Mode : uint8_t { kTrain, kEval, kPredict };
 
 class ModelContext;
 
+// A moving-average update a layer asked for while updates were deferred: `variable` (a handle
+// on the store's storage) becomes variable * momentum + value * (1 - momentum).
+struct MovingAverageUpdate {
+  Tensor variable;
+  Tensor value;  // detached
+  double momentum = 0;
+};
+
+// variable = variable * momentum + value * (1 - momentum), in place, no gradient recorded.
+void apply_moving_average(const MovingAverageUpdate& update);
+
 // RAII guard returned by ModelContext::variable_scope(): pops the scope when it goes away.
 class VariableScope {
  public:
@@ -81,6 +92,16 @@ class ModelContext {
   // minimize() differentiates.
   std::vector<Variable> trainable_variables() const;
 
+  // Moving averages (batch normalization's moving statistics). By default the update is
+  // applied at once, in place. A strategy with several replicas defers them instead: the
+  // updates of this call are kept until take_moving_average_updates(), so that their values
+  // can be averaged over replicas first and the copies stay identical (TF's MEAN aggregation
+  // of a moving-average variable). begin_call() drops updates nobody took.
+  void update_moving_average(const Tensor& variable, const Tensor& value, double momentum);
+  void set_defer_moving_averages(bool defer) { defer_moving_averages_ = defer; }
+  bool defers_moving_averages() const { return defer_moving_averages_; }
+  std::vector<MovingAverageUpdate> take_moving_average_updates();
+
   // The generator for dropout and other random ops in the model.
   ops::Generator& generator() { return generator_; }
   // The generator initializers draw from.
@@ -102,6 +123,8 @@ class ModelContext {
   std::unordered_set<std::string> used_;                  // variables this call touched
   ops::Generator initializer_generator_;
   ops::Generator generator_;
+  bool defer_moving_averages_ = false;
+  std::vector<MovingAverageUpdate> moving_average_updates_;
 };
 
 }  // namespace est::nn
