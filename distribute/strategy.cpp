@@ -44,6 +44,7 @@ Strategy::Strategy(std::vector<Device> devices, CrossDeviceOps cross_device_ops,
     contexts_.push_back(
         std::make_unique<nn::ModelContext>(*stores_.back(), nn::Mode::kTrain, seed));
     contexts_.back()->set_defer_moving_averages(replicas > 1);
+    contexts_.back()->set_shares_store(!variables_mirrored() && replicas > 1);
   }
   collective_slots_.assign(static_cast<size_t>(replicas), nullptr);
   pool_ = std::make_unique<ReplicaPool>(replicas, threads_per_replica_);
