@@ -1,12 +1,15 @@
 // Estimator::evaluate: restore a checkpoint, run model_fn(EVAL) over `steps` batches (or all
 // of them), stream each metric (first batch: clone, then merge), average the loss, log and
-// write the results as summaries of the checkpoint's global step.
+// write the results as summaries of the checkpoint's global step. Under eval_distribute a step
+// is one batch per replica, and every replica's metric statistics are merged into the same
+// running metric, so the results equal unreplicated evaluation of the same data.
 #include <fmt/format.h>
 
 #include <memory>
 
 #include "estimator/estimator.h"
 #include "estimator/loop_util.h"
+#include "estimator/replicas.h"
 #include "estimator/summary_cache.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
@@ -25,11 +28,12 @@ Metrics Estimator::evaluate(const InputFn& input_fn, std::optional<int64_t> step
         fmt::format("evaluate: name '{}' contains '/'; it names the directory eval_<name>", name));
   detail::check_hooks(hooks, "evaluate");
 
-  nn::VariableStore store;
-  EstimatorContext ctx(store, ModeKeys::kEval, seed_, params_, config_);
+  detail::Replicas replicas(config_.eval_distribute, ModeKeys::kEval, seed_, params_, config_);
+  replicas.log_strategy("evaluation");
+  nn::VariableStore& store = replicas.store();
   std::string source = checkpoint_path ? *checkpoint_path : latest_checkpoint().value_or("");
   std::optional<detail::Restored> restored;
-  if (!source.empty()) restored = detail::restore_checkpoint(source, store);
+  if (!source.empty()) restored = detail::restore_checkpoint(source, replicas.stores());
   if (checkpoint_path && !restored)
     throw NotFoundError(fmt::format("evaluate: no checkpoint at {}", *checkpoint_path));
   if (!restored)
@@ -39,7 +43,7 @@ Metrics Estimator::evaluate(const InputFn& input_fn, std::optional<int64_t> step
         model_dir());
 
   ops::NoGradGuard no_grad;
-  data::Dataset dataset = detail::make_dataset(input_fn, ModeKeys::kEval);
+  data::Dataset dataset = replicas.make_dataset(input_fn, ModeKeys::kEval);
   data::Iterator iterator = dataset.iterator();
   Session session(store, ModeKeys::kEval, model_dir(), config_);
   log::info("Starting evaluation at {}", detail::now_iso8601());
@@ -54,11 +58,13 @@ Metrics Estimator::evaluate(const InputFn& input_fn, std::optional<int64_t> step
   for (;;) {
     if (steps && batches >= *steps) break;
     timings.input_begin = detail::steady_seconds();
-    std::optional<data::Element> element = iterator.next();
-    if (!element) break;
+    std::vector<data::Element> elements = replicas.next(iterator);
+    if (elements.empty()) break;
     timings.model_fn_begin = detail::steady_seconds();
-    EstimatorSpec spec =
-        detail::call_model_fn(model_fn_, ctx, *element, ModeKeys::kEval, batches == 0);
+    std::vector<EstimatorSpec> specs =
+        replicas.call_model_fn(model_fn_, elements, ModeKeys::kEval, batches == 0);
+    EstimatorSpec spec = specs.front();  // replica 0's, with the step's loss over replicas
+    spec.loss = replicas.reported_loss(specs);
     timings.model_fn_end = detail::steady_seconds();
     int64_t step = session.global_step();
     if (batches == 0) {
@@ -71,12 +77,14 @@ Metrics Estimator::evaluate(const InputFn& input_fn, std::optional<int64_t> step
     std::vector<SessionRunArgs> args = detail::before_run(all_hooks, run_context);
     timings.run_begin = detail::steady_seconds();
     loss_sum += spec.loss.item();
-    for (const auto& [metric_name, op] : spec.eval_metric_ops) {
-      auto& total = running[metric_name];
-      if (!total)
-        total = op.metric->clone();
-      else
-        total->merge(*op.metric);
+    for (const EstimatorSpec& replica_spec : specs) {
+      for (const auto& [metric_name, op] : replica_spec.eval_metric_ops) {
+        auto& total = running[metric_name];
+        if (!total)
+          total = op.metric->clone();
+        else
+          total->merge(*op.metric);
+      }
     }
     ++batches;
     timings.run_end = detail::steady_seconds();

@@ -62,7 +62,7 @@ void Estimator::predict(const InputFn& input_fn, const std::function<bool(Predic
   EstimatorContext ctx(store, ModeKeys::kPredict, seed_, params_, config_);
   std::string source = checkpoint_path ? *checkpoint_path : latest_checkpoint().value_or("");
   std::optional<detail::Restored> restored;
-  if (!source.empty()) restored = detail::restore_checkpoint(source, store);
+  if (!source.empty()) restored = detail::restore_checkpoint(source, {&store});
   if (checkpoint_path && !restored)
     throw NotFoundError(fmt::format("predict: no checkpoint at {}", *checkpoint_path));
   if (!restored)

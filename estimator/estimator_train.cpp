@@ -14,6 +14,7 @@
 #include "estimator/estimator.h"
 #include "estimator/hooks/basic_hooks.h"
 #include "estimator/loop_util.h"
+#include "estimator/replicas.h"
 #include "estimator/summary_cache.h"
 #include "ops/error.h"
 #include "ops/logging.h"
@@ -100,12 +101,18 @@ Estimator& Estimator::train(const InputFn& input_fn, const Hooks& hooks,
                  config_.task_type, config_.task_id);
 
   FlushSummariesOnExit flush_summaries;
-  nn::VariableStore store;
-  EstimatorContext ctx(store, ModeKeys::kTrain, seed_, params_, config_);
-  data::Dataset dataset = detail::make_dataset(input_fn, ModeKeys::kTrain);
+  detail::Replicas replicas(config_.train_distribute, ModeKeys::kTrain, seed_, params_, config_);
+  replicas.log_strategy("training");
+  nn::VariableStore& store = replicas.store();
+  EstimatorContext& ctx = replicas.context();
+  data::Dataset dataset = replicas.make_dataset(input_fn, ModeKeys::kTrain);
   auto iterator = std::make_unique<data::Iterator>(dataset.iterator());
-  std::optional<detail::Restored> restored = detail::restore_checkpoint(model_dir(), store);
-  if (restored) restore_extras(*restored, ctx, dataset, iterator);
+  std::optional<detail::Restored> restored =
+      detail::restore_checkpoint(model_dir(), replicas.stores());
+  if (restored) {
+    restore_extras(*restored, ctx, dataset, iterator);
+    replicas.seed_replica_generators(restored->global_step);
+  }
 
   // The start checkpoint is written after the first model_fn call (the variables exist then)
   // but must describe the state before that step: its input position and model RNG.
@@ -157,16 +164,23 @@ Estimator& Estimator::train(const InputFn& input_fn, const Hooks& hooks,
   double final_loss = std::nan("");
   for (;;) {
     timings.input_begin = detail::steady_seconds();
-    std::optional<data::Element> element = iterator->next();
-    if (!element) {
+    std::vector<data::Element> elements = replicas.next(*iterator);
+    if (elements.empty()) {
       if (first) log::warning("train: input_fn's dataset produced no element; nothing to train");
+      break;
+    }
+    if (elements.size() < static_cast<size_t>(replicas.size())) {
+      log::warning(
+          "train: the input ended with {} per-replica batch(es) left for {} replicas; a step "
+          "needs one batch per replica, so they are not trained on",
+          elements.size(), replicas.size());
       break;
     }
     timings.model_fn_begin = detail::steady_seconds();
     int64_t step = session.global_step();
-    EstimatorSpec spec = [&] {
+    std::vector<EstimatorSpec> specs = [&] {
       try {
-        return detail::call_model_fn(model_fn_, ctx, *element, ModeKeys::kTrain, first);
+        return replicas.call_model_fn(model_fn_, elements, ModeKeys::kTrain, first);
       } catch (const InvalidArgumentError& error) {
         // A staged value that does not fit the variable model_fn creates: say which file.
         if (!first || !restored ||
@@ -179,13 +193,18 @@ Estimator& Estimator::train(const InputFn& input_fn, const Hooks& hooks,
     if (first) {
       if (restored) detail::check_restored(*restored, store);
       if (!restored && warm_start_from_) {
-        checkpoint::TensorBundle variables = checkpoint::bundle_from_store(store);
-        if (auto result = checkpoint::warm_start(model_dir(), *warm_start_from_, variables)) {
+        std::optional<checkpoint::WarmStartResult> result;
+        for (nn::VariableStore* copy : replicas.stores()) {
+          checkpoint::TensorBundle variables = checkpoint::bundle_from_store(*copy);
+          result = checkpoint::warm_start(model_dir(), *warm_start_from_, variables);
+        }
+        if (result) {
           log::info("Warm-started {} variables from {}.", result->warm_started.size(),
                     result->path);
-          spec = detail::call_model_fn(model_fn_, ctx, *element, ModeKeys::kTrain, false);
+          specs = replicas.call_model_fn(model_fn_, elements, ModeKeys::kTrain, false);
         }
       }
+      EstimatorSpec& spec = specs.front();
       all_hooks.insert(all_hooks.end(), spec.training_hooks.begin(), spec.training_hooks.end());
       if (config_.is_chief)
         all_hooks.insert(all_hooks.end(), spec.training_chief_hooks.begin(),
@@ -197,10 +216,12 @@ Estimator& Estimator::train(const InputFn& input_fn, const Hooks& hooks,
       first = false;
     }
     timings.model_fn_end = detail::steady_seconds();
+    EstimatorSpec spec = specs.front();  // replica 0's, with the step's loss over replicas
+    spec.loss = replicas.reported_loss(specs);
     SessionRunContext run_context(session, spec, step, timings);
     std::vector<SessionRunArgs> args = detail::before_run(all_hooks, run_context);
     timings.run_begin = detail::steady_seconds();
-    spec.train_op.run();
+    replicas.run_train_ops(specs);
     timings.run_end = detail::steady_seconds();
     SessionRunValues values =
         detail::resolve_fetches(args, spec, session, step, session.global_step());

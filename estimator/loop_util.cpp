@@ -15,11 +15,12 @@
 
 namespace est::detail {
 
-data::Dataset make_dataset(const InputFn& input_fn, ModeKeys mode) {
+data::Dataset make_dataset(const InputFn& input_fn, ModeKeys mode,
+                           const InputContext* input_context) {
   if (!input_fn)
     throw InvalidArgumentError(fmt::format(
         "input_fn is empty (mode {}); pass a function returning a data::Dataset", mode_name(mode)));
-  data::Dataset dataset = input_fn(mode, nullptr);
+  data::Dataset dataset = input_fn(mode, input_context);
   if (!dataset.node())
     throw InvalidArgumentError(
         fmt::format("input_fn returned an empty Dataset (mode {}); return a pipeline such as "
@@ -57,12 +58,13 @@ const checkpoint::Blob* Restored::blob(const std::string& name) const {
 }
 
 std::optional<Restored> restore_checkpoint(const std::string& path_or_dir,
-                                           nn::VariableStore& store) {
+                                           const std::vector<nn::VariableStore*>& stores) {
   namespace fs = std::filesystem;
   if (!fs::exists(path_or_dir)) return std::nullopt;
   if (fs::is_directory(path_or_dir) && checkpoint::checkpoint_candidates(path_or_dir).empty())
     return std::nullopt;
-  checkpoint::RestoreResult result = checkpoint::restore_store(path_or_dir, store);
+  checkpoint::RestoreResult result = checkpoint::restore_store(path_or_dir, *stores.front());
+  for (size_t i = 1; i < stores.size(); ++i) checkpoint::restore_store(result.path, *stores[i]);
   for (const std::string& skipped : result.skipped)
     log::warning("Checkpoint {} could not be read; restored the older {} instead", skipped,
                  result.path);

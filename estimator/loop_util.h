@@ -22,8 +22,10 @@ inline double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// input_fn(mode, nullptr) with its failures turned into clear errors.
-data::Dataset make_dataset(const InputFn& input_fn, ModeKeys mode);
+// input_fn(mode, input_context) with its failures turned into clear errors (input_context is
+// null without a distribution strategy).
+data::Dataset make_dataset(const InputFn& input_fn, ModeKeys mode,
+                           const InputContext* input_context = nullptr);
 
 // One model_fn call: begin_call, the active-context guard, the spec checks (mode, fields).
 // `log_calls` adds "Calling model_fn." / "Done calling model_fn.".
@@ -39,9 +41,10 @@ struct Restored {
   const checkpoint::Blob* blob(const std::string& name) const;
 };
 // Restores the newest readable checkpoint of `path_or_dir` (logs "Restoring parameters from
-// ..."); nullopt when there is no checkpoint.
+// ...") into each of `stores` (the replicas' copies: each gets its own tensors, read from the
+// same file); nullopt when there is no checkpoint.
 std::optional<Restored> restore_checkpoint(const std::string& path_or_dir,
-                                           nn::VariableStore& store);
+                                           const std::vector<nn::VariableStore*>& stores);
 // After the first model_fn call: each variable the model created must have come from the
 // checkpoint (NotFoundError naming it and the checkpoint otherwise).
 void check_restored(const Restored& restored, const nn::VariableStore& store);

@@ -18,7 +18,7 @@
 namespace est {
 
 namespace distribute {
-class Strategy;  // defined by distribute/ (not yet): RunConfig only holds a pointer
+class Strategy;  // distribute/strategy.h: RunConfig only holds a pointer
 }  // namespace distribute
 
 // Seconds since the epoch; injected in tests to drive time-based cadences.
@@ -38,6 +38,9 @@ struct RunConfig {
   int keep_checkpoint_max = 5;                   // 0 keeps every checkpoint
   double keep_checkpoint_every_n_hours = 10000;  // TensorFlow's default
   int64_t log_step_count_steps = 100;            // loss line and global_step/sec
+  // Strategies for train() and evaluate() (null: one replica on the caller's thread). Under a
+  // strategy input_fn gets its InputContext and yields per-replica batches; see
+  // estimator/replicas.h for the loss scaling. predict() is never distributed, as in TF.
   std::shared_ptr<distribute::Strategy> train_distribute;
   std::shared_ptr<distribute::Strategy> eval_distribute;
 

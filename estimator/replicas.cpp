@@ -1,0 +1,127 @@
+// Replicas: one store and context per replica, the parallel model_fn calls, the train ops
+// with TensorFlow's loss scaling, and the reported loss.
+#include "estimator/replicas.h"
+
+#include <fmt/format.h>
+
+#include "distribute/strategy.h"
+#include "estimator/loop_util.h"
+#include "ops/autograd.h"
+#include "ops/error.h"
+#include "ops/logging.h"
+
+namespace est::detail {
+namespace {
+
+// Distinct from the seeds ModelContext derives, so replica streams do not repeat replica 0's.
+constexpr uint64_t kReplicaSeedMix = 0xd1b54a32d192ed03ULL;
+constexpr uint64_t kStepSeedMix = 0x8cb92ba72f3d8dd7ULL;
+
+}  // namespace
+
+Replicas::Replicas(std::shared_ptr<distribute::Strategy> strategy, ModeKeys mode, uint64_t seed,
+                   const Params& params, const RunConfig& config)
+    : strategy_(std::move(strategy)), seed_(seed) {
+  int replicas = strategy_ ? strategy_->num_replicas_in_sync() : 1;
+  bool mirrored = !strategy_ || strategy_->variables_mirrored();
+  for (int r = 0; r < replicas; ++r) {
+    if (stores_.empty() || mirrored) stores_.push_back(std::make_unique<nn::VariableStore>());
+    contexts_.push_back(
+        std::make_unique<EstimatorContext>(*stores_.back(), mode, seed, params, config));
+    contexts_.back()->set_defer_moving_averages(replicas > 1);
+    contexts_.back()->set_shares_store(!mirrored && replicas > 1);
+  }
+  reductions_.assign(static_cast<size_t>(replicas), nn::last_loss_reduction());
+  seed_replica_generators(0);
+}
+
+Replicas::~Replicas() = default;
+
+std::vector<nn::VariableStore*> Replicas::stores() {
+  std::vector<nn::VariableStore*> out;
+  for (auto& store : stores_) out.push_back(store.get());
+  return out;
+}
+
+void Replicas::seed_replica_generators(int64_t global_step) {
+  for (int r = 1; r < size(); ++r) {
+    uint64_t mixed = seed_ ^ (kReplicaSeedMix * static_cast<uint64_t>(r)) ^
+                     (kStepSeedMix * static_cast<uint64_t>(global_step));
+    context(r).generator().set_state(ops::Generator(mixed).state());
+  }
+}
+
+data::Dataset Replicas::make_dataset(const InputFn& input_fn, ModeKeys mode) const {
+  if (!strategy_) return detail::make_dataset(input_fn, mode, nullptr);
+  data::InputContext input_context = strategy_->input_context(0);
+  return detail::make_dataset(input_fn, mode, &input_context);
+}
+
+void Replicas::log_strategy(const char* what) const {
+  if (strategy_) log::info("Using {} for {}.", strategy_->description(), what);
+}
+
+std::vector<data::Element> Replicas::next(data::Iterator& iterator) const {
+  std::vector<data::Element> elements;
+  elements.reserve(static_cast<size_t>(size()));
+  while (elements.size() < static_cast<size_t>(size())) {
+    std::optional<data::Element> element = iterator.next();
+    if (!element) break;
+    elements.push_back(std::move(*element));
+  }
+  return elements;
+}
+
+std::vector<EstimatorSpec> Replicas::call_model_fn(const ModelFn& model_fn,
+                                                   const std::vector<data::Element>& elements,
+                                                   ModeKeys mode, bool first) {
+  std::vector<std::optional<EstimatorSpec>> results(elements.size());
+  auto call = [&](int replica) {
+    nn::reset_last_loss_reduction();
+    results[static_cast<size_t>(replica)] =
+        detail::call_model_fn(model_fn, context(replica), elements[static_cast<size_t>(replica)],
+                              mode, first && replica == 0);
+    reductions_[static_cast<size_t>(replica)] = nn::last_loss_reduction();
+  };
+  if (strategy_) {
+    int active = static_cast<int>(elements.size());
+    strategy_->run([&](distribute::ReplicaContext& replica) {
+      if (replica.replica_id() < active) call(replica.replica_id());
+      return Tensor();
+    });
+  } else {
+    call(0);
+  }
+  std::vector<EstimatorSpec> specs;
+  specs.reserve(results.size());
+  for (auto& result : results) specs.push_back(std::move(*result));
+  return specs;
+}
+
+void Replicas::run_train_ops(const std::vector<EstimatorSpec>& specs) {
+  if (!strategy_) {
+    specs.front().train_op.run();
+    return;
+  }
+  if (specs.size() != static_cast<size_t>(size()))
+    throw InternalError(
+        fmt::format("run_train_ops: {} specs for {} replicas", specs.size(), size()));
+  double replicas = static_cast<double>(size());
+  strategy_->run([&](distribute::ReplicaContext& replica) {
+    auto r = static_cast<size_t>(replica.replica_id());
+    double scale = nn::is_mean_reduction(reductions_[r]) ? 1.0 / replicas : 1.0;
+    replica.run_train_op(specs[r].train_op, scale, contexts_[r].get());
+    return Tensor();
+  });
+}
+
+Tensor Replicas::reported_loss(const std::vector<EstimatorSpec>& specs) const {
+  if (specs.size() == 1) return specs.front().loss;
+  ops::NoGradGuard no_grad;
+  double total = 0;
+  for (const EstimatorSpec& spec : specs) total += spec.loss.item();
+  if (nn::is_mean_reduction(reductions_.front())) total /= static_cast<double>(specs.size());
+  return Tensor::scalar(total, specs.front().loss.dtype());
+}
+
+}  // namespace est::detail

@@ -1,0 +1,90 @@
+// Replicas: the model_fn calls of one Estimator step, on one replica (no strategy) or on every
+// replica of RunConfig's train_distribute / eval_distribute (internal to estimator/).
+//
+// Without a strategy there is one store and one EstimatorContext, and everything runs on the
+// caller's thread, as before strategies existed. Under a strategy each replica has its own
+// EstimatorContext on its own thread; with mirrored variables each replica also has its own
+// store (restored from the same checkpoint, so the copies start equal and stay equal), under
+// central storage all replicas share one. Replica 0's store is the one checkpoints save and
+// hooks read. TensorFlow's Estimator semantics:
+// - input_fn is called once, with the strategy's InputContext, and yields per-replica
+//   batches: one step takes one element per replica (global batch = per-replica batch x
+//   num_replicas_in_sync);
+// - a mean-type loss (every reduction but kSum and kNone) has its gradients divided by
+//   num_replicas_in_sync before the cross-replica sum, so the update equals that of one
+//   replica on the global batch; the loss reported to hooks and logs is the replicas' mean
+//   (a sum for kSum and kNone losses);
+// - batch normalization uses each replica's own batch statistics; the moving averages are
+//   averaged over replicas.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "data/dataset.h"
+#include "estimator/estimator_spec.h"
+#include "estimator/params.h"
+#include "estimator/specs.h"
+#include "nn/losses.h"
+
+namespace est::distribute {
+class Strategy;
+}
+
+namespace est::detail {
+
+class Replicas {
+ public:
+  // `strategy` may be null (no distribution).
+  Replicas(std::shared_ptr<distribute::Strategy> strategy, ModeKeys mode, uint64_t seed,
+           const Params& params, const RunConfig& config);
+  ~Replicas();
+  Replicas(const Replicas&) = delete;
+  Replicas& operator=(const Replicas&) = delete;
+
+  int size() const { return static_cast<int>(contexts_.size()); }
+  bool distributed() const { return strategy_ != nullptr; }
+  // The copy that checkpoints save and hooks read (replica 0's).
+  nn::VariableStore& store() { return *stores_.front(); }
+  // Every distinct store (one per replica when mirrored, one under central storage).
+  std::vector<nn::VariableStore*> stores();
+  EstimatorContext& context(int replica = 0) { return *contexts_[static_cast<size_t>(replica)]; }
+
+  // input_fn(mode, input_context): the strategy's InputContext under a strategy, else null.
+  data::Dataset make_dataset(const InputFn& input_fn, ModeKeys mode) const;
+  // "Using MirroredStrategy with devices (/cpu:0, /cpu:1)" under a strategy.
+  void log_strategy(const char* what) const;
+
+  // The next step's elements: one per replica, fewer only when the input ends (empty at its
+  // end).
+  std::vector<data::Element> next(data::Iterator& iterator) const;
+
+  // model_fn on the first elements.size() replicas (in parallel under a strategy). The first
+  // call (`first`) logs "Calling model_fn." once.
+  std::vector<EstimatorSpec> call_model_fn(const ModelFn& model_fn,
+                                           const std::vector<data::Element>& elements,
+                                           ModeKeys mode, bool first);
+
+  // Runs the specs' train ops (one per replica; every replica must have one): gradients,
+  // cross-replica sum with TF's loss scaling, moving averages, the update.
+  void run_train_ops(const std::vector<EstimatorSpec>& specs);
+
+  // The loss of the step as one scalar: the replicas' mean for a mean-type loss, their sum
+  // for a kSum / kNone loss (the loss unreplicated training on the global batch would show).
+  Tensor reported_loss(const std::vector<EstimatorSpec>& specs) const;
+
+  // Re-seeds replica r > 0's generator for random ops (dropout) so replicas draw different
+  // masks; replica 0 keeps the unreplicated stream. `global_step` makes a resumed run draw
+  // fresh masks.
+  void seed_replica_generators(int64_t global_step);
+
+ private:
+  std::shared_ptr<distribute::Strategy> strategy_;
+  uint64_t seed_;
+  std::vector<std::unique_ptr<nn::VariableStore>> stores_;
+  std::vector<std::unique_ptr<EstimatorContext>> contexts_;
+  std::vector<nn::Reduction> reductions_;  // per replica, of its last model_fn call
+};
+
+}  // namespace est::detail
