@@ -1,7 +1,10 @@
-// The two CPU all-reduce algorithms over plain host buffers. They run on one thread (the
-// caller's) after every replica has deposited its tensors, so no locking is needed here.
+// The two CPU all-reduce algorithms over plain host buffers, whole on one thread (all_reduce)
+// or shared out over the replica threads by element ranges (all_reduce_slice). Both run after
+// every replica has deposited its tensors, and the slices write disjoint ranges, so no locking
+// is needed here.
 #include "distribute/cross_device_ops.h"
 
+#include <algorithm>
 #include <string>
 
 #include "ops/error.h"
@@ -84,9 +87,10 @@ void check_cross_device_ops(CrossDeviceOps ops, const std::vector<ops::Device>& 
           "ReductionToOneDevice or HierarchicalCopyAllReduce for CPU devices");
 }
 
-void all_reduce(CrossDeviceOps ops, ReduceOp op,
-                std::vector<std::vector<ops::Tensor>*>& per_replica) {
-  if (per_replica.empty()) return;
+namespace {
+
+// The lists agree in length, and `ops` can run here.
+void check_lists(CrossDeviceOps ops, const std::vector<std::vector<ops::Tensor>*>& per_replica) {
   size_t count = per_replica[0]->size();
   for (size_t r = 1; r < per_replica.size(); ++r)
     if (per_replica[r]->size() != count)
@@ -94,9 +98,80 @@ void all_reduce(CrossDeviceOps ops, ReduceOp op,
                                  " tensors but replica " + std::to_string(r) + " has " +
                                  std::to_string(per_replica[r]->size()) +
                                  "; every replica must reduce the same list");
-  check_cross_device_ops(ops, {});
   if (ops == CrossDeviceOps::kNcclAllReduce)
     throw UnimplementedError("all_reduce: NcclAllReduce needs the CUDA backend, not built yet");
+}
+
+// Elements [begin, end) of entry `index`: the sum over replicas into outputs[0], then copied
+// into the other replicas' outputs.
+template <class T>
+void reduce_range(CrossDeviceOps ops, ReduceOp op,
+                  const std::vector<std::vector<ops::Tensor>*>& inputs,
+                  const std::vector<std::vector<ops::Tensor>*>& outputs, size_t index,
+                  int64_t begin, int64_t end) {
+  size_t replicas = inputs.size();
+  int64_t n = end - begin;
+  auto in = [&](size_t r) { return (*inputs[r])[index].data<T>() + begin; };
+  auto out = [&](size_t r) { return (*outputs[r])[index].data<T>() + begin; };
+  T* total = out(0);
+  if (ops == CrossDeviceOps::kReductionToOneDevice || replicas <= 2) {
+    std::copy(in(0), in(0) + n, total);
+    for (size_t r = 1; r < replicas; ++r) {
+      const T* source = in(r);
+      for (int64_t i = 0; i < n; ++i) total[i] += source[i];
+    }
+  } else {
+    // Pairwise tree: at stride s, replica r (a multiple of 2s) takes in replica r + s.
+    std::vector<std::vector<T>> partial(replicas);
+    for (size_t r = 0; r < replicas; ++r) partial[r].assign(in(r), in(r) + n);
+    for (size_t stride = 1; stride < replicas; stride *= 2)
+      for (size_t r = 0; r + stride < replicas; r += 2 * stride)
+        for (int64_t i = 0; i < n; ++i) partial[r][size_t(i)] += partial[r + stride][size_t(i)];
+    std::copy(partial[0].begin(), partial[0].end(), total);
+  }
+  if (op == ReduceOp::kMean) {
+    double factor = 1.0 / static_cast<double>(replicas);
+    for (int64_t i = 0; i < n; ++i) total[i] = static_cast<T>(total[i] * factor);
+  }
+  for (size_t r = 1; r < replicas; ++r) std::copy(total, total + n, out(r));
+}
+
+}  // namespace
+
+void all_reduce_slice(CrossDeviceOps ops, ReduceOp op,
+                      const std::vector<std::vector<ops::Tensor>*>& inputs,
+                      const std::vector<std::vector<ops::Tensor>*>& outputs, int slice,
+                      int num_slices) {
+  if (inputs.empty()) return;
+  check_lists(ops, inputs);
+  size_t count = inputs[0]->size();
+  std::vector<bool> defined(count);
+  int64_t total = 0;
+  for (size_t i = 0; i < count; ++i) {
+    defined[i] = check_entry(inputs, i);
+    if (defined[i]) total += (*inputs[0])[i].numel();
+  }
+  int64_t first = total * slice / num_slices, last = total * (slice + 1) / num_slices;
+  int64_t offset = 0;  // of entry i in the sequence of all elements
+  for (size_t i = 0; i < count && offset < last; ++i) {
+    if (!defined[i]) continue;
+    int64_t n = (*inputs[0])[i].numel();
+    int64_t begin = std::max(first, offset) - offset, end = std::min(last, offset + n) - offset;
+    if (begin < end) {
+      if ((*inputs[0])[i].dtype() == ops::DType::kF32)
+        reduce_range<float>(ops, op, inputs, outputs, i, begin, end);
+      else
+        reduce_range<double>(ops, op, inputs, outputs, i, begin, end);
+    }
+    offset += n;
+  }
+}
+
+void all_reduce(CrossDeviceOps ops, ReduceOp op,
+                std::vector<std::vector<ops::Tensor>*>& per_replica) {
+  if (per_replica.empty()) return;
+  check_lists(ops, per_replica);
+  size_t count = per_replica[0]->size();
   size_t replicas = per_replica.size();
   for (size_t i = 0; i < count; ++i) {
     if (!check_entry(per_replica, i)) continue;

@@ -1,7 +1,7 @@
 // Strategy and ReplicaContext: the replica threads, the mirrored stores, run/reduce and the
-// in-step all-reduce. A collective is two barrier crossings: every replica deposits its list,
-// replica 0's thread reduces all of them with the strategy's cross-device ops, then every
-// replica continues with its own reduced buffers.
+// in-step all-reduce. A collective is two barrier crossings: every replica deposits its list
+// and fresh output buffers; every replica thread then reduces its share of the elements and
+// writes it into all replicas' outputs; then every replica continues with its own buffers.
 #include "distribute/strategy.h"
 
 #include <algorithm>
@@ -47,6 +47,7 @@ Strategy::Strategy(std::vector<Device> devices, CrossDeviceOps cross_device_ops,
     contexts_.back()->set_shares_store(!variables_mirrored() && replicas > 1);
   }
   collective_slots_.assign(static_cast<size_t>(replicas), nullptr);
+  collective_outputs_.assign(static_cast<size_t>(replicas), nullptr);
   pool_ = std::make_unique<ReplicaPool>(replicas, threads_per_replica_);
 }
 
@@ -164,18 +165,23 @@ nn::VariableStore& ReplicaContext::store() { return strategy_->store(replica_id_
 
 void ReplicaContext::all_reduce(ReduceOp op, std::vector<Tensor>& tensors) {
   AbortableBarrier& barrier = strategy_->pool_->barrier();
-  strategy_->collective_slots_[static_cast<size_t>(replica_id_)] = &tensors;
+  std::vector<Tensor> outputs(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].defined()) outputs[i] = Tensor::empty(tensors[i].shape(), tensors[i].dtype());
+  auto r = static_cast<size_t>(replica_id_);
+  strategy_->collective_slots_[r] = &tensors;
+  strategy_->collective_outputs_[r] = &outputs;
   barrier.arrive_and_wait();
-  if (replica_id_ == 0) {
-    try {
-      ops::NoGradGuard no_grad;
-      distribute::all_reduce(strategy_->cross_device_ops_, op, strategy_->collective_slots_);
-    } catch (...) {
-      barrier.abort();
-      throw;
-    }
+  try {
+    ops::NoGradGuard no_grad;
+    all_reduce_slice(strategy_->cross_device_ops_, op, strategy_->collective_slots_,
+                     strategy_->collective_outputs_, replica_id_, num_replicas_in_sync());
+  } catch (...) {
+    barrier.abort();
+    throw;
   }
   barrier.arrive_and_wait();
+  tensors = std::move(outputs);
 }
 
 void ReplicaContext::all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars) {

@@ -160,7 +160,8 @@ class Strategy {
   std::vector<std::unique_ptr<nn::VariableStore>> stores_;   // [num_replicas], or [1] central
   std::vector<std::unique_ptr<nn::ModelContext>> contexts_;  // [num_replicas]
   std::unique_ptr<ReplicaPool> pool_;
-  std::vector<std::vector<Tensor>*> collective_slots_;  // [num_replicas], during a collective
+  std::vector<std::vector<Tensor>*> collective_slots_;    // [num_replicas], during a collective
+  std::vector<std::vector<Tensor>*> collective_outputs_;  // [num_replicas], their results
 };
 
 // The default devices of MirroredStrategy and CentralStorageStrategy: every local GPU, else
