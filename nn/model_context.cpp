@@ -25,7 +25,6 @@ VariableScope::~VariableScope() {
 ModelContext::ModelContext(VariableStore& store, Mode mode, uint64_t seed)
     : store_(&store),
       mode_(mode),
-      variables_before_(store.size()),
       initializer_generator_(seed),
       generator_(seed ^ kRandomOpsSeedMix) {}
 
@@ -117,7 +116,6 @@ Tensor ModelContext::get_variable(std::string_view name, const Shape& shape, DTy
     } catch (const AlreadyExistsError&) {
       // Another replica thread created it between find() and create(): use theirs.
     }
-    drawn_.insert(full);
     existing = store_->get(full);
   }
   const Tensor& value = existing->value;
@@ -132,9 +130,6 @@ Tensor ModelContext::get_variable(std::string_view name, const Shape& shape, DTy
     throw InvalidArgumentError(
         fmt::format("variable '{}' exists as {}trainable but was requested as {}trainable", full,
                     existing->trainable ? "" : "non-", trainable ? "" : "non-"));
-  if (initializer && drawn_.insert(full).second &&
-      store_->creation_index(full) >= variables_before_)
-    initializer(shape, dtype, initializer_generator_);  // created by another context: keep in step
   used_.insert(full);
   return value;
 }

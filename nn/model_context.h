@@ -85,12 +85,6 @@ class ModelContext {
   // "dense/kernel"). Creates the variable with `initializer` on first use and returns the
   // existing one afterwards; an existing variable with another shape or dtype is an
   // InvalidArgumentError naming it and both shapes.
-  // Several contexts may share one store (CentralStorageStrategy's replicas build the same
-  // model on it concurrently). Whichever context creates a variable, each context draws its
-  // initializer once: a variable that another context created after this one was made is
-  // drawn and the draw dropped, so this context's generator stays in step and the next
-  // variable it creates gets the value a context on its own store would give it. Variables
-  // that predate the context (restored, or built by an earlier context) are not drawn.
   Tensor get_variable(std::string_view name, const Shape& shape, DType dtype,
                       const Initializer& initializer, bool trainable = true);
 
@@ -134,8 +128,6 @@ class ModelContext {
   std::vector<std::string> scopes_;
   std::map<std::string, int, std::less<>> layer_counts_;  // full base name -> calls so far
   std::unordered_set<std::string> used_;                  // variables this call touched
-  std::unordered_set<std::string> drawn_;  // variables whose initializer this context accounted for
-  size_t variables_before_;                // the store's size when this context was made
   ops::Generator initializer_generator_;
   ops::Generator generator_;
   bool defer_moving_averages_ = false;
