@@ -1,8 +1,12 @@
 // The DESIGN.md program: the Estimator multi-worker tutorial's CNN and input_fn on
-// Fashion-MNIST, trained and evaluated through est::train_and_evaluate (no distribution
-// strategy yet: train_distribute is left unset, so it trains in this process on the CPU).
+// Fashion-MNIST, trained and evaluated through est::train_and_evaluate.
 //
 //   mnist_estimator [--model_dir DIR] [--max_steps N] [--learning_rate LR]
+//                   [--strategy none|one_device|mirrored|central] [--devices /cpu:0,/cpu:1]
+//
+// Without --strategy (or with none) it trains on one replica with every core. With a strategy
+// the same program runs one replica per device (logical CPU devices here), each on its own
+// thread with its share of the cores; the global batch stays 64, split over the replicas.
 //
 // Without --model_dir the Estimator works in a fresh temporary directory (logged), so every
 // run trains from scratch; with one, a second run resumes from its checkpoints (or skips
@@ -11,22 +15,29 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <est/est.h>
 
 namespace {
 
-constexpr int64_t kBatchSize = 64;
+constexpr int64_t kBatchSize = 64;  // global: split over the replicas under a strategy
+constexpr int64_t kEvalBatchSize = 1000;
 constexpr uint64_t kShuffleSeed = 42;
 
 est::data::Dataset input_fn(est::ModeKeys mode, const est::InputContext* ctx) {
   bool training = mode == est::ModeKeys::kTrain;
   auto ds = est::data::fashion_mnist(training ? "train" : "test");
-  if (ctx) ds = ds.shard(ctx->num_input_pipelines, ctx->input_pipeline_id);
+  int64_t batch = training ? kBatchSize : kEvalBatchSize;
+  if (ctx) {  // under a strategy: this pipeline's shard, batched per replica
+    ds = ds.shard(ctx->num_input_pipelines, ctx->input_pipeline_id);
+    batch = ctx->get_per_replica_batch_size(batch);
+  }
   ds = ds.map(est::data::scale).cache();
   if (training) ds = ds.shuffle(10000, kShuffleSeed).repeat();
-  return ds.batch(training ? kBatchSize : 1000).prefetch(2);
+  return ds.batch(batch).prefetch(2);
 }
 
 est::EstimatorSpec model_fn(const est::Features& features, const est::Tensor& labels,
@@ -54,7 +65,31 @@ struct Options {
   std::string model_dir;
   int64_t max_steps = 5000;
   double learning_rate = 0.05;
+  std::string strategy = "none";
+  std::vector<std::string> devices = {"/cpu:0", "/cpu:1"};
 };
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t comma; (comma = text.find(',', start)) != std::string::npos; start = comma + 1)
+    parts.push_back(text.substr(start, comma - start));
+  parts.push_back(text.substr(start));
+  return parts;
+}
+
+std::shared_ptr<est::distribute::Strategy> make_strategy(const Options& options) {
+  namespace dist = est::distribute;
+  if (options.strategy == "none") return nullptr;
+  if (options.strategy == "one_device")
+    return std::make_shared<dist::OneDeviceStrategy>(options.devices.front());
+  if (options.strategy == "mirrored")
+    return std::make_shared<dist::MirroredStrategy>(options.devices);
+  if (options.strategy == "central")
+    return std::make_shared<dist::CentralStorageStrategy>(options.devices);
+  throw est::InvalidArgumentError("unknown --strategy " + options.strategy +
+                                  " (known: none one_device mirrored central)");
+}
 
 Options parse(int argc, char** argv) {
   Options options;
@@ -68,9 +103,14 @@ Options parse(int argc, char** argv) {
       options.max_steps = std::atoll(value);
     else if (flag == "--learning_rate")
       options.learning_rate = std::atof(value);
+    else if (flag == "--strategy")
+      options.strategy = value;
+    else if (flag == "--devices")
+      options.devices = split_commas(value);
     else
-      throw est::InvalidArgumentError("unknown flag " + flag +
-                                      " (known: --model_dir --max_steps --learning_rate)");
+      throw est::InvalidArgumentError(
+          "unknown flag " + flag +
+          " (known: --model_dir --max_steps --learning_rate --strategy --devices)");
   }
   return options;
 }
@@ -79,10 +119,13 @@ Options parse(int argc, char** argv) {
 
 int main(int argc, char** argv) try {
   Options options = parse(argc, argv);
+  auto strategy = make_strategy(options);
   est::RunConfig config{.model_dir = options.model_dir,
                         .tf_random_seed = 42,
                         .save_checkpoints_steps = 1000,
-                        .save_checkpoints_secs = std::nullopt};
+                        .save_checkpoints_secs = std::nullopt,
+                        .train_distribute = strategy,
+                        .eval_distribute = strategy};
   est::Estimator classifier(model_fn, config, {{"learning_rate", options.learning_rate}});
   auto [metrics, exports] = est::train_and_evaluate(
       classifier, {.input_fn = input_fn, .max_steps = options.max_steps},

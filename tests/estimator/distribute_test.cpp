@@ -300,3 +300,27 @@ TEST_CASE("a strategy's errors reach the caller of train") {
   CHECK_THROWS_WITH_AS(estimator.train(RecordingInput{8}.fn(), {}, 3),
                        doctest::Contains("deliberate failure"), InvalidArgumentError);
 }
+
+TEST_CASE("train_and_evaluate with one strategy for training and evaluation") {
+  // The same strategy object serves both: evaluations run between training steps (from the
+  // checkpoint listener), while the replica threads are idle.
+  TempDir reference_dir, distributed_dir;
+  RunConfig reference_config = quiet_config(reference_dir.str());
+  reference_config.save_checkpoints_steps = 2;
+  Estimator reference(cnn_model_fn, reference_config, cnn_params("sgd"));
+  auto [expected, unused] = train_and_evaluate(
+      reference, {.input_fn = RecordingInput{16}.fn(), .max_steps = 4},
+      {.input_fn = RecordingInput{16}.fn(), .steps = std::nullopt, .throttle_secs = 0});
+  auto strategy = make_strategy("mirrored");
+  RunConfig config = distributed_config(distributed_dir.str(), strategy, strategy);
+  config.save_checkpoints_steps = 2;
+  Estimator distributed(cnn_model_fn, config, cnn_params("sgd"));
+  LogCapture log;
+  auto [actual, exports] = train_and_evaluate(
+      distributed, {.input_fn = RecordingInput{8}.fn(), .max_steps = 4},
+      {.input_fn = RecordingInput{8}.fn(), .steps = std::nullopt, .throttle_secs = 0});
+  CHECK(log.count("for evaluation.") >= 2);  // after the save at step 2 and at the end
+  CHECK(actual.at("global_step") == 4);
+  CHECK(actual.at("accuracy") == expected.at("accuracy"));
+  CHECK(actual.at("loss") == doctest::Approx(expected.at("loss")).epsilon(1e-4));
+}
