@@ -1,17 +1,23 @@
-// Mirrored training must equal unreplicated training on the global batch. The reference is a
-// plain ModelContext (no strategy) that takes the mean loss over the whole global batch; the
+// Replicated training must equal unreplicated training on the global batch. The reference is
+// a plain ModelContext (no strategy) that takes the mean loss over the whole global batch; the
 // replicas each take the mean loss over their slice divided by num_replicas_in_sync (the
-// loss scaled by the global batch size), all-reduce (sum) the gradients, and update. After
-// every step the replicas' variables must be bitwise identical; after N steps they must match
-// the reference within |a - b| <= 2e-5 * (1 + |b|) (float32 sums in another order).
+// loss scaled by the global batch size), or leave the loss alone and pass
+// 1 / num_replicas_in_sync as run_train_op's gradient scale (the Estimator's way), sum the
+// gradients over replicas, and update: every mirrored copy, or the one central copy once.
+// After every step the mirrored copies must be bitwise identical, and the central copy must
+// be the one store every replica sees; after N steps the variables (optimizer slots included)
+// must match the reference within |a - b| <= 2e-5 * (1 + |b|) (float32 sums in another order)
+// and global_step must be N, not N times the replica count.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "distribute/distribute.h"
 #include "nn/nn.h"
+#include "tests/ops/expect_error.h"
 
 using namespace est;
 using namespace est::nn;
@@ -60,9 +66,23 @@ double max_scaled_difference(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
-void check_mirrored(Strategy& strategy) {
+// How the step function applies the update.
+enum class StepPath {
+  kGradientTransform,  // train_op.run(replica.gradient_transform()) (mirrored only)
+  kRunTrainOp,         // replica.run_train_op(train_op), the loss scaled by the global batch
+  kRunTrainOpScaled,   // the mean loss, run_train_op(train_op, 1 / num_replicas_in_sync)
+};
+
+// Mirrored: every replica's copy bitwise equal to replica 0's. Central: one store for all.
+void check_replicas(Strategy& strategy) {
+  if (!strategy.variables_mirrored()) {
+    for (int r = 1; r < strategy.num_replicas_in_sync(); ++r)
+      CHECK(&strategy.store(r) == &strategy.store(0));
+    return;
+  }
   std::vector<Variable> first = strategy.store(0).variables();
   for (int r = 1; r < strategy.num_replicas_in_sync(); ++r) {
+    CHECK(&strategy.store(r) != &strategy.store(0));
     std::vector<Variable> other = strategy.store(r).variables();
     REQUIRE(other.size() == first.size());
     for (size_t i = 0; i < first.size(); ++i) {
@@ -74,7 +94,8 @@ void check_mirrored(Strategy& strategy) {
 }
 
 void train_and_compare(Strategy& strategy, const Model& model, const MakeOptimizer& make_optimizer,
-                       Shape global_shape, int steps) {
+                       Shape global_shape, int steps,
+                       StepPath path = StepPath::kGradientTransform) {
   VariableStore reference_store;
   ModelContext reference(reference_store, Mode::kTrain, kSeed);
   int replicas = strategy.num_replicas_in_sync();
@@ -90,16 +111,30 @@ void train_and_compare(Strategy& strategy, const Model& model, const MakeOptimiz
           ModelContext& ctx = replica.model_context();
           ctx.begin_call();
           Tensor replica_logits = model(ctx, replica.input().features.at("x"));
-          Tensor loss = sparse_softmax_cross_entropy(replica.input().labels, replica_logits) *
-                        (1.0 / replica.num_replicas_in_sync());
+          Tensor loss = sparse_softmax_cross_entropy(replica.input().labels, replica_logits);
+          double share = 1.0 / replica.num_replicas_in_sync();
+          if (path != StepPath::kRunTrainOpScaled) loss = loss * share;
           TrainOp train_op = make_optimizer().minimize(loss, ctx);
-          train_op.run(replica.gradient_transform());
+          switch (path) {
+            case StepPath::kGradientTransform:
+              train_op.run(replica.gradient_transform());
+              break;
+            case StepPath::kRunTrainOp:
+              replica.run_train_op(train_op);
+              break;
+            case StepPath::kRunTrainOpScaled:
+              replica.run_train_op(train_op, share);
+              break;
+          }
           return loss;
         },
         split_batch(batch, replicas));
-    check_mirrored(strategy);
+    check_replicas(strategy);
   }
-  CHECK(read_global_step(strategy.store(replicas - 1)) == steps);
+  // Applied once per step: not once per replica on a shared copy.
+  for (int r = 0; r < replicas; ++r) CHECK(read_global_step(strategy.store(r)) == steps);
+  // The same variables, optimizer slots included, each exactly once.
+  CHECK(strategy.store(0).names() == reference_store.names());
   std::vector<Variable> expected = reference_store.variables();
   std::vector<Variable> actual = strategy.store(0).variables();
   REQUIRE(actual.size() == expected.size());
@@ -114,6 +149,23 @@ void train_and_compare(Strategy& strategy, const Model& model, const MakeOptimiz
   model(fresh, make_batch(global_shape, 0).features.at("x"));
   CHECK(max_scaled_difference(fresh_store.get("dense/kernel").value,
                               strategy.store(0).get("dense/kernel").value) > 1e-3);
+}
+
+struct NamedOptimizer {
+  std::string name;
+  MakeOptimizer make;
+  std::string slot;  // a slot of dense/kernel, "" when the optimizer keeps none
+};
+
+// Every optimizer, with a learning rate that moves the small models visibly in a few steps.
+std::vector<NamedOptimizer> all_optimizers() {
+  return {
+      {"sgd", [] { return optim::sgd(0.1); }, ""},
+      {"momentum", [] { return optim::momentum(0.1, 0.9); }, "dense/kernel/Momentum"},
+      {"adam", [] { return optim::adam(0.01); }, "dense/kernel/Adam"},
+      {"adagrad", [] { return optim::adagrad(0.1); }, "dense/kernel/Adagrad"},
+      {"rmsprop", [] { return optim::rmsprop(0.01); }, "dense/kernel/RMSProp"},
+  };
 }
 
 }  // namespace
@@ -137,6 +189,64 @@ TEST_CASE("distribute: mirrored CNN on 2 CPU replicas matches one replica on the
                             kSeed);
   train_and_compare(
       strategy, cnn, [] { return optim::sgd(0.1); }, {8, 8, 8, 1}, 8);
+}
+
+TEST_CASE(
+    "distribute: mirrored training through run_train_op matches one replica, every "
+    "optimizer") {
+  for (const NamedOptimizer& optimizer : all_optimizers()) {
+    CAPTURE(optimizer.name);
+    MirroredStrategy mlp_strategy({"/cpu:0", "/cpu:1"}, CrossDeviceOps::kReductionToOneDevice,
+                                  kSeed);
+    train_and_compare(mlp_strategy, mlp, optimizer.make, {8, 5}, 6, StepPath::kRunTrainOp);
+    MirroredStrategy cnn_strategy({"/cpu:0", "/cpu:1"}, CrossDeviceOps::kHierarchicalCopyAllReduce,
+                                  kSeed);
+    train_and_compare(cnn_strategy, cnn, optimizer.make, {8, 8, 8, 1}, 4,
+                      StepPath::kRunTrainOpScaled);
+  }
+}
+
+TEST_CASE("distribute: central storage on 2 CPU replicas matches one replica, every optimizer") {
+  for (const NamedOptimizer& optimizer : all_optimizers()) {
+    CAPTURE(optimizer.name);
+    for (StepPath path : {StepPath::kRunTrainOp, StepPath::kRunTrainOpScaled}) {
+      CAPTURE(int(path));
+      CentralStorageStrategy mlp_strategy({"/cpu:0", "/cpu:1"}, kSeed);
+      train_and_compare(mlp_strategy, mlp, optimizer.make, {8, 5}, 6, path);
+      CentralStorageStrategy cnn_strategy({"/cpu:0", "/cpu:1"}, kSeed);
+      train_and_compare(cnn_strategy, cnn, optimizer.make, {8, 8, 8, 1}, 4, path);
+      // The slots live in the one store (train_and_compare checked that the names, and so
+      // the count, are the reference's).
+      if (!optimizer.slot.empty()) CHECK(cnn_strategy.store(1).contains(optimizer.slot));
+    }
+  }
+}
+
+TEST_CASE("distribute: central storage over 3 replicas matches one replica (dense, momentum)") {
+  CentralStorageStrategy strategy({"/cpu:0", "/cpu:1", "/cpu:2"}, kSeed);
+  train_and_compare(
+      strategy, mlp, [] { return optim::momentum(0.1, 0.9); }, {12, 5}, 6, StepPath::kRunTrainOp);
+}
+
+TEST_CASE("distribute: gradient_transform under central storage is a FailedPreconditionError") {
+  CentralStorageStrategy strategy({"/cpu:0", "/cpu:1"}, kSeed);
+  data::Element batch = make_batch({8, 5}, 0);
+  std::string message = est::testing::error_message<FailedPreconditionError>([&] {
+    strategy.run(
+        [&](ReplicaContext& replica) {
+          ModelContext& ctx = replica.model_context();
+          ctx.begin_call();
+          Tensor loss = sparse_softmax_cross_entropy(replica.input().labels,
+                                                     mlp(ctx, replica.input().features.at("x")));
+          optim::sgd(0.1).minimize(loss, ctx).run(replica.gradient_transform());
+          return loss;
+        },
+        split_batch(batch, 2));
+  });
+  CHECK(est::testing::contains(message, "CentralStorageStrategy"));
+  CHECK(est::testing::contains(message, "run_train_op"));
+  // Nothing was applied: the variables were created but global_step never moved.
+  CHECK(read_global_step(strategy.store(0)) == 0);
 }
 
 TEST_CASE("distribute: OneDeviceStrategy trains exactly like the plain loop") {
