@@ -1,5 +1,6 @@
 // VariableStore and ModelContext: naming and reuse across calls, scopes, explicit names,
-// shape-mismatch errors, trainable flags, in-place assignment and staged restores.
+// shape-mismatch errors, trainable flags, in-place assignment and staged restores, moving
+// averages applied at once or deferred, and contexts that share one store.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -207,4 +208,86 @@ TEST_CASE("the same seed draws the same initial weights") {
   };
   CHECK(first_kernel(3) == first_kernel(3));
   CHECK(first_kernel(3) != first_kernel(4));
+}
+
+TEST_CASE("moving averages apply at once, or wait for a strategy when deferred") {
+  VariableStore store;
+  Tensor average = store.create("average", Tensor::from_vector<double>({1, 2}), false);
+  Tensor value = Tensor::from_vector<double>({11, 22});
+
+  ModelContext ctx(store);
+  CHECK_FALSE(ctx.defers_moving_averages());
+  ctx.update_moving_average(average, value, 0.5);  // 1 * 0.5 + 11 * 0.5, 2 * 0.5 + 22 * 0.5
+  CHECK(average.to_vector<double>() == std::vector<double>{6, 12});
+  CHECK(ctx.take_moving_average_updates().empty());
+
+  ctx.set_defer_moving_averages(true);
+  CHECK(ctx.defers_moving_averages());
+  ctx.update_moving_average(average, value, 0.5);
+  CHECK(average.to_vector<double>() == std::vector<double>{6, 12});  // not yet
+  std::vector<MovingAverageUpdate> updates = ctx.take_moving_average_updates();
+  REQUIRE(updates.size() == 1);
+  CHECK(updates[0].momentum == 0.5);
+  CHECK(updates[0].variable.shares_storage(average));
+  CHECK(updates[0].value.to_vector<double>() == std::vector<double>{11, 22});
+  CHECK(ctx.take_moving_average_updates().empty());  // taken once
+  CHECK(average.to_vector<double>() == std::vector<double>{6, 12});
+  apply_moving_average(updates[0]);  // 6 * 0.5 + 11 * 0.5, 12 * 0.5 + 22 * 0.5
+  CHECK(average.to_vector<double>() == std::vector<double>{8.5, 17});
+
+  // begin_call drops updates nobody took.
+  ctx.update_moving_average(average, value, 0.5);
+  ctx.begin_call();
+  CHECK(ctx.take_moving_average_updates().empty());
+  CHECK(average.to_vector<double>() == std::vector<double>{8.5, 17});
+}
+
+TEST_CASE("batch norm's moving statistics go through the context's deferral") {
+  VariableStore store;
+  ModelContext ctx(store);
+  ctx.set_defer_moving_averages(true);
+  Tensor x = Tensor::from_vector<float>({1, 10, 3, 20}, {2, 2});  // means 2 and 15
+  batch_normalization(ctx, x, {.momentum = 0.5});
+  Tensor moving_mean = store.get("batch_normalization/moving_mean").value;
+  CHECK(moving_mean.to_vector<float>() == std::vector<float>{0, 0});
+  std::vector<MovingAverageUpdate> updates = ctx.take_moving_average_updates();
+  REQUIRE(updates.size() == 2);  // mean and variance
+  for (const auto& update : updates) apply_moving_average(update);
+  CHECK(moving_mean.to_vector<float>() == std::vector<float>{1, 7.5});
+  // Unbiased variances 2 and 50, from a moving variance of 1.
+  CHECK(store.get("batch_normalization/moving_variance").value.to_vector<float>() ==
+        std::vector<float>{1.5f, 25.5f});
+}
+
+TEST_CASE("contexts sharing a store keep their initializer streams in step") {
+  // Two dense layers; `both` false builds only the first.
+  auto build = [](ModelContext& ctx, bool both) {
+    ctx.begin_call();
+    Tensor h = dense(ctx, Tensor::ones({1, 3}), {.units = 4});
+    if (both) dense(ctx, h, {.units = 2});
+  };
+  VariableStore own;
+  ModelContext reference(own, Mode::kTrain, 7);
+  build(reference, true);
+  std::vector<float> expected = own.get("dense_1/kernel").value.to_vector<float>();
+
+  // Context `first` creates the first layer; `second` finds it and creates the second layer.
+  for (bool shares : {true, false}) {
+    CAPTURE(shares);
+    VariableStore shared;
+    ModelContext first(shared, Mode::kTrain, 7), second(shared, Mode::kTrain, 7);
+    first.set_shares_store(shares);
+    second.set_shares_store(shares);
+    build(first, false);
+    build(second, true);
+    CHECK(shared.get("dense/kernel").value.to_vector<float>() ==
+          own.get("dense/kernel").value.to_vector<float>());
+    // Without sharing, `second` skipped the first layer's draws and gives the second layer
+    // the first layer's numbers.
+    CHECK((shared.get("dense_1/kernel").value.to_vector<float>() == expected) == shares);
+    // The next call finds every variable: no more draws, the same values.
+    build(second, true);
+    build(first, true);
+    CHECK((shared.get("dense_1/kernel").value.to_vector<float>() == expected) == shares);
+  }
 }

@@ -1,7 +1,9 @@
-// Losses against values computed here from their textbook definitions, and every reduction.
+// Losses against values computed here from their textbook definitions, every reduction, and
+// the per-thread record of the last reduction used.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "nn/losses.h"
@@ -168,4 +170,33 @@ TEST_CASE("losses pass gradients to the predictions") {
   auto grads = ops::gradients(mean_squared_error(labels, predictions), {predictions});
   CHECK(grads[0].at({0}) == Approx(1.0));
   CHECK(grads[0].at({1}) == Approx(2.0));
+}
+
+TEST_CASE("the last loss reduction follows the losses computed on this thread") {
+  Tensor labels = Tensor::from_vector<int64_t>({0, 1});
+  Tensor logits = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  reset_last_loss_reduction();
+  CHECK(last_loss_reduction() == Reduction::kSumByNonzeroWeights);  // TF's default
+  sparse_softmax_cross_entropy(labels, logits);
+  CHECK(last_loss_reduction() == Reduction::kSumOverBatchSize);
+  mean_squared_error(logits, logits, 1.0, Reduction::kSum);
+  CHECK(last_loss_reduction() == Reduction::kSum);
+  huber(logits, logits, 1.0, 1.0, Reduction::kNone);
+  CHECK(last_loss_reduction() == Reduction::kNone);
+  compute_weighted_loss(Tensor::ones({2}), 1.0, Reduction::kMean);
+  CHECK(last_loss_reduction() == Reduction::kMean);
+  // Per thread: another thread has seen no loss.
+  Reduction elsewhere = Reduction::kNone;
+  std::thread([&] { elsewhere = last_loss_reduction(); }).join();
+  CHECK(elsewhere == Reduction::kSumByNonzeroWeights);
+  sigmoid_cross_entropy(logits, logits, 1.0, 0.0, Reduction::kSum);
+  reset_last_loss_reduction();
+  CHECK(last_loss_reduction() == Reduction::kSumByNonzeroWeights);
+
+  // Mean-type losses are averaged over replicas; kSum and kNone are summed.
+  CHECK_FALSE(is_mean_reduction(Reduction::kNone));
+  CHECK_FALSE(is_mean_reduction(Reduction::kSum));
+  CHECK(is_mean_reduction(Reduction::kMean));
+  CHECK(is_mean_reduction(Reduction::kSumOverBatchSize));
+  CHECK(is_mean_reduction(Reduction::kSumByNonzeroWeights));
 }
