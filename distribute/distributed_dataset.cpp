@@ -43,6 +43,9 @@ Tensor rows(const Tensor& tensor, int64_t begin, int64_t count) {
 }  // namespace
 
 std::vector<data::Element> split_batch(const data::Element& global_batch, int replicas) {
+  if (replicas < 1)
+    throw InvalidArgumentError("split_batch: need at least one replica, got " +
+                               std::to_string(replicas) + " replicas");
   int64_t global = batch_size_of(global_batch);
   if (global % replicas != 0)
     throw InvalidArgumentError("distribute_dataset: the global batch size " +

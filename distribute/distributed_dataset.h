@@ -14,7 +14,7 @@ namespace est::distribute {
 
 // Splits every tensor of a global batch [N, ...] into `replicas` batches [N / replicas, ...].
 // InvalidArgumentError naming both numbers when N is not divisible by `replicas`, or when the
-// element's tensors disagree on N.
+// element's tensors disagree on N, or when `replicas` < 1.
 std::vector<data::Element> split_batch(const data::Element& global_batch, int replicas);
 
 class DistributedDataset {

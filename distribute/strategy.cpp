@@ -10,6 +10,7 @@
 #include "distribute/distributed_dataset.h"
 #include "distribute/replica_pool.h"
 #include "ops/autograd.h"
+#include "ops/backend.h"
 #include "ops/error.h"
 #include "ops/math.h"
 
@@ -34,6 +35,11 @@ Strategy::Strategy(std::vector<Device> devices, CrossDeviceOps cross_device_ops,
       if (devices_[i] == devices_[j])
         throw InvalidArgumentError("Strategy: device " + devices_[i].str() +
                                    " is listed twice; each replica needs its own device");
+  for (const Device& device : devices_)
+    if (device.is_cuda() && !ops::backend_available(ops::Backend::kCuda))
+      throw InvalidArgumentError("Strategy: device " + device.str() +
+                                 " is a GPU, but this build has no CUDA backend; use CPU "
+                                 "devices (\"/cpu:0\", \"/cpu:1\", ...) or build with CUDA");
   check_cross_device_ops(cross_device_ops_, devices_);
   int replicas = num_replicas_in_sync();
   int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

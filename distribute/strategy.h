@@ -144,7 +144,8 @@ class Strategy {
 
  protected:
   enum class VariablePlacement : uint8_t { kMirrored, kCentral };
-  // `devices` must be non-empty and distinct (InvalidArgumentError). `seed` seeds every
+  // `devices` must be non-empty and distinct, and GPU devices need the CUDA backend
+  // (InvalidArgumentError naming the device otherwise). `seed` seeds every
   // replica's ModelContext identically, so mirrored variables start equal.
   Strategy(std::vector<Device> devices, CrossDeviceOps cross_device_ops, uint64_t seed,
            VariablePlacement placement = VariablePlacement::kMirrored);

@@ -1,7 +1,8 @@
 // Strategy plumbing against hand-computed values: all_reduce with both CPU algorithms,
 // reduce(kSum | kMean, axis), distribute_dataset's split, input_context, collectives inside
-// run(), and the error cases (bad device names, NCCL on CPU, an indivisible global batch,
-// a replica that throws while the others wait in an all-reduce).
+// run(), the default devices and descriptions, and the error cases (bad device names for
+// every strategy, GPU devices without the CUDA backend, NCCL on CPU, an indivisible global
+// batch, a replica that throws while the others wait in an all-reduce).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -115,6 +116,106 @@ TEST_CASE("distribute: bad devices and NCCL on CPU devices are clear errors") {
   CHECK(contains(nccl, "NcclAllReduce needs GPU devices"));
   CHECK(contains(nccl, "/cpu:0"));
   CHECK(contains(nccl, "CUDA backend is not built"));
+}
+
+TEST_CASE("distribute: every strategy names a bad, repeated or missing device") {
+  for (const char* bad : {"/tpu:0", "cpu0", "/cpu:-1", "/cpu:x", "/cpu:1:2"}) {
+    CAPTURE(bad);
+    std::string mirrored = error_message<InvalidArgumentError>([&] {
+      MirroredStrategy strategy({"/cpu:0", bad});
+    });
+    CHECK(contains(mirrored, std::string("'") + bad + "'"));
+    std::string central = error_message<InvalidArgumentError>([&] {
+      CentralStorageStrategy strategy({"/cpu:0", bad});
+    });
+    CHECK(contains(central, std::string("'") + bad + "'"));
+    std::string one = error_message<InvalidArgumentError>([&] { OneDeviceStrategy strategy(bad); });
+    CHECK(contains(one, std::string("'") + bad + "'"));
+  }
+  // Two spellings of one device are still one device.
+  std::string twice = error_message<InvalidArgumentError>([] {
+    CentralStorageStrategy strategy({"/cpu:0", "/cpu:1", "/device:CPU:1"});
+  });
+  CHECK(contains(twice, "/cpu:1 is listed twice"));
+  CHECK(contains(error_message<InvalidArgumentError>(
+                     [] { CentralStorageStrategy strategy(std::vector<std::string>{}); }),
+                 "no devices"));
+}
+
+TEST_CASE("distribute: GPU devices need the CUDA backend") {
+  if (ops::backend_available(ops::Backend::kCuda)) {
+    MESSAGE("skipped: this build has the CUDA backend, so GPU devices are accepted");
+    return;
+  }
+  std::string mirrored = error_message<InvalidArgumentError>([] {
+    MirroredStrategy strategy({"/gpu:0", "/gpu:1"});
+  });
+  CHECK(contains(mirrored, "/gpu:0"));
+  CHECK(contains(mirrored, "CUDA backend"));
+  CHECK(contains(error_message<InvalidArgumentError>([] {
+                   CentralStorageStrategy strategy({"/cpu:0", "/device:GPU:0"});
+                 }),
+                 "/gpu:0"));
+  CHECK(contains(error_message<InvalidArgumentError>([] { OneDeviceStrategy strategy("/gpu:3"); }),
+                 "/gpu:3"));
+  // NCCL on GPU devices fails for the same reason, at construction, not in the first step.
+  CHECK(contains(error_message<InvalidArgumentError>([] {
+                   MirroredStrategy strategy({"/gpu:0", "/gpu:1"}, CrossDeviceOps::kNcclAllReduce);
+                 }),
+                 "CUDA backend"));
+}
+
+TEST_CASE("distribute: NcclAllReduce on CPU devices is an InvalidArgumentError naming NCCL") {
+  std::string message = error_message<InvalidArgumentError>([] {
+    MirroredStrategy strategy({"/cpu:0", "/cpu:1"}, CrossDeviceOps::kNcclAllReduce);
+  });
+  CHECK(contains(message, "NcclAllReduce"));
+  CHECK(contains(message, "ReductionToOneDevice"));  // what to use instead
+  // A one-device list too: NCCL never runs on a CPU.
+  CHECK(contains(error_message<InvalidArgumentError>(
+                     [] { MirroredStrategy strategy({"/cpu:3"}, CrossDeviceOps::kNcclAllReduce); }),
+                 "/cpu:3"));
+}
+
+TEST_CASE("distribute: split_batch names both numbers when the batch does not divide") {
+  data::Element batch({{"x", Tensor::zeros({5, 2})}}, Tensor::zeros({5}, DType::kI64));
+  std::string message = error_message<InvalidArgumentError>([&] { split_batch(batch, 2); });
+  CHECK(contains(message, "global batch size 5"));
+  CHECK(contains(message, "2 replicas"));
+  CHECK(contains(error_message<InvalidArgumentError>([&] { split_batch(batch, 3); }),
+                 "global batch size 5 is not divisible by the 3 replicas"));
+  CHECK(
+      contains(error_message<InvalidArgumentError>([&] { split_batch(batch, 0); }), "0 replicas"));
+  CHECK(split_batch(batch, 5).size() == 5);
+  data::Element mismatched({{"x", Tensor::zeros({4, 2})}}, Tensor::zeros({6}, DType::kI64));
+  std::string sizes = error_message<InvalidArgumentError>([&] { split_batch(mismatched, 2); });
+  CHECK(contains(sizes, "batch size 6"));
+  CHECK(contains(sizes, "4"));
+}
+
+TEST_CASE("distribute: default devices, and the central storage description") {
+  CHECK(local_devices() == std::vector<std::string>{"/cpu:0"});
+  MirroredStrategy mirrored;
+  CHECK(mirrored.num_replicas_in_sync() == 1);
+  CHECK(mirrored.devices() == std::vector<Device>{Device::cpu(0)});
+  CHECK(mirrored.description() == "MirroredStrategy with devices (/cpu:0)");
+  CHECK(mirrored.variables_mirrored());
+  CentralStorageStrategy default_central;
+  CHECK(default_central.num_replicas_in_sync() == 1);
+  CHECK(default_central.devices() == std::vector<Device>{Device::cpu(0)});
+
+  CentralStorageStrategy central({"/cpu:0", "/device:CPU:1"});
+  CHECK(central.name() == "CentralStorageStrategy");
+  CHECK(central.description() ==
+        "CentralStorageStrategy with devices (/cpu:0, /cpu:1) and variables on /cpu:0");
+  CHECK(central.variable_device() == Device::cpu(0));
+  CHECK_FALSE(central.variables_mirrored());
+  CHECK(central.cross_device_ops() == CrossDeviceOps::kReductionToOneDevice);
+  CHECK(&central.store(0) == &central.store(1));
+  CHECK(&central.model_context(0) != &central.model_context(1));
+  CHECK(&central.model_context(1).store() == &central.store(0));
+  CHECK(central.input_context().num_replicas_in_sync == 2);
+  CHECK(contains(error_message<InvalidArgumentError>([&] { central.store(2); }), "replica 2"));
 }
 
 TEST_CASE("distribute: run gives each replica its id and input; reduce sums and averages") {
