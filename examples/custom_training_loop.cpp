@@ -1,13 +1,18 @@
-// A custom training loop under MirroredStrategy, as in TensorFlow's distributed-training guide:
-// no Estimator, the step written by hand. Two logical CPU devices each take half of every
-// global batch; each replica's loss is its per-example losses summed and divided by the
-// GLOBAL batch size, so the all-reduced (summed) gradients equal those of one replica on the
-// whole batch. The mean loss over the global batch is reduced across replicas for logging.
+// A custom training loop under a distribution strategy, as in TensorFlow's distributed-training
+// guide: no Estimator, the step written by hand. By default MirroredStrategy over two logical
+// CPU devices, each taking half of every global batch; --strategy central keeps one copy of the
+// variables (CentralStorageStrategy), one_device runs one replica. Each replica's loss is its
+// per-example losses summed and divided by the GLOBAL batch size, so the summed gradients
+// equal those of one replica on the whole batch; replica.run_train_op sums them over replicas
+// and applies the update (on every copy, or once on the central one). The mean loss over the
+// global batch is reduced across replicas for logging.
 //
-//   custom_training_loop [--steps N] [--global_batch B] [--devices /cpu:0,/cpu:1]
+//   custom_training_loop [--strategy mirrored|central|one_device] [--devices /cpu:0,/cpu:1]
+//                        [--steps N] [--global_batch B]      (also --flag=value)
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,19 +25,37 @@
 
 namespace {
 
+constexpr const char* kUsage =
+    "usage: custom_training_loop [--strategy mirrored|central|one_device] "
+    "[--devices /cpu:0,/cpu:1] [--steps N] [--global_batch B]\n";
+
 struct Options {
+  std::string strategy = "mirrored";
+  std::vector<std::string> devices{"/cpu:0", "/cpu:1"};
   int64_t steps = 500;
   int64_t global_batch = 128;
-  std::vector<std::string> devices{"/cpu:0", "/cpu:1"};
+  bool help = false;
 };
 
 Options parse(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; i += 2) {
-    std::string flag = argv[i];
-    if (i + 1 >= argc) throw est::InvalidArgumentError("flag " + flag + " needs a value");
-    std::string value = argv[i + 1];
-    if (flag == "--steps") {
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i], value;
+    if (flag == "--help" || flag == "-h") {
+      options.help = true;
+      continue;
+    }
+    if (auto equals = flag.find('='); equals != std::string::npos) {
+      value = flag.substr(equals + 1);
+      flag.resize(equals);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      throw est::InvalidArgumentError("flag " + flag + " needs a value");
+    }
+    if (flag == "--strategy") {
+      options.strategy = value;
+    } else if (flag == "--steps") {
       options.steps = std::atoll(value.c_str());
     } else if (flag == "--global_batch") {
       options.global_batch = std::atoll(value.c_str());
@@ -42,19 +65,37 @@ Options parse(int argc, char** argv) {
       for (std::string name; std::getline(names, name, ',');) options.devices.push_back(name);
     } else {
       throw est::InvalidArgumentError("unknown flag " + flag +
-                                      " (known: --steps --global_batch --devices)");
+                                      " (known: --strategy --devices --steps --global_batch)");
     }
   }
   return options;
+}
+
+std::unique_ptr<est::distribute::Strategy> make_strategy(const Options& options) {
+  namespace dist = est::distribute;
+  constexpr uint64_t kSeed = 42;
+  if (options.strategy == "mirrored")
+    return std::make_unique<dist::MirroredStrategy>(
+        options.devices, dist::CrossDeviceOps::kReductionToOneDevice, kSeed);
+  if (options.strategy == "central")
+    return std::make_unique<dist::CentralStorageStrategy>(options.devices, kSeed);
+  if (options.strategy == "one_device")
+    return std::make_unique<dist::OneDeviceStrategy>(
+        options.devices.empty() ? "" : options.devices.front(), kSeed);
+  throw est::InvalidArgumentError("unknown --strategy " + options.strategy +
+                                  " (known: mirrored central one_device)");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) try {
   Options options = parse(argc, argv);
-  est::distribute::MirroredStrategy strategy(options.devices,
-                                             est::distribute::CrossDeviceOps::kReductionToOneDevice,
-                                             /*seed=*/42);
+  if (options.help) {
+    fmt::print("{}", kUsage);
+    return 0;
+  }
+  std::unique_ptr<est::distribute::Strategy> strategy_owner = make_strategy(options);
+  est::distribute::Strategy& strategy = *strategy_owner;
   fmt::print("Using {}\n", strategy.description());
   // Checks that the global batch splits evenly over the replicas (an error names both numbers).
   int64_t per_replica_batch =
@@ -84,7 +125,7 @@ int main(int argc, char** argv) try {
           est::Tensor per_example = est::nn::sparse_softmax_cross_entropy(
               batch.labels, logits, 1.0, est::nn::Reduction::kNone);
           est::Tensor loss = est::ops::mul(est::ops::sum(per_example), 1.0 / global_batch);
-          optimizer.minimize(loss, ctx).run(replica.gradient_transform());
+          replica.run_train_op(optimizer.minimize(loss, ctx));
           return loss;
         },
         *per_replica);
