@@ -1,10 +1,14 @@
-// MirroredStrategy over two logical CPU devices (one replica thread each, one OpenMP thread per
-// replica) against OneDeviceStrategy (one replica, both cores) on the tutorial CNN at the same
-// global batch: training examples/s of each and their ratio (issue 6's target: >= 0.9).
-// Batches come from memory, as in cnn_bench, so only the step is timed.
+// MirroredStrategy and CentralStorageStrategy over two logical CPU devices (one replica thread
+// each, cores/2 OpenMP threads per replica) against OneDeviceStrategy (one replica, every core)
+// on the tutorial CNN at the same global batch: training examples/s of each and their ratios to
+// OneDevice (issue 6's target for mirrored: >= 0.9). Central storage sums the gradients like
+// mirrored but applies the update once, on replica 0's thread, while the other replica waits.
+// Batches come from memory, as in cnn_bench, so only the step is timed. Every step goes
+// through replica.run_train_op.
 //
 //   mirrored_bench [--global_batch B] [--steps N] [--repeats R]
-// Lines: `one_device examples_per_sec=...`, `mirrored examples_per_sec=...`, `ratio=...`.
+// Lines: `one_device examples_per_sec=...`, `mirrored ...`, `central_storage ...`, then
+// `ratio=...` (mirrored / one_device) and `central_ratio=...` (central / one_device).
 #include <fmt/format.h>
 
 #include <chrono>
@@ -53,7 +57,7 @@ double train_rate(dist::Strategy& strategy, const bench::InMemoryData& data, int
           Tensor losses = est::nn::sparse_softmax_cross_entropy(replica.input().labels, logits, 1.0,
                                                                 est::nn::Reduction::kNone);
           Tensor loss = est::ops::mul(est::ops::sum(losses), scale);
-          est::optim::sgd(1e-3).minimize(loss, ctx).run(replica.gradient_transform());
+          replica.run_train_op(est::optim::sgd(1e-3).minimize(loss, ctx));
           return loss;
         },
         inputs);
@@ -88,14 +92,19 @@ int main(int argc, char** argv) try {
   dist::OneDeviceStrategy one_device("/cpu:0", 7);
   dist::MirroredStrategy mirrored({"/cpu:0", "/cpu:1"}, dist::CrossDeviceOps::kReductionToOneDevice,
                                   7);
+  dist::CentralStorageStrategy central({"/cpu:0", "/cpu:1"}, 7);
   double one = train_rate(one_device, data, global_batch, steps, repeats);
   double two = train_rate(mirrored, data, global_batch, steps, repeats);
+  double shared = train_rate(central, data, global_batch, steps, repeats);
   fmt::print("global_batch={}\n", global_batch);
   fmt::print("one_device threads_per_replica={} examples_per_sec={:.1f}\n",
              one_device.threads_per_replica(), one);
   fmt::print("mirrored replicas=2 threads_per_replica={} examples_per_sec={:.1f}\n",
              mirrored.threads_per_replica(), two);
+  fmt::print("central_storage replicas=2 threads_per_replica={} examples_per_sec={:.1f}\n",
+             central.threads_per_replica(), shared);
   fmt::print("ratio={:.3f} (target >= 0.9)\n", two / one);
+  fmt::print("central_ratio={:.3f}\n", shared / one);
   return 0;
 } catch (const est::Error& error) {
   fmt::print(stderr, "error: {}\n", error.what());
