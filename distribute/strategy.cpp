@@ -215,6 +215,11 @@ void ReplicaContext::sync_step(std::vector<nn::GradAndVar>& grads_and_vars, doub
 void ReplicaContext::run_train_op(const nn::TrainOp& train_op, double gradient_scale,
                                   nn::ModelContext* ctx) {
   nn::ModelContext& context = ctx ? *ctx : model_context();
+  if (num_replicas_in_sync() > 1 && !context.defers_moving_averages())
+    throw FailedPreconditionError(std::string(strategy_->name()) +
+                                  "::run_train_op: the model context does not defer its moving "
+                                  "averages, so batch norm statistics would not be averaged over "
+                                  "replicas; call ctx.set_defer_moving_averages(true) on it");
   std::vector<nn::GradAndVar> grads = train_op.compute_gradients();
   std::vector<nn::MovingAverageUpdate> updates = context.take_moving_average_updates();
   sync_step(grads, gradient_scale, updates);

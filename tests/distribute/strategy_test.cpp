@@ -6,11 +6,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "data/dataset.h"
 #include "distribute/distribute.h"
+#include "nn/nn.h"
 #include "ops/backend.h"
 #include "tests/ops/expect_error.h"
 
@@ -52,6 +54,52 @@ TEST_CASE("distribute: all_reduce sums and averages with both CPU algorithms") {
       CHECK(values(originals[0]) == std::vector<float>{1.0f, 10.0f});
       all_reduce(algorithm, ReduceOp::kMean, pointers);  // the mean of equal values
       CHECK(values(lists[0][0])[0] == doctest::Approx(n * (n + 1) / 2));
+    }
+  }
+}
+
+TEST_CASE("distribute: all_reduce_slice over the replica threads is bitwise the serial result") {
+  // Random float32/float64 lists with an undefined entry; the element sequence (3 + 1000 + 7
+  // + 1 values) is cut into ranges that split tensors unevenly. Sums of random floats depend
+  // on the order of the additions, so equality means the same order as all_reduce.
+  for (CrossDeviceOps algorithm :
+       {CrossDeviceOps::kReductionToOneDevice, CrossDeviceOps::kHierarchicalCopyAllReduce}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean}) {
+      for (int replicas : {2, 3, 5}) {
+        CAPTURE(cross_device_ops_name(algorithm));
+        CAPTURE(replicas);
+        ops::Generator generator{uint64_t(replicas)};
+        std::vector<std::vector<Tensor>> inputs, serial, outputs;
+        for (int r = 0; r < replicas; ++r) {
+          inputs.push_back({ops::random_normal({3}, 0, 1, generator),
+                            ops::random_normal({10, 100}, 0, 1e3, generator), Tensor(),
+                            ops::random_normal({7}, 0, 1, generator, DType::kF64),
+                            ops::random_normal({}, 0, 1, generator)});
+          serial.push_back({});
+          outputs.push_back({});
+          for (const Tensor& t : inputs.back()) {
+            serial.back().push_back(t.defined() ? t.clone() : Tensor());
+            outputs.back().push_back(t.defined() ? Tensor::zeros(t.shape(), t.dtype()) : Tensor());
+          }
+        }
+        std::vector<std::vector<Tensor>*> in, out, whole;
+        for (int r = 0; r < replicas; ++r) {
+          in.push_back(&inputs[size_t(r)]);
+          out.push_back(&outputs[size_t(r)]);
+          whole.push_back(&serial[size_t(r)]);
+        }
+        all_reduce(algorithm, op, whole);
+        for (int slice = 0; slice < replicas; ++slice)
+          all_reduce_slice(algorithm, op, in, out, slice, replicas);
+        for (int r = 0; r < replicas; ++r)
+          for (size_t i = 0; i < inputs[0].size(); ++i) {
+            CAPTURE(i);
+            REQUIRE(outputs[size_t(r)][i].defined() == serial[size_t(r)][i].defined());
+            if (serial[size_t(r)][i].defined())
+              CHECK(outputs[size_t(r)][i].to_vector<double>() ==
+                    serial[size_t(r)][i].to_vector<double>());
+          }
+      }
     }
   }
 }
@@ -315,4 +363,24 @@ TEST_CASE("distribute: each replica thread gets its share of the cores") {
   CHECK(threads == std::vector<int>(2, strategy.threads_per_replica()));
   CHECK(ids[0] != ids[1]);
   CHECK(ids[0] != std::this_thread::get_id());
+}
+
+TEST_CASE("distribute: run_train_op needs a context that defers its moving averages") {
+  MirroredStrategy strategy({"/cpu:0", "/cpu:1"});
+  std::vector<std::unique_ptr<nn::VariableStore>> stores;
+  std::vector<std::unique_ptr<ModelContext>> contexts;
+  for (int r = 0; r < 2; ++r) {
+    stores.push_back(std::make_unique<nn::VariableStore>());
+    contexts.push_back(std::make_unique<ModelContext>(*stores.back()));  // defers nothing
+  }
+  std::string message = error_message<FailedPreconditionError>([&] {
+    strategy.run([&](ReplicaContext& replica) {
+      ModelContext& ctx = *contexts[size_t(replica.replica_id())];
+      ctx.begin_call();
+      Tensor loss = ops::sum(nn::dense(ctx, Tensor::ones({2, 3}), {.units = 1}));
+      replica.run_train_op(optim::sgd(0.1).minimize(loss, ctx), 1.0, &ctx);
+      return loss;
+    });
+  });
+  CHECK(contains(message, "set_defer_moving_averages(true)"));
 }
