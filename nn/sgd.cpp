@@ -12,7 +12,7 @@ class Sgd final : public UpdateRule {
              double learning_rate) const override {
     for (const GradAndVar& entry : grads) {
       Tensor variable = entry.variable;
-      variable.copy_from(ops::sub(variable, ops::mul(entry.gradient, learning_rate)));
+      ops::add_scaled_in_place(variable, entry.gradient, -learning_rate);
     }
   }
 };

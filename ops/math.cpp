@@ -7,6 +7,8 @@
 // unary.cpp, reductions in reduce.cpp.
 #include "ops/math.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "ops/array_ops.h"
@@ -158,6 +160,23 @@ Tensor squared_difference(const Tensor& a, const Tensor& b) {
 
 Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
 Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
+
+void add_scaled_in_place(Tensor& target, const Tensor& x, double alpha) {
+  const char* name = "add_scaled_in_place";
+  cpu::require_cpu(name, target);
+  cpu::require_cpu(name, x);
+  cpu::require_same_dtype(name, target, x);
+  cpu::require_floating(name, target);
+  if (target.shape() != x.shape())
+    throw InvalidArgumentError(fmt::format("{}: target of shape {} but x of shape {}", name,
+                                           shape_str(target.shape()), shape_str(x.shape())));
+  cpu::dispatch_numeric(target.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    T a = static_cast<T>(alpha);
+    T* out = target.data<T>();
+    cpu::zip_map(out, x.data<T>(), out, target.numel(), [a](T v, T g) { return v + g * a; });
+  });
+}
 
 Tensor pow(const Tensor& base, double exponent) {
   cpu::require_cpu("pow", base);

@@ -24,6 +24,12 @@ Tensor add(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor pow(const Tensor& base, double exponent);
 
+// target += alpha * x in place, no gradient recorded: the fused update of gradient-descent
+// optimizers (one pass instead of mul, add and a copy; the compiler may fuse the multiply-add,
+// so the result can differ from add(target, mul(x, alpha)) by one rounding). Same shape and
+// floating dtype (InvalidArgumentError naming both otherwise).
+void add_scaled_in_place(Tensor& target, const Tensor& x, double alpha);
+
 // Unary.
 Tensor neg(const Tensor& x);
 Tensor exp(const Tensor& x);

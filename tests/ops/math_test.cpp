@@ -288,3 +288,30 @@ TEST_CASE("oneDNN eltwise and softmax build primitives once, and the reference s
   auto r = values(reference), o = values(second);
   for (size_t i = 0; i < r.size(); ++i) CHECK(o[i] == doctest::Approx(r[i]).epsilon(1e-5));
 }
+
+TEST_CASE("add_scaled_in_place is sub(target, mul(x, a)) to a rounding, in place, on every path") {
+  // 100000 elements take the threaded path; 7 the inline one.
+  for (int64_t n : {7, 100000}) {
+    for (DType dtype : {DType::kF32, DType::kF64}) {
+      Generator generator{uint64_t(n)};
+      Tensor target = random_normal({n}, 0, 1, generator, dtype);
+      Tensor x = random_normal({n}, 0, 1, generator, dtype);
+      Tensor expected = sub(target, mul(x, 0.37));
+      Tensor alias = target;  // a handle on the same storage sees the update
+      add_scaled_in_place(target, x, -0.37);
+      // The compiler may fuse the multiply-add (one rounding instead of two).
+      double ulp = dtype == DType::kF32 ? 1.2e-7 : 2.3e-16;
+      std::vector<double> got = values(alias), want = values(expected);
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        REQUIRE(std::abs(got[i] - want[i]) <= 2 * ulp * (std::abs(want[i]) + 1));
+    }
+  }
+  Tensor target = Tensor::zeros({3});
+  CHECK(contains(error_message<InvalidArgumentError>(
+                     [&] { add_scaled_in_place(target, Tensor::zeros({4}), 1.0); }),
+                 "[3]"));
+  Tensor ints = Tensor::zeros({3}, DType::kI32);
+  CHECK_THROWS_AS(add_scaled_in_place(ints, Tensor::zeros({3}, DType::kI32), 1.0),
+                  InvalidArgumentError);
+}
