@@ -103,37 +103,42 @@ void check_lists(CrossDeviceOps ops, const std::vector<std::vector<ops::Tensor>*
 }
 
 // Elements [begin, end) of entry `index`: the sum over replicas into outputs[0], then copied
-// into the other replicas' outputs.
+// into the other replicas' outputs, block by block so that each block is summed and copied
+// while it is still in the cache.
 template <class T>
 void reduce_range(CrossDeviceOps ops, ReduceOp op,
                   const std::vector<std::vector<ops::Tensor>*>& inputs,
                   const std::vector<std::vector<ops::Tensor>*>& outputs, size_t index,
                   int64_t begin, int64_t end) {
+  constexpr int64_t kBlock = 4096;
   size_t replicas = inputs.size();
-  int64_t n = end - begin;
-  auto in = [&](size_t r) { return (*inputs[r])[index].data<T>() + begin; };
-  auto out = [&](size_t r) { return (*outputs[r])[index].data<T>() + begin; };
-  T* total = out(0);
-  if (ops == CrossDeviceOps::kReductionToOneDevice || replicas <= 2) {
-    std::copy(in(0), in(0) + n, total);
-    for (size_t r = 1; r < replicas; ++r) {
-      const T* source = in(r);
-      for (int64_t i = 0; i < n; ++i) total[i] += source[i];
+  auto in = [&](size_t r) { return (*inputs[r])[index].data<T>(); };
+  auto out = [&](size_t r) { return (*outputs[r])[index].data<T>(); };
+  bool tree = ops == CrossDeviceOps::kHierarchicalCopyAllReduce && replicas > 2;
+  std::vector<std::vector<T>> partial(tree ? replicas : 0);
+  for (int64_t first = begin; first < end; first += kBlock) {
+    int64_t n = std::min(kBlock, end - first);
+    T* total = out(0) + first;
+    if (!tree) {
+      std::copy(in(0) + first, in(0) + first + n, total);
+      for (size_t r = 1; r < replicas; ++r) {
+        const T* source = in(r) + first;
+        for (int64_t i = 0; i < n; ++i) total[i] += source[i];
+      }
+    } else {
+      // Pairwise tree: at stride s, replica r (a multiple of 2s) takes in replica r + s.
+      for (size_t r = 0; r < replicas; ++r) partial[r].assign(in(r) + first, in(r) + first + n);
+      for (size_t stride = 1; stride < replicas; stride *= 2)
+        for (size_t r = 0; r + stride < replicas; r += 2 * stride)
+          for (int64_t i = 0; i < n; ++i) partial[r][size_t(i)] += partial[r + stride][size_t(i)];
+      std::copy(partial[0].begin(), partial[0].end(), total);
     }
-  } else {
-    // Pairwise tree: at stride s, replica r (a multiple of 2s) takes in replica r + s.
-    std::vector<std::vector<T>> partial(replicas);
-    for (size_t r = 0; r < replicas; ++r) partial[r].assign(in(r), in(r) + n);
-    for (size_t stride = 1; stride < replicas; stride *= 2)
-      for (size_t r = 0; r + stride < replicas; r += 2 * stride)
-        for (int64_t i = 0; i < n; ++i) partial[r][size_t(i)] += partial[r + stride][size_t(i)];
-    std::copy(partial[0].begin(), partial[0].end(), total);
+    if (op == ReduceOp::kMean) {
+      double factor = 1.0 / static_cast<double>(replicas);
+      for (int64_t i = 0; i < n; ++i) total[i] = static_cast<T>(total[i] * factor);
+    }
+    for (size_t r = 1; r < replicas; ++r) std::copy(total, total + n, out(r) + first);
   }
-  if (op == ReduceOp::kMean) {
-    double factor = 1.0 / static_cast<double>(replicas);
-    for (int64_t i = 0; i < n; ++i) total[i] = static_cast<T>(total[i] * factor);
-  }
-  for (size_t r = 1; r < replicas; ++r) std::copy(total, total + n, out(r));
 }
 
 }  // namespace

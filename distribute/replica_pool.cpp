@@ -2,10 +2,35 @@
 // step; the caller waits until every replica has reported back.
 #include "distribute/replica_pool.h"
 
+#include <chrono>
+
 #include "ops/backend.h"
 #include "ops/error.h"
 
 namespace est::distribute {
+namespace {
+
+// How long a waiting replica thread spins before it sleeps on a condition variable.
+constexpr auto kSpinBudget = std::chrono::microseconds(50);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Spins until `done()` or the budget is spent; true when done.
+template <class Done>
+bool spin_until(const Done& done) {
+  auto deadline = std::chrono::steady_clock::now() + kSpinBudget;
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    cpu_relax();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
+
+}  // namespace
 
 void AbortableBarrier::arrive_and_wait() {
   std::unique_lock lock(mutex_);
@@ -18,7 +43,11 @@ void AbortableBarrier::arrive_and_wait() {
     cv_.notify_all();
     return;
   }
-  cv_.wait(lock, [&] { return generation_ != generation || aborted_; });
+  auto released = [&] { return generation_ != generation || aborted_; };
+  lock.unlock();
+  spin_until(released);
+  lock.lock();
+  cv_.wait(lock, released);
   if (generation_ == generation)
     throw AbortedError("replica barrier: another replica failed during this step; see its error");
 }
@@ -81,6 +110,7 @@ void ReplicaPool::loop(int replica_id, int threads_per_replica) {
   uint64_t seen = 0;
   while (true) {
     const std::function<void(int)>* task;
+    spin_until([&] { return generation_ != seen; });
     {
       std::unique_lock lock(mutex_);
       work_cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
