@@ -8,9 +8,11 @@
 //
 //   mirrored_bench [--global_batch B] [--steps N] [--repeats R]
 // Lines: `one_device examples_per_sec=...`, `mirrored ...`, `central_storage ...`, then
-// `ratio=...` (mirrored / one_device) and `central_ratio=...` (central / one_device).
+// `ratio=...` (mirrored / one_device) and `central_ratio=...` (central / one_device): the
+// medians of the per-round ratios (the strategies take turns, round by round), with their range.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -41,15 +43,18 @@ std::vector<est::data::Element> replica_batches(const bench::InMemoryData& data,
   return batches;
 }
 
-// Median examples/s of `repeats` runs of `steps` training steps under `strategy`.
-double train_rate(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t global_batch,
-                  int64_t steps, int repeats) {
-  int replicas = strategy.num_replicas_in_sync();
-  double scale = 1.0 / static_cast<double>(global_batch);
-  int64_t batches = data.images.dim(0) / global_batch, next = 0;
-  auto step = [&] {
-    auto inputs = replica_batches(data, (next++ % batches) * global_batch, global_batch, replicas);
-    strategy.run(
+// One training step of the tutorial CNN under `strategy` on the next global batch.
+class Trainer {
+ public:
+  Trainer(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t global_batch)
+      : strategy_(strategy), data_(data), global_batch_(global_batch) {}
+
+  void step() {
+    int64_t batches = data_.images.dim(0) / global_batch_;
+    auto inputs = replica_batches(data_, (next_++ % batches) * global_batch_, global_batch_,
+                                  strategy_.num_replicas_in_sync());
+    double scale = 1.0 / static_cast<double>(global_batch_);
+    strategy_.run(
         [&](dist::ReplicaContext& replica) {
           est::ModelContext& ctx = replica.model_context();
           ctx.begin_call();
@@ -61,18 +66,23 @@ double train_rate(dist::Strategy& strategy, const bench::InMemoryData& data, int
           return loss;
         },
         inputs);
-  };
-  for (int i = 0; i < 10; ++i) step();  // warm-up
-  std::vector<double> rates;
-  for (int r = 0; r < repeats; ++r) {
+  }
+
+  // Examples/s over `steps` steps.
+  double rate(int64_t steps) {
     auto start = std::chrono::steady_clock::now();
     for (int64_t s = 0; s < steps; ++s) step();
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    rates.push_back(static_cast<double>(steps * global_batch) / seconds);
+    return static_cast<double>(steps * global_batch_) / seconds;
   }
-  return bench::median(rates);
-}
+
+ private:
+  dist::Strategy& strategy_;
+  const bench::InMemoryData& data_;
+  int64_t global_batch_;
+  int64_t next_ = 0;
+};
 
 }  // namespace
 
@@ -93,9 +103,21 @@ int main(int argc, char** argv) try {
   dist::MirroredStrategy mirrored({"/cpu:0", "/cpu:1"}, dist::CrossDeviceOps::kReductionToOneDevice,
                                   7);
   dist::CentralStorageStrategy central({"/cpu:0", "/cpu:1"}, 7);
-  double one = train_rate(one_device, data, global_batch, steps, repeats);
-  double two = train_rate(mirrored, data, global_batch, steps, repeats);
-  double shared = train_rate(central, data, global_batch, steps, repeats);
+  // The three take turns, `steps` steps each per round, so that a change in the machine's speed
+  // affects them alike; the ratios are taken within each round, and medians are reported.
+  Trainer one_trainer(one_device, data, global_batch), two_trainer(mirrored, data, global_batch),
+      shared_trainer(central, data, global_batch);
+  for (Trainer* trainer : {&one_trainer, &two_trainer, &shared_trainer})
+    for (int i = 0; i < 10; ++i) trainer->step();  // warm-up
+  std::vector<double> ones, twos, shareds, ratios, central_ratios;
+  for (int r = 0; r < repeats; ++r) {
+    ones.push_back(one_trainer.rate(steps));
+    twos.push_back(two_trainer.rate(steps));
+    shareds.push_back(shared_trainer.rate(steps));
+    ratios.push_back(twos.back() / ones.back());
+    central_ratios.push_back(shareds.back() / ones.back());
+  }
+  double one = bench::median(ones), two = bench::median(twos), shared = bench::median(shareds);
   fmt::print("global_batch={}\n", global_batch);
   fmt::print("one_device threads_per_replica={} examples_per_sec={:.1f}\n",
              one_device.threads_per_replica(), one);
@@ -103,8 +125,12 @@ int main(int argc, char** argv) try {
              mirrored.threads_per_replica(), two);
   fmt::print("central_storage replicas=2 threads_per_replica={} examples_per_sec={:.1f}\n",
              central.threads_per_replica(), shared);
-  fmt::print("ratio={:.3f} (target >= 0.9)\n", two / one);
-  fmt::print("central_ratio={:.3f}\n", shared / one);
+  fmt::print("ratio={:.3f} (target >= 0.9; range {:.3f}-{:.3f})\n", bench::median(ratios),
+             *std::min_element(ratios.begin(), ratios.end()),
+             *std::max_element(ratios.begin(), ratios.end()));
+  fmt::print("central_ratio={:.3f} (range {:.3f}-{:.3f})\n", bench::median(central_ratios),
+             *std::min_element(central_ratios.begin(), central_ratios.end()),
+             *std::max_element(central_ratios.begin(), central_ratios.end()));
   return 0;
 } catch (const est::Error& error) {
   fmt::print(stderr, "error: {}\n", error.what());
