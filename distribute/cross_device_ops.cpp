@@ -106,7 +106,7 @@ void check_lists(CrossDeviceOps ops, const std::vector<std::vector<ops::Tensor>*
 // into the other replicas' outputs, block by block so that each block is summed and copied
 // while it is still in the cache.
 template <class T>
-void reduce_range(CrossDeviceOps ops, ReduceOp op,
+void reduce_range(CrossDeviceOps ops, double factor,
                   const std::vector<std::vector<ops::Tensor>*>& inputs,
                   const std::vector<std::vector<ops::Tensor>*>& outputs, size_t index,
                   int64_t begin, int64_t end) {
@@ -133,23 +133,24 @@ void reduce_range(CrossDeviceOps ops, ReduceOp op,
           for (int64_t i = 0; i < n; ++i) partial[r][size_t(i)] += partial[r + stride][size_t(i)];
       std::copy(partial[0].begin(), partial[0].end(), total);
     }
-    if (op == ReduceOp::kMean) {
-      double factor = 1.0 / static_cast<double>(replicas);
+    if (factor != 1.0)
       for (int64_t i = 0; i < n; ++i) total[i] = static_cast<T>(total[i] * factor);
-    }
     for (size_t r = 1; r < replicas; ++r) std::copy(total, total + n, out(r) + first);
   }
 }
 
 }  // namespace
 
-void all_reduce_slice(CrossDeviceOps ops, ReduceOp op,
+void all_reduce_slice(CrossDeviceOps ops, const std::vector<double>& factors,
                       const std::vector<std::vector<ops::Tensor>*>& inputs,
                       const std::vector<std::vector<ops::Tensor>*>& outputs, int slice,
                       int num_slices) {
   if (inputs.empty()) return;
   check_lists(ops, inputs);
   size_t count = inputs[0]->size();
+  if (factors.size() != count)
+    throw InternalError("all_reduce_slice: " + std::to_string(factors.size()) + " factors for " +
+                        std::to_string(count) + " tensors");
   std::vector<bool> defined(count);
   int64_t total = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -164,9 +165,9 @@ void all_reduce_slice(CrossDeviceOps ops, ReduceOp op,
     int64_t begin = std::max(first, offset) - offset, end = std::min(last, offset + n) - offset;
     if (begin < end) {
       if ((*inputs[0])[i].dtype() == ops::DType::kF32)
-        reduce_range<float>(ops, op, inputs, outputs, i, begin, end);
+        reduce_range<float>(ops, factors[i], inputs, outputs, i, begin, end);
       else
-        reduce_range<double>(ops, op, inputs, outputs, i, begin, end);
+        reduce_range<double>(ops, factors[i], inputs, outputs, i, begin, end);
     }
     offset += n;
   }

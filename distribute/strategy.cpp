@@ -170,6 +170,12 @@ nn::ModelContext& ReplicaContext::model_context() { return strategy_->model_cont
 nn::VariableStore& ReplicaContext::store() { return strategy_->store(replica_id_); }
 
 void ReplicaContext::all_reduce(ReduceOp op, std::vector<Tensor>& tensors) {
+  double factor = op == ReduceOp::kMean ? 1.0 / num_replicas_in_sync() : 1.0;
+  reduce_scaled(tensors, std::vector<double>(tensors.size(), factor));
+}
+
+void ReplicaContext::reduce_scaled(std::vector<Tensor>& tensors,
+                                   const std::vector<double>& factors) {
   AbortableBarrier& barrier = strategy_->pool_->barrier();
   std::vector<Tensor> outputs(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i)
@@ -179,8 +185,7 @@ void ReplicaContext::all_reduce(ReduceOp op, std::vector<Tensor>& tensors) {
   strategy_->collective_outputs_[r] = &outputs;
   barrier.arrive_and_wait();
   try {
-    ops::NoGradGuard no_grad;
-    all_reduce_slice(strategy_->cross_device_ops_, op, strategy_->collective_slots_,
+    all_reduce_slice(strategy_->cross_device_ops_, factors, strategy_->collective_slots_,
                      strategy_->collective_outputs_, replica_id_, num_replicas_in_sync());
   } catch (...) {
     barrier.abort();
@@ -197,17 +202,16 @@ void ReplicaContext::all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and
 
 void ReplicaContext::sync_step(std::vector<nn::GradAndVar>& grads_and_vars, double scale,
                                std::vector<nn::MovingAverageUpdate>& updates) {
-  ops::NoGradGuard no_grad;
+  // Gradients and statistics travel in one collective: the gradients' sum is multiplied by
+  // the loss scale, the statistics' sum by 1/replicas (their mean), in the same pass.
   std::vector<Tensor> tensors;
+  std::vector<double> factors;
   tensors.reserve(grads_and_vars.size() + updates.size());
-  for (const auto& entry : grads_and_vars)
-    tensors.push_back(scale == 1.0 || !entry.gradient.defined() ? entry.gradient
-                                                                : ops::mul(entry.gradient, scale));
-  // A mean over replicas is a sum of values divided by the replica count beforehand, so that
-  // gradients and statistics travel in one collective.
-  double share = 1.0 / num_replicas_in_sync();
-  for (const auto& update : updates) tensors.push_back(ops::mul(update.value, share));
-  all_reduce(ReduceOp::kSum, tensors);
+  for (const auto& entry : grads_and_vars) tensors.push_back(entry.gradient);
+  factors.assign(grads_and_vars.size(), scale);
+  for (const auto& update : updates) tensors.push_back(update.value);
+  factors.resize(tensors.size(), 1.0 / num_replicas_in_sync());
+  reduce_scaled(tensors, factors);
   for (size_t i = 0; i < grads_and_vars.size(); ++i) grads_and_vars[i].gradient = tensors[i];
   for (size_t i = 0; i < updates.size(); ++i) updates[i].value = tensors[grads_and_vars.size() + i];
 }

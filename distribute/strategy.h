@@ -91,6 +91,8 @@ class ReplicaContext {
   int replica_id_;
   const data::Element* input_;
 
+  // The collective behind all_reduce: entry i becomes the sum over replicas times factors[i].
+  void reduce_scaled(std::vector<Tensor>& tensors, const std::vector<double>& factors);
   // Sums the gradients (times `scale`) and averages the values of `updates`, in one collective.
   void sync_step(std::vector<nn::GradAndVar>& grads_and_vars, double scale,
                  std::vector<nn::MovingAverageUpdate>& updates);

@@ -89,8 +89,9 @@ TEST_CASE("distribute: all_reduce_slice over the replica threads is bitwise the 
           whole.push_back(&serial[size_t(r)]);
         }
         all_reduce(algorithm, op, whole);
+        std::vector<double> factors(inputs[0].size(), op == ReduceOp::kMean ? 1.0 / replicas : 1.0);
         for (int slice = 0; slice < replicas; ++slice)
-          all_reduce_slice(algorithm, op, in, out, slice, replicas);
+          all_reduce_slice(algorithm, factors, in, out, slice, replicas);
         for (int r = 0; r < replicas; ++r)
           for (size_t i = 0; i < inputs[0].size(); ++i) {
             CAPTURE(i);
