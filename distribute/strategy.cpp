@@ -109,6 +109,7 @@ PerReplica Strategy::run(const StepFn& step_fn,
     const data::Element& input =
         per_replica_inputs.empty() ? kNoInput : per_replica_inputs[static_cast<size_t>(replica)];
     ReplicaContext context(*this, replica, input);
+    nn::CrossReplicaScope scope(&context);
     result.values[static_cast<size_t>(replica)] = step_fn(context);
   });
   return result;
@@ -176,6 +177,12 @@ void ReplicaContext::all_reduce(ReduceOp op, std::vector<Tensor>& tensors) {
 
 void ReplicaContext::reduce_scaled(std::vector<Tensor>& tensors,
                                    const std::vector<double>& factors) {
+  if (num_replicas_in_sync() == 1) {  // nothing to sum: only the factors
+    ops::NoGradGuard no_grad;
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].defined() && factors[i] != 1.0) tensors[i] = ops::mul(tensors[i], factors[i]);
+    return;
+  }
   AbortableBarrier& barrier = strategy_->pool_->barrier();
   std::vector<Tensor> outputs(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i)
@@ -216,6 +223,30 @@ void ReplicaContext::sync_step(std::vector<nn::GradAndVar>& grads_and_vars, doub
   for (size_t i = 0; i < updates.size(); ++i) updates[i].value = tensors[grads_and_vars.size() + i];
 }
 
+bool ReplicaContext::applies_updates() const {
+  return strategy_->variables_mirrored() || replica_id_ == 0;
+}
+
+void ReplicaContext::finish_sync(std::vector<nn::MovingAverageUpdate>& updates) {
+  if (applies_updates())
+    for (const auto& update : updates) nn::apply_moving_average(update);
+  presynced_ = true;
+}
+
+bool ReplicaContext::synchronize(std::vector<nn::GradAndVar>& grads_and_vars) {
+  if (!presynced_) {
+    std::vector<nn::MovingAverageUpdate> updates = model_context().take_moving_average_updates();
+    sync_step(grads_and_vars, 1.0, updates);
+    finish_sync(updates);
+  }
+  presynced_ = false;
+  return applies_updates();
+}
+
+void ReplicaContext::after_update() {
+  if (!strategy_->variables_mirrored()) strategy_->pool_->barrier().arrive_and_wait();
+}
+
 void ReplicaContext::run_train_op(const nn::TrainOp& train_op, double gradient_scale,
                                   nn::ModelContext* ctx) {
   nn::ModelContext& context = ctx ? *ctx : model_context();
@@ -227,23 +258,16 @@ void ReplicaContext::run_train_op(const nn::TrainOp& train_op, double gradient_s
   std::vector<nn::GradAndVar> grads = train_op.compute_gradients();
   std::vector<nn::MovingAverageUpdate> updates = context.take_moving_average_updates();
   sync_step(grads, gradient_scale, updates);
-  if (strategy_->variables_mirrored() || replica_id_ == 0) {
-    for (const auto& update : updates) nn::apply_moving_average(update);
-    train_op.apply(std::move(grads));
-  }
-  if (!strategy_->variables_mirrored()) strategy_->pool_->barrier().arrive_and_wait();
+  finish_sync(updates);
+  nn::CrossReplicaScope scope(this);  // apply() goes through synchronize / after_update
+  train_op.apply(std::move(grads));
 }
 
 nn::GradientTransform ReplicaContext::gradient_transform() {
-  if (!strategy_->variables_mirrored())
-    throw FailedPreconditionError(std::string(strategy_->name()) +
-                                  ": gradient_transform() would apply the update once per "
-                                  "replica to the one shared copy of the variables; call "
-                                  "replica.run_train_op(train_op) instead");
   return [this](std::vector<nn::GradAndVar>& grads_and_vars) {
     std::vector<nn::MovingAverageUpdate> updates = model_context().take_moving_average_updates();
     sync_step(grads_and_vars, 1.0, updates);
-    for (const auto& update : updates) nn::apply_moving_average(update);
+    finish_sync(updates);
   };
 }
 

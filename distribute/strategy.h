@@ -15,6 +15,8 @@
 //     return loss;
 //   }, inputs);
 //   double total = strategy.reduce(ReduceOp::kSum, losses).item();
+// Inside the step, optimizer.apply_gradients (and so TrainOp::run) is synchronized as well:
+// the replica context sums the gradients over replicas first, as in TF's replica context.
 #pragma once
 
 #include <cstdint>
@@ -52,8 +54,12 @@ struct PerReplica {
   const Tensor& operator[](size_t replica) const { return values[replica]; }
 };
 
-// What a step function sees while it runs on one replica's thread.
-class ReplicaContext {
+// What a step function sees while it runs on one replica's thread. It is also the thread's
+// nn::CrossReplicaSync while the step runs, so Optimizer::apply_gradients inside the step (from
+// TrainOp::run, or with gradients from ops::gradients) sums the gradients over replicas and
+// updates the variables as the strategy places them, as apply_gradients in TF's replica
+// context does.
+class ReplicaContext final : public nn::CrossReplicaSync {
  public:
   int replica_id() const { return replica_id_; }
   int num_replicas_in_sync() const;
@@ -77,11 +83,17 @@ class ReplicaContext {
   // (gradient_scale 1); the Estimator passes 1/num_replicas_in_sync for a mean-type loss.
   void run_train_op(const nn::TrainOp& train_op, double gradient_scale = 1.0,
                     nn::ModelContext* ctx = nullptr);
-  // The same for mirrored variables as a TrainOp transform:
-  // `train_op.run(replica.gradient_transform())`. It refers to this context: use it only inside
-  // the step function that received it. FailedPreconditionError under central storage (the
-  // update must happen once: use run_train_op).
+  // The same as a TrainOp transform (`train_op.run(replica.gradient_transform())`): the sum
+  // and the moving averages happen in the transform, the update in the optimizer. It refers to
+  // this context: use it only inside the step function that received it.
   nn::GradientTransform gradient_transform();
+  // Whether this replica applies updates: always with mirrored variables, only replica 0
+  // under central storage.
+  bool applies_updates() const;
+
+  // nn::CrossReplicaSync, called by Optimizer::apply_gradients.
+  bool synchronize(std::vector<nn::GradAndVar>& grads_and_vars) override;
+  void after_update() override;
 
  private:
   friend class Strategy;
@@ -90,7 +102,11 @@ class ReplicaContext {
   Strategy* strategy_;
   int replica_id_;
   const data::Element* input_;
+  bool presynced_ = false;  // this step's gradients are already summed (run_train_op, transform)
 
+  // Applies this replica's share of the averaged moving statistics and marks the gradients as
+  // summed, after sync_step.
+  void finish_sync(std::vector<nn::MovingAverageUpdate>& updates);
   // The collective behind all_reduce: entry i becomes the sum over replicas times factors[i].
   void reduce_scaled(std::vector<Tensor>& tensors, const std::vector<double>& factors);
   // Sums the gradients (times `scale`) and averages the values of `updates`, in one collective.

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
 
 #include "nn/clipping.h"
 #include "nn/model_context.h"
@@ -77,8 +78,31 @@ TrainOp Optimizer::minimize(const Tensor& loss, ModelContext& ctx) const {
   return TrainOp(*this, loss, ctx.store(), std::move(variables));
 }
 
+}  // namespace est::nn::optim
+
+namespace est::nn {
+namespace {
+thread_local CrossReplicaSync* t_cross_replica_sync = nullptr;
+}  // namespace
+
+CrossReplicaSync* cross_replica_sync() { return t_cross_replica_sync; }
+CrossReplicaScope::CrossReplicaScope(CrossReplicaSync* sync)
+    : previous_(std::exchange(t_cross_replica_sync, sync)) {}
+CrossReplicaScope::~CrossReplicaScope() { t_cross_replica_sync = previous_; }
+
+}  // namespace est::nn
+
+namespace est::nn::optim {
+
 void Optimizer::apply_gradients(VariableStore& store,
                                 std::vector<GradAndVar> grads_and_vars) const {
+  if (CrossReplicaSync* sync = cross_replica_sync()) {
+    // Outside the scope while updating: a nested apply_gradients must not synchronize again.
+    CrossReplicaScope plain(nullptr);
+    if (sync->synchronize(grads_and_vars)) apply_gradients(store, std::move(grads_and_vars));
+    sync->after_update();
+    return;
+  }
   std::vector<GradAndVar> present;
   present.reserve(grads_and_vars.size());
   for (GradAndVar& entry : grads_and_vars) {

@@ -33,6 +33,36 @@ struct GradAndVar {
 // Rewrites gradients before the update: the distribution strategy's all-reduce.
 using GradientTransform = std::function<void(std::vector<GradAndVar>&)>;
 
+// What a distribution strategy installs on each replica thread while a step runs (TF's
+// replica context): Optimizer::apply_gradients hands it the gradients first, so that an update
+// inside strategy.run is synchronized however the step was written (TrainOp::run,
+// apply_gradients with gradients from ops::gradients, ...). nn only declares the interface;
+// distribute/ implements it.
+class CrossReplicaSync {
+ public:
+  virtual ~CrossReplicaSync() = default;
+  // Sums the gradients over replicas in place (unless this step's gradients were already
+  // summed) and says whether this replica applies the update (mirrored variables: every
+  // replica; central storage: replica 0 only).
+  virtual bool synchronize(std::vector<GradAndVar>& grads_and_vars) = 0;
+  // After the update (or instead of it, on replicas that do not apply it): central storage
+  // waits here until the shared variables are updated.
+  virtual void after_update() = 0;
+};
+// The current thread's replica context, or null outside strategy.run.
+CrossReplicaSync* cross_replica_sync();
+// Installs `sync` on this thread while alive (null: none), restoring the previous one after.
+class CrossReplicaScope {
+ public:
+  explicit CrossReplicaScope(CrossReplicaSync* sync);
+  ~CrossReplicaScope();
+  CrossReplicaScope(const CrossReplicaScope&) = delete;
+  CrossReplicaScope& operator=(const CrossReplicaScope&) = delete;
+
+ private:
+  CrossReplicaSync* previous_;
+};
+
 namespace optim {
 
 class UpdateRule {
@@ -60,7 +90,9 @@ class Optimizer {
   TrainOp minimize(const Tensor& loss, ModelContext& ctx) const;
 
   // Clipping (when set), the update in place, then global_step += 1. Undefined gradients skip
-  // their variable. For custom training loops and for TrainOp.
+  // their variable. For custom training loops and for TrainOp. Inside strategy.run the
+  // gradients are first summed over replicas (see CrossReplicaSync), so clipping sees the
+  // global gradient.
   void apply_gradients(VariableStore& store, std::vector<GradAndVar> grads_and_vars) const;
   // The same with parallel lists; variables are looked up in the store by their storage.
   void apply_gradients(VariableStore& store, const std::vector<Tensor>& gradients,

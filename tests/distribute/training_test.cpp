@@ -68,9 +68,11 @@ double max_scaled_difference(const Tensor& a, const Tensor& b) {
 
 // How the step function applies the update.
 enum class StepPath {
-  kGradientTransform,  // train_op.run(replica.gradient_transform()) (mirrored only)
+  kGradientTransform,  // train_op.run(replica.gradient_transform())
   kRunTrainOp,         // replica.run_train_op(train_op), the loss scaled by the global batch
   kRunTrainOpScaled,   // the mean loss, run_train_op(train_op, 1 / num_replicas_in_sync)
+  kTrainOpRun,         // train_op.run(): the replica context synchronizes apply_gradients
+  kApplyGradients,     // ops::gradients, then optimizer.apply_gradients(ctx, grads, vars)
 };
 
 // Mirrored: every replica's copy bitwise equal to replica 0's. Central: one store for all.
@@ -114,6 +116,12 @@ void train_and_compare(Strategy& strategy, const Model& model, const MakeOptimiz
           Tensor loss = sparse_softmax_cross_entropy(replica.input().labels, replica_logits);
           double share = 1.0 / replica.num_replicas_in_sync();
           if (path != StepPath::kRunTrainOpScaled) loss = loss * share;
+          if (path == StepPath::kApplyGradients) {
+            std::vector<Tensor> variables;
+            for (const Variable& v : ctx.trainable_variables()) variables.push_back(v.value);
+            make_optimizer().apply_gradients(ctx, ops::gradients(loss, variables), variables);
+            return loss;
+          }
           TrainOp train_op = make_optimizer().minimize(loss, ctx);
           switch (path) {
             case StepPath::kGradientTransform:
@@ -124,6 +132,11 @@ void train_and_compare(Strategy& strategy, const Model& model, const MakeOptimiz
               break;
             case StepPath::kRunTrainOpScaled:
               replica.run_train_op(train_op, share);
+              break;
+            case StepPath::kTrainOpRun:
+              train_op.run();
+              break;
+            case StepPath::kApplyGradients:
               break;
           }
           return loss;
@@ -228,25 +241,23 @@ TEST_CASE("distribute: central storage over 3 replicas matches one replica (dens
       strategy, mlp, [] { return optim::momentum(0.1, 0.9); }, {12, 5}, 6, StepPath::kRunTrainOp);
 }
 
-TEST_CASE("distribute: gradient_transform under central storage is a FailedPreconditionError") {
-  CentralStorageStrategy strategy({"/cpu:0", "/cpu:1"}, kSeed);
-  data::Element batch = make_batch({8, 5}, 0);
-  std::string message = est::testing::error_message<FailedPreconditionError>([&] {
-    strategy.run(
-        [&](ReplicaContext& replica) {
-          ModelContext& ctx = replica.model_context();
-          ctx.begin_call();
-          Tensor loss = sparse_softmax_cross_entropy(replica.input().labels,
-                                                     mlp(ctx, replica.input().features.at("x")));
-          optim::sgd(0.1).minimize(loss, ctx).run(replica.gradient_transform());
-          return loss;
-        },
-        split_batch(batch, 2));
-  });
-  CHECK(est::testing::contains(message, "CentralStorageStrategy"));
-  CHECK(est::testing::contains(message, "run_train_op"));
-  // Nothing was applied: the variables were created but global_step never moved.
-  CHECK(read_global_step(strategy.store(0)) == 0);
+TEST_CASE(
+    "distribute: inside strategy.run, apply_gradients is synchronized however the step is "
+    "written") {
+  // TrainOp::run(), optimizer.apply_gradients with gradients from ops::gradients, and the
+  // gradient_transform: each sums over replicas and updates as the strategy places the
+  // variables (central storage: once, by replica 0).
+  for (StepPath path :
+       {StepPath::kGradientTransform, StepPath::kTrainOpRun, StepPath::kApplyGradients}) {
+    CAPTURE(int(path));
+    CentralStorageStrategy central({"/cpu:0", "/cpu:1"}, kSeed);
+    train_and_compare(
+        central, mlp, [] { return optim::adam(0.01); }, {8, 5}, 5, path);
+    MirroredStrategy mirrored({"/cpu:0", "/cpu:1", "/cpu:2"},
+                              CrossDeviceOps::kHierarchicalCopyAllReduce, kSeed);
+    train_and_compare(
+        mirrored, cnn, [] { return optim::momentum(0.1, 0.9); }, {6, 8, 8, 1}, 4, path);
+  }
 }
 
 TEST_CASE("distribute: OneDeviceStrategy trains exactly like the plain loop") {
