@@ -1,7 +1,7 @@
-// The two CPU all-reduce algorithms over plain host buffers, whole on one thread (all_reduce)
-// or shared out over the replica threads by element ranges (all_reduce_slice). Both run after
-// every replica has deposited its tensors, and the slices write disjoint ranges, so no locking
-// is needed here.
+// The two CPU all-reduce algorithms over plain host buffers, shared out over the replica
+// threads by element ranges (all_reduce_slice), or whole on one thread (all_reduce: one slice).
+// They run after every replica has deposited its tensors, and the slices write disjoint
+// ranges, so no locking is needed here.
 #include "distribute/cross_device_ops.h"
 
 #include <algorithm>
@@ -12,32 +12,6 @@
 namespace est::distribute {
 
 namespace {
-
-template <class T>
-void add_into(ops::Tensor& target, const ops::Tensor& source) {
-  T* out = target.data<T>();
-  const T* in = source.data<T>();
-  int64_t n = target.numel();
-  for (int64_t i = 0; i < n; ++i) out[i] += in[i];
-}
-
-void accumulate(ops::Tensor& target, const ops::Tensor& source) {
-  if (target.dtype() == ops::DType::kF32)
-    add_into<float>(target, source);
-  else
-    add_into<double>(target, source);
-}
-
-void scale(ops::Tensor& target, double factor) {
-  int64_t n = target.numel();
-  if (target.dtype() == ops::DType::kF32) {
-    float* out = target.data<float>();
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(out[i] * factor);
-  } else {
-    double* out = target.data<double>();
-    for (int64_t i = 0; i < n; ++i) out[i] *= factor;
-  }
-}
 
 // Checks that entry `index` agrees across replicas; false when it is undefined everywhere.
 bool check_entry(const std::vector<std::vector<ops::Tensor>*>& per_replica, size_t index) {
@@ -177,29 +151,21 @@ void all_reduce(CrossDeviceOps ops, ReduceOp op,
                 std::vector<std::vector<ops::Tensor>*>& per_replica) {
   if (per_replica.empty()) return;
   check_lists(ops, per_replica);
+  // One slice covering everything, into fresh buffers (an input may alias a variable's .grad).
   size_t count = per_replica[0]->size();
-  size_t replicas = per_replica.size();
-  for (size_t i = 0; i < count; ++i) {
-    if (!check_entry(per_replica, i)) continue;
-    ops::Tensor* root = &(*per_replica[0])[i];
-    if (ops == CrossDeviceOps::kReductionToOneDevice) {
-      // A fresh buffer for the sum (the replica's tensor may alias a variable's .grad).
-      ops::Tensor total = root->clone();
-      for (size_t r = 1; r < replicas; ++r) accumulate(total, (*per_replica[r])[i]);
-      *root = total;
-    } else {
-      // Pairwise tree: at stride s, replica r (a multiple of 2s) takes in replica r + s.
-      std::vector<ops::Tensor> partial(replicas);
-      for (size_t r = 0; r < replicas; ++r) partial[r] = (*per_replica[r])[i].clone();
-      for (size_t stride = 1; stride < replicas; stride *= 2)
-        for (size_t r = 0; r + stride < replicas; r += 2 * stride)
-          accumulate(partial[r], partial[r + stride]);
-      *root = partial[0];
+  std::vector<std::vector<ops::Tensor>> results(per_replica.size(),
+                                                std::vector<ops::Tensor>(count));
+  std::vector<std::vector<ops::Tensor>*> outputs;
+  for (size_t r = 0; r < per_replica.size(); ++r) {
+    for (size_t i = 0; i < count; ++i) {
+      const ops::Tensor& input = (*per_replica[r])[i];
+      if (input.defined()) results[r][i] = ops::Tensor::empty(input.shape(), input.dtype());
     }
-    if (op == ReduceOp::kMean) scale(*root, 1.0 / static_cast<double>(replicas));
-    // Copy out: every other replica gets its own buffer holding the result.
-    for (size_t r = 1; r < replicas; ++r) (*per_replica[r])[i] = root->clone();
+    outputs.push_back(&results[r]);
   }
+  double factor = op == ReduceOp::kMean ? 1.0 / static_cast<double>(per_replica.size()) : 1.0;
+  all_reduce_slice(ops, std::vector<double>(count, factor), per_replica, outputs, 0, 1);
+  for (size_t r = 0; r < per_replica.size(); ++r) *per_replica[r] = std::move(results[r]);
 }
 
 }  // namespace est::distribute
