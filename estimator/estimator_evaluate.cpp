@@ -63,8 +63,7 @@ Metrics Estimator::evaluate(const InputFn& input_fn, std::optional<int64_t> step
     timings.model_fn_begin = detail::steady_seconds();
     std::vector<EstimatorSpec> specs =
         replicas.call_model_fn(model_fn_, elements, ModeKeys::kEval, batches == 0);
-    EstimatorSpec spec = specs.front();  // replica 0's, with the step's loss over replicas
-    spec.loss = replicas.reported_loss(specs);
+    EstimatorSpec spec = replicas.step_spec(specs);
     timings.model_fn_end = detail::steady_seconds();
     int64_t step = session.global_step();
     if (batches == 0) {

@@ -216,8 +216,7 @@ Estimator& Estimator::train(const InputFn& input_fn, const Hooks& hooks,
       first = false;
     }
     timings.model_fn_end = detail::steady_seconds();
-    EstimatorSpec spec = specs.front();  // replica 0's, with the step's loss over replicas
-    spec.loss = replicas.reported_loss(specs);
+    EstimatorSpec spec = replicas.step_spec(specs);
     SessionRunContext run_context(session, spec, step, timings);
     std::vector<SessionRunArgs> args = detail::before_run(all_hooks, run_context);
     timings.run_begin = detail::steady_seconds();

@@ -115,13 +115,15 @@ void Replicas::run_train_ops(const std::vector<EstimatorSpec>& specs) {
   });
 }
 
-Tensor Replicas::reported_loss(const std::vector<EstimatorSpec>& specs) const {
-  if (specs.size() == 1) return specs.front().loss;
+EstimatorSpec Replicas::step_spec(const std::vector<EstimatorSpec>& specs) const {
+  EstimatorSpec spec = specs.front();
+  if (specs.size() == 1) return spec;
   ops::NoGradGuard no_grad;
   double total = 0;
-  for (const EstimatorSpec& spec : specs) total += spec.loss.item();
+  for (const EstimatorSpec& replica_spec : specs) total += replica_spec.loss.item();
   if (nn::is_mean_reduction(reductions_.front())) total /= static_cast<double>(specs.size());
-  return Tensor::scalar(total, specs.front().loss.dtype());
+  spec.loss = Tensor::scalar(total, spec.loss.dtype());
+  return spec;
 }
 
 }  // namespace est::detail

@@ -70,9 +70,10 @@ class Replicas {
   // cross-replica sum with TF's loss scaling, moving averages, the update.
   void run_train_ops(const std::vector<EstimatorSpec>& specs);
 
-  // The loss of the step as one scalar: the replicas' mean for a mean-type loss, their sum
-  // for a kSum / kNone loss (the loss unreplicated training on the global batch would show).
-  Tensor reported_loss(const std::vector<EstimatorSpec>& specs) const;
+  // The step's spec as hooks and logs see it: replica 0's, with the loss over all replicas
+  // (their mean for a mean-type loss, their sum for a kSum / kNone loss: the loss unreplicated
+  // training on the global batch would show).
+  EstimatorSpec step_spec(const std::vector<EstimatorSpec>& specs) const;
 
   // Re-seeds replica r > 0's generator for random ops (dropout) so replicas draw different
   // masks; replica 0 keeps the unreplicated stream. `global_step` makes a resumed run draw
