@@ -203,8 +203,9 @@ void ReplicaContext::reduce_scaled(std::vector<Tensor>& tensors,
 }
 
 void ReplicaContext::all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars) {
-  std::vector<nn::MovingAverageUpdate> none;
-  sync_step(grads_and_vars, 1.0, none);
+  std::vector<nn::MovingAverageUpdate> updates = model_context().take_moving_average_updates();
+  sync_step(grads_and_vars, 1.0, updates);
+  finish_sync(updates);
 }
 
 void ReplicaContext::sync_step(std::vector<nn::GradAndVar>& grads_and_vars, double scale,
@@ -234,11 +235,7 @@ void ReplicaContext::finish_sync(std::vector<nn::MovingAverageUpdate>& updates) 
 }
 
 bool ReplicaContext::synchronize(std::vector<nn::GradAndVar>& grads_and_vars) {
-  if (!presynced_) {
-    std::vector<nn::MovingAverageUpdate> updates = model_context().take_moving_average_updates();
-    sync_step(grads_and_vars, 1.0, updates);
-    finish_sync(updates);
-  }
+  if (!presynced_) all_reduce_gradients(grads_and_vars);
   presynced_ = false;
   return applies_updates();
 }
@@ -264,11 +261,8 @@ void ReplicaContext::run_train_op(const nn::TrainOp& train_op, double gradient_s
 }
 
 nn::GradientTransform ReplicaContext::gradient_transform() {
-  return [this](std::vector<nn::GradAndVar>& grads_and_vars) {
-    std::vector<nn::MovingAverageUpdate> updates = model_context().take_moving_average_updates();
-    sync_step(grads_and_vars, 1.0, updates);
-    finish_sync(updates);
-  };
+  return
+      [this](std::vector<nn::GradAndVar>& grads_and_vars) { all_reduce_gradients(grads_and_vars); };
 }
 
 }  // namespace est::distribute

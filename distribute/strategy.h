@@ -72,7 +72,10 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   // Collectives: every replica must call them, in the same order, with lists of the same
   // shapes. Afterwards `tensors` holds the reduction over all replicas (fresh buffers).
   void all_reduce(ReduceOp op, std::vector<Tensor>& tensors);
-  // Sums the gradients over replicas (the loss is already scaled by the global batch).
+  // Sums the gradients over replicas (the loss is already scaled by the global batch) and
+  // averages the moving statistics model_context() deferred, applying them where this replica
+  // applies updates. The next apply_gradients on this replica then applies the sums as they
+  // are (no second sum).
   void all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars);
   // A whole training step of `train_op` on this replica: its gradients times
   // `gradient_scale`, summed over replicas; the moving averages `ctx` deferred (batch norm's

@@ -68,11 +68,12 @@ double max_scaled_difference(const Tensor& a, const Tensor& b) {
 
 // How the step function applies the update.
 enum class StepPath {
-  kGradientTransform,  // train_op.run(replica.gradient_transform())
-  kRunTrainOp,         // replica.run_train_op(train_op), the loss scaled by the global batch
-  kRunTrainOpScaled,   // the mean loss, run_train_op(train_op, 1 / num_replicas_in_sync)
-  kTrainOpRun,         // train_op.run(): the replica context synchronizes apply_gradients
-  kApplyGradients,     // ops::gradients, then optimizer.apply_gradients(ctx, grads, vars)
+  kGradientTransform,   // train_op.run(replica.gradient_transform())
+  kRunTrainOp,          // replica.run_train_op(train_op), the loss scaled by the global batch
+  kRunTrainOpScaled,    // the mean loss, run_train_op(train_op, 1 / num_replicas_in_sync)
+  kTrainOpRun,          // train_op.run(): the replica context synchronizes apply_gradients
+  kApplyGradients,      // ops::gradients, then optimizer.apply_gradients(ctx, grads, vars)
+  kAllReduceThenApply,  // replica.all_reduce_gradients, then apply_gradients (no second sum)
 };
 
 // Mirrored: every replica's copy bitwise equal to replica 0's. Central: one store for all.
@@ -116,10 +117,19 @@ void train_and_compare(Strategy& strategy, const Model& model, const MakeOptimiz
           Tensor loss = sparse_softmax_cross_entropy(replica.input().labels, replica_logits);
           double share = 1.0 / replica.num_replicas_in_sync();
           if (path != StepPath::kRunTrainOpScaled) loss = loss * share;
-          if (path == StepPath::kApplyGradients) {
+          if (path == StepPath::kApplyGradients || path == StepPath::kAllReduceThenApply) {
             std::vector<Tensor> variables;
             for (const Variable& v : ctx.trainable_variables()) variables.push_back(v.value);
-            make_optimizer().apply_gradients(ctx, ops::gradients(loss, variables), variables);
+            std::vector<Tensor> gradients = ops::gradients(loss, variables);
+            if (path == StepPath::kApplyGradients) {
+              make_optimizer().apply_gradients(ctx, gradients, variables);
+            } else {
+              std::vector<GradAndVar> entries;
+              for (size_t i = 0; i < variables.size(); ++i)
+                entries.push_back({ctx.store().name_of(variables[i]), gradients[i], variables[i]});
+              replica.all_reduce_gradients(entries);
+              make_optimizer().apply_gradients(ctx.store(), entries);
+            }
             return loss;
           }
           TrainOp train_op = make_optimizer().minimize(loss, ctx);
@@ -137,6 +147,7 @@ void train_and_compare(Strategy& strategy, const Model& model, const MakeOptimiz
               train_op.run();
               break;
             case StepPath::kApplyGradients:
+            case StepPath::kAllReduceThenApply:
               break;
           }
           return loss;
@@ -244,11 +255,12 @@ TEST_CASE("distribute: central storage over 3 replicas matches one replica (dens
 TEST_CASE(
     "distribute: inside strategy.run, apply_gradients is synchronized however the step is "
     "written") {
-  // TrainOp::run(), optimizer.apply_gradients with gradients from ops::gradients, and the
-  // gradient_transform: each sums over replicas and updates as the strategy places the
+  // TrainOp::run(), optimizer.apply_gradients with gradients from ops::gradients (summed by
+  // the optimizer, or by all_reduce_gradients first), and the gradient_transform: each sums
+  // over replicas once and updates as the strategy places the
   // variables (central storage: once, by replica 0).
-  for (StepPath path :
-       {StepPath::kGradientTransform, StepPath::kTrainOpRun, StepPath::kApplyGradients}) {
+  for (StepPath path : {StepPath::kGradientTransform, StepPath::kTrainOpRun,
+                        StepPath::kApplyGradients, StepPath::kAllReduceThenApply}) {
     CAPTURE(int(path));
     CentralStorageStrategy central({"/cpu:0", "/cpu:1"}, kSeed);
     train_and_compare(
