@@ -109,7 +109,8 @@ void reduce_range(CrossDeviceOps ops, double factor,
     }
     if (factor != 1.0)
       for (int64_t i = 0; i < n; ++i) total[i] = static_cast<T>(total[i] * factor);
-    for (size_t r = 1; r < replicas; ++r) std::copy(total, total + n, out(r) + first);
+    for (size_t r = 1; r < replicas; ++r)
+      if (out(r) != out(0)) std::copy(total, total + n, out(r) + first);
   }
 }
 

@@ -37,12 +37,12 @@ void all_reduce(CrossDeviceOps ops, ReduceOp op,
 
 // The same reduction shared out over the replica threads (what ReplicaContext::all_reduce
 // runs): inputs[r] is replica r's list, outputs[r] its list of fresh buffers of the same shapes
-// (undefined where the input is). Entry i's sum over replicas is multiplied by factors[i]
-// (1: kSum, 1/replicas: kMean; a gradient's loss scale can ride along at no extra pass). The
-// elements of all tensors, taken as one sequence, are cut into `num_slices` equal ranges; the
-// call for `slice` reduces its range (additions in the order `ops` prescribes, so the result is
-// bitwise that of all_reduce) and writes it into every replica's outputs. Every replica
-// validates the lists first (the errors of all_reduce).
+// (undefined where the input is; replicas may pass the same list, which is then written once).
+// Entry i's sum over replicas is multiplied by factors[i] (1: kSum, 1/replicas: kMean; a gradient's
+// loss scale can ride along at no extra pass). The elements of all tensors, taken as one sequence,
+// are cut into `num_slices` equal ranges; the call for `slice` reduces its range (additions in the
+// order `ops` prescribes, so the result is bitwise that of all_reduce) and writes it into every
+// replica's outputs. Every replica validates the lists first (the errors of all_reduce).
 void all_reduce_slice(CrossDeviceOps ops, const std::vector<double>& factors,
                       const std::vector<std::vector<ops::Tensor>*>& inputs,
                       const std::vector<std::vector<ops::Tensor>*>& outputs, int slice,

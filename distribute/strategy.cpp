@@ -184,16 +184,22 @@ void ReplicaContext::reduce_scaled(std::vector<Tensor>& tensors,
     return;
   }
   AbortableBarrier& barrier = strategy_->pool_->barrier();
+  // One set of result buffers, replica 0's: the replicas are threads of one process, so each
+  // takes handles on them instead of a copy of its own (the results are only read after).
   std::vector<Tensor> outputs(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i)
-    if (tensors[i].defined()) outputs[i] = Tensor::empty(tensors[i].shape(), tensors[i].dtype());
+  if (replica_id_ == 0)
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].defined()) outputs[i] = Tensor::empty(tensors[i].shape(), tensors[i].dtype());
   auto r = static_cast<size_t>(replica_id_);
   strategy_->collective_slots_[r] = &tensors;
   strategy_->collective_outputs_[r] = &outputs;
   barrier.arrive_and_wait();
+  std::vector<std::vector<Tensor>*> shared(strategy_->collective_outputs_.size(),
+                                           strategy_->collective_outputs_[0]);
+  if (replica_id_ != 0) outputs = *shared[0];
   try {
-    all_reduce_slice(strategy_->cross_device_ops_, factors, strategy_->collective_slots_,
-                     strategy_->collective_outputs_, replica_id_, num_replicas_in_sync());
+    all_reduce_slice(strategy_->cross_device_ops_, factors, strategy_->collective_slots_, shared,
+                     replica_id_, num_replicas_in_sync());
   } catch (...) {
     barrier.abort();
     throw;

@@ -70,7 +70,9 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   const data::Element& input() const { return *input_; }
 
   // Collectives: every replica must call them, in the same order, with lists of the same
-  // shapes. Afterwards `tensors` holds the reduction over all replicas (fresh buffers).
+  // shapes. Afterwards `tensors` holds the reduction over all replicas: fresh buffers that all
+  // replicas share (the replicas are threads of one process), so read them, never write into
+  // them in place.
   void all_reduce(ReduceOp op, std::vector<Tensor>& tensors);
   // Sums the gradients over replicas (the loss is already scaled by the global batch) and
   // averages the moving statistics model_context() deferred, applying them where this replica
