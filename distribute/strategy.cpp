@@ -49,8 +49,7 @@ Strategy::Strategy(std::vector<Device> devices, CrossDeviceOps cross_device_ops,
       stores_.push_back(std::make_unique<nn::VariableStore>());
     contexts_.push_back(
         std::make_unique<nn::ModelContext>(*stores_.back(), nn::Mode::kTrain, seed));
-    contexts_.back()->set_defer_moving_averages(replicas > 1);
-    contexts_.back()->set_shares_store(!variables_mirrored() && replicas > 1);
+    configure_replica_context(*contexts_.back());
   }
   collective_slots_.assign(static_cast<size_t>(replicas), nullptr);
   collective_outputs_.assign(static_cast<size_t>(replicas), nullptr);
@@ -58,6 +57,12 @@ Strategy::Strategy(std::vector<Device> devices, CrossDeviceOps cross_device_ops,
 }
 
 Strategy::~Strategy() = default;
+
+void Strategy::configure_replica_context(nn::ModelContext& ctx) const {
+  bool replicated = num_replicas_in_sync() > 1;
+  ctx.set_defer_moving_averages(replicated);
+  ctx.set_shares_store(replicated && !variables_mirrored());
+}
 
 std::string Strategy::description() const {
   std::string text = std::string(name()) + " with devices (";

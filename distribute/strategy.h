@@ -160,6 +160,12 @@ class Strategy {
   // with this strategy's cross-device ops.
   void all_reduce_gradients(ReduceOp op, std::vector<std::vector<Tensor>>& per_replica) const;
 
+  // Makes a replica's model context fit this strategy: with several replicas it defers its
+  // moving averages (averaged over replicas by the step), and under central storage it keeps
+  // its initializer stream in step with the other replicas on the shared store. The strategy's
+  // own contexts get this; a caller with its own contexts (the Estimator) calls it on them.
+  void configure_replica_context(nn::ModelContext& ctx) const;
+
   // Replica `replica`'s variables and model context (the mirrored copies; under central
   // storage every replica's store is the same one).
   nn::VariableStore& store(int replica);

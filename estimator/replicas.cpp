@@ -28,8 +28,7 @@ Replicas::Replicas(std::shared_ptr<distribute::Strategy> strategy, ModeKeys mode
     if (stores_.empty() || mirrored) stores_.push_back(std::make_unique<nn::VariableStore>());
     contexts_.push_back(
         std::make_unique<EstimatorContext>(*stores_.back(), mode, seed, params, config));
-    contexts_.back()->set_defer_moving_averages(replicas > 1);
-    contexts_.back()->set_shares_store(!mirrored && replicas > 1);
+    if (strategy_) strategy_->configure_replica_context(*contexts_.back());
   }
   reductions_.assign(static_cast<size_t>(replicas), nn::last_loss_reduction());
   seed_replica_generators(0);
