@@ -1,34 +1,23 @@
 // Layout ops: reshape, flatten, expand_dims, squeeze, transpose, concat, stack, slice.
 //
-// They move elements without looking at them, so they work for every dtype (the kernels copy
-// elements as unsigned integers of the dtype's size). Results are fresh contiguous tensors
-// (reshape-like ops share storage, as Tensor::reshape does). Gradients are the inverse layout
-// op: transpose by the inverse permutation, slices of the upstream gradient for concat, and a
-// zero tensor with the upstream gradient written into the window for slice. Indexing ops
-// (gather, one_hot, cast) are in gather.cpp.
+// Results are fresh contiguous tensors from the registry's layout kernels (reshape-like ops
+// share storage, as Tensor::reshape does). Gradients are the inverse layout op: transpose by
+// the inverse permutation, slices of the upstream gradient for concat, and the upstream
+// gradient written into a zero tensor's window for slice. Indexing ops (gather, one_hot, cast)
+// are in gather.cpp.
 #include "ops/array_ops.h"
-
-#include <cstring>
 
 #include "ops/autograd.h"
 #include "ops/cpu/checks.h"
-#include "ops/cpu/strided_copy.h"
+#include "ops/registry.h"
 
 namespace est::ops {
 namespace {
 
 // Copies the window [begin, begin + size) of x into a new tensor.
 Tensor copy_window(const Tensor& x, const std::vector<int64_t>& begin, const Shape& size) {
-  Tensor out = Tensor::empty(size, x.dtype());
-  std::vector<int64_t> strides = cpu::contiguous_strides(x.shape());
-  int64_t offset = 0;
-  for (size_t d = 0; d < begin.size(); ++d) offset += begin[d] * strides[d];
-  cpu::dispatch_bytes(x.dtype(), [&](auto tag) {
-    using U = decltype(tag);
-    U* base = const_cast<U*>(static_cast<const U*>(x.raw_data())) + offset;
-    cpu::strided_copy<cpu::CopyDirection::kGather>(base, static_cast<U*>(out.raw_data()), size,
-                                                   strides);
-  });
+  Tensor out = Tensor::empty(size, x.dtype(), x.device());
+  run_kernel<OpId::kSlice>("slice", x.device(), x.dtype(), x, begin, out);
   return out;
 }
 
@@ -72,7 +61,7 @@ Tensor squeeze(const Tensor& x, const std::vector<int>& axes) {
 }
 
 Tensor transpose(const Tensor& x, const std::vector<int>& perm) {
-  cpu::require_cpu("transpose", x);
+  const Device device = common_device("transpose", {&x});
   const int rank = x.rank();
   std::vector<int> order(static_cast<size_t>(rank));
   if (perm.empty()) {
@@ -94,20 +83,10 @@ Tensor transpose(const Tensor& x, const std::vector<int>& perm) {
       order[d] = a;
     }
   }
-  std::vector<int64_t> in_strides = cpu::contiguous_strides(x.shape());
   Shape out_shape(static_cast<size_t>(rank));
-  std::vector<int64_t> strides(static_cast<size_t>(rank));
-  for (size_t d = 0; d < order.size(); ++d) {
-    out_shape[d] = x.shape()[static_cast<size_t>(order[d])];
-    strides[d] = in_strides[static_cast<size_t>(order[d])];
-  }
-  Tensor out = Tensor::empty(out_shape, x.dtype());
-  cpu::dispatch_bytes(x.dtype(), [&](auto tag) {
-    using U = decltype(tag);
-    cpu::strided_copy<cpu::CopyDirection::kGather>(
-        const_cast<U*>(static_cast<const U*>(x.raw_data())), static_cast<U*>(out.raw_data()),
-        out_shape, strides);
-  });
+  for (size_t d = 0; d < order.size(); ++d) out_shape[d] = x.shape()[static_cast<size_t>(order[d])];
+  Tensor out = Tensor::empty(out_shape, x.dtype(), device);
+  run_kernel<OpId::kTranspose>("transpose", device, x.dtype(), x, order, out);
   if (!needs_recording({&x})) return out;
   std::vector<int> inverse(order.size());
   for (size_t d = 0; d < order.size(); ++d)
@@ -124,13 +103,13 @@ Tensor concat(const std::vector<Tensor>& tensors, int axis) {
     if (!tensors[i].defined())
       throw InvalidArgumentError(fmt::format("concat: tensor {} is undefined", i));
   const Tensor& first = tensors[0];
-  cpu::require_cpu("concat", first);
+  const Device device = common_device("concat", {&first});
   const int a = cpu::normalize_axis("concat", axis, first.rank());
   Shape out_shape = first.shape();
   out_shape[static_cast<size_t>(a)] = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    cpu::require_cpu("concat", t);
+    common_device("concat", {&first, &t});
     if (t.dtype() != first.dtype())
       throw InvalidArgumentError(
           fmt::format("concat: tensor {} has dtype {} but tensor 0 has {}; cast them to one dtype",
@@ -145,27 +124,8 @@ Tensor concat(const std::vector<Tensor>& tensors, int axis) {
           i, shape_str(t.shape()), shape_str(first.shape()), axis));
     out_shape[static_cast<size_t>(a)] += t.shape()[static_cast<size_t>(a)];
   }
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < a; ++d) outer *= out_shape[static_cast<size_t>(d)];
-  for (size_t d = static_cast<size_t>(a) + 1; d < out_shape.size(); ++d) inner *= out_shape[d];
-  const int64_t out_row = out_shape[static_cast<size_t>(a)] * inner;
-  Tensor out = Tensor::empty(out_shape, first.dtype());
-  const size_t element = dtype_size(first.dtype());
-  auto* dst = static_cast<char*>(out.raw_data());
-  cpu::parallel_for(outer, std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(out_row, 1)),
-                    [&](int64_t begin, int64_t end) {
-                      for (int64_t o = begin; o < end; ++o) {
-                        int64_t column = 0;
-                        for (const Tensor& t : tensors) {
-                          int64_t chunk = t.shape()[static_cast<size_t>(a)] * inner;
-                          std::memcpy(dst + static_cast<size_t>(o * out_row + column) * element,
-                                      static_cast<const char*>(t.raw_data()) +
-                                          static_cast<size_t>(o * chunk) * element,
-                                      static_cast<size_t>(chunk) * element);
-                          column += chunk;
-                        }
-                      }
-                    });
+  Tensor out = Tensor::empty(out_shape, first.dtype(), device);
+  run_kernel<OpId::kConcat>("concat", device, first.dtype(), tensors, a, out);
   std::vector<int64_t> sizes;
   for (const Tensor& t : tensors) sizes.push_back(t.shape()[static_cast<size_t>(a)]);
   return record(out, "concat", tensors,
@@ -201,7 +161,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int axis) {
 }
 
 Tensor slice(const Tensor& x, const std::vector<int64_t>& begin, const std::vector<int64_t>& size) {
-  cpu::require_cpu("slice", x);
+  common_device("slice", {&x});
   const Shape& shape = x.shape();
   if (begin.size() != shape.size() || size.size() != shape.size())
     throw InvalidArgumentError(fmt::format(
@@ -221,17 +181,9 @@ Tensor slice(const Tensor& x, const std::vector<int64_t>& begin, const std::vect
   if (!needs_recording({&x})) return out;
   return record(out, "slice", {x},
                 [begin, from = shape](const Tensor& grad, const NeedsGrad&) -> std::vector<Tensor> {
-                  Tensor dx = Tensor::zeros(from, grad.dtype());
-                  std::vector<int64_t> strides = cpu::contiguous_strides(from);
-                  int64_t offset = 0;
-                  for (size_t d = 0; d < begin.size(); ++d) offset += begin[d] * strides[d];
-                  Tensor g = grad;  // the scatter reads it; nothing is written
-                  cpu::dispatch_bytes(grad.dtype(), [&](auto tag) {
-                    using U = decltype(tag);
-                    cpu::strided_copy<cpu::CopyDirection::kScatter>(
-                        static_cast<U*>(dx.raw_data()) + offset,
-                        const_cast<U*>(static_cast<const U*>(g.raw_data())), grad.shape(), strides);
-                  });
+                  Tensor dx = Tensor::empty(from, grad.dtype(), grad.device());
+                  run_kernel<OpId::kSliceGradient>("slice", grad.device(), grad.dtype(), grad,
+                                                   begin, dx);
                   return {dx};
                 });
 }

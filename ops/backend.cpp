@@ -13,6 +13,9 @@ namespace est::ops::onednn {
 KernelCacheStats cache_stats();
 }
 #endif
+#if EST_HAVE_CUDA
+#include "ops/cuda/runtime.h"
+#endif
 
 namespace est::ops {
 namespace {
@@ -44,16 +47,24 @@ std::string_view backend_name(Backend backend) {
   return "unknown";
 }
 
-bool backend_available(Backend backend) {
+bool backend_built(Backend backend) {
   switch (backend) {
     case Backend::kReference:
       return true;
     case Backend::kOneDnn:
       return EST_HAVE_ONEDNN != 0;
     case Backend::kCuda:
-      return false;  // the CUDA backend registers itself when built
+      return EST_HAVE_CUDA != 0;
   }
   return false;
+}
+
+bool backend_available(Backend backend) {
+  if (!backend_built(backend)) return false;
+#if EST_HAVE_CUDA
+  if (backend == Backend::kCuda) return cuda::device_count() > 0;
+#endif
+  return true;
 }
 
 std::vector<Backend> available_cpu_backends() {

@@ -1,12 +1,14 @@
 // Which kernels run an op, and on how many threads.
 //
 // Backends. The Eigen reference kernels always exist; oneDNN (CPU) and CUDA are optional at
-// build time. Each CPU op kind with a kernel on both CPU backends runs on the backend that a
-// small table (ops/backend_table.h, measured by bench/op_backend_bench) prefers for that kind,
-// falling back to the reference where oneDNN is not built or has no kernel for the case (another
-// dtype than float32, an empty tensor). A BackendGuard forces one backend for every kind on the
-// current thread: the op harness runs every case once per backend this way. The dispatchers
-// count which backend each kind ran on (dispatch_count), so tests can see the table in use.
+// build time, and CUDA needs a GPU at run time. Kernels are looked up in the kernel registry
+// (ops/registry.h: op x device x backend). On the CPU, each op kind with a kernel on both CPU
+// backends runs on the backend that a small table (ops/backend_table.h, measured by
+// bench/op_backend_bench) prefers for that kind, falling back to the reference where oneDNN is
+// not built or has no kernel for the case (another dtype than float32, an empty tensor). A
+// BackendGuard forces one CPU backend for every kind on the current thread: the op harness runs
+// every case once per backend this way. The registry counts which backend each kind ran on
+// (dispatch_count), so tests can see the table in use.
 //
 // Threads. CPU kernels split their loops over OpenMP threads. The rule for a process's thread
 // count, first match wins:
@@ -44,6 +46,10 @@ namespace est::ops {
 enum class Backend : uint8_t { kReference, kOneDnn, kCuda };
 
 std::string_view backend_name(Backend backend);  // "reference", "onednn", "cuda"
+// Whether this build has the backend (CUDA: compiled with nvcc, whatever the machine has).
+bool backend_built(Backend backend);
+// Whether the backend can run here: built, and for CUDA at least one GPU (any error of the CUDA
+// runtime while counting them, no driver included, counts as no GPU).
 bool backend_available(Backend backend);
 std::vector<Backend> available_cpu_backends();  // kReference first
 
@@ -71,8 +77,6 @@ Backend cpu_backend_for(OpKind kind);
 // The backend a BackendGuard forces on this thread, or nullopt (each kind follows the table).
 // Code that runs ops on other threads for this one (replica threads) passes it on.
 std::optional<Backend> forced_cpu_backend();
-// True when the current thread should run a float32 op of `kind` through oneDNN.
-inline bool use_onednn(OpKind kind) { return cpu_backend_for(kind) == Backend::kOneDnn; }
 
 class BackendGuard {
  public:
@@ -85,8 +89,8 @@ class BackendGuard {
   int previous_;  // the guard before this one (-1: none)
 };
 
-// Kernels of each kind run on each backend by this process (all threads), counted by the
-// dispatchers when the kernel runs (after any fallback to the reference).
+// Kernels of each kind run on each CPU backend by this process (all threads), counted by the
+// registry when the kernel has run (after any fallback to the reference).
 void count_dispatch(OpKind kind, Backend backend);
 int64_t dispatch_count(OpKind kind, Backend backend);
 

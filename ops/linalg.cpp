@@ -1,41 +1,20 @@
-// matmul, linear, bias_add and activate: argument checks, the choice of kernel (oneDNN for
-// float32 when the backend table or a guard says so (OpKind::kMatmul), the Eigen reference
-// otherwise) and the gradient records. Every product
-// is first folded into a cpu::MatmulDims (a batched left operand times a shared right one
-// becomes one tall GEMM), and gradients are products of the same kind.
+// matmul, linear, bias_add and activate: argument checks, the registry's kernels (kMatmul, whose
+// CPU backend OpKind::kMatmul picks, and the bias and activation kernels) and the gradient
+// records. Every product is first folded into a MatmulDims (a batched left operand times a
+// shared right one becomes one tall GEMM), and gradients are products of the same kind.
 #include "ops/linalg.h"
 
 #include <fmt/format.h>
 
 #include "ops/autograd.h"
-#include "ops/backend.h"
-#include "ops/cpu/bias_activation.h"
-#include "ops/cpu/matmul_reference.h"
-#if EST_HAVE_ONEDNN
-#include "ops/onednn/kernels.h"
-#endif
+#include "ops/math.h"
+#include "ops/registry.h"
 
 namespace est::ops {
 namespace {
 
-using cpu::MatmulDims;
-
-bool onednn_for(const Tensor& t) {
-#if EST_HAVE_ONEDNN
-  return t.dtype() == DType::kF32 && use_onednn(OpKind::kMatmul);
-#else
-  (void)t;
-  return false;
-#endif
-}
-
 void check_operand(const Tensor& t, const char* op, const char* what) {
   if (!t.defined()) throw InvalidArgumentError(fmt::format("{}: {} is undefined", op, what));
-  if (!t.device().is_cpu())
-    throw UnimplementedError(
-        fmt::format("{}: {} is on {}, but only CPU kernels are built; copy "
-                    "it to the CPU first",
-                    op, what, t.device().str()));
   dispatch_float(t.dtype(), op, [](auto) {});
 }
 
@@ -47,37 +26,19 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op, const ch
                                            dtype_name(b.dtype())));
 }
 
-// out = activation(op(a) @ op(b) + bias) on the chosen backend. out is [batch * M * N].
-void run_product(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
-                 const MatmulDims& dims, Activation activation, bool onednn) {
+// out = activation(op(a) @ op(b) + bias) on the operands' device; out is [batch * M * N].
+void run_product(const char* name, const Tensor& a, const Tensor& b, const Tensor& bias,
+                 Tensor& out, const MatmulDims& dims, Activation activation) {
   if (out.numel() == 0) return;
-#if EST_HAVE_ONEDNN
-  if (onednn && dims.k > 0) {
-    try {
-      onednn::matmul(a, b, bias, out, dims, activation);
-      count_dispatch(OpKind::kMatmul, Backend::kOneDnn);
-      return;
-    } catch (const UnimplementedError&) {
-      // no oneDNN kernel for this case: the reference below handles every case
-    }
-  }
-#endif
-  (void)onednn;
-  count_dispatch(OpKind::kMatmul, Backend::kReference);
-  if (dims.k == 0)
-    out.fill(0.0);  // an empty sum
-  else
-    cpu::matmul_reference(a, b, out, dims);
-  if (bias.defined()) cpu::add_bias_inplace(out, bias);
-  cpu::activate_inplace(out, activation);
+  run_kernel<OpId::kMatmul>(name, a.device(), a.dtype(), a, b, bias, out, dims, activation);
 }
 
 // The product x @ y (each possibly transposed, x [batch?, rows, inner], y [batch?, inner, cols])
 // summed over the batch when the result is not batched: the gradient of a matmul operand.
-Tensor gradient_product(const Tensor& x, bool x_batched, bool transpose_x, const Tensor& y,
-                        bool y_batched, bool transpose_y, int64_t batch, int64_t rows, int64_t cols,
-                        int64_t inner, bool result_batched, const Shape& result_shape,
-                        bool onednn) {
+Tensor gradient_product(const char* name, const Tensor& x, bool x_batched, bool transpose_x,
+                        const Tensor& y, bool y_batched, bool transpose_y, int64_t batch,
+                        int64_t rows, int64_t cols, int64_t inner, bool result_batched,
+                        const Shape& result_shape) {
   MatmulDims dims{.batch = batch,
                   .m = rows,
                   .n = cols,
@@ -86,22 +47,29 @@ Tensor gradient_product(const Tensor& x, bool x_batched, bool transpose_x, const
                   .b_batched = y_batched,
                   .transpose_a = transpose_x,
                   .transpose_b = transpose_y};
-  Tensor result = Tensor::empty(result_shape, x.dtype());
   if (batch == 1 || result_batched) {
-    run_product(x, y, Tensor(), result, dims, Activation::kNone, onednn);
+    Tensor result = Tensor::empty(result_shape, x.dtype(), x.device());
+    run_product(name, x, y, Tensor(), result, dims, Activation::kNone);
     return result;
   }
-  Tensor per_batch = Tensor::empty({batch, rows, cols}, x.dtype());
-  run_product(x, y, Tensor(), per_batch, dims, Activation::kNone, onednn);
-  cpu::sum_leading(per_batch, batch, result);
-  return result;
+  Tensor per_batch = Tensor::empty({batch, rows, cols}, x.dtype(), x.device());
+  run_product(name, x, y, Tensor(), per_batch, dims, Activation::kNone);
+  return sum(per_batch, {0}).reshape(result_shape);
 }
 
 // d(loss)/d(pre-activation) from the gradient of the activation's output y.
 Tensor pre_activation_gradient(const Tensor& grad, const Tensor& y, Activation activation) {
   if (activation == Activation::kNone) return grad;
-  Tensor result = Tensor::empty(y.shape(), y.dtype());
-  cpu::activation_backward(grad, y, result, activation);
+  Tensor result = Tensor::empty(y.shape(), y.dtype(), y.device());
+  run_kernel<OpId::kActivationGradient>("activation", y.device(), y.dtype(), grad, y, activation,
+                                        result);
+  return result;
+}
+
+// Per-channel sums of a gradient over every axis but the last.
+Tensor bias_gradient(const char* name, const Tensor& grad, int64_t channels) {
+  Tensor result = Tensor::empty({channels}, grad.dtype(), grad.device());
+  run_kernel<OpId::kBiasGradient>(name, grad.device(), grad.dtype(), grad, result);
   return result;
 }
 
@@ -110,6 +78,7 @@ Tensor pre_activation_gradient(const Tensor& grad, const Tensor& y, Activation a
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
   check_operand(a, "matmul", "a");
   check_operand(b, "matmul", "b");
+  const Device device = common_device("matmul", {&a, &b});
   check_same_dtype(a, b, "matmul", "a", "b");
   if (a.rank() < 2 || b.rank() < 2)
     throw InvalidArgumentError(fmt::format(
@@ -149,41 +118,42 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     dims.batch = 1;
     dims.a_batched = false;
   }
-  const bool onednn = onednn_for(a);
-  Tensor out = Tensor::empty(out_shape, a.dtype());
-  run_product(a, b, Tensor(), out, dims, Activation::kNone, onednn);
+  Tensor out = Tensor::empty(out_shape, a.dtype(), device);
+  run_product("matmul", a, b, Tensor(), out, dims, Activation::kNone);
 
   if (!needs_recording({&a, &b})) return out;
-  return record(out, "matmul", {a, b},
-                [a = a.detach(), b = b.detach(), dims, onednn](
-                    const Tensor& grad, const NeedsGrad& needs) -> std::vector<Tensor> {
-                  const bool batched = dims.batch > 1;
-                  Tensor grad_a, grad_b;
-                  if (needs[0]) {
-                    grad_a = dims.transpose_a
-                                 ? gradient_product(b, dims.b_batched, dims.transpose_b, grad,
-                                                    batched, true, dims.batch, dims.k, dims.m,
-                                                    dims.n, dims.a_batched, a.shape(), onednn)
-                                 : gradient_product(grad, batched, false, b, dims.b_batched,
-                                                    !dims.transpose_b, dims.batch, dims.m, dims.k,
-                                                    dims.n, dims.a_batched, a.shape(), onednn);
-                  }
-                  if (needs[1]) {
-                    grad_b = dims.transpose_b
-                                 ? gradient_product(grad, batched, true, a, dims.a_batched,
-                                                    dims.transpose_a, dims.batch, dims.n, dims.k,
-                                                    dims.m, dims.b_batched, b.shape(), onednn)
-                                 : gradient_product(a, dims.a_batched, !dims.transpose_a, grad,
-                                                    batched, false, dims.batch, dims.k, dims.n,
-                                                    dims.m, dims.b_batched, b.shape(), onednn);
-                  }
-                  return {grad_a, grad_b};
-                });
+  return record(
+      out, "matmul", {a, b},
+      [a = a.detach(), b = b.detach(), dims](const Tensor& grad,
+                                             const NeedsGrad& needs) -> std::vector<Tensor> {
+        const bool batched = dims.batch > 1;
+        Tensor grad_a, grad_b;
+        if (needs[0]) {
+          grad_a = dims.transpose_a
+                       ? gradient_product("matmul", b, dims.b_batched, dims.transpose_b, grad,
+                                          batched, true, dims.batch, dims.k, dims.m, dims.n,
+                                          dims.a_batched, a.shape())
+                       : gradient_product("matmul", grad, batched, false, b, dims.b_batched,
+                                          !dims.transpose_b, dims.batch, dims.m, dims.k, dims.n,
+                                          dims.a_batched, a.shape());
+        }
+        if (needs[1]) {
+          grad_b = dims.transpose_b
+                       ? gradient_product("matmul", grad, batched, true, a, dims.a_batched,
+                                          dims.transpose_a, dims.batch, dims.n, dims.k, dims.m,
+                                          dims.b_batched, b.shape())
+                       : gradient_product("matmul", a, dims.a_batched, !dims.transpose_a, grad,
+                                          batched, false, dims.batch, dims.k, dims.n, dims.m,
+                                          dims.b_batched, b.shape());
+        }
+        return {grad_a, grad_b};
+      });
 }
 
 Tensor linear(const Tensor& x, const Tensor& kernel, const Tensor& bias, Activation activation) {
   check_operand(x, "linear", "x");
   check_operand(kernel, "linear", "kernel");
+  const Device device = common_device("linear", {&x, &kernel, bias.defined() ? &bias : nullptr});
   check_same_dtype(x, kernel, "linear", "x", "kernel");
   if (x.rank() < 2 || kernel.rank() != 2)
     throw InvalidArgumentError(
@@ -205,30 +175,26 @@ Tensor linear(const Tensor& x, const Tensor& kernel, const Tensor& bias, Activat
   const int64_t rows = num_elements(Shape(x.shape().begin(), x.shape().end() - 1));
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  const bool onednn = onednn_for(x);
-  Tensor out = Tensor::empty(out_shape, x.dtype());
-  run_product(x, kernel, bias, out, MatmulDims{.m = rows, .n = out_features, .k = in}, activation,
-              onednn);
+  Tensor out = Tensor::empty(out_shape, x.dtype(), device);
+  run_product("linear", x, kernel, bias, out, MatmulDims{.m = rows, .n = out_features, .k = in},
+              activation);
 
   if (!needs_recording({&x, &kernel, &bias})) return out;
   return record(out, "linear", {x, kernel, bias},
-                [x = x.detach(), kernel = kernel.detach(), y = out.detach(), activation, onednn](
+                [x = x.detach(), kernel = kernel.detach(), y = out.detach(), activation](
                     const Tensor& grad, const NeedsGrad& needs) -> std::vector<Tensor> {
                   const int64_t in = kernel.dim(0), out_features = kernel.dim(1);
                   const int64_t rows = num_elements(Shape(x.shape().begin(), x.shape().end() - 1));
                   Tensor grad_pre = pre_activation_gradient(grad, y, activation);
                   Tensor grad_x, grad_kernel, grad_bias;
                   if (needs[0])
-                    grad_x = gradient_product(grad_pre, false, false, kernel, false, true, 1, rows,
-                                              in, out_features, false, x.shape(), onednn);
+                    grad_x = gradient_product("linear", grad_pre, false, false, kernel, false, true,
+                                              1, rows, in, out_features, false, x.shape());
                   if (needs[1])
                     grad_kernel =
-                        gradient_product(x, false, true, grad_pre, false, false, 1, in,
-                                         out_features, rows, false, kernel.shape(), onednn);
-                  if (needs[2]) {
-                    grad_bias = Tensor::empty({out_features}, grad.dtype());
-                    cpu::column_sums(grad_pre, grad_bias);
-                  }
+                        gradient_product("linear", x, false, true, grad_pre, false, false, 1, in,
+                                         out_features, rows, false, kernel.shape());
+                  if (needs[2]) grad_bias = bias_gradient("linear", grad_pre, out_features);
                   return {grad_x, grad_kernel, grad_bias};
                 });
 }
@@ -236,31 +202,28 @@ Tensor linear(const Tensor& x, const Tensor& kernel, const Tensor& bias, Activat
 Tensor bias_add(const Tensor& x, const Tensor& bias) {
   check_operand(x, "bias_add", "x");
   check_operand(bias, "bias_add", "bias");
+  const Device device = common_device("bias_add", {&x, &bias});
   check_same_dtype(x, bias, "bias_add", "x", "bias");
   if (x.rank() < 1 || bias.rank() != 1 || bias.dim(0) != x.dim(-1))
     throw InvalidArgumentError(fmt::format(
         "bias_add: bias {} must be a vector with one value per channel of x {} (the last axis)",
         shape_str(bias.shape()), shape_str(x.shape())));
-  Tensor out = x.clone();
-  cpu::add_bias_inplace(out, bias);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), device);
+  run_kernel<OpId::kBiasAdd>("bias_add", device, x.dtype(), x, bias, out);
   if (!needs_recording({&x, &bias})) return out;
   return record(
       out, "bias_add", {x, bias},
       [channels = bias.dim(0)](const Tensor& grad, const NeedsGrad& needs) -> std::vector<Tensor> {
-        Tensor grad_bias;
-        if (needs[1]) {
-          grad_bias = Tensor::empty({channels}, grad.dtype());
-          cpu::column_sums(grad, grad_bias);
-        }
-        return {grad, grad_bias};
+        return {grad, needs[1] ? bias_gradient("bias_add", grad, channels) : Tensor()};
       });
 }
 
 Tensor activate(const Tensor& x, Activation activation) {
   if (activation == Activation::kNone) return x;
   check_operand(x, "activate", "x");
-  Tensor out = x.clone();
-  cpu::activate_inplace(out, activation);
+  const Device device = common_device("activate", {&x});
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), device);
+  run_kernel<OpId::kActivation>("activate", device, x.dtype(), x, activation, out);
   if (!needs_recording({&x})) return out;
   return record(
       out, "activate", {x},

@@ -1,92 +1,70 @@
-// Binary elementwise ops with NumPy broadcasting, their scalar forms, comparisons, and the
-// broadcast helpers (broadcast_to, sum_to) their gradients are built from.
+// Binary elementwise ops with NumPy broadcasting, their scalar forms, comparisons, the
+// optimizers' fused update, and the broadcast helpers (broadcast_to, sum_to) gradients are
+// built from.
 //
-// Each op checks its operands (device, dtype, shapes) with messages naming the op, runs one
-// kernel from cpu/elementwise.h, and records a gradient that reduces back to each input's
-// shape with sum_to. Gradient functions capture detached inputs only. Unary ops live in
-// unary.cpp, reductions in reduce.cpp.
+// Each op checks its operands (device, dtype, shapes) with messages naming the op, runs the
+// registry's kernel for its family (OpId::kBinary, kCompare, ...) on the operands' device, and
+// records one gradient that reduces back to each input's shape with sum_to. Gradient functions
+// capture detached inputs only. Unary ops live in unary.cpp, reductions in reduce.cpp.
 #include "ops/math.h"
 
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
+#include "ops/cpu/broadcast.h"
 #include "ops/cpu/checks.h"
-#include "ops/cpu/elementwise.h"
-#include "ops/cpu/isa.h"
+#include "ops/registry.h"
 
 namespace est::ops {
 namespace {
 
-// target[i] += x[i] * alpha over [begin, end): the optimizers' update loop, one copy per
-// instruction set (cpu/isa.h).
-EST_MULTIVERSION void add_scaled_f32(float* target, const float* x, float alpha, int64_t begin,
-                                     int64_t end) {
-  for (int64_t i = begin; i < end; ++i) target[i] = target[i] + x[i] * alpha;
-}
-
-// out = op(a, b) for same-dtype operands; `float_only` ops reject integer dtypes.
-template <class Op>
-Tensor binary_forward(const char* name, const Tensor& a, const Tensor& b, bool float_only, Op op) {
-  cpu::require_cpu(name, a);
-  cpu::require_cpu(name, b);
+// out = op(a, b), broadcasting; `float_only` ops reject integer dtypes.
+Tensor binary_forward(const char* name, BinaryOp op, const Tensor& a, const Tensor& b,
+                      bool float_only) {
+  const Device device = common_device(name, {&a, &b});
   cpu::require_same_dtype(name, a, b);
   if (float_only) cpu::require_floating(name, a);
-  Shape out_shape = cpu::broadcast_shape(name, a.shape(), b.shape());
-  Tensor out = Tensor::empty(out_shape, a.dtype());
-  cpu::dispatch_numeric(a.dtype(), name, [&](auto tag) {
-    using T = decltype(tag);
-    cpu::binary_map(a.data<T>(), a.shape(), b.data<T>(), b.shape(), out.data<T>(), out_shape,
-                    [op](T x, T y) { return static_cast<T>(op(x, y)); });
-  });
+  cpu::require_numeric(name, a);
+  Tensor out = Tensor::empty(cpu::broadcast_shape(name, a.shape(), b.shape()), a.dtype(), device);
+  run_kernel<OpId::kBinary>(name, device, a.dtype(), op, a, b, out);
   return out;
 }
 
-// g' = op(g, a, b) with every operand broadcast to g's shape, then summed to `to`.
-template <class Op>
-Tensor gradient_map(const Tensor& grad, const Tensor& a, const Tensor& b, const Shape& to, Op op) {
-  Tensor out = Tensor::empty(grad.shape(), grad.dtype());
-  dispatch_float(grad.dtype(), "gradient", [&](auto tag) {
-    using T = decltype(tag);
-    cpu::ternary_map(grad.data<T>(), grad.shape(), a.data<T>(), a.shape(), b.data<T>(), b.shape(),
-                     out.data<T>(), grad.shape(),
-                     [op](T g, T x, T y) { return static_cast<T>(op(g, x, y)); });
-  });
+// d(op(a, b))/d(input) * grad, with every operand broadcast to grad's shape, summed to `to`.
+Tensor binary_gradient(const char* name, BinaryOp op, int input, const Tensor& grad,
+                       const Tensor& a, const Tensor& b, const Shape& to) {
+  Tensor out = Tensor::empty(grad.shape(), grad.dtype(), grad.device());
+  run_kernel<OpId::kBinaryGradient>(name, grad.device(), grad.dtype(), op, input, grad, a, b, out);
   return sum_to(out, to);
 }
 
-// Records a binary op whose two gradients are gradient_map()s of (grad, a, b).
-template <class GradA, class GradB>
-Tensor record_binary(Tensor out, const char* name, const Tensor& a, const Tensor& b, GradA grad_a,
-                     GradB grad_b) {
+// A binary op whose two gradients come from the binary_gradient kernel.
+Tensor binary_op(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, bool float_only) {
+  Tensor out = binary_forward(name, op, a, b, float_only);
   if (!needs_recording({&a, &b})) return out;
   return record(out, name, {a, b},
-                [a = a.detach(), b = b.detach(), grad_a, grad_b](
+                [name, op, a = a.detach(), b = b.detach()](
                     const Tensor& grad, const NeedsGrad& needs) -> std::vector<Tensor> {
-                  return {needs[0] ? gradient_map(grad, a, b, a.shape(), grad_a) : Tensor(),
-                          needs[1] ? gradient_map(grad, a, b, b.shape(), grad_b) : Tensor()};
+                  return {
+                      needs[0] ? binary_gradient(name, op, 0, grad, a, b, a.shape()) : Tensor(),
+                      needs[1] ? binary_gradient(name, op, 1, grad, a, b, b.shape()) : Tensor()};
                 });
 }
 
-template <class Op>
-Tensor compare(const char* name, const Tensor& a, const Tensor& b, Op op) {
-  cpu::require_cpu(name, a);
-  cpu::require_cpu(name, b);
+Tensor compare(const char* name, CompareOp op, const Tensor& a, const Tensor& b) {
+  const Device device = common_device(name, {&a, &b});
   cpu::require_same_dtype(name, a, b);
-  Shape out_shape = cpu::broadcast_shape(name, a.shape(), b.shape());
-  Tensor out = Tensor::empty(out_shape, DType::kBool);
-  dispatch_dtype(a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    cpu::binary_map(a.data<T>(), a.shape(), b.data<T>(), b.shape(), out.data<bool>(), out_shape,
-                    [op](T x, T y) -> bool { return op(x, y); });
-  });
+  Tensor out =
+      Tensor::empty(cpu::broadcast_shape(name, a.shape(), b.shape()), DType::kBool, device);
+  run_kernel<OpId::kCompare>(name, device, a.dtype(), op, a, b, out);
   return out;
 }
 
-// A scalar in the tensor's dtype, for the scalar overloads.
-Tensor scalar_like(const Tensor& t, double value) { return Tensor::scalar(value, t.dtype()); }
+// A scalar in the tensor's dtype on its device, for the scalar overloads.
+Tensor scalar_like(const Tensor& t, double value) {
+  return Tensor::full({}, value, t.dtype(), t.device());
+}
 
 }  // namespace
 
@@ -94,8 +72,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   return cpu::broadcast_shape("broadcast_shapes", a, b);
 }
 
+// add and sub need no kernel for their gradients: the upstream gradient, summed to each shape.
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward("add", a, b, false, [](auto x, auto y) { return x + y; });
+  Tensor out = binary_forward("add", BinaryOp::kAdd, a, b, false);
   if (!needs_recording({&a, &b})) return out;
   return record(
       out, "add", {a, b},
@@ -106,7 +85,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward("sub", a, b, false, [](auto x, auto y) { return x - y; });
+  Tensor out = binary_forward("sub", BinaryOp::kSub, a, b, false);
   if (!needs_recording({&a, &b})) return out;
   return record(out, "sub", {a, b},
                 [sa = a.shape(), sb = b.shape()](const Tensor& grad,
@@ -117,53 +96,27 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward("mul", a, b, false, [](auto x, auto y) { return x * y; });
-  return record_binary(
-      out, "mul", a, b, [](auto g, auto, auto y) { return g * y; },
-      [](auto g, auto x, auto) { return g * x; });
+  return binary_op("mul", BinaryOp::kMul, a, b, false);
 }
-
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward("div", a, b, true, [](auto x, auto y) { return x / y; });
-  return record_binary(
-      out, "div", a, b, [](auto g, auto, auto y) { return g / y; },
-      [](auto g, auto x, auto y) { return -g * x / (y * y); });
+  return binary_op("div", BinaryOp::kDiv, a, b, true);
 }
 
 // Ties send the gradient to `a`, as TensorFlow does.
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  Tensor out =
-      binary_forward("maximum", a, b, false, [](auto x, auto y) { return x >= y ? x : y; });
-  return record_binary(
-      out, "maximum", a, b, [](auto g, auto x, auto y) { return x >= y ? g : decltype(g){0}; },
-      [](auto g, auto x, auto y) { return x >= y ? decltype(g){0} : g; });
+  return binary_op("maximum", BinaryOp::kMaximum, a, b, false);
 }
-
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  Tensor out =
-      binary_forward("minimum", a, b, false, [](auto x, auto y) { return x <= y ? x : y; });
-  return record_binary(
-      out, "minimum", a, b, [](auto g, auto x, auto y) { return x <= y ? g : decltype(g){0}; },
-      [](auto g, auto x, auto y) { return x <= y ? decltype(g){0} : g; });
+  return binary_op("minimum", BinaryOp::kMinimum, a, b, false);
 }
 
 // d/dexponent uses log(base), taken as 0 where base <= 0 (as TensorFlow does).
 Tensor pow(const Tensor& base, const Tensor& exponent) {
-  Tensor out =
-      binary_forward("pow", base, exponent, true, [](auto x, auto y) { return std::pow(x, y); });
-  return record_binary(
-      out, "pow", base, exponent, [](auto g, auto x, auto y) { return g * y * std::pow(x, y - 1); },
-      [](auto g, auto x, auto y) {
-        return x > 0 ? g * std::pow(x, y) * std::log(x) : decltype(g){0};
-      });
+  return binary_op("pow", BinaryOp::kPow, base, exponent, true);
 }
 
 Tensor squared_difference(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward("squared_difference", a, b, true,
-                              [](auto x, auto y) { return (x - y) * (x - y); });
-  return record_binary(
-      out, "squared_difference", a, b, [](auto g, auto x, auto y) { return 2 * g * (x - y); },
-      [](auto g, auto x, auto y) { return 2 * g * (y - x); });
+  return binary_op("squared_difference", BinaryOp::kSquaredDifference, a, b, true);
 }
 
 Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
@@ -171,87 +124,31 @@ Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
 
 void add_scaled_in_place(Tensor& target, const Tensor& x, double alpha) {
   const char* name = "add_scaled_in_place";
-  cpu::require_cpu(name, target);
-  cpu::require_cpu(name, x);
+  const Device device = common_device(name, {&target, &x});
   cpu::require_same_dtype(name, target, x);
   cpu::require_floating(name, target);
   if (target.shape() != x.shape())
     throw InvalidArgumentError(fmt::format("{}: target of shape {} but x of shape {}", name,
                                            shape_str(target.shape()), shape_str(x.shape())));
-  if (target.dtype() == DType::kF32) {
-    float* out = target.data<float>();
-    const float* in = x.data<float>();
-    const auto a = static_cast<float>(alpha);
-    cpu::parallel_for(target.numel(), cpu::kElementwiseGrain,
-                      [&](int64_t begin, int64_t end) { add_scaled_f32(out, in, a, begin, end); });
-    return;
-  }
-  cpu::dispatch_numeric(target.dtype(), name, [&](auto tag) {
-    using T = decltype(tag);
-    T a = static_cast<T>(alpha);
-    T* out = target.data<T>();
-    cpu::zip_map(out, x.data<T>(), out, target.numel(), [a](T v, T g) { return v + g * a; });
-  });
+  run_kernel<OpId::kAddScaled>(name, device, target.dtype(), target, x, alpha);
 }
 
-Tensor pow(const Tensor& base, double exponent) {
-  cpu::require_cpu("pow", base);
-  cpu::require_floating("pow", base);
-  Tensor out = Tensor::empty(base.shape(), base.dtype());
-  dispatch_float(base.dtype(), "pow", [&](auto tag) {
-    using T = decltype(tag);
-    const T e = static_cast<T>(exponent);
-    const T* x = base.data<T>();
-    T* y = out.data<T>();
-    int64_t n = base.numel();
-    if (exponent == 2.0)
-      cpu::unary_map(x, y, n, [](T v) { return v * v; });
-    else if (exponent == 0.5)
-      cpu::unary_map(x, y, n, [](T v) { return std::sqrt(v); });
-    else
-      cpu::unary_map(x, y, n, [e](T v) { return std::pow(v, e); });
-  });
-  if (!needs_recording({&base})) return out;
-  return record(
-      out, "pow", {base},
-      [x = base.detach(), exponent](const Tensor& grad, const NeedsGrad&) -> std::vector<Tensor> {
-        Tensor dx = Tensor::empty(x.shape(), x.dtype());
-        dispatch_float(x.dtype(), "pow", [&](auto tag) {
-          using T = decltype(tag);
-          const T e = static_cast<T>(exponent);
-          cpu::zip_map(grad.data<T>(), x.data<T>(), dx.data<T>(), x.numel(),
-                       [e](T g, T v) { return g * e * std::pow(v, e - 1); });
-        });
-        return {dx};
-      });
-}
-
-Tensor equal(const Tensor& a, const Tensor& b) {
-  return compare("equal", a, b, [](auto x, auto y) { return x == y; });
-}
-
+Tensor equal(const Tensor& a, const Tensor& b) { return compare("equal", CompareOp::kEqual, a, b); }
 Tensor greater(const Tensor& a, const Tensor& b) {
-  return compare("greater", a, b, [](auto x, auto y) { return x > y; });
+  return compare("greater", CompareOp::kGreater, a, b);
 }
-
-Tensor less(const Tensor& a, const Tensor& b) {
-  return compare("less", a, b, [](auto x, auto y) { return x < y; });
-}
+Tensor less(const Tensor& a, const Tensor& b) { return compare("less", CompareOp::kLess, a, b); }
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
-  cpu::require_cpu("broadcast_to", x);
+  const Device device = common_device("broadcast_to", {&x});
   if (cpu::broadcast_shape("broadcast_to", x.shape(), shape) != shape)
     throw InvalidArgumentError(fmt::format(
         "broadcast_to: a tensor of shape {} cannot be broadcast to {} (the target must keep every "
         "dimension of the input that is not 1)",
         shape_str(x.shape()), shape_str(shape)));
   if (x.shape() == shape) return x;
-  Tensor out = Tensor::empty(shape, x.dtype());
-  cpu::dispatch_bytes(x.dtype(), [&](auto tag) {
-    using U = decltype(tag);
-    cpu::broadcast_copy(static_cast<const U*>(x.raw_data()), x.shape(),
-                        static_cast<U*>(out.raw_data()), shape);
-  });
+  Tensor out = Tensor::empty(shape, x.dtype(), device);
+  run_kernel<OpId::kBroadcastTo>("broadcast_to", device, x.dtype(), x, out);
   if (!needs_recording({&x})) return out;
   return record(out, "broadcast_to", {x},
                 [from = x.shape()](const Tensor& grad, const NeedsGrad&) -> std::vector<Tensor> {
@@ -260,7 +157,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
-  cpu::require_cpu("sum_to", x);
+  common_device("sum_to", {&x});
   if (x.shape() == shape) return x;
   bool compatible = shape.size() <= x.shape().size();
   if (compatible) compatible = cpu::broadcast_shape("sum_to", shape, x.shape()) == x.shape();

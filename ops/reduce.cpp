@@ -1,201 +1,14 @@
-// Reductions (sum, mean, max, argmax) over any set of axes, with keepdims.
-//
-// The input's dims are grouped into runs of kept and reduced axes (size-1 dims dropped). One
-// run of reduced axes is a single [outer, reduce, inner] pass; several runs are reduced one
-// after another, last first, which is exact for sum and max. The pass picks its loop by shape:
-// inner == 1 reduces contiguous rows (one whole-tensor sum is split into fixed blocks whose
-// partial results are combined in order, so the result does not depend on the thread count);
-// inner > 1 accumulates blocks of columns, which vectorises. Float sums accumulate in double.
-#include <algorithm>
-#include <cmath>
-#include <limits>
-#include <type_traits>
-
+// Reductions (sum, mean, max, argmax) over any set of axes, with keepdims: argument checks,
+// the registry's kReduce / kArgmax kernel on the input's device, and the gradients (the
+// upstream gradient broadcast back; max shares it among the elements that tie for the maximum).
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/cpu/checks.h"
-#include "ops/cpu/parallel.h"
 #include "ops/math.h"
+#include "ops/registry.h"
 
 namespace est::ops {
 namespace {
-
-constexpr int64_t kReduceGrain = int64_t{1} << 15;  // elements per task
-constexpr int64_t kColumnBlock = 256;               // columns accumulated together
-
-template <class T>
-using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-
-struct SumOp {
-  template <class T>
-  using Acc = SumAcc<T>;
-  template <class T>
-  static Acc<T> init() {
-    return 0;
-  }
-  static constexpr bool kPropagatesNaN = false;  // the sum does so by itself
-  template <class A>
-  static A combine(A acc, A v) {
-    return acc + v;
-  }
-  template <class A>
-  static A merge(A acc, A v) {
-    return acc + v;
-  }
-};
-
-// combine() is the exact form of x86 max (`acc > v ? acc : v`), so the loops vectorise; it
-// may drop a NaN, so the loops also record whether they saw one and return NaN if so.
-// merge() combines partial results and keeps a NaN on either side.
-struct MaxOp {
-  static constexpr bool kPropagatesNaN = true;
-  template <class T>
-  using Acc = T;
-  template <class T>
-  static T init() {
-    if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
-    return std::numeric_limits<T>::lowest();
-  }
-  template <class A>
-  static A combine(A acc, A v) {
-    return acc > v ? acc : v;
-  }
-  template <class A>
-  static A merge(A acc, A v) {
-    return ((v > acc) | (v != v)) ? v : acc;
-  }
-};
-
-// Reduces in: [outer, r, inner] to out: [outer, inner].
-template <class Op, class T>
-void reduce_pass(const T* in, T* out, int64_t outer, int64_t r, int64_t inner) {
-  using A = typename Op::template Acc<T>;
-  constexpr bool kTrackNaN = Op::kPropagatesNaN && std::is_floating_point_v<T>;
-  constexpr A kNaN = std::numeric_limits<A>::quiet_NaN();
-  if (inner == 1) {
-    auto row = [&](const T* p, int64_t count) {
-      A lanes[8];
-      unsigned char nan[8] = {};
-      for (A& l : lanes) l = Op::template init<T>();
-      int64_t j = 0;
-      for (; j + 8 <= count; j += 8)
-        for (int k = 0; k < 8; ++k) {
-          const A v = static_cast<A>(p[j + k]);
-          lanes[k] = Op::combine(lanes[k], v);
-          if constexpr (kTrackNaN) nan[k] |= v != v;
-        }
-      A acc = Op::template init<T>();
-      for (A l : lanes) acc = Op::combine(acc, l);
-      for (; j < count; ++j) {
-        const A v = static_cast<A>(p[j]);
-        acc = Op::combine(acc, v);
-        if constexpr (kTrackNaN) nan[0] |= v != v;
-      }
-      if constexpr (kTrackNaN)
-        for (unsigned char seen : nan)
-          if (seen) return kNaN;
-      return acc;
-    };
-    if (outer == 1 && r > kReduceGrain) {  // one long row: fixed blocks, merged in order
-      int64_t blocks = (r + kReduceGrain - 1) / kReduceGrain;
-      std::vector<A> partial(static_cast<size_t>(blocks));
-      cpu::parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t b = begin; b < end; ++b) {
-          int64_t start = b * kReduceGrain;
-          partial[static_cast<size_t>(b)] = row(in + start, std::min(kReduceGrain, r - start));
-        }
-      });
-      A acc = Op::template init<T>();
-      for (A p : partial) acc = Op::merge(acc, p);
-      out[0] = static_cast<T>(acc);
-      return;
-    }
-    cpu::parallel_for(outer, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(r, 1)),
-                      [&](int64_t begin, int64_t end) {
-                        for (int64_t o = begin; o < end; ++o)
-                          out[o] = static_cast<T>(row(in + o * r, r));
-                      });
-    return;
-  }
-  const int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
-  cpu::parallel_for(
-      outer * blocks, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(r * kColumnBlock, 1)),
-      [&](int64_t begin, int64_t end) {
-        A acc[kColumnBlock];
-        unsigned char nan[kColumnBlock];
-        for (int64_t task = begin; task < end; ++task) {
-          int64_t o = task / blocks;
-          int64_t c0 = (task % blocks) * kColumnBlock;
-          int64_t width = std::min(kColumnBlock, inner - c0);
-          for (int64_t c = 0; c < width; ++c) {
-            acc[c] = Op::template init<T>();
-            nan[c] = 0;
-          }
-          for (int64_t j = 0; j < r; ++j) {
-            const T* p = in + (o * r + j) * inner + c0;
-            for (int64_t c = 0; c < width; ++c) {
-              const A v = static_cast<A>(p[c]);
-              acc[c] = Op::combine(acc[c], v);
-              if constexpr (kTrackNaN) nan[c] |= v != v;
-            }
-          }
-          for (int64_t c = 0; c < width; ++c)
-            out[o * inner + c0 + c] = static_cast<T>(kTrackNaN && nan[c] ? kNaN : acc[c]);
-        }
-      });
-}
-
-struct Group {
-  int64_t size;
-  bool reduced;
-};
-
-// Reduces `x` over `axes` (normalised) with Op; returns the result with the axes removed.
-template <class Op>
-Tensor reduce(const char* name, const Tensor& x, const std::vector<int>& axes) {
-  std::vector<bool> reduced(x.shape().size(), false);
-  for (int a : axes) reduced[static_cast<size_t>(a)] = true;
-  Shape out_shape;
-  std::vector<Group> groups;
-  for (size_t d = 0; d < x.shape().size(); ++d) {
-    int64_t size = x.shape()[d];
-    if (!reduced[d]) out_shape.push_back(size);
-    if (size == 1) continue;
-    if (!groups.empty() && groups.back().reduced == reduced[d])
-      groups.back().size *= size;
-    else
-      groups.push_back({size, reduced[d]});
-  }
-  Tensor current = x;
-  return cpu::dispatch_numeric(x.dtype(), name, [&](auto tag) -> Tensor {
-    using T = decltype(tag);
-    // Reduce the last reduced group first until none is left (at least one pass, so that a
-    // reduction over size-1 axes still copies).
-    bool first = true;
-    while (first ||
-           std::any_of(groups.begin(), groups.end(), [](const Group& g) { return g.reduced; })) {
-      first = false;
-      int64_t outer = 1, r = 1, inner = 1;
-      auto last =
-          std::find_if(groups.rbegin(), groups.rend(), [](const Group& g) { return g.reduced; });
-      size_t split =
-          last == groups.rend() ? groups.size() : static_cast<size_t>(groups.rend() - last) - 1;
-      for (size_t i = 0; i < groups.size(); ++i) {
-        if (i < split)
-          outer *= groups[i].size;
-        else if (i == split)
-          r = groups[i].size;
-        else
-          inner *= groups[i].size;
-      }
-      Tensor next = Tensor::empty({outer * inner}, x.dtype());
-      if (outer * inner > 0) reduce_pass<Op>(current.data<T>(), next.data<T>(), outer, r, inner);
-      current = next;
-      if (split < groups.size()) groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(split));
-    }
-    return current.reshape(out_shape);
-  });
-}
 
 Shape keepdims_shape(const Shape& shape, const std::vector<int>& axes) {
   Shape kept = shape;
@@ -203,12 +16,26 @@ Shape keepdims_shape(const Shape& shape, const std::vector<int>& axes) {
   return kept;
 }
 
+// x reduced over the normalised `axes` (removed from the shape).
+Tensor reduce(const char* name, ReduceOp op, const Tensor& x, const std::vector<int>& axes) {
+  const Device device = common_device(name, {&x});
+  cpu::require_numeric(name, x);
+  std::vector<bool> reduced(x.shape().size(), false);
+  for (int a : axes) reduced[static_cast<size_t>(a)] = true;
+  Shape out_shape;
+  for (size_t d = 0; d < x.shape().size(); ++d)
+    if (!reduced[d]) out_shape.push_back(x.shape()[d]);
+  Tensor out = Tensor::empty(out_shape, x.dtype(), device);
+  run_kernel<OpId::kReduce>(name, device, x.dtype(), op, x, axes, out);
+  return out;
+}
+
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
-  cpu::require_cpu("sum", x);
+  common_device("sum", {&x});
   std::vector<int> normalized = cpu::normalize_axes("sum", axes, x.rank());
-  Tensor out = reduce<SumOp>("sum", x, normalized);
+  Tensor out = reduce("sum", ReduceOp::kSum, x, normalized);
   Shape kept = keepdims_shape(x.shape(), normalized);
   if (keepdims) out = out.reshape(kept);
   if (!needs_recording({&x})) return out;
@@ -220,7 +47,7 @@ Tensor sum(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
 }
 
 Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
-  cpu::require_cpu("mean", x);
+  common_device("mean", {&x});
   cpu::require_floating("mean", x);
   std::vector<int> normalized = cpu::normalize_axes("mean", axes, x.rank());
   int64_t count = 1;
@@ -241,9 +68,9 @@ Tensor mean(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
 
 // The gradient is shared equally among the elements that tie for the maximum.
 Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
-  cpu::require_cpu("max", x);
+  common_device("max", {&x});
   std::vector<int> normalized = cpu::normalize_axes("max", axes, x.rank());
-  Tensor out = reduce<MaxOp>("max", x, normalized);
+  Tensor out = reduce("max", ReduceOp::kMax, x, normalized);
   Shape kept = keepdims_shape(x.shape(), normalized);
   if (keepdims) out = out.reshape(kept);
   if (!needs_recording({&x})) return out;
@@ -257,41 +84,16 @@ Tensor max(const Tensor& x, const std::vector<int>& axes, bool keepdims) {
 }
 
 Tensor argmax(const Tensor& x, int axis) {
-  cpu::require_cpu("argmax", x);
-  int a = cpu::normalize_axis("argmax", axis, x.rank());
+  const Device device = common_device("argmax", {&x});
+  const int a = cpu::normalize_axis("argmax", axis, x.rank());
   const Shape& shape = x.shape();
-  int64_t r = shape[static_cast<size_t>(a)];
-  if (r == 0)
+  if (shape[static_cast<size_t>(a)] == 0)
     throw InvalidArgumentError(fmt::format(
         "argmax: axis {} of shape {} is empty, so it has no maximum", axis, shape_str(shape)));
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < a; ++d) outer *= shape[static_cast<size_t>(d)];
-  for (size_t d = static_cast<size_t>(a) + 1; d < shape.size(); ++d) inner *= shape[d];
   Shape out_shape = shape;
   out_shape.erase(out_shape.begin() + a);
-  Tensor out = Tensor::empty(out_shape, DType::kI64);
-  int64_t* result = out.data<int64_t>();
-  dispatch_dtype(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* in = x.data<T>();
-    cpu::parallel_for(outer * inner, std::max<int64_t>(1, kReduceGrain / r),
-                      [&](int64_t begin, int64_t end) {
-                        for (int64_t i = begin; i < end; ++i) {
-                          const T* p = in + (i / inner) * r * inner + i % inner;
-                          T best = p[0];
-                          int64_t best_index = 0;
-                          for (int64_t j = 1; j < r; ++j) {
-                            T v = p[j * inner];
-                            // The first maximum wins; a NaN counts as larger than any number.
-                            if (v > best || (v != v && best == best)) {
-                              best = v;
-                              best_index = j;
-                            }
-                          }
-                          result[i] = best_index;
-                        }
-                      });
-  });
+  Tensor out = Tensor::empty(out_shape, DType::kI64, device);
+  run_kernel<OpId::kArgmax>("argmax", device, x.dtype(), x, a, out);
   return out;
 }
 

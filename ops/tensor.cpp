@@ -1,11 +1,12 @@
-// Tensor handles, creation, host-side access and printing.
+// Tensor handles, creation, host-side access and printing. fill, clone and copy_from run the
+// registry's kFill / kCopy kernels on the tensor's device.
 #include "ops/tensor.h"
 
 #include <fmt/format.h>
 
-#include <cstring>
-
 #include "ops/autograd.h"
+#include "ops/copy.h"
+#include "ops/registry.h"
 #include "ops/storage.h"
 
 namespace est::ops {
@@ -37,14 +38,7 @@ std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join
 namespace {
 void check_shape(const Shape& shape) {
   for (int64_t d : shape)
-    if (d < 0)
-      throw InvalidArgumentError("negative dimension in shape " + shape_str(shape));
-}
-
-void require_cpu(const Tensor& t, const char* what) {
-  if (!t.device().is_cpu())
-    throw UnimplementedError(std::string(what) + " reads host memory; tensor is on " +
-                             t.device().str() + ": copy it to the CPU first");
+    if (d < 0) throw InvalidArgumentError("negative dimension in shape " + shape_str(shape));
 }
 }  // namespace
 
@@ -53,8 +47,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->dtype = dtype;
-  impl->storage =
-      std::make_shared<Storage>(static_cast<size_t>(num_elements(shape)) * dtype_size(dtype), device);
+  impl->storage = std::make_shared<Storage>(
+      static_cast<size_t>(num_elements(shape)) * dtype_size(dtype), device);
   return Tensor(std::move(impl));
 }
 
@@ -83,8 +77,8 @@ int64_t Tensor::dim(int axis) const {
   int r = rank();
   int a = axis < 0 ? axis + r : axis;
   if (a < 0 || a >= r)
-    throw InvalidArgumentError(fmt::format("axis {} is out of range for a tensor of shape {}",
-                                           axis, shape_str(shape())));
+    throw InvalidArgumentError(
+        fmt::format("axis {} is out of range for a tensor of shape {}", axis, shape_str(shape())));
   return impl_->shape[static_cast<size_t>(a)];
 }
 
@@ -117,7 +111,7 @@ void Tensor::check_type(DType requested) const {
 }
 
 double Tensor::at(std::initializer_list<int64_t> index) const {
-  require_cpu(*this, "Tensor::at");
+  if (!device().is_cpu()) return to(Device::cpu()).at(index);
   if (static_cast<int>(index.size()) != rank())
     throw InvalidArgumentError(fmt::format("Tensor::at: {} indices for a tensor of shape {}",
                                            index.size(), shape_str(shape())));
@@ -137,7 +131,7 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
 }
 
 double Tensor::item() const {
-  require_cpu(*this, "Tensor::item");
+  if (!device().is_cpu()) return to(Device::cpu()).item();
   if (numel() != 1)
     throw InvalidArgumentError("Tensor::item: expected one element, got shape " +
                                shape_str(shape()));
@@ -157,20 +151,11 @@ void Tensor::copy_from(const Tensor& source) {
     throw InvalidArgumentError(fmt::format("copy_from: source {} {} does not match {} {}",
                                            dtype_name(source.dtype()), shape_str(source.shape()),
                                            dtype_name(dtype()), shape_str(shape())));
-  require_cpu(*this, "Tensor::copy_from");
-  require_cpu(source, "Tensor::copy_from");
-  if (raw_data() != source.raw_data()) std::memcpy(raw_data(), source.raw_data(), nbytes());
+  copy_between(source, *this);
 }
 
 void Tensor::fill(double value) {
-  require_cpu(*this, "Tensor::fill");
-  dispatch_dtype(dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* out = static_cast<T*>(raw_data());
-    T v = static_cast<T>(value);
-    int64_t n = numel();
-    for (int64_t i = 0; i < n; ++i) out[i] = v;
-  });
+  run_kernel<OpId::kFill>("fill", device(), dtype(), *this, value);
 }
 
 Tensor Tensor::detach() const {
@@ -203,8 +188,9 @@ Tensor Tensor::reshape(const Shape& new_shape) const {
   }
   if (inferred >= 0) {
     if (known == 0 || numel() % known != 0)
-      throw InvalidArgumentError(fmt::format("reshape: cannot reshape {} elements of shape {} to {}",
-                                             numel(), shape_str(shape()), shape_str(new_shape)));
+      throw InvalidArgumentError(
+          fmt::format("reshape: cannot reshape {} elements of shape {} to {}", numel(),
+                      shape_str(shape()), shape_str(new_shape)));
     resolved[static_cast<size_t>(inferred)] = numel() / known;
   }
   if (num_elements(resolved) != numel())
@@ -223,8 +209,8 @@ bool Tensor::requires_grad() const { return impl_ && impl_->requires_grad; }
 
 Tensor& Tensor::set_requires_grad(bool requires_grad) {
   if (requires_grad && !is_floating(dtype()))
-    throw InvalidArgumentError(fmt::format("only floating tensors can require gradients, got {}",
-                                           dtype_name(dtype())));
+    throw InvalidArgumentError(
+        fmt::format("only floating tensors can require gradients, got {}", dtype_name(dtype())));
   impl_->requires_grad = requires_grad;
   return *this;
 }
@@ -243,26 +229,34 @@ void Tensor::set_grad_node(std::shared_ptr<GradNode> node) {
   impl_->requires_grad = impl_->grad_node != nullptr || impl_->requires_grad;
 }
 
+namespace {
+// "1, 2, 3, ..." from the leading values of a host tensor.
+std::string leading_values(const Tensor& host, int max_elements) {
+  std::string values;
+  const int64_t n = std::min<int64_t>(host.numel(), max_elements);
+  dispatch_dtype(host.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = static_cast<const T*>(host.raw_data());
+    for (int64_t i = 0; i < n; ++i) {
+      if (i) values += ", ";
+      if constexpr (std::is_floating_point_v<T>)
+        values += fmt::format("{:.6g}", in[i]);
+      else
+        values += fmt::format("{}", static_cast<int64_t>(in[i]));
+    }
+  });
+  if (host.numel() > n) values += ", ...";
+  return values;
+}
+}  // namespace
+
 std::string Tensor::str(int max_elements) const {
   if (!impl_) return "Tensor(undefined)";
-  std::string values;
-  if (device().is_cpu()) {
-    int64_t n = std::min<int64_t>(numel(), max_elements);
-    dispatch_dtype(dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* in = static_cast<const T*>(raw_data());
-      for (int64_t i = 0; i < n; ++i) {
-        if (i) values += ", ";
-        if constexpr (std::is_floating_point_v<T>)
-          values += fmt::format("{:.6g}", in[i]);
-        else
-          values += fmt::format("{}", static_cast<int64_t>(in[i]));
-      }
-    });
-    if (numel() > n) values += ", ...";
-  }
-  return fmt::format("Tensor({}, shape={}, dtype={}, device={})", values.empty() ? "" : "[" + values + "]",
-                     shape_str(shape()), dtype_name(dtype()), device().str());
+  const std::string values =
+      leading_values(device().is_cpu() ? *this : to(Device::cpu()), max_elements);
+  return fmt::format("Tensor({}, shape={}, dtype={}, device={})",
+                     values.empty() ? "" : "[" + values + "]", shape_str(shape()),
+                     dtype_name(dtype()), device().str());
 }
 
 }  // namespace est::ops

@@ -71,7 +71,8 @@ class Tensor {
     check_type(dtype_of<T>());
     return static_cast<const T*>(raw_data());
   }
-  // Element access for tests and small host-side work; converts to double.
+  // Element access for tests and small host-side work; converts to double. A tensor on a GPU
+  // is copied to the host first (an explicit read, never done inside an op).
   double at(std::initializer_list<int64_t> index) const;
   double item() const;  // the single element of a one-element tensor
   template <class T>
@@ -79,10 +80,14 @@ class Tensor {
 
   // Same storage, new shape (one dimension may be -1). Keeps autograd links.
   Tensor reshape(const Shape& shape) const;
-  // Deep copy with no autograd history.
+  // Deep copy on the same device, with no autograd history.
   Tensor clone() const;
-  // Copies values from `source` (same shape and dtype) into this tensor's storage, in place.
+  // Copies values from `source` (same shape and dtype, any device) into this tensor's storage,
+  // in place.
   void copy_from(const Tensor& source);
+  // This tensor on `device`: itself when it is already there, else a copy whose gradient is
+  // copied back (ops::copy_to). The one way tensors move between devices.
+  Tensor to(Device device) const;
   // Fills in place.
   void fill(double value);
   // A new handle on the same storage with no autograd history (and requires_grad false).
@@ -155,6 +160,7 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
+  if (!device().is_cpu()) return to(Device::cpu()).to_vector<T>();
   std::vector<T> out(static_cast<size_t>(numel()));
   dispatch_dtype(dtype(), [&](auto tag) {
     using S = decltype(tag);

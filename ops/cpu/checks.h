@@ -14,15 +14,6 @@
 
 namespace est::ops::cpu {
 
-// The kernels here read host memory.
-inline void require_cpu(std::string_view op, const Tensor& t) {
-  if (!t.defined()) throw InvalidArgumentError(fmt::format("{}: an input tensor is undefined", op));
-  if (!t.device().is_cpu())
-    throw UnimplementedError(fmt::format(
-        "{}: the tensor is on {} and this op only has CPU kernels; copy it to the CPU first", op,
-        t.device().str()));
-}
-
 inline void require_same_dtype(std::string_view op, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
     throw InvalidArgumentError(

@@ -74,12 +74,12 @@ struct ConvBackwardWeightsPlan {
 
 }  // namespace
 
-Tensor conv2d_forward(const Tensor& input, const Tensor& kernel, const Tensor& bias,
-                      const cpu::Window2D& w, Activation activation, Tensor* kernel_for_backward) {
+void conv2d_forward(const Tensor& input, const Tensor& kernel, const Tensor& bias,
+                    const cpu::Window2D& w, Activation activation, Tensor& output,
+                    Tensor* kernel_for_backward) {
   const bool has_bias = bias.defined();
   ConvForwardPlan& plan = forward_plan(w, activation, has_bias);
   const ConvDescs& d = plan.descs;
-  Tensor output = Tensor::empty({w.batch, w.out_h, w.out_w, w.out_c});
   Tensor weights = kernel;
   if (plan.reorder_weights) {
     weights = buffer_for(plan.pd.weights_desc());
@@ -92,12 +92,11 @@ Tensor conv2d_forward(const Tensor& input, const Tensor& kernel, const Tensor& b
                                        {DNNL_ARG_DST, wrap(output, d.dst)}};
   if (has_bias) args.emplace(DNNL_ARG_BIAS, wrap(bias, d.bias));
   execute(plan.primitive, plan.pd, std::move(args));
-  return output;
 }
 
-Tensor conv2d_backward_data(const Tensor& grad_pre, const Tensor& kernel,
-                            const Tensor& kernel_for_backward, const cpu::Window2D& w,
-                            Activation activation, bool has_bias) {
+void conv2d_backward_data(const Tensor& grad_pre, const Tensor& kernel,
+                          const Tensor& kernel_for_backward, const cpu::Window2D& w,
+                          Activation activation, bool has_bias, Tensor& grad_input) {
   ConvForwardPlan& forward = forward_plan(w, activation, has_bias);
   const ConvDescs& d = forward.descs;
   const std::string key =
@@ -125,12 +124,10 @@ Tensor conv2d_backward_data(const Tensor& grad_pre, const Tensor& kernel,
           kernel, d.weights_user, weights, plan.pd.weights_desc());
     }
   }
-  Tensor grad_input = Tensor::empty({w.batch, w.in_h, w.in_w, w.in_c});
   execute(plan.primitive, plan.pd,
           {{DNNL_ARG_DIFF_DST, wrap(grad_pre, d.dst)},
            {DNNL_ARG_WEIGHTS, wrap(weights, plan.pd.weights_desc())},
            {DNNL_ARG_DIFF_SRC, wrap(grad_input, d.src)}});
-  return grad_input;
 }
 
 void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const cpu::Window2D& w,

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "ops/onednn/context.h"
-#include "ops/onednn/eltwise_softmax.h"
+#include "ops/onednn/kernels.h"
 
 namespace est::ops::onednn {
 namespace {
@@ -62,7 +62,7 @@ void require_f32(const char* what, const Tensor& t) {
 
 }  // namespace
 
-bool eltwise_backward_uses_output(Eltwise kind) {
+static bool eltwise_backward_uses_output(Eltwise kind) {
   switch (kind) {
     case Eltwise::kSigmoid:
     case Eltwise::kTanh:
@@ -74,19 +74,17 @@ bool eltwise_backward_uses_output(Eltwise kind) {
   }
 }
 
-Tensor eltwise_forward(Eltwise kind, const Tensor& x) {
+void eltwise_forward(Eltwise kind, const Tensor& x, Tensor& y) {
   require_f32("eltwise_forward", x);
   const int64_t n = x.numel();
   Forward& forward = forward_for(kind, n);
-  Tensor y = Tensor::empty(x.shape(), DType::kF32);
   dnnl::memory::desc desc = flat_desc(n);
   forward.primitive.execute(stream(),
                             {{DNNL_ARG_SRC, wrap(x, desc)}, {DNNL_ARG_DST, wrap(y, desc)}});
   stream().wait();
-  return y;
 }
 
-Tensor eltwise_backward(Eltwise kind, const Tensor& grad_output, const Tensor& saved) {
+void eltwise_backward(Eltwise kind, const Tensor& grad_output, const Tensor& saved, Tensor& dx) {
   require_f32("eltwise_backward", grad_output);
   require_f32("eltwise_backward", saved);
   const int64_t n = saved.numel();
@@ -101,14 +99,12 @@ Tensor eltwise_backward(Eltwise kind, const Tensor& grad_output, const Tensor& s
         dnnl::eltwise_backward::primitive_desc pd(desc, engine(), forward_for(kind, n).desc);
         return Backward{pd, dnnl::eltwise_backward(pd)};
       });
-  Tensor dx = Tensor::empty(saved.shape(), DType::kF32);
   dnnl::memory::desc desc = flat_desc(n);
   const int saved_arg = eltwise_backward_uses_output(kind) ? DNNL_ARG_DST : DNNL_ARG_SRC;
   backward.primitive.execute(stream(), {{saved_arg, wrap(saved, desc)},
                                         {DNNL_ARG_DIFF_DST, wrap(grad_output, desc)},
                                         {DNNL_ARG_DIFF_SRC, wrap(dx, desc)}});
   stream().wait();
-  return dx;
 }
 
 }  // namespace est::ops::onednn

@@ -1,8 +1,11 @@
-// The oneDNN (float32) implementations of matmul/linear, conv2d, pooling and batch norm, called
-// by the dispatchers in ops/linalg.cpp, ops/conv.cpp and ops/batch_norm.cpp when use_onednn(kind).
+// The oneDNN (float32) kernels: eltwise activations, softmax, matmul/linear, conv2d, pooling and
+// batch norm, registered in the kernel registry by ops/onednn/register.cpp (which adapts them to
+// the signatures of ops/kernel_ops.h). Outputs are written into tensors the caller allocated.
 // Activations stay NHWC / row-major at every boundary (a Tensor is always plain); kernels that
 // prefer blocked weights reorder them, and what forward computes for backward (reordered
 // weights, the max-pooling workspace) is returned explicitly so the gradient closure keeps it.
+// Primitives are cached per thread (context.h) by op and shape, so a steady-state call builds
+// nothing.
 #pragma once
 
 #include "ops/cpu/matmul_reference.h"
@@ -13,33 +16,43 @@
 
 namespace est::ops::onednn {
 
+enum class Eltwise : uint8_t { kRelu, kSigmoid, kTanh, kExp, kLog, kSqrt, kAbs };
+
+// y = f(x) for a float32 tensor of any shape.
+void eltwise_forward(Eltwise kind, const Tensor& x, Tensor& y);
+// d(loss)/dx from d(loss)/dy and the saved tensor: the forward output for sigmoid, tanh, exp
+// and sqrt, the input for the others (as ops::unary_saves_output says).
+void eltwise_backward(Eltwise kind, const Tensor& grad_output, const Tensor& saved, Tensor& dx);
+
+// Softmax or log-softmax over the last axis of a float32 tensor.
+void softmax_forward(const Tensor& logits, bool log, Tensor& out);
+// d(loss)/d(logits) from d(loss)/d(output) and the forward output.
+void softmax_backward(const Tensor& grad_output, const Tensor& output, bool log, Tensor& dx);
+
 // out [batch, M, N] = activation(op(a) @ op(b) + bias); bias [N] or undefined.
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
             const cpu::MatmulDims& dims, Activation activation);
 
 // Convolution, bias and activation fused. `kernel_for_backward` receives the kernel in the
 // layout the primitive chose (undefined when that is HWIO itself), for conv2d_backward_data.
-Tensor conv2d_forward(const Tensor& input, const Tensor& kernel, const Tensor& bias,
-                      const cpu::Window2D& window, Activation activation,
-                      Tensor* kernel_for_backward);
+void conv2d_forward(const Tensor& input, const Tensor& kernel, const Tensor& bias,
+                    const cpu::Window2D& window, Activation activation, Tensor& output,
+                    Tensor* kernel_for_backward);
 // grad_input [N, H, W, C] from the gradient before the activation, grad_pre [N, OH, OW, OC].
-Tensor conv2d_backward_data(const Tensor& grad_pre, const Tensor& kernel,
-                            const Tensor& kernel_for_backward, const cpu::Window2D& window,
-                            Activation activation, bool has_bias);
+void conv2d_backward_data(const Tensor& grad_pre, const Tensor& kernel,
+                          const Tensor& kernel_for_backward, const cpu::Window2D& window,
+                          Activation activation, bool has_bias, Tensor& grad_input);
 // grad_kernel [KH, KW, C, OC] and, when grad_bias is not null, grad_bias [OC].
 void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre,
                              const cpu::Window2D& window, Activation activation, bool has_bias,
                              Tensor& grad_kernel, Tensor* grad_bias);
 
-// Pooling. Training max pooling also returns the workspace (argmax positions) for backward.
-struct PoolForward {
-  Tensor output;     // [N, OH, OW, C]
-  Tensor workspace;  // bytes, undefined unless max pooling for training
-};
-PoolForward pool2d_forward(const Tensor& input, const cpu::Window2D& window, cpu::PoolKind kind,
-                           bool training);
-Tensor pool2d_backward(const Tensor& grad_output, const Tensor& workspace,
-                       const cpu::Window2D& window, cpu::PoolKind kind);
+// Pooling into output [N, OH, OW, C]. Training max pooling also sets `workspace` (argmax
+// positions, bytes) for backward; it stays undefined otherwise.
+void pool2d_forward(const Tensor& input, const cpu::Window2D& window, cpu::PoolKind kind,
+                    bool training, Tensor& output, Tensor& workspace);
+void pool2d_backward(const Tensor& grad_output, const Tensor& workspace,
+                     const cpu::Window2D& window, cpu::PoolKind kind, Tensor& grad_input);
 
 // Batch norm over x viewed as [rows, C]. gamma/beta may be undefined. Training computes the
 // batch statistics into mean/variance; inference reads them.

@@ -56,24 +56,21 @@ struct PoolBackwardPlan {
 
 }  // namespace
 
-PoolForward pool2d_forward(const Tensor& input, const cpu::Window2D& w, cpu::PoolKind kind,
-                           bool training) {
+void pool2d_forward(const Tensor& input, const cpu::Window2D& w, cpu::PoolKind kind, bool training,
+                    Tensor& output, Tensor& workspace) {
   PoolForwardPlan& plan = forward_plan(w, kind, training);
-  PoolForward result;
-  result.output = Tensor::empty({w.batch, w.out_h, w.out_w, w.out_c});
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(input, plan.descs.src)},
-                                       {DNNL_ARG_DST, wrap(result.output, plan.descs.dst)}};
+                                       {DNNL_ARG_DST, wrap(output, plan.descs.dst)}};
   if (training && kind == cpu::PoolKind::kMax) {
-    result.workspace = buffer_for(plan.pd.workspace_desc());
-    if (result.workspace.defined())
-      args.emplace(DNNL_ARG_WORKSPACE, wrap(result.workspace, plan.pd.workspace_desc()));
+    workspace = buffer_for(plan.pd.workspace_desc());
+    if (workspace.defined())
+      args.emplace(DNNL_ARG_WORKSPACE, wrap(workspace, plan.pd.workspace_desc()));
   }
   execute(plan.primitive, plan.pd, std::move(args));
-  return result;
 }
 
-Tensor pool2d_backward(const Tensor& grad_output, const Tensor& workspace, const cpu::Window2D& w,
-                       cpu::PoolKind kind) {
+void pool2d_backward(const Tensor& grad_output, const Tensor& workspace, const cpu::Window2D& w,
+                     cpu::PoolKind kind, Tensor& grad_input) {
   PoolForwardPlan& forward = forward_plan(w, kind, /*training=*/true);
   const PoolDescs& d = forward.descs;
   const std::string key = window_key("pool_bwd", w, {static_cast<int64_t>(kind)});
@@ -86,13 +83,11 @@ Tensor pool2d_backward(const Tensor& grad_output, const Tensor& workspace, const
     p.primitive = dnnl::pooling_backward(p.pd);
     return p;
   });
-  Tensor grad_input = Tensor::empty({w.batch, w.in_h, w.in_w, w.in_c});
   std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, wrap(grad_output, d.dst)},
                                        {DNNL_ARG_DIFF_SRC, wrap(grad_input, d.src)}};
   if (kind == cpu::PoolKind::kMax)
     args.emplace(DNNL_ARG_WORKSPACE, wrap(workspace, plan.pd.workspace_desc()));
   execute(plan.primitive, plan.pd, std::move(args));
-  return grad_input;
 }
 
 }  // namespace est::ops::onednn

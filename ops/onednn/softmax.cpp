@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "ops/onednn/context.h"
-#include "ops/onednn/eltwise_softmax.h"
+#include "ops/onednn/kernels.h"
 
 namespace est::ops::onednn {
 namespace {
@@ -52,17 +52,15 @@ Forward& forward_for(const Rows& rows, bool log) {
 
 }  // namespace
 
-Tensor softmax_forward(const Tensor& logits, bool log) {
+void softmax_forward(const Tensor& logits, bool log, Tensor& out) {
   const Rows rows = rows_of(logits);
   Forward& forward = forward_for(rows, log);
-  Tensor out = Tensor::empty(logits.shape(), DType::kF32);
   forward.primitive.execute(stream(), {{DNNL_ARG_SRC, wrap(logits, rows.desc())},
                                        {DNNL_ARG_DST, wrap(out, rows.desc())}});
   stream().wait();
-  return out;
 }
 
-Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, bool log) {
+void softmax_backward(const Tensor& grad_output, const Tensor& output, bool log, Tensor& dx) {
   const Rows rows = rows_of(output);
   if (grad_output.shape() != output.shape() || grad_output.dtype() != DType::kF32)
     throw InternalError(fmt::format("onednn softmax_backward: gradient {} for output {}",
@@ -73,12 +71,10 @@ Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, bool lo
     dnnl::softmax_v2_backward::primitive_desc pd(desc, engine(), forward_for(rows, log).desc);
     return Backward{pd, dnnl::softmax_v2_backward(pd)};
   });
-  Tensor dx = Tensor::empty(output.shape(), DType::kF32);
   backward.primitive.execute(stream(), {{DNNL_ARG_DST, wrap(output, rows.desc())},
                                         {DNNL_ARG_DIFF_DST, wrap(grad_output, rows.desc())},
                                         {DNNL_ARG_DIFF_SRC, wrap(dx, rows.desc())}});
   stream().wait();
-  return dx;
 }
 
 }  // namespace est::ops::onednn

@@ -1,0 +1,156 @@
+// The kernel registry: op x device x backend -> kernel, between the op files and the backends.
+//
+// Every backend registers its kernels once, when the registry is first used: the reference
+// kernels (ops/cpu, every op, every dtype) and, when built, oneDNN (ops/onednn, float32) and
+// CUDA (ops/cuda). Registration is explicit (one function per backend, called from
+// KernelRegistry::global()) rather than by static initializers, which a linker drops from a
+// static library when nothing else in their file is referenced.
+//
+// An op file calls run_kernel<OpId::kX>(name, device, dtype, args...). The kernel is chosen
+//   - on a CPU device: the backend a BackendGuard forces on this thread, else the one the
+//     backend table prefers for the op's OpKind; when that backend has no kernel for the op or
+//     the dtype, or its kernel throws UnimplementedError, the reference kernel runs instead;
+//   - on a GPU: the CUDA kernel, or an UnimplementedError naming the op, the device and where
+//     the op has kernels (never a silent trip through host memory).
+// run_kernel counts what ran (dispatch_count) and, when device placement logging is on, logs
+// one line the first time each (op, device, backend) runs, like TensorFlow's
+// tf.debugging.set_log_device_placement(True). Ops whose backward needs state only one
+// backend's forward makes (oneDNN's max-pooling workspace) pass the backend that ran forward
+// to run_kernel_on for backward; every other backward looks its kernel up afresh.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/backend.h"
+#include "ops/device.h"
+#include "ops/kernel_ops.h"
+
+namespace est::ops {
+
+// Where a kernel runs: a device type and a backend on it (cpu/reference, cpu/onednn, gpu/cuda).
+struct KernelTarget {
+  DeviceType device = DeviceType::kCPU;
+  Backend backend = Backend::kReference;
+  bool operator==(const KernelTarget&) const = default;
+};
+std::string target_name(KernelTarget target);  // "cpu/reference", "gpu/cuda"
+
+// A set of dtypes a kernel accepts.
+class DTypes {
+ public:
+  constexpr DTypes(std::initializer_list<DType> dtypes) {
+    for (DType d : dtypes) bits_ |= 1u << static_cast<unsigned>(d);
+  }
+  static constexpr DTypes all() { return DTypes(~0u); }
+  constexpr bool contains(DType d) const { return (bits_ >> static_cast<unsigned>(d)) & 1u; }
+
+ private:
+  constexpr explicit DTypes(unsigned bits) : bits_(bits) {}
+  unsigned bits_ = 0;
+};
+
+class KernelRegistry {
+ public:
+  // The process's registry, with every backend this build has registered.
+  static KernelRegistry& global();
+
+  template <OpId id>
+  void add(KernelTarget target, KernelFn<id> fn, DTypes dtypes = DTypes::all()) {
+    add_erased(id, target, reinterpret_cast<void (*)()>(fn), dtypes);
+  }
+  // The kernel registered for (op, target) accepting `dtype`, or nullptr.
+  template <OpId id>
+  KernelFn<id> find(KernelTarget target, DType dtype) const {
+    return reinterpret_cast<KernelFn<id>>(find_erased(id, target, dtype));
+  }
+  // The same without the signature's type (nullptr when none).
+  void (*find_erased(OpId id, KernelTarget target, DType dtype) const)();
+  bool has(OpId id, KernelTarget target) const;
+  // The targets with at least one kernel, cpu/reference first: what the op harness runs on.
+  std::vector<KernelTarget> targets() const;
+
+ private:
+  KernelRegistry();
+  struct Entry {
+    void (*fn)() = nullptr;
+    DTypes dtypes{};
+  };
+  void add_erased(OpId id, KernelTarget target, void (*fn)(), DTypes dtypes);
+  static size_t slot(OpId id, KernelTarget target);
+  std::vector<Entry> entries_;
+};
+
+// Each backend's registration (ops/cpu/register.cpp, ops/onednn/register.cpp, ops/cuda/...).
+void register_reference_kernels(KernelRegistry& registry);
+void register_onednn_kernels(KernelRegistry& registry);
+void register_cuda_kernels(KernelRegistry& registry);
+
+// The device an op runs on: that of its defined inputs, which must agree. CPU devices share
+// host memory, so /cpu:0 and /cpu:1 mix (the first input's is used); a CPU tensor and a GPU
+// tensor, or two GPUs, are an InvalidArgumentError naming the op and both devices. An
+// undefined input is an InvalidArgumentError too.
+Device common_device(std::string_view op, std::initializer_list<const Tensor*> inputs);
+
+// Device placement logging (TensorFlow's log_device_placement): off unless the environment
+// variable EST_LOG_DEVICE_PLACEMENT is 1/true or set_log_device_placement(true) is called.
+void set_log_device_placement(bool enabled);
+bool log_device_placement();
+
+// Kernels of each registry op run on each target by this process (all threads).
+int64_t kernel_dispatch_count(OpId id, KernelTarget target);
+
+namespace detail {
+// The kernel run_kernel calls: the chosen target's, the reference as fallback (CPU only).
+struct Choice {
+  void (*fn)();
+  KernelTarget target;
+  void (*fallback)();  // the reference kernel when `target` is another CPU backend, else null
+};
+Choice choose(OpId id, const char* name, Device device, DType dtype);
+Choice choose_on(OpId id, const char* name, Device device, Backend backend, DType dtype);
+// Counts a kernel that ran and logs its placement (once per op name, device and backend).
+void ran(OpId id, const char* name, Device device, KernelTarget target);
+
+template <OpId id, class... Args>
+KernelTarget call(const Choice& choice, const char* name, Device device, Args&... args) {
+  if (choice.fallback == nullptr) {
+    reinterpret_cast<KernelFn<id>>(choice.fn)(args...);
+    ran(id, name, device, choice.target);
+    return choice.target;
+  }
+  try {
+    reinterpret_cast<KernelFn<id>>(choice.fn)(args...);
+    ran(id, name, device, choice.target);
+    return choice.target;
+  } catch (const UnimplementedError&) {
+    // this backend has no kernel for the case (a shape oneDNN lacks): the reference has all
+  }
+  reinterpret_cast<KernelFn<id>>(choice.fallback)(args...);
+  const KernelTarget reference{DeviceType::kCPU, Backend::kReference};
+  ran(id, name, device, reference);
+  return reference;
+}
+}  // namespace detail
+
+// Runs op `id` for the user-visible op `name` on `device` with inputs of `dtype`; returns where
+// it ran. Arguments are passed to the kernel as they are (outputs by reference).
+template <OpId id, class... Args>
+KernelTarget run_kernel(const char* name, Device device, DType dtype, Args&&... args) {
+  return detail::call<id>(detail::choose(id, name, device, dtype), name, device, args...);
+}
+
+// Like run_kernel, on `backend` exactly (no fallback): the backward of an op whose forward made
+// state only that backend reads.
+template <OpId id, class... Args>
+KernelTarget run_kernel_on(Backend backend, const char* name, Device device, DType dtype,
+                           Args&&... args) {
+  return detail::call<id>(detail::choose_on(id, name, device, backend, dtype), name, device,
+                          args...);
+}
+
+}  // namespace est::ops
