@@ -11,9 +11,13 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/error.h"
+#if EST_HAVE_CUDA
+#include "ops/cuda/allocator.h"
+#endif
 
 namespace est::ops {
 namespace {
@@ -22,22 +26,12 @@ constexpr size_t kAlignment = 64;
 constexpr int64_t kMinimumAutomaticLimit = int64_t{64} << 20;
 constexpr int64_t kAutomatic = -1;
 
-// Size classes: multiples of 512 bytes below 64 KiB, then 1/8 power-of-two steps, so at most
-// 12.5% is wasted on a large tensor.
-size_t round_size(size_t bytes) {
-  if (bytes == 0) bytes = 1;
-  if (bytes < 65536) return (bytes + 511) & ~size_t{511};
-  size_t top = size_t{1} << (63 - __builtin_clzll(bytes));
-  size_t step = top / 8;
-  return (bytes + step - 1) / step * step;
-}
-
 class CpuCachingAllocator final : public Allocator {
  public:
   ~CpuCachingAllocator() override { release_cached(); }
 
   void* allocate(size_t bytes) override {
-    size_t size = round_size(bytes);
+    size_t size = allocation_size(bytes);
     std::lock_guard lock(mutex_);
     ++stats_.allocations;
     stats_.bytes_in_use += static_cast<int64_t>(size);
@@ -66,7 +60,7 @@ class CpuCachingAllocator final : public Allocator {
 
   void deallocate(void* ptr, size_t bytes) override {
     if (ptr == nullptr) return;
-    size_t size = round_size(bytes);
+    size_t size = allocation_size(bytes);
     std::lock_guard lock(mutex_);
     stats_.bytes_in_use -= static_cast<int64_t>(size);
     const int64_t limit = limit_locked();
@@ -147,12 +141,20 @@ class CpuCachingAllocator final : public Allocator {
   uint64_t clock_ = 0;
 };
 
-std::array<Allocator* (*)(int), 2>& factories() {
-  static std::array<Allocator* (*)(int), 2> table{};
+std::array<AllocatorFactory, 2>& factories() {
+  static std::array<AllocatorFactory, 2> table{};
   return table;
 }
 
 }  // namespace
+
+size_t allocation_size(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  if (bytes < 65536) return (bytes + 511) & ~size_t{511};
+  size_t top = size_t{1} << (63 - __builtin_clzll(bytes));
+  size_t step = top / 8;
+  return (bytes + step - 1) / step * step;
+}
 
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) {
@@ -160,15 +162,19 @@ Allocator& allocator_for(Device device) {
     static Allocator* cpu = new CpuCachingAllocator();
     return *cpu;
   }
-  auto factory = factories()[static_cast<size_t>(device.type)];
-  if (factory == nullptr)
-    throw FailedPreconditionError("no allocator for device " + device.str() +
-                                  ": this build has no CUDA backend, or no GPU is present");
-  return *factory(device.index);
+  if (AllocatorFactory factory = factories()[static_cast<size_t>(device.type)])
+    return *factory(device.index);
+#if EST_HAVE_CUDA
+  return cuda::device_allocator(device.index);  // FailedPreconditionError without that GPU
+#else
+  throw FailedPreconditionError("no allocator for device " + device.str() +
+                                ": this build has no CUDA backend (configure with -Dcuda=enabled "
+                                "where nvcc is installed), so tensors live on CPU devices only");
+#endif
 }
 
-void register_allocator(DeviceType type, Allocator* (*factory)(int index)) {
-  factories()[static_cast<size_t>(type)] = factory;
+AllocatorFactory register_allocator(DeviceType type, AllocatorFactory factory) {
+  return std::exchange(factories()[static_cast<size_t>(type)], factory);
 }
 
 AllocatorStats memory_stats(Device device) { return allocator_for(device).stats(); }

@@ -42,11 +42,19 @@ class Allocator {
   virtual void reset_peak() {}  // peak_bytes_in_use = bytes_in_use
 };
 
+// The size class a request of `bytes` is rounded up to (every caching allocator uses them):
+// multiples of 512 bytes below 64 KiB, then 1/8 power-of-two steps, so at most 12.5% is wasted
+// on a large tensor.
+size_t allocation_size(size_t bytes);
+
 // The allocator for a device. CPU blocks are 64-byte aligned (oneDNN and AVX-512 like that).
 Allocator& allocator_for(Device device);
 
-// Registers the allocator of a non-CPU device type (the CUDA backend calls this).
-void register_allocator(DeviceType type, Allocator* (*factory)(int index));
+// Replaces the allocator of a non-CPU device type (a GPU's is the CUDA backend's when built);
+// returns the factory it replaces (null: the built-in one). For tests that need tensors on a
+// device this machine lacks.
+using AllocatorFactory = Allocator* (*)(int index);
+AllocatorFactory register_allocator(DeviceType type, AllocatorFactory factory);
 
 // The counters of a device's allocator.
 AllocatorStats memory_stats(Device device = Device::cpu());

@@ -67,6 +67,20 @@ bool backend_available(Backend backend) {
   return true;
 }
 
+std::string backend_unavailable_reason(Backend backend) {
+  if (backend_available(backend)) return "";
+  if (backend == Backend::kOneDnn)
+    return "this build has no oneDNN (configured with -Donednn=disabled or without libdnnl-dev)";
+  if (!backend_built(backend))
+    return "this build has no CUDA backend (configure with -Dcuda=enabled where nvcc and the "
+           "CUDA toolkit are installed)";
+#if EST_HAVE_CUDA
+  return "no GPU: " + cuda::no_device_reason();
+#else
+  return "unavailable";
+#endif
+}
+
 std::vector<Backend> available_cpu_backends() {
   std::vector<Backend> backends{Backend::kReference};
   if (backend_available(Backend::kOneDnn)) backends.push_back(Backend::kOneDnn);

@@ -51,6 +51,8 @@ bool backend_built(Backend backend);
 // Whether the backend can run here: built, and for CUDA at least one GPU (any error of the CUDA
 // runtime while counting them, no driver included, counts as no GPU).
 bool backend_available(Backend backend);
+// Why backend_available(backend) is false ("" when it is true), for skips and errors.
+std::string backend_unavailable_reason(Backend backend);
 std::vector<Backend> available_cpu_backends();  // kReference first
 
 // CPU op kinds that have a kernel on more than one backend. Forward and backward are one kind

@@ -26,6 +26,7 @@
 #include "ops/cpu/pool_reference.h"
 #include "ops/cpu/window.h"
 #include "ops/linalg.h"
+#include "ops/op_enums.h"
 #include "ops/random.h"
 #include "ops/tensor.h"
 
@@ -34,36 +35,6 @@ namespace est::ops {
 using cpu::MatmulDims;
 using cpu::PoolKind;
 using cpu::Window2D;
-
-// Elementwise families.
-enum class BinaryOp : uint8_t {
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kMaximum,
-  kMinimum,
-  kPow,
-  kSquaredDifference
-};
-enum class CompareOp : uint8_t { kEqual, kGreater, kLess };
-enum class UnaryOp : uint8_t {
-  kNeg,
-  kExp,
-  kLog,
-  kSqrt,
-  kSquare,
-  kAbs,
-  kRelu,
-  kSigmoid,
-  kTanh,
-  kClip,
-  kPow
-};
-struct UnaryParams {
-  double a = 0, b = 0;  // kClip: [a, b]; kPow: exponent a
-};
-enum class ReduceOp : uint8_t { kSum, kMax };
 
 enum class OpId : uint8_t {
   // Creation and copies.
@@ -206,13 +177,5 @@ EST_OP_SIGNATURE(kBatchNormGradient, const Tensor& x, const Tensor& gamma, const
                  bool training, Tensor* grad_x, Tensor* grad_gamma, Tensor* grad_beta)
 
 #undef EST_OP_SIGNATURE
-
-// Whether the gradient kernel of a unary op reads the forward output (sigmoid' = y (1 - y))
-// rather than the input; every backend saves the same tensor, so forward and backward may run
-// on different backends.
-constexpr bool unary_saves_output(UnaryOp op) {
-  return op == UnaryOp::kExp || op == UnaryOp::kSqrt || op == UnaryOp::kSigmoid ||
-         op == UnaryOp::kTanh;
-}
 
 }  // namespace est::ops

@@ -2,11 +2,12 @@
 // oneDNN's matmul / inner product runs fastest.
 #pragma once
 
+#include "ops/op_enums.h"
 #include "ops/tensor.h"
 
 namespace est::ops {
 
-enum class Activation : uint8_t { kNone, kRelu, kSigmoid, kTanh };
+// Activation (ops/op_enums.h): kNone, kRelu, kSigmoid, kTanh, fused after the bias.
 
 // [..., M, K] @ [..., K, N]; batch dimensions must match (or one side has rank 2).
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);

@@ -1,0 +1,72 @@
+// matmul / linear on the GPU: one strided-batched cuBLAS GEMM (float32 or float64), then the
+// bias and activation kernel of layer.cu in place.
+//
+// cuBLAS is column-major and a Tensor row-major; a row-major [r, c] matrix is the column-major
+// [c, r] matrix with the same bytes, so C = op(A) op(B) (row-major) is computed as
+// C^T = op(B)^T op(A)^T (column-major): B is the first GEMM operand, A the second, and each is
+// transposed for cuBLAS exactly when it is transposed for the product. An operand that is not
+// batched is shared by every batch (stride 0). One cuBLAS handle per thread and GPU, bound to
+// that GPU's compute stream.
+#include <cublas_v2.h>
+
+#include <map>
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/launch.h"
+#include "ops/cuda/runtime.h"
+
+namespace est::ops::cuda {
+namespace {
+
+cublasHandle_t handle_for(int device) {
+  thread_local std::map<int, cublasHandle_t> handles;  // not destroyed: cuBLAS may be unloaded
+  auto it = handles.find(device);
+  if (it == handles.end()) {
+    cublasHandle_t handle = nullptr;
+    EST_CUBLAS_CHECK(cublasCreate(&handle));
+    it = handles.emplace(device, handle).first;
+  }
+  EST_CUBLAS_CHECK(cublasSetStream(it->second, static_cast<cudaStream_t>(compute_stream(device))));
+  return it->second;
+}
+
+}  // namespace
+
+void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
+            const MatmulDims& dims, Activation activation) {
+  if (out.numel() == 0) return;
+  const int device = out.device().index;
+  DeviceGuard guard(device);
+  const Stream stream = compute_stream(device);
+  if (dims.k == 0) {
+    cuda::fill(out.dtype(), out.raw_data(), out.numel(), 0.0, stream);  // an empty sum
+  } else {
+    cublasHandle_t handle = handle_for(device);
+    const cublasOperation_t op_a = dims.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = dims.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const int m = static_cast<int>(dims.m), n = static_cast<int>(dims.n),
+              k = static_cast<int>(dims.k);
+    const int lda = dims.transpose_a ? m : k;  // A's row length as stored
+    const int ldb = dims.transpose_b ? k : n;
+    const long long stride_a = dims.a_batched ? static_cast<long long>(dims.m) * dims.k : 0;
+    const long long stride_b = dims.b_batched ? static_cast<long long>(dims.k) * dims.n : 0;
+    const long long stride_c = static_cast<long long>(dims.m) * dims.n;
+    const int batch = static_cast<int>(dims.batch);
+    if (out.dtype() == DType::kF32) {
+      const float one = 1.0f, zero = 0.0f;
+      EST_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, op_b, op_a, n, m, k, &one, b.data<float>(),
+                                                 ldb, stride_b, a.data<float>(), lda, stride_a,
+                                                 &zero, out.data<float>(), n, stride_c, batch));
+    } else {
+      const double one = 1.0, zero = 0.0;
+      EST_CUBLAS_CHECK(cublasDgemmStridedBatched(
+          handle, op_b, op_a, n, m, k, &one, b.data<double>(), ldb, stride_b, a.data<double>(), lda,
+          stride_a, &zero, out.data<double>(), n, stride_c, batch));
+    }
+  }
+  cuda::bias_activation(out.dtype(), out.raw_data(), bias.defined() ? bias.raw_data() : nullptr,
+                        activation, out.numel() / dims.n, dims.n, stream);
+}
+
+}  // namespace est::ops::cuda

@@ -1,0 +1,35 @@
+// The CUDA backend's entries in the kernel registry (gpu/cuda): copies, fill and cast, the
+// elementwise families with their gradients, reductions, and a dense layer (matmul through
+// cuBLAS, bias, activation and their gradients). Ops without a CUDA kernel yet (convolution,
+// pooling, batch norm, softmax and the losses, layout and indexing ops) fail on a GPU tensor
+// with the registry's error naming the op, the device and where the op has kernels.
+#include "ops/cuda/kernels.h"
+#include "ops/registry.h"
+
+namespace est::ops {
+
+void register_cuda_kernels(KernelRegistry& registry) {
+  constexpr KernelTarget kCuda{DeviceType::kCUDA, Backend::kCuda};
+  const DTypes floating{DType::kF32, DType::kF64};
+  const DTypes numeric{DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kU8};
+  auto& r = registry;
+  r.add<OpId::kFill>(kCuda, cuda::fill);
+  r.add<OpId::kCopy>(kCuda, cuda::copy);
+  r.add<OpId::kCast>(kCuda, cuda::cast);
+  r.add<OpId::kBinary>(kCuda, cuda::binary, numeric);
+  r.add<OpId::kBinaryGradient>(kCuda, cuda::binary_gradient, floating);
+  r.add<OpId::kCompare>(kCuda, cuda::compare);
+  r.add<OpId::kUnary>(kCuda, cuda::unary, {DType::kF32, DType::kF64, DType::kI32, DType::kI64});
+  r.add<OpId::kUnaryGradient>(kCuda, cuda::unary_gradient, floating);
+  r.add<OpId::kAddScaled>(kCuda, cuda::add_scaled, floating);
+  r.add<OpId::kBroadcastTo>(kCuda, cuda::broadcast_to);
+  r.add<OpId::kReduce>(kCuda, cuda::reduce, numeric);
+  r.add<OpId::kArgmax>(kCuda, cuda::argmax, numeric);
+  r.add<OpId::kMatmul>(kCuda, cuda::matmul, floating);
+  r.add<OpId::kBiasAdd>(kCuda, cuda::bias_add, floating);
+  r.add<OpId::kActivation>(kCuda, cuda::activate, floating);
+  r.add<OpId::kActivationGradient>(kCuda, cuda::activation_gradient, floating);
+  r.add<OpId::kBiasGradient>(kCuda, cuda::bias_gradient, floating);
+}
+
+}  // namespace est::ops
