@@ -42,28 +42,34 @@ std::atomic<int>& placement_logging() {
   return state;
 }
 
+bool environment_asks_for_placement() {
+  const char* value = std::getenv("EST_LOG_DEVICE_PLACEMENT");
+  const std::string text = value == nullptr ? "" : value;
+  return text == "1" || text == "true" || text == "TRUE" || text == "True";
+}
+
 bool placement_logging_on() {
   int state = placement_logging().load(std::memory_order_relaxed);
   if (state < 0) {
-    const char* value = std::getenv("EST_LOG_DEVICE_PLACEMENT");
-    const std::string text = value == nullptr ? "" : value;
-    state = text == "1" || text == "true" || text == "TRUE" || text == "True" ? 1 : 0;
     int expected = -1;
-    placement_logging().compare_exchange_strong(expected, state);
+    placement_logging().compare_exchange_strong(expected, environment_asks_for_placement());
     state = placement_logging().load();
   }
   return state == 1;
 }
 
-void log_placement_once(const char* name, Device device, KernelTarget target) {
+void log_placement_once(OpId id, const char* name, Device device, KernelTarget target) {
   static std::mutex mutex;
-  static std::set<std::tuple<std::string, std::string, int>> logged;
+  static std::set<std::tuple<std::string, int, std::string, int>> logged;
   std::string device_name = device.str();
   {
     std::lock_guard lock(mutex);
-    if (!logged.emplace(name, device_name, static_cast<int>(target.backend)).second) return;
+    if (!logged.emplace(name, static_cast<int>(id), device_name, static_cast<int>(target.backend))
+             .second)
+      return;
   }
-  log::info("Executing op {} in device {} (kernel {})", name, device_name, target_name(target));
+  log::info("Executing op {} in device {} ({} kernel on {})", name, device_name, op_info(id).name,
+            target_name(target));
 }
 
 std::string targets_with_kernel(const KernelRegistry& registry, OpId id) {
@@ -261,6 +267,12 @@ Device common_device(std::string_view op, std::initializer_list<const Tensor*> i
 void set_log_device_placement(bool enabled) { placement_logging().store(enabled ? 1 : 0); }
 bool log_device_placement() { return placement_logging_on(); }
 
+bool set_log_device_placement_from_environment() {
+  const bool on = environment_asks_for_placement();
+  placement_logging().store(on ? 1 : 0);
+  return on;
+}
+
 int64_t kernel_dispatch_count(OpId id, KernelTarget target) {
   const int index = target_index(target);
   if (index < 0) return 0;
@@ -302,7 +314,7 @@ void ran(OpId id, const char* name, Device device, KernelTarget target) {
       .fetch_add(1, std::memory_order_relaxed);
   if (target.device == DeviceType::kCPU)
     if (const std::optional<OpKind> kind = op_info(id).kind) count_dispatch(*kind, target.backend);
-  if (placement_logging_on()) log_placement_once(name, device, target);
+  if (placement_logging_on()) log_placement_once(id, name, device, target);
 }
 
 }  // namespace detail

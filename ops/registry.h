@@ -97,9 +97,13 @@ void register_cuda_kernels(KernelRegistry& registry);
 Device common_device(std::string_view op, std::initializer_list<const Tensor*> inputs);
 
 // Device placement logging (TensorFlow's log_device_placement): off unless the environment
-// variable EST_LOG_DEVICE_PLACEMENT is 1/true or set_log_device_placement(true) is called.
+// variable EST_LOG_DEVICE_PLACEMENT is 1/true or set_log_device_placement(true) is called. Each
+// (op, registry op, device, backend) is logged once per process, at INFO:
+//   Executing op add in device /cpu:0 (binary kernel on cpu/reference)
 void set_log_device_placement(bool enabled);
 bool log_device_placement();
+// Re-reads EST_LOG_DEVICE_PLACEMENT (read once on first use otherwise; tests call it again).
+bool set_log_device_placement_from_environment();
 
 // Kernels of each registry op run on each target by this process (all threads).
 int64_t kernel_dispatch_count(OpId id, KernelTarget target);

@@ -3,7 +3,8 @@
 // this file) with two changes: a case that called est::testing::skip() and did not fail moves
 // from "passed" to "skipped" in the closing line, and each skip prints its reason; a case
 // skipped by the `* doctest::skip()` decorator prints its name too. It is the default reporter;
-// an explicit --reporters=... on the command line still chooses doctest's own.
+// an explicit --reporters=... on the command line still chooses doctest's own. A suite built
+// with EST_TEST_REQUIRES_GPU (the GPU tests) exits 77, meson's "skipped", where no GPU can run.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -13,6 +14,9 @@
 #include <string_view>
 
 #include "tests/skip.h"
+#ifdef EST_TEST_REQUIRES_GPU
+#include "ops/backend.h"
+#endif
 
 namespace {
 
@@ -79,6 +83,13 @@ void skip(const std::string& reason) { g_skip_reason = reason; }
 }  // namespace est::testing
 
 int main(int argc, char** argv) {
+#ifdef EST_TEST_REQUIRES_GPU
+  if (!est::ops::backend_available(est::ops::Backend::kCuda)) {
+    std::cout << "SKIPPED: " << est::ops::backend_unavailable_reason(est::ops::Backend::kCuda)
+              << std::endl;
+    return 77;
+  }
+#endif
   doctest::Context context;
   if (!reporters_chosen(argc, argv)) context.setOption("reporters", "est");
   context.applyCommandLine(argc, argv);

@@ -1,9 +1,12 @@
 // The op-consistency harness (in the manner of ggml's test-backend-ops): each op is one
-// OpCase. The runner executes every case
-//   1. on every available CPU backend in float32, against the Eigen reference (forward),
+// OpCase. The runner (harness_test.cpp) executes every case
+//   1. on every (device, backend) target of the kernel registry (cpu/onednn under a
+//      BackendGuard, gpu/cuda with the inputs copied to /gpu:0) in float32, against the Eigen
+//      reference (forward),
 //   2. on the reference in float64, against central finite differences (gradients),
-//   3. on every backend in float32, against the reference's gradients (backward kernels).
-// Adding an op means adding a case in one of the op_cases_*.cpp files.
+//   3. on every target in float32, against the reference's gradients (backward kernels).
+// A target this machine cannot run is reported as skipped. Adding an op means adding a case in
+// one of the op_cases_*.cpp files; adding a backend means registering its kernels.
 #pragma once
 
 #include <functional>

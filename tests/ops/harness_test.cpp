@@ -1,9 +1,15 @@
-// Runs every registered OpCase: backends against the reference, reference gradients against
-// finite differences in float64, backend gradients against reference gradients in float32.
+// Runs every registered OpCase on every (device, backend) target of the kernel registry:
+// forward against the reference, reference gradients against finite differences in float64,
+// each target's gradients against the reference's in float32. A target this machine cannot run
+// (a backend not built, a GPU absent) is reported as skipped; on a GPU, the cases whose op has
+// no CUDA kernel yet are listed.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include "tests/ops/harness.h"
 #include "tests/skip.h"
@@ -23,16 +29,53 @@ const std::vector<OpCase>& op_cases() {
 namespace {
 
 using ops::Backend;
+using ops::Device;
+using ops::DeviceType;
 using ops::DType;
+using ops::KernelTarget;
 using ops::Tensor;
 
 constexpr uint64_t kSeed = 1234;
-constexpr const char* kOnlyReference =
-    "this build has only the reference CPU backend (no oneDNN): nothing to compare it with";
+constexpr KernelTarget kReference{DeviceType::kCPU, Backend::kReference};
+// Every target a backend of this project can register; a registry target missing here fails
+// "the harness runs on every target the registry has".
+constexpr KernelTarget kOneDnn{DeviceType::kCPU, Backend::kOneDnn};
+constexpr KernelTarget kCuda{DeviceType::kCUDA, Backend::kCuda};
 
-std::vector<Tensor> inputs_for(const OpCase& c, DType dtype) {
+// Why `target` cannot run here, or "" when it can.
+std::string unavailable(KernelTarget target) {
+  const auto targets = ops::KernelRegistry::global().targets();
+  const std::string name = ops::target_name(target);
+  if (std::find(targets.begin(), targets.end(), target) == targets.end())
+    return "this build registers no " + name + " kernels";
+  if (!ops::backend_available(target.backend))
+    return name + " cannot run here: " + ops::backend_unavailable_reason(target.backend);
+  return "";
+}
+
+// The case's inputs on the target's device (/gpu:0 for a GPU), from the fixed seed.
+std::vector<Tensor> inputs_for(const OpCase& c, DType dtype, KernelTarget target = kReference) {
   ops::Generator generator(kSeed);
-  return c.make_inputs(dtype, generator);
+  std::vector<Tensor> inputs = c.make_inputs(dtype, generator);
+  if (target.device == DeviceType::kCUDA)
+    for (Tensor& t : inputs) t = t.to(Device::cuda(0));
+  return inputs;
+}
+
+// Runs fn on `target`: under a BackendGuard for a CPU backend; a GPU's inputs say where.
+template <class Fn>
+auto on_target(KernelTarget target, Fn fn) {
+  std::optional<ops::BackendGuard> guard;
+  if (target.device == DeviceType::kCPU) guard.emplace(target.backend);
+  return fn();
+}
+
+Tensor on_host(const Tensor& t) { return t.defined() ? t.to(Device::cpu()) : t; }
+
+// True for the registry's error for an op without a kernel on the GPU (the cases of such ops
+// are listed, not failed: the CUDA backend does not have every op yet).
+bool no_gpu_kernel(const UnimplementedError& e) {
+  return std::string(e.what()).find("no GPU kernel") != std::string::npos;
 }
 
 // Largest |a - b| relative to max(1, max |b|).
@@ -58,7 +101,7 @@ Tensor projection_weights(const Tensor& out) {
 Tensor scalar_objective(const OpCase& c, const std::vector<Tensor>& inputs, const Tensor& weights) {
   Tensor out = c.run(inputs);
   if (!ops::is_floating(out.dtype())) return {};
-  return ops::sum(ops::mul(out, ops::cast(weights, out.dtype())));
+  return ops::sum(ops::mul(out, ops::cast(weights, out.dtype()).to(out.device())));
 }
 
 std::vector<Tensor> with_grad(std::vector<Tensor> inputs, const std::vector<int>& which) {
@@ -76,27 +119,90 @@ std::vector<Tensor> analytic_gradients(const OpCase& c, const std::vector<Tensor
   return ops::gradients(objective, sources);
 }
 
-}  // namespace
+// Counts the cases a target ran and lists those whose op has no kernel there.
+struct Coverage {
+  int ran = 0;
+  std::vector<std::string> no_kernel;
+  void report(KernelTarget target) const {
+    if (target.device != DeviceType::kCUDA) return;  // CPU backends fall back: nothing to list
+    MESSAGE(fmt::format("{}: {} cases ran; no kernel yet for {} cases{}{}",
+                        ops::target_name(target), ran, no_kernel.size(),
+                        no_kernel.empty() ? "" : ": ", fmt::join(no_kernel, ", ")));
+  }
+};
 
-TEST_CASE("every op matches the reference on every CPU backend") {
+// 1. Forward, float32: `target` against the reference.
+void forward_on(KernelTarget target) {
   REQUIRE(!op_cases().empty());
-  if (ops::available_cpu_backends().size() < 2) return skip(kOnlyReference);
+  Coverage coverage;
   for (const OpCase& c : op_cases()) {
-    Tensor reference;
-    {
-      ops::BackendGuard guard(Backend::kReference);
-      reference = c.run(inputs_for(c, DType::kF32));
+    Tensor reference = on_target(kReference, [&] { return c.run(inputs_for(c, DType::kF32)); });
+    Tensor out;
+    try {
+      out = on_target(target, [&] { return on_host(c.run(inputs_for(c, DType::kF32, target))); });
+    } catch (const UnimplementedError& e) {
+      if (target.device != DeviceType::kCUDA || !no_gpu_kernel(e)) throw;
+      coverage.no_kernel.push_back(c.name);
+      continue;
     }
-    for (Backend backend : ops::available_cpu_backends()) {
-      if (backend == Backend::kReference) continue;
-      ops::BackendGuard guard(backend);
-      Tensor out = c.run(inputs_for(c, DType::kF32));
-      INFO(fmt::format("{} on {}", c.name, ops::backend_name(backend)));
-      REQUIRE(out.shape() == reference.shape());
-      REQUIRE(out.dtype() == reference.dtype());
-      CHECK(relative_error(out, reference) <= c.forward_tolerance);
+    ++coverage.ran;
+    INFO(fmt::format("{} on {}", c.name, ops::target_name(target)));
+    REQUIRE(out.shape() == reference.shape());
+    REQUIRE(out.dtype() == reference.dtype());
+    CHECK(relative_error(out, reference) <= c.forward_tolerance);
+  }
+  coverage.report(target);
+  CHECK(coverage.ran > 0);
+}
+
+// 3. Backward, float32: `target`'s gradients against the reference's.
+void gradients_on(KernelTarget target) {
+  Coverage coverage;
+  for (const OpCase& c : op_cases()) {
+    if (c.differentiable.empty()) continue;
+    std::vector<Tensor> reference =
+        on_target(kReference, [&] { return analytic_gradients(c, inputs_for(c, DType::kF32)); });
+    std::vector<Tensor> grads;
+    try {
+      grads = on_target(target, [&] {
+        std::vector<Tensor> result = analytic_gradients(c, inputs_for(c, DType::kF32, target));
+        for (Tensor& g : result) g = on_host(g);
+        return result;
+      });
+    } catch (const UnimplementedError& e) {
+      if (target.device != DeviceType::kCUDA || !no_gpu_kernel(e)) throw;
+      coverage.no_kernel.push_back(c.name);
+      continue;
+    }
+    ++coverage.ran;
+    for (size_t k = 0; k < grads.size(); ++k) {
+      INFO(fmt::format("{} on {}: gradient of input {}", c.name, ops::target_name(target),
+                       c.differentiable[k]));
+      REQUIRE(grads[k].shape() == reference[k].shape());
+      CHECK(relative_error(grads[k], reference[k]) <= c.forward_tolerance);
     }
   }
+  coverage.report(target);
+  CHECK(coverage.ran > 0);
+}
+
+}  // namespace
+
+TEST_CASE("harness: the registry's targets are each run by a case below") {
+  for (KernelTarget target : ops::KernelRegistry::global().targets()) {
+    INFO(ops::target_name(target));
+    CHECK((target == kReference || target == kOneDnn || target == kCuda));
+  }
+}
+
+TEST_CASE("every op matches the reference on cpu/onednn") {
+  if (const std::string why = unavailable(kOneDnn); !why.empty()) return skip(why);
+  forward_on(kOneDnn);
+}
+
+TEST_CASE("every op matches the reference on gpu/cuda") {
+  if (const std::string why = unavailable(kCuda); !why.empty()) return skip(why);
+  forward_on(kCuda);
 }
 
 TEST_CASE("reference gradients match finite differences in float64") {
@@ -126,27 +232,14 @@ TEST_CASE("reference gradients match finite differences in float64") {
   }
 }
 
-TEST_CASE("backend gradients match the reference in float32") {
-  if (ops::available_cpu_backends().size() < 2) return skip(kOnlyReference);
-  for (const OpCase& c : op_cases()) {
-    if (c.differentiable.empty()) continue;
-    std::vector<Tensor> reference;
-    {
-      ops::BackendGuard guard(Backend::kReference);
-      reference = analytic_gradients(c, inputs_for(c, DType::kF32));
-    }
-    for (Backend backend : ops::available_cpu_backends()) {
-      if (backend == Backend::kReference) continue;
-      ops::BackendGuard guard(backend);
-      auto grads = analytic_gradients(c, inputs_for(c, DType::kF32));
-      for (size_t k = 0; k < grads.size(); ++k) {
-        INFO(fmt::format("{} on {}: gradient of input {}", c.name, ops::backend_name(backend),
-                         c.differentiable[k]));
-        REQUIRE(grads[k].shape() == reference[k].shape());
-        CHECK(relative_error(grads[k], reference[k]) <= c.forward_tolerance);
-      }
-    }
-  }
+TEST_CASE("backend gradients match the reference on cpu/onednn") {
+  if (const std::string why = unavailable(kOneDnn); !why.empty()) return skip(why);
+  gradients_on(kOneDnn);
+}
+
+TEST_CASE("backend gradients match the reference on gpu/cuda") {
+  if (const std::string why = unavailable(kCuda); !why.empty()) return skip(why);
+  gradients_on(kCuda);
 }
 
 }  // namespace est::testing
