@@ -34,4 +34,32 @@ void bias_gradient(const Tensor& grad, Tensor& out);
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
             const MatmulDims& dims, Activation activation);
 
+// layout_kernels.cpp
+void transpose(const Tensor& x, const std::vector<int>& perm, Tensor& out);
+void concat(const std::vector<Tensor>& inputs, int axis, Tensor& out);
+void slice(const Tensor& x, const std::vector<int64_t>& begin, Tensor& out);
+void slice_gradient(const Tensor& grad, const std::vector<int64_t>& begin, Tensor& dx);
+void gather(const Tensor& params, const Tensor& indices, int axis, Tensor& out);
+void gather_gradient(const Tensor& grad, const Tensor& indices, int axis, Tensor& dparams);
+void one_hot(const Tensor& indices, double on_value, double off_value, Tensor& out);
+// Element `position` of an int32 or int64 GPU tensor, read after its device's compute stream
+// (for error messages that name a bad id).
+int64_t read_index(const Tensor& indices, int64_t position);
+
+// softmax_loss_kernels.cpp
+void dropout_mask(double rate, Generator& generator, Tensor& mask);
+void softmax(const Tensor& x, int axis, bool log, Tensor& y);
+void softmax_gradient(const Tensor& grad, const Tensor& y, int axis, bool log, Tensor& dx);
+void sparse_cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& loss, Tensor& probs);
+void sparse_cross_entropy_gradient(const Tensor& grad, const Tensor& labels, const Tensor& probs,
+                                   Tensor& dlogits);
+void cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& loss, Tensor& probs,
+                   Tensor& lse);
+void cross_entropy_gradient(const Tensor& grad, const Tensor& labels, const Tensor& logits,
+                            const Tensor& probs, const Tensor& lse, Tensor* dlabels,
+                            Tensor* dlogits);
+void sigmoid_cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& loss);
+void sigmoid_cross_entropy_gradient(const Tensor& grad, const Tensor& labels, const Tensor& logits,
+                                    Tensor* dlabels, Tensor* dlogits);
+
 }  // namespace est::ops::cuda

@@ -30,6 +30,26 @@ void register_cuda_kernels(KernelRegistry& registry) {
   r.add<OpId::kActivation>(kCuda, cuda::activate, floating);
   r.add<OpId::kActivationGradient>(kCuda, cuda::activation_gradient, floating);
   r.add<OpId::kBiasGradient>(kCuda, cuda::bias_gradient, floating);
+  // Layout and indexing (layout_kernels.cpp): layout ops move bytes, so every dtype of the
+  // reference; gather by params' dtype, one_hot by the indices' (any output dtype).
+  const DTypes every{DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kU8, DType::kBool};
+  r.add<OpId::kTranspose>(kCuda, cuda::transpose, every);
+  r.add<OpId::kConcat>(kCuda, cuda::concat, every);
+  r.add<OpId::kSlice>(kCuda, cuda::slice, every);
+  r.add<OpId::kSliceGradient>(kCuda, cuda::slice_gradient, every);
+  r.add<OpId::kGather>(kCuda, cuda::gather, every);
+  r.add<OpId::kGatherGradient>(kCuda, cuda::gather_gradient, floating);
+  r.add<OpId::kOneHot>(kCuda, cuda::one_hot, {DType::kI32, DType::kI64});
+  // Softmax, the losses and dropout's mask (softmax_loss_kernels.cpp).
+  r.add<OpId::kDropoutMask>(kCuda, cuda::dropout_mask, floating);
+  r.add<OpId::kSoftmax>(kCuda, cuda::softmax, floating);
+  r.add<OpId::kSoftmaxGradient>(kCuda, cuda::softmax_gradient, floating);
+  r.add<OpId::kSparseCrossEntropy>(kCuda, cuda::sparse_cross_entropy, floating);
+  r.add<OpId::kSparseCrossEntropyGradient>(kCuda, cuda::sparse_cross_entropy_gradient, floating);
+  r.add<OpId::kCrossEntropy>(kCuda, cuda::cross_entropy, floating);
+  r.add<OpId::kCrossEntropyGradient>(kCuda, cuda::cross_entropy_gradient, floating);
+  r.add<OpId::kSigmoidCrossEntropy>(kCuda, cuda::sigmoid_cross_entropy, floating);
+  r.add<OpId::kSigmoidCrossEntropyGradient>(kCuda, cuda::sigmoid_cross_entropy_gradient, floating);
 }
 
 }  // namespace est::ops

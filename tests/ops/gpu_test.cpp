@@ -1,7 +1,9 @@
 // The CUDA backend on a real GPU: device properties, copies between host and device (every
 // dtype, a large one ordered against a kernel on the other stream, between two GPUs), the
 // caching allocator's steady state and trim, the placement checks and log with GPU tensors, and
-// a dense layer trained on the GPU as on the CPU. Built everywhere; its main (tests/main.cpp
+// a dense layer trained on the GPU as on the CPU, gather's and the sparse cross-entropy's bad ids
+// reported as the reference reports them, dropout's mask and generator as on the CPU. Built
+// everywhere; its main (tests/main.cpp
 // with EST_TEST_REQUIRES_GPU) exits 77, meson's skip, where no GPU can run. Every op against
 // the reference on the GPU is the op harness's gpu/cuda cases (test_ops).
 #include <doctest/doctest.h>
@@ -153,4 +155,42 @@ TEST_CASE("gpu: copies between two GPUs, with the gradient copied back") {
   REQUIRE(x.grad().defined());
   CHECK(x.grad().device() == kGpu);
   CHECK(x.grad().to_vector<float>() == mul(x.detach(), 2.0).to_vector<float>());
+}
+
+TEST_CASE("gpu: an id out of range is the reference's error, and the GPU stays usable") {
+  const Tensor params = values({5, 3}, DType::kF32);
+  const Tensor logits = values({3, 4}, DType::kF32);
+  for (DType index : {DType::kI32, DType::kI64}) {
+    INFO(dtype_name(index));
+    const Tensor ids = cast(Tensor::from_vector<int64_t>({1, 4, 7, 2, -1}), index);
+    const std::string cpu_gather =
+        error_message<InvalidArgumentError>([&] { gather(params, ids, 0); });
+    CHECK(contains(cpu_gather, "index 7 at position 2"));
+    CHECK(error_message<InvalidArgumentError>([&] { gather(params.to(kGpu), ids.to(kGpu), 0); }) ==
+          cpu_gather);
+    const Tensor labels = cast(Tensor::from_vector<int64_t>({0, 3, 4}), index);
+    const std::string cpu_loss = error_message<InvalidArgumentError>(
+        [&] { sparse_softmax_cross_entropy_with_logits(labels, logits); });
+    CHECK(contains(cpu_loss, "label 4 at index 2"));
+    CHECK(error_message<InvalidArgumentError>([&] {
+            sparse_softmax_cross_entropy_with_logits(labels.to(kGpu), logits.to(kGpu));
+          }) == cpu_loss);
+  }
+  const Tensor good = Tensor::from_vector<int64_t>({4, 0, 4});
+  CHECK(gather(params.to(kGpu), good.to(kGpu)).to_vector<float>() ==
+        gather(params, good).to_vector<float>());
+}
+
+TEST_CASE("gpu: dropout draws the CPU's mask and leaves the generator where the CPU does") {
+  for (int64_t n : {int64_t{1}, int64_t{127}, int64_t{128}, int64_t{100003}}) {
+    INFO(n);
+    Generator cpu_generator(17), gpu_generator(17);
+    cpu_generator.next_u64();  // not at a seed's first state
+    gpu_generator.next_u64();
+    const Tensor ones = Tensor::ones({n});
+    const Tensor cpu_mask = dropout(ones, 0.4, cpu_generator);
+    const Tensor gpu_mask = dropout(ones.to(kGpu), 0.4, gpu_generator);
+    CHECK(gpu_mask.to_vector<float>() == cpu_mask.to_vector<float>());
+    CHECK(gpu_generator.state() == cpu_generator.state());
+  }
 }

@@ -4,8 +4,12 @@
 // seed yet fail for a wrong distribution).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <vector>
 
+#include "ops/cuda/xoshiro_jump.h"
 #include "ops/ops.h"
 #include "tests/ops/expect_error.h"
 
@@ -127,4 +131,42 @@ TEST_CASE("normal and truncated normal statistics") {
   CHECK(contains(
       error_message<InvalidArgumentError>([&] { random_normal({2}, 0, 1, g, DType::kI32); }),
       "int32"));
+}
+
+// The jump-ahead the CUDA dropout kernel uses (ops/cuda/xoshiro_jump.h; plain C++, so tested
+// here in every build): its step is Generator's, a jump of k is k steps, and the mask built from
+// runs of 128 elements, each jumping to its first element as a GPU thread does, is the
+// reference's dropout mask, after which the generator stands where the reference leaves it.
+TEST_CASE("xoshiro jump-ahead: the generator's steps, any distance, dropout's mask") {
+  const cuda::XoshiroJumpTable& table = cuda::xoshiro_jump_table();
+  Generator g(42);
+  const std::array<uint64_t, 4> start = g.state();
+  uint64_t s[4] = {start[0], start[1], start[2], start[3]};
+  for (int i = 0; i < 1000; ++i) REQUIRE(cuda::xoshiro_next(s) == g.next_u64());
+  for (uint64_t distance : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{127}, uint64_t{128},
+                            uint64_t{1000}, uint64_t{65537}}) {
+    Generator stepped(7);
+    uint64_t jumped[4];
+    for (int w = 0; w < 4; ++w) jumped[w] = stepped.state()[static_cast<size_t>(w)];
+    cuda::xoshiro_jump(table, jumped, distance);
+    for (uint64_t i = 0; i < distance; ++i) stepped.next_u64();
+    INFO("distance ", distance);
+    CHECK(std::array<uint64_t, 4>{jumped[0], jumped[1], jumped[2], jumped[3]} == stepped.state());
+  }
+  for (const int64_t n : {int64_t{1}, int64_t{128}, int64_t{1000}}) {
+    Generator reference(99), emulated(99);
+    const Tensor ones = Tensor::ones({n}, DType::kF64);
+    const std::vector<double> expected = dropout(ones, 0.3, reference).to_vector<double>();
+    std::vector<double> mask(static_cast<size_t>(n), -1.0);
+    const std::array<uint64_t, 4> begin = emulated.state();
+    for (int64_t first = 0; first < n; first += 128)  // one GPU thread per run
+      cuda::dropout_mask_range(table, begin.data(), static_cast<uint64_t>(first),
+                               static_cast<uint64_t>(std::min<int64_t>(128, n - first)), 0.3,
+                               1.0 / (1.0 - 0.3), mask.data());
+    INFO("n ", n);
+    CHECK(mask == expected);
+    uint64_t after[4] = {begin[0], begin[1], begin[2], begin[3]};
+    cuda::xoshiro_jump(table, after, static_cast<uint64_t>(n));
+    CHECK(std::array<uint64_t, 4>{after[0], after[1], after[2], after[3]} == reference.state());
+  }
 }

@@ -176,12 +176,13 @@ TEST_CASE("placement: an op given tensors on two devices names both and copies n
   CHECK(add(host, other_cpu).at({1, 2}) == 2.0);
 }
 
-TEST_CASE("placement: an op without a GPU kernel says where it has kernels") {
+TEST_CASE("placement: an op without a GPU kernel for a dtype says where it has kernels") {
   FakeGpuMemory fake;
-  const Tensor gpu = Tensor::empty({2, 3}, DType::kF32, Device::cuda(0));
-  const std::string message = error_message<UnimplementedError>([&] { transpose(gpu); });
-  CHECK(contains(message, "transpose: no GPU kernel for float32 tensors on /gpu:0"));
-  CHECK(contains(message, "'transpose' has kernels on: cpu/reference"));
+  // argmax has GPU kernels for the numeric dtypes only (the reference rejects bool itself).
+  const Tensor gpu = Tensor::empty({2, 3}, DType::kBool, Device::cuda(0));
+  const std::string message = error_message<UnimplementedError>([&] { argmax(gpu, 1); });
+  CHECK(contains(message, "argmax: no GPU kernel for bool tensors on /gpu:0"));
+  CHECK(contains(message, "'argmax' has kernels on: cpu/reference"));
   CHECK(contains(message, "copy the inputs"));
 }
 

@@ -1,0 +1,160 @@
+// The CUDA backend's softmax, cross-entropy and dropout-mask kernels in the registry's
+// signatures (ops/kernel_ops.h), over ops/cuda/softmax_loss.h, on the tensors' device's
+// compute stream.
+//
+// The sparse cross-entropy waits for its kernel to learn whether a class id was out of range
+// and then throws the reference's InvalidArgumentError (ops/cpu/loss_kernels.cpp) with the id
+// read from the device. The dropout mask is the one the reference draws from the same
+// Generator: the kernel starts from the generator's state, and the generator is then jumped
+// ahead by one draw per element, where the reference's element-by-element draws leave it
+// (Generator::set_state, which also drops a pending next_normal spare; dropout's callers never
+// hold one, the tensor ops of ops/random.h never leave one). The jump table is copied to each
+// device once and kept for the process's lifetime, like the streams.
+#include <fmt/format.h>
+
+#include <array>
+#include <mutex>
+#include <vector>
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/kernels.h"
+#include "ops/cuda/runtime.h"
+#include "ops/cuda/softmax_loss.h"
+#include "ops/cuda/xoshiro_jump.h"
+
+namespace est::ops::cuda {
+namespace {
+
+int device_of(const Tensor& t) { return t.device().index; }
+
+struct AxisLayout {
+  int64_t outer = 1, classes = 1, inner = 1;
+};
+
+AxisLayout layout_of(const Shape& shape, int axis) {
+  AxisLayout layout;
+  for (int d = 0; d < axis; ++d) layout.outer *= shape[static_cast<size_t>(d)];
+  layout.classes = shape[static_cast<size_t>(axis)];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) layout.inner *= shape[d];
+  return layout;
+}
+
+// The jump table in `device`'s memory, copied there on first use.
+const XoshiroJumpTable* device_jump_table(int device) {
+  static std::mutex mutex;
+  static std::vector<XoshiroJumpTable*> tables;
+  std::lock_guard lock(mutex);
+  if (tables.size() <= static_cast<size_t>(device)) tables.resize(static_cast<size_t>(device) + 1);
+  XoshiroJumpTable*& table = tables[static_cast<size_t>(device)];
+  if (table == nullptr) {
+    void* memory = nullptr;
+    EST_CUDA_CHECK(cudaMalloc(&memory, sizeof(XoshiroJumpTable)));
+    // On the compute stream, waited for: a plain cudaMemcpy from pageable memory may return
+    // before the copy lands, and the compute stream need not wait for the legacy stream.
+    const auto stream = static_cast<cudaStream_t>(compute_stream(device));
+    EST_CUDA_CHECK(cudaMemcpyAsync(memory, &xoshiro_jump_table(), sizeof(XoshiroJumpTable),
+                                   cudaMemcpyHostToDevice, stream));
+    EST_CUDA_CHECK(cudaStreamSynchronize(stream));
+    table = static_cast<XoshiroJumpTable*>(memory);
+  }
+  return table;
+}
+
+}  // namespace
+
+void dropout_mask(double rate, Generator& generator, Tensor& mask) {
+  const int device = device_of(mask);
+  DeviceGuard guard(device);
+  const std::array<uint64_t, 4> start = generator.state();
+  const int64_t n = mask.numel();
+  if (n == 0) return;
+  dropout_mask(mask.dtype(), start.data(), device_jump_table(device), rate, mask.raw_data(), n,
+               compute_stream(device));
+  uint64_t next[4] = {start[0], start[1], start[2], start[3]};
+  xoshiro_jump(xoshiro_jump_table(), next, static_cast<uint64_t>(n));
+  generator.set_state({next[0], next[1], next[2], next[3]});
+}
+
+void softmax(const Tensor& x, int axis, bool log, Tensor& y) {
+  const int device = device_of(x);
+  DeviceGuard guard(device);
+  const AxisLayout layout = layout_of(x.shape(), axis);
+  cuda::softmax(x.dtype(), x.raw_data(), y.raw_data(), layout.outer, layout.classes, layout.inner,
+                log, compute_stream(device));
+}
+
+void softmax_gradient(const Tensor& grad, const Tensor& y, int axis, bool log, Tensor& dx) {
+  const int device = device_of(y);
+  DeviceGuard guard(device);
+  const AxisLayout layout = layout_of(y.shape(), axis);
+  cuda::softmax_gradient(y.dtype(), grad.raw_data(), y.raw_data(), dx.raw_data(), layout.outer,
+                         layout.classes, layout.inner, log, compute_stream(device));
+}
+
+void sparse_cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& loss, Tensor& probs) {
+  constexpr const char* kName = "sparse_softmax_cross_entropy_with_logits";
+  const int device = device_of(logits);
+  DeviceGuard guard(device);
+  const int64_t classes = logits.shape().back();
+  Tensor flag = Tensor::empty({1}, DType::kI64, logits.device());
+  const int64_t bad = cuda::sparse_cross_entropy(
+      logits.dtype(), labels.dtype(), labels.raw_data(), logits.raw_data(), loss.raw_data(),
+      probs.raw_data(), labels.numel(), classes, static_cast<int64_t*>(flag.raw_data()),
+      compute_stream(device));
+  if (bad < 0) return;
+  const int64_t id = read_index(labels, bad);
+  throw InvalidArgumentError(fmt::format(
+      "{}: label {} at index {} is outside [0, {}): the logits have {} classes; check the labels "
+      "or the number of output units",
+      kName, id, bad, classes, classes));
+}
+
+void sparse_cross_entropy_gradient(const Tensor& grad, const Tensor& labels, const Tensor& probs,
+                                   Tensor& dlogits) {
+  const int device = device_of(probs);
+  DeviceGuard guard(device);
+  cuda::sparse_cross_entropy_gradient(probs.dtype(), labels.dtype(), grad.raw_data(),
+                                      labels.raw_data(), probs.raw_data(), dlogits.raw_data(),
+                                      labels.numel(), probs.shape().back(), compute_stream(device));
+}
+
+void cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& loss, Tensor& probs,
+                   Tensor& lse) {
+  const int device = device_of(logits);
+  DeviceGuard guard(device);
+  const int64_t rows = lse.numel();
+  cuda::cross_entropy(logits.dtype(), labels.raw_data(), logits.raw_data(), loss.raw_data(),
+                      probs.raw_data(), lse.raw_data(), rows, logits.shape().back(),
+                      compute_stream(device));
+}
+
+void cross_entropy_gradient(const Tensor& grad, const Tensor& labels, const Tensor& logits,
+                            const Tensor& probs, const Tensor& lse, Tensor* dlabels,
+                            Tensor* dlogits) {
+  const int device = device_of(logits);
+  DeviceGuard guard(device);
+  cuda::cross_entropy_gradient(logits.dtype(), grad.raw_data(), labels.raw_data(),
+                               logits.raw_data(), probs.raw_data(), lse.raw_data(),
+                               dlabels != nullptr ? dlabels->raw_data() : nullptr,
+                               dlogits != nullptr ? dlogits->raw_data() : nullptr, lse.numel(),
+                               logits.shape().back(), compute_stream(device));
+}
+
+void sigmoid_cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& loss) {
+  const int device = device_of(logits);
+  DeviceGuard guard(device);
+  cuda::sigmoid_cross_entropy(logits.dtype(), labels.raw_data(), logits.raw_data(), loss.raw_data(),
+                              logits.numel(), compute_stream(device));
+}
+
+void sigmoid_cross_entropy_gradient(const Tensor& grad, const Tensor& labels, const Tensor& logits,
+                                    Tensor* dlabels, Tensor* dlogits) {
+  const int device = device_of(logits);
+  DeviceGuard guard(device);
+  cuda::sigmoid_cross_entropy_gradient(
+      logits.dtype(), grad.raw_data(), labels.raw_data(), logits.raw_data(),
+      dlabels != nullptr ? dlabels->raw_data() : nullptr,
+      dlogits != nullptr ? dlogits->raw_data() : nullptr, logits.numel(), compute_stream(device));
+}
+
+}  // namespace est::ops::cuda
