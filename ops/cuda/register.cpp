@@ -30,6 +30,16 @@ void register_cuda_kernels(KernelRegistry& registry) {
   r.add<OpId::kActivation>(kCuda, cuda::activate, floating);
   r.add<OpId::kActivationGradient>(kCuda, cuda::activation_gradient, floating);
   r.add<OpId::kBiasGradient>(kCuda, cuda::bias_gradient, floating);
+  // Convolution (cuDNN), pooling and batch norm; cudnn_types() says which dtypes cuDNN has.
+  const DTypes conv_dtypes{DType::kF32, DType::kF64};
+  r.add<OpId::kConv2D>(kCuda, cuda::conv2d, conv_dtypes);
+  r.add<OpId::kConv2DBackwardData>(kCuda, cuda::conv2d_backward_data, conv_dtypes);
+  r.add<OpId::kConv2DBackwardWeights>(kCuda, cuda::conv2d_backward_weights, conv_dtypes);
+  r.add<OpId::kConv2DWeightsFromOutput>(kCuda, cuda::conv2d_weights_from_output, conv_dtypes);
+  r.add<OpId::kPool2D>(kCuda, cuda::pool2d, floating);
+  r.add<OpId::kPool2DGradient>(kCuda, cuda::pool2d_gradient, floating);
+  r.add<OpId::kBatchNorm>(kCuda, cuda::batch_norm, floating);
+  r.add<OpId::kBatchNormGradient>(kCuda, cuda::batch_norm_gradient, floating);
 }
 
 }  // namespace est::ops
