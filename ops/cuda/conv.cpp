@@ -13,7 +13,9 @@
 // Descriptors and the algorithm of each direction are cached per (device, dtype, window); the
 // first call of each direction for a shape picks the algorithm from cuDNN's heuristics
 // (cudnnGet*Algorithm_v7: the first one that is supported, deterministic when one is, within
-// kMaxWorkspace), and workspaces come from the caching allocator. TensorFlow's
+// kMaxWorkspace), and workspaces come from the caching allocator. Where cuDNN has no algorithm
+// for a shape or dtype (or declines one when it runs), the direct kernels of conv_direct.cu run
+// instead, logged once per shape and direction. TensorFlow's
 // tensorflow/core/kernels/conv_ops.cc (explicit padding of the input for asymmetric SAME)
 // was followed for the padding.
 #include <fmt/format.h>
@@ -30,6 +32,7 @@
 #include "ops/cuda/launch.h"
 #include "ops/cuda/nn_launch.h"
 #include "ops/cuda/runtime.h"
+#include "ops/logging.h"
 
 namespace est::ops::cuda {
 namespace {
@@ -39,6 +42,7 @@ constexpr size_t kMaxWorkspace = size_t{1} << 30;  // algorithms wanting more ar
 struct Algorithm {
   int algo = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
   size_t workspace = 0;
+  bool direct = false;  // cuDNN has none: conv_direct.cu's kernel runs
 };
 
 // Everything cuDNN needs for one window, plus the algorithms chosen so far.
@@ -102,12 +106,21 @@ ConvPlan& plan_for(int device, DType dtype, const Window2D& w) {
   return *plans.emplace(key, std::move(plan)).first->second;
 }
 
+// Logs, once per shape and direction, that cuDNN has no algorithm and the direct kernel runs.
+void log_direct(const char* direction, DType dtype, const Window2D& w, const char* why) {
+  log::info(
+      "conv2d: {} for {} input [{}, {}, {}, {}], kernel {}x{}x{}x{}, strides {}x{}, dilations "
+      "{}x{}: {}; using the direct CUDA kernel (slow)",
+      direction, dtype_name(dtype), w.batch, w.in_h, w.in_w, w.in_c, w.kernel_h, w.kernel_w, w.in_c,
+      w.out_c, w.stride_h, w.stride_w, w.dilation_h, w.dilation_w, why);
+}
+
 // The first heuristic result that cuDNN supports, fits kMaxWorkspace and does not ask for
-// tensor-op math the plan does not allow; deterministic ones first. `size_of` gives an
-// algorithm's workspace or nullopt when cuDNN declines it.
+// tensor-op math the plan does not allow; deterministic ones first; the direct kernel when
+// there is none. `size_of` gives an algorithm's workspace or nullopt when cuDNN declines it.
 template <class Perf, class SizeOf>
 Algorithm pick(const std::vector<Perf>& perf, int returned, cudnnMathType_t math, SizeOf size_of,
-               const char* direction, DType dtype) {
+               const char* direction, DType dtype, const Window2D& w) {
   for (const bool deterministic_only : {true, false})
     for (int i = 0; i < returned; ++i) {
       const Perf& p = perf[static_cast<size_t>(i)];
@@ -118,15 +131,44 @@ Algorithm pick(const std::vector<Perf>& perf, int returned, cudnnMathType_t math
         continue;
       const std::optional<size_t> bytes = size_of(p.algo);
       if (!bytes || *bytes > kMaxWorkspace) continue;
-      return {static_cast<int>(p.algo), *bytes};
+      return {static_cast<int>(p.algo), *bytes, false};
     }
-  throw UnimplementedError(
-      fmt::format("conv2d: cuDNN offers no {} algorithm for {} NHWC data of this shape on this "
-                  "GPU; run this convolution on the CPU",
-                  direction, dtype_name(dtype)));
+  log_direct(direction, dtype, w, "cuDNN offers no algorithm");
+  return {0, 0, true};
 }
 
-const Algorithm& forward_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType dtype) {
+// True when a cuDNN call succeeded; false when it declined the algorithm (which the plan then
+// no longer uses: the direct kernel runs instead); any other error throws.
+bool ran(cudnnStatus_t status, Algorithm& algorithm, const char* call, const char* direction,
+         DType dtype, const Window2D& w) {
+  if (status == CUDNN_STATUS_SUCCESS) return true;
+  if (status != CUDNN_STATUS_NOT_SUPPORTED) throw_cudnn_error(status, call, __FILE__, __LINE__);
+  algorithm.direct = true;
+  log_direct(direction, dtype, w, "cuDNN declined its algorithm");
+  return false;
+}
+
+ConvGeometry geometry(const Window2D& w) {
+  ConvGeometry g;
+  g.batch = w.batch;
+  g.in_h = w.in_h;
+  g.in_w = w.in_w;
+  g.in_c = w.in_c;
+  g.kernel_h = w.kernel_h;
+  g.kernel_w = w.kernel_w;
+  g.out_h = w.out_h;
+  g.out_w = w.out_w;
+  g.out_c = w.out_c;
+  g.stride_h = w.stride_h;
+  g.stride_w = w.stride_w;
+  g.dilation_h = w.dilation_h;
+  g.dilation_w = w.dilation_w;
+  g.pad_top = w.pad_top;
+  g.pad_left = w.pad_left;
+  return g;
+}
+
+Algorithm& forward_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType dtype, const Window2D& w) {
   if (plan.forward) return *plan.forward;
   int count = 0, returned = 0;
   EST_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &count));
@@ -144,11 +186,12 @@ const Algorithm& forward_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType d
           return std::nullopt;
         return bytes;
       },
-      "forward", dtype);
+      "forward", dtype, w);
   return *plan.forward;
 }
 
-const Algorithm& backward_data_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType dtype) {
+Algorithm& backward_data_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType dtype,
+                                   const Window2D& w) {
   if (plan.backward_data) return *plan.backward_data;
   int count = 0, returned = 0;
   EST_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &count));
@@ -166,11 +209,12 @@ const Algorithm& backward_data_algorithm(ConvPlan& plan, cudnnHandle_t handle, D
           return std::nullopt;
         return bytes;
       },
-      "backward-data", dtype);
+      "backward-data", dtype, w);
   return *plan.backward_data;
 }
 
-const Algorithm& backward_filter_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType dtype) {
+Algorithm& backward_filter_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType dtype,
+                                     const Window2D& w) {
   if (plan.backward_filter) return *plan.backward_filter;
   int count = 0, returned = 0;
   EST_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &count));
@@ -188,7 +232,7 @@ const Algorithm& backward_filter_algorithm(ConvPlan& plan, cudnnHandle_t handle,
           return std::nullopt;
         return bytes;
       },
-      "backward-filter", dtype);
+      "backward-filter", dtype, w);
   return *plan.backward_filter;
 }
 
@@ -244,17 +288,24 @@ void conv2d(const Tensor& input, const Tensor& kernel, const Tensor& bias, const
     CudnnContext& context = cudnn_context(device);
     std::lock_guard<std::mutex> lock(context.mutex);
     ConvPlan& plan = plan_for(device, dtype, w);
-    const Algorithm& algorithm = forward_algorithm(plan, context.handle, dtype);
-    const Tensor x = padded_input(input, plan, w, stream);
-    Tensor krsc = to_krsc(kernel, w, stream);
-    Tensor workspace = cudnn_workspace(device, algorithm.workspace);
-    const CudnnScaling scaling(dtype);
-    EST_CUDNN_CHECK(cudnnConvolutionForward(
-        context.handle, scaling.one(), plan.x.get(), x.raw_data(), plan.w.get(), krsc.raw_data(),
-        plan.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(algorithm.algo),
-        workspace_data(workspace), algorithm.workspace, scaling.zero(), plan.y.get(),
-        output.raw_data()));
-    if (kernel_for_backward != nullptr) *kernel_for_backward = krsc;
+    Algorithm& algorithm = forward_algorithm(plan, context.handle, dtype, w);
+    bool done = false;
+    if (!algorithm.direct) {
+      const Tensor x = padded_input(input, plan, w, stream);
+      Tensor krsc = to_krsc(kernel, w, stream);
+      Tensor workspace = cudnn_workspace(device, algorithm.workspace);
+      const CudnnScaling scaling(dtype);
+      done = ran(cudnnConvolutionForward(context.handle, scaling.one(), plan.x.get(), x.raw_data(),
+                                         plan.w.get(), krsc.raw_data(), plan.conv.get(),
+                                         static_cast<cudnnConvolutionFwdAlgo_t>(algorithm.algo),
+                                         workspace_data(workspace), algorithm.workspace,
+                                         scaling.zero(), plan.y.get(), output.raw_data()),
+                 algorithm, "cudnnConvolutionForward", "forward", dtype, w);
+      if (done && kernel_for_backward != nullptr) *kernel_for_backward = krsc;
+    }
+    if (!done)
+      conv_direct_forward(dtype, input.raw_data(), kernel.raw_data(), output.raw_data(),
+                          geometry(w), stream);
   }
   bias_activation(dtype, output.raw_data(), bias.defined() ? bias.raw_data() : nullptr, activation,
                   output.numel() / w.out_c, w.out_c, stream);
@@ -275,24 +326,32 @@ void conv2d_backward_data(const Tensor& grad_pre, const Tensor& kernel,
   CudnnContext& context = cudnn_context(device);
   std::lock_guard<std::mutex> lock(context.mutex);
   ConvPlan& plan = plan_for(device, dtype, w);
-  const Algorithm& algorithm = backward_data_algorithm(plan, context.handle, dtype);
-  const Tensor krsc =
-      kernel_for_backward.defined() ? kernel_for_backward : to_krsc(kernel, w, stream);
-  const bool padded = plan.extra_h != 0 || plan.extra_w != 0;
-  Tensor dx = padded
-                  ? Tensor::empty({w.batch, w.in_h + plan.extra_h, w.in_w + plan.extra_w, w.in_c},
-                                  dtype, grad_input.device())
-                  : grad_input;
-  Tensor workspace = cudnn_workspace(device, algorithm.workspace);
-  const CudnnScaling scaling(dtype);
-  EST_CUDNN_CHECK(cudnnConvolutionBackwardData(
-      context.handle, scaling.one(), plan.w.get(), krsc.raw_data(), plan.y.get(),
-      grad_pre.raw_data(), plan.conv.get(),
-      static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm.algo), workspace_data(workspace),
-      algorithm.workspace, scaling.zero(), plan.x.get(), dx.raw_data()));
-  if (padded)
-    crop_bottom_right(dtype, dx.raw_data(), grad_input.raw_data(), w.batch, w.in_h, w.in_w, w.in_c,
-                      plan.extra_h, plan.extra_w, stream);
+  Algorithm& algorithm = backward_data_algorithm(plan, context.handle, dtype, w);
+  if (!algorithm.direct) {
+    const Tensor krsc =
+        kernel_for_backward.defined() ? kernel_for_backward : to_krsc(kernel, w, stream);
+    const bool padded = plan.extra_h != 0 || plan.extra_w != 0;
+    Tensor dx = padded
+                    ? Tensor::empty({w.batch, w.in_h + plan.extra_h, w.in_w + plan.extra_w, w.in_c},
+                                    dtype, grad_input.device())
+                    : grad_input;
+    Tensor workspace = cudnn_workspace(device, algorithm.workspace);
+    const CudnnScaling scaling(dtype);
+    if (ran(cudnnConvolutionBackwardData(context.handle, scaling.one(), plan.w.get(),
+                                         krsc.raw_data(), plan.y.get(), grad_pre.raw_data(),
+                                         plan.conv.get(),
+                                         static_cast<cudnnConvolutionBwdDataAlgo_t>(algorithm.algo),
+                                         workspace_data(workspace), algorithm.workspace,
+                                         scaling.zero(), plan.x.get(), dx.raw_data()),
+            algorithm, "cudnnConvolutionBackwardData", "backward-data", dtype, w)) {
+      if (padded)
+        crop_bottom_right(dtype, dx.raw_data(), grad_input.raw_data(), w.batch, w.in_h, w.in_w,
+                          w.in_c, plan.extra_h, plan.extra_w, stream);
+      return;
+    }
+  }
+  conv_direct_backward_data(dtype, grad_pre.raw_data(), kernel.raw_data(), grad_input.raw_data(),
+                            geometry(w), stream);
 }
 
 void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const Window2D& w,
@@ -311,21 +370,28 @@ void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const 
   CudnnContext& context = cudnn_context(device);
   std::lock_guard<std::mutex> lock(context.mutex);
   ConvPlan& plan = plan_for(device, dtype, w);
-  const Algorithm& algorithm = backward_filter_algorithm(plan, context.handle, dtype);
-  const Tensor x = padded_input(input, plan, w, stream);
-  Tensor krsc =
-      Tensor::empty({w.out_c, w.kernel_h, w.kernel_w, w.in_c}, dtype, grad_kernel.device());
-  Tensor workspace = cudnn_workspace(device, algorithm.workspace);
-  const CudnnScaling scaling(dtype);
-  EST_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-      context.handle, scaling.one(), plan.x.get(), x.raw_data(), plan.y.get(), grad_pre.raw_data(),
-      plan.conv.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm.algo),
-      workspace_data(workspace), algorithm.workspace, scaling.zero(), plan.w.get(),
-      krsc.raw_data()));
-  transpose_2d(dtype, krsc.raw_data(), grad_kernel.raw_data(), w.out_c,
-               w.kernel_h * w.kernel_w * w.in_c, stream);
+  Algorithm& algorithm = backward_filter_algorithm(plan, context.handle, dtype, w);
+  if (!algorithm.direct) {
+    const Tensor x = padded_input(input, plan, w, stream);
+    Tensor krsc =
+        Tensor::empty({w.out_c, w.kernel_h, w.kernel_w, w.in_c}, dtype, grad_kernel.device());
+    Tensor workspace = cudnn_workspace(device, algorithm.workspace);
+    const CudnnScaling scaling(dtype);
+    if (ran(cudnnConvolutionBackwardFilter(
+                context.handle, scaling.one(), plan.x.get(), x.raw_data(), plan.y.get(),
+                grad_pre.raw_data(), plan.conv.get(),
+                static_cast<cudnnConvolutionBwdFilterAlgo_t>(algorithm.algo),
+                workspace_data(workspace), algorithm.workspace, scaling.zero(), plan.w.get(),
+                krsc.raw_data()),
+            algorithm, "cudnnConvolutionBackwardFilter", "backward-filter", dtype, w)) {
+      transpose_2d(dtype, krsc.raw_data(), grad_kernel.raw_data(), w.out_c,
+                   w.kernel_h * w.kernel_w * w.in_c, stream);
+      return;
+    }
+  }
+  conv_direct_backward_filter(dtype, input.raw_data(), grad_pre.raw_data(), grad_kernel.raw_data(),
+                              geometry(w), stream);
 }
-
 void conv2d_weights_from_output(const Tensor& input, const Tensor& grad, const Tensor& y,
                                 const Window2D& w, Activation activation, bool has_bias,
                                 Tensor& grad_kernel, Tensor* grad_bias) {

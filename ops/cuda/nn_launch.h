@@ -1,5 +1,6 @@
 // Host-side entry points of the plain CUDA kernels beside cuDNN for convolution, pooling and
-// batch norm (conv_layout.cu, pool_kernels.cu, batch_norm_kernels.cu), over raw device pointers.
+// batch norm (conv_layout.cu, conv_direct.cu, pool_kernels.cu, batch_norm_kernels.cu), over raw
+// device pointers.
 //
 // Shared by g++ and nvcc like launch.h, so it includes only plain headers; the window is passed
 // as PoolGeometry (the fields of cpu::Window2D pooling reads) since window.h is C++20. Every
@@ -25,6 +26,20 @@ void pad_bottom_right(DType dtype, const void* in, void* out, int64_t n, int64_t
 // out [N, H, W, C] = the top-left [H, W] of in [N, H + extra_h, W + extra_w, C].
 void crop_bottom_right(DType dtype, const void* in, void* out, int64_t n, int64_t h, int64_t w,
                        int64_t c, int64_t extra_h, int64_t extra_w, Stream stream);
+
+// conv_direct.cu: convolution by direct summation over NHWC data and an HWIO kernel, with the
+// window's own (asymmetric) padding; for what cuDNN has no algorithm for. Sums in double.
+struct ConvGeometry {
+  int64_t batch = 0, in_h = 0, in_w = 0, in_c = 0;
+  int64_t kernel_h = 0, kernel_w = 0, out_h = 0, out_w = 0, out_c = 0;
+  int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1, pad_top = 0, pad_left = 0;
+};
+void conv_direct_forward(DType dtype, const void* in, const void* kernel, void* out,
+                         const ConvGeometry& g, Stream stream);
+void conv_direct_backward_data(DType dtype, const void* grad, const void* kernel, void* grad_input,
+                               const ConvGeometry& g, Stream stream);
+void conv_direct_backward_filter(DType dtype, const void* in, const void* grad, void* grad_kernel,
+                                 const ConvGeometry& g, Stream stream);
 
 // pool_kernels.cu --------------------------------------------------------------------------
 struct PoolGeometry {
