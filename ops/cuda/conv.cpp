@@ -142,9 +142,13 @@ Algorithm pick(const std::vector<Perf>& perf, int returned, cudnnMathType_t math
 bool ran(cudnnStatus_t status, Algorithm& algorithm, const char* call, const char* direction,
          DType dtype, const Window2D& w) {
   if (status == CUDNN_STATUS_SUCCESS) return true;
-  if (status != CUDNN_STATUS_NOT_SUPPORTED) throw_cudnn_error(status, call, __FILE__, __LINE__);
+  // cuDNN 9's statuses are a category (thousands) plus a detail: any "not supported" declines.
+  if (CUDNN_STATUS_CATEGORY(status) != CUDNN_STATUS_NOT_SUPPORTED)
+    throw_cudnn_error(status, call, __FILE__, __LINE__);
   algorithm.direct = true;
-  log_direct(direction, dtype, w, "cuDNN declined its algorithm");
+  log_direct(
+      direction, dtype, w,
+      fmt::format("{} declined its algorithm ({})", call, cudnnGetErrorString(status)).c_str());
   return false;
 }
 

@@ -16,7 +16,8 @@ void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
   const std::string message =
       fmt::format("cuDNN error {} ({}) in {} at {}:{}", static_cast<int>(status),
                   cudnnGetErrorString(status), call, file, line);
-  if (status == CUDNN_STATUS_ALLOC_FAILED)
+  if (status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
+      status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED)
     throw ResourceExhaustedError(message +
                                  "; the GPU is out of memory: reduce the batch size, or "
                                  "give cached blocks back with ops::trim_memory(device)");

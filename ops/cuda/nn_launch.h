@@ -59,17 +59,20 @@ void avg_pool_backward(DType dtype, const void* grad, void* grad_input, const Po
                        Stream stream);
 
 // batch_norm_kernels.cu: x is [rows, C], channels fastest; gamma/beta may be null. -------------
+// The doubles of scratch the statistics and gradient sums need.
+int64_t batch_norm_scratch_size(int64_t rows, int64_t channels);
 // mean, variance [C]: two passes in double, the variance biased (divided by rows).
-void batch_norm_statistics(DType dtype, const void* x, void* mean, void* variance, int64_t rows,
-                           int64_t channels, Stream stream);
+void batch_norm_statistics(DType dtype, const void* x, void* mean, void* variance, double* scratch,
+                           int64_t rows, int64_t channels, Stream stream);
 void batch_norm_forward(DType dtype, const void* x, const void* gamma, const void* beta,
                         const void* mean, const void* variance, double epsilon, void* y,
                         int64_t rows, int64_t channels, Stream stream);
 // sums [2 * C] (double): sum(dy) then sum(dy * xhat) per channel; grad_gamma / grad_beta (may
 // be null) get them in the dtype.
 void batch_norm_gradient_sums(DType dtype, const void* x, const void* mean, const void* variance,
-                              const void* grad, double epsilon, double* sums, void* grad_gamma,
-                              void* grad_beta, int64_t rows, int64_t channels, Stream stream);
+                              const void* grad, double epsilon, double* scratch, double* sums,
+                              void* grad_gamma, void* grad_beta, int64_t rows, int64_t channels,
+                              Stream stream);
 // grad_x from the sums; `training`: the statistics were the batch's own.
 void batch_norm_grad_x(DType dtype, const void* x, const void* gamma, const void* mean,
                        const void* variance, const void* grad, const double* sums, double epsilon,

@@ -197,14 +197,27 @@ TEST_CASE("gpu: batch norm uses the batch mean and the biased variance, rank 2 a
   }
 }
 
-TEST_CASE("gpu: batch norm over many rows matches the CPU reference") {
+TEST_CASE("gpu: batch norm over many rows matches the CPU reference, forward and backward") {
   Generator generator(10);
   const Tensor x = random_uniform({64, 40, 40, 3}, 3, 5, generator);
   const Tensor gamma = random_uniform({3}, 0.5, 1.5, generator);
   const Tensor beta = random_uniform({3}, -1, 1, generator);
-  const BatchNormOutput cpu = batch_norm_training(x, gamma, beta, 1e-3);
-  const BatchNormOutput gpu = batch_norm_training(x.to(kGpu), gamma.to(kGpu), beta.to(kGpu), 1e-3);
-  CHECK(relative_error(gpu.batch_mean, cpu.batch_mean) < 1e-6);
-  CHECK(relative_error(gpu.batch_variance, cpu.batch_variance) < 1e-6);
-  CHECK(relative_error(gpu.output, cpu.output) < 1e-5);
+  const Tensor weights = random_uniform(x.shape(), -1, 1, generator);
+  auto run = [&](Device device) {
+    Tensor xi = x.to(device).detach().set_requires_grad(true),
+           gi = gamma.to(device).detach().set_requires_grad(true),
+           bi = beta.to(device).detach().set_requires_grad(true);
+    const BatchNormOutput out = batch_norm_training(xi, gi, bi, 1e-3);
+    std::vector<Tensor> result{out.output, out.batch_mean, out.batch_variance};
+    for (const Tensor& g : gradients(sum(mul(out.output, weights.to(device))), {xi, gi, bi}))
+      result.push_back(g);
+    return result;
+  };
+  const std::vector<Tensor> cpu = run(Device::cpu()), gpu = run(kGpu);
+  const char* what[] = {"output",     "mean",           "variance",
+                        "x gradient", "gamma gradient", "beta gradient"};
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    INFO(what[i]);
+    CHECK(relative_error(gpu[i], cpu[i]) < 1e-5);
+  }
 }

@@ -3,8 +3,8 @@
 // TensorFlow's asymmetric SAME padding in both dimensions (cuDNN gets an explicitly padded
 // input), 1x1 kernels with strides, 1, 3 and 64 channels, batch 1; pooling with 64 channels, a
 // 1x1 window and tied maxima; batch norm with more rows than a block has lanes, a partial tile
-// of 32 channels, a large mean, epsilon 0, on rank 2 and rank 4. Like every case they run on
-// every target: the reference, oneDNN here, and gpu/cuda on a machine with a GPU.
+// of 32 channels, several blocks of rows, a large mean, epsilon 0, on rank 2 and rank 4. Like every
+// case they run on every target: the reference, oneDNN here, and gpu/cuda on a machine with a GPU.
 #include <cmath>
 
 #include "tests/ops/harness.h"
@@ -161,6 +161,10 @@ const int batch_norm_cases = [] {
   register_training("nc/33_rows/variance", {33, 3}, 1e-3, kVariance);
   register_training("nc/epsilon0", {7, 5}, 0.0, kOutput);
   register_training("nhwc/batch1", {1, 3, 3, 5}, 1e-3, kOutput);
+  // 9000 rows: the GPU sums them in three blocks of rows (forward only: too many elements for
+  // finite differences).
+  register_training("nc/9000_rows/mean", {9000, 3}, 1e-3, kMean);
+  register_training("nc/9000_rows/variance", {9000, 3}, 1e-3, kVariance);
   register_op_case({
       .name = "batch_norm_inference/gpu_paths/nhwc/70_channels/batch1",
       .make_inputs = batch_norm_inputs({1, 3, 3, 70}, true),
