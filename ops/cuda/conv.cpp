@@ -71,6 +71,15 @@ PlanKey plan_key(int device, DType dtype, const Window2D& w) {
           w.pad_right};
 }
 
+// Logs, once per shape and direction, that cuDNN has no algorithm and the direct kernel runs.
+void log_direct(const char* direction, DType dtype, const Window2D& w, const char* why) {
+  log::info(
+      "conv2d: {} for {} input [{}, {}, {}, {}], kernel {}x{}x{}x{}, strides {}x{}, dilations "
+      "{}x{}: {}; using the direct CUDA kernel (slow)",
+      direction, dtype_name(dtype), w.batch, w.in_h, w.in_w, w.in_c, w.kernel_h, w.kernel_w, w.in_c,
+      w.out_c, w.stride_h, w.stride_w, w.dilation_h, w.dilation_w, why);
+}
+
 // The plan for `w`, created on first use. Called under the device's cuDNN mutex; the map has
 // its own (plans of other devices are made under other mutexes).
 ConvPlan& plan_for(int device, DType dtype, const Window2D& w) {
@@ -87,32 +96,35 @@ ConvPlan& plan_for(int device, DType dtype, const Window2D& w) {
   plan->extra_h = w.pad_bottom - w.pad_top;  // TensorFlow's rule: 0 or 1, never negative
   plan->extra_w = w.pad_right - w.pad_left;
   plan->math = types.math;
-  plan->x.set_nhwc(types.data, w.batch, w.in_h + plan->extra_h, w.in_w + plan->extra_w, w.in_c);
-  plan->y.set_nhwc(types.data, w.batch, w.out_h, w.out_w, w.out_c);
-  plan->w.set_krsc(types.data, w.out_c, w.kernel_h, w.kernel_w, w.in_c);
-  plan->conv.set(types, w.pad_top, w.pad_left, w.stride_h, w.stride_w, w.dilation_h, w.dilation_w);
-  int n = 0, c = 0, h = 0, width = 0;
-  EST_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->conv.get(), plan->x.get(),
-                                                        plan->w.get(), &n, &c, &h, &width));
-  if (n != w.batch || c != w.out_c || h != w.out_h || width != w.out_w)
-    throw InternalError(fmt::format(
-        "conv2d: cuDNN computes an output of [{}, {}, {}, {}] where TensorFlow's window has "
-        "[{}, {}, {}, {}] (input [{}, {}, {}, {}], kernel {}x{}, strides {}x{}, dilations "
-        "{}x{}, padding {}/{}/{}/{})",
-        n, h, width, c, w.batch, w.out_h, w.out_w, w.out_c, w.batch, w.in_h, w.in_w, w.in_c,
-        w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, w.dilation_h, w.dilation_w, w.pad_top,
-        w.pad_bottom, w.pad_left, w.pad_right));
+  const bool usable =
+      cudnn_usable(plan->x.set_nhwc(types.data, w.batch, w.in_h + plan->extra_h,
+                                    w.in_w + plan->extra_w, w.in_c),
+                   "cudnnSetTensor4dDescriptor") &&
+      cudnn_usable(plan->y.set_nhwc(types.data, w.batch, w.out_h, w.out_w, w.out_c),
+                   "cudnnSetTensor4dDescriptor") &&
+      cudnn_usable(plan->w.set_krsc(types.data, w.out_c, w.kernel_h, w.kernel_w, w.in_c),
+                   "cudnnSetFilter4dDescriptor") &&
+      cudnn_usable(plan->conv.set(types, w.pad_top, w.pad_left, w.stride_h, w.stride_w,
+                                  w.dilation_h, w.dilation_w),
+                   "cudnnSetConvolution2dDescriptor");
+  if (!usable) {
+    log_direct("every direction", dtype, w, "cuDNN cannot describe it");
+    plan->forward = plan->backward_data = plan->backward_filter = Algorithm{0, 0, true};
+  } else {
+    int n = 0, c = 0, h = 0, width = 0;
+    EST_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->conv.get(), plan->x.get(),
+                                                          plan->w.get(), &n, &c, &h, &width));
+    if (n != w.batch || c != w.out_c || h != w.out_h || width != w.out_w)
+      throw InternalError(fmt::format(
+          "conv2d: cuDNN computes an output of [{}, {}, {}, {}] where TensorFlow's window has "
+          "[{}, {}, {}, {}] (input [{}, {}, {}, {}], kernel {}x{}, strides {}x{}, dilations "
+          "{}x{}, padding {}/{}/{}/{})",
+          n, h, width, c, w.batch, w.out_h, w.out_w, w.out_c, w.batch, w.in_h, w.in_w, w.in_c,
+          w.kernel_h, w.kernel_w, w.stride_h, w.stride_w, w.dilation_h, w.dilation_w, w.pad_top,
+          w.pad_bottom, w.pad_left, w.pad_right));
+  }
   std::lock_guard<std::mutex> lock(mutex);
   return *plans.emplace(key, std::move(plan)).first->second;
-}
-
-// Logs, once per shape and direction, that cuDNN has no algorithm and the direct kernel runs.
-void log_direct(const char* direction, DType dtype, const Window2D& w, const char* why) {
-  log::info(
-      "conv2d: {} for {} input [{}, {}, {}, {}], kernel {}x{}x{}x{}, strides {}x{}, dilations "
-      "{}x{}: {}; using the direct CUDA kernel (slow)",
-      direction, dtype_name(dtype), w.batch, w.in_h, w.in_w, w.in_c, w.kernel_h, w.kernel_w, w.in_c,
-      w.out_c, w.stride_h, w.stride_w, w.dilation_h, w.dilation_w, why);
 }
 
 // The first heuristic result that cuDNN supports, fits kMaxWorkspace and does not ask for
@@ -141,10 +153,7 @@ Algorithm pick(const std::vector<Perf>& perf, int returned, cudnnMathType_t math
 // no longer uses: the direct kernel runs instead); any other error throws.
 bool ran(cudnnStatus_t status, Algorithm& algorithm, const char* call, const char* direction,
          DType dtype, const Window2D& w) {
-  if (status == CUDNN_STATUS_SUCCESS) return true;
-  // cuDNN 9's statuses are a category (thousands) plus a detail: any "not supported" declines.
-  if (CUDNN_STATUS_CATEGORY(status) != CUDNN_STATUS_NOT_SUPPORTED)
-    throw_cudnn_error(status, call, __FILE__, __LINE__);
+  if (cudnn_usable(status, call)) return true;
   algorithm.direct = true;
   log_direct(
       direction, dtype, w,
@@ -177,9 +186,11 @@ Algorithm& forward_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType dtype, 
   int count = 0, returned = 0;
   EST_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &count));
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(count));
-  EST_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan.x.get(), plan.w.get(),
-                                                         plan.conv.get(), plan.y.get(), count,
-                                                         &returned, perf.data()));
+  if (!cudnn_usable(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan.x.get(), plan.w.get(),
+                                                           plan.conv.get(), plan.y.get(), count,
+                                                           &returned, perf.data()),
+                    "cudnnGetConvolutionForwardAlgorithm_v7"))
+    returned = 0;  // no algorithm: pick() chooses the direct kernel
   plan.forward = pick(
       perf, returned, plan.math,
       [&](cudnnConvolutionFwdAlgo_t algo) -> std::optional<size_t> {
@@ -200,9 +211,11 @@ Algorithm& backward_data_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType d
   int count = 0, returned = 0;
   EST_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &count));
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(count));
-  EST_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan.w.get(), plan.y.get(),
-                                                              plan.conv.get(), plan.x.get(), count,
-                                                              &returned, perf.data()));
+  if (!cudnn_usable(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan.w.get(), plan.y.get(),
+                                                                plan.conv.get(), plan.x.get(),
+                                                                count, &returned, perf.data()),
+                    "cudnnGetConvolutionBackwardDataAlgorithm_v7"))
+    returned = 0;  // no algorithm: pick() chooses the direct kernel
   plan.backward_data = pick(
       perf, returned, plan.math,
       [&](cudnnConvolutionBwdDataAlgo_t algo) -> std::optional<size_t> {
@@ -223,9 +236,11 @@ Algorithm& backward_filter_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType
   int count = 0, returned = 0;
   EST_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &count));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(count));
-  EST_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, plan.x.get(), plan.y.get(),
-                                                                plan.conv.get(), plan.w.get(),
-                                                                count, &returned, perf.data()));
+  if (!cudnn_usable(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                        handle, plan.x.get(), plan.y.get(), plan.conv.get(), plan.w.get(), count,
+                        &returned, perf.data()),
+                    "cudnnGetConvolutionBackwardFilterAlgorithm_v7"))
+    returned = 0;  // no algorithm: pick() chooses the direct kernel
   plan.backward_filter = pick(
       perf, returned, plan.math,
       [&](cudnnConvolutionBwdFilterAlgo_t algo) -> std::optional<size_t> {

@@ -61,21 +61,21 @@ CudnnScaling::CudnnScaling(DType dtype) : use_double_(dtype == DType::kF64) {}
 TensorDescriptor::TensorDescriptor() { EST_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_)); }
 TensorDescriptor::~TensorDescriptor() { cudnnDestroyTensorDescriptor(desc_); }
 
-void TensorDescriptor::set_nhwc(cudnnDataType_t type, int64_t n, int64_t h, int64_t w, int64_t c) {
+cudnnStatus_t TensorDescriptor::set_nhwc(cudnnDataType_t type, int64_t n, int64_t h, int64_t w,
+                                         int64_t c) {
   const char* op = "cuDNN tensor";
-  EST_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NHWC, type, cudnn_int(n, op),
-                                             cudnn_int(c, op), cudnn_int(h, op), cudnn_int(w, op)));
+  return cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NHWC, type, cudnn_int(n, op),
+                                    cudnn_int(c, op), cudnn_int(h, op), cudnn_int(w, op));
 }
 
 FilterDescriptor::FilterDescriptor() { EST_CUDNN_CHECK(cudnnCreateFilterDescriptor(&desc_)); }
 FilterDescriptor::~FilterDescriptor() { cudnnDestroyFilterDescriptor(desc_); }
 
-void FilterDescriptor::set_krsc(cudnnDataType_t type, int64_t out_c, int64_t kh, int64_t kw,
-                                int64_t in_c) {
+cudnnStatus_t FilterDescriptor::set_krsc(cudnnDataType_t type, int64_t out_c, int64_t kh,
+                                         int64_t kw, int64_t in_c) {
   const char* op = "cuDNN filter";
-  EST_CUDNN_CHECK(cudnnSetFilter4dDescriptor(desc_, type, CUDNN_TENSOR_NHWC, cudnn_int(out_c, op),
-                                             cudnn_int(in_c, op), cudnn_int(kh, op),
-                                             cudnn_int(kw, op)));
+  return cudnnSetFilter4dDescriptor(desc_, type, CUDNN_TENSOR_NHWC, cudnn_int(out_c, op),
+                                    cudnn_int(in_c, op), cudnn_int(kh, op), cudnn_int(kw, op));
 }
 
 ConvolutionDescriptor::ConvolutionDescriptor() {
@@ -83,15 +83,23 @@ ConvolutionDescriptor::ConvolutionDescriptor() {
 }
 ConvolutionDescriptor::~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(desc_); }
 
-void ConvolutionDescriptor::set(const CudnnTypes& types, int64_t pad_h, int64_t pad_w,
-                                int64_t stride_h, int64_t stride_w, int64_t dilation_h,
-                                int64_t dilation_w) {
+cudnnStatus_t ConvolutionDescriptor::set(const CudnnTypes& types, int64_t pad_h, int64_t pad_w,
+                                         int64_t stride_h, int64_t stride_w, int64_t dilation_h,
+                                         int64_t dilation_w) {
   const char* op = "cuDNN convolution";
-  EST_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+  const cudnnStatus_t status = cudnnSetConvolution2dDescriptor(
       desc_, cudnn_int(pad_h, op), cudnn_int(pad_w, op), cudnn_int(stride_h, op),
       cudnn_int(stride_w, op), cudnn_int(dilation_h, op), cudnn_int(dilation_w, op),
-      CUDNN_CROSS_CORRELATION, types.compute));
-  EST_CUDNN_CHECK(cudnnSetConvolutionMathType(desc_, types.math));
+      CUDNN_CROSS_CORRELATION, types.compute);
+  if (status != CUDNN_STATUS_SUCCESS) return status;
+  return cudnnSetConvolutionMathType(desc_, types.math);
+}
+
+bool cudnn_usable(cudnnStatus_t status, const char* call) {
+  if (status == CUDNN_STATUS_SUCCESS) return true;
+  // cuDNN 9's statuses are a category (thousands) plus a detail.
+  if (CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED) return false;
+  throw_cudnn_error(status, call, __FILE__, __LINE__);
 }
 
 Tensor cudnn_workspace(int device, size_t bytes) {

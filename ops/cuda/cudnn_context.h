@@ -60,8 +60,9 @@ class TensorDescriptor {
   ~TensorDescriptor();
   TensorDescriptor(const TensorDescriptor&) = delete;
   TensorDescriptor& operator=(const TensorDescriptor&) = delete;
-  // A dense NHWC tensor of sizes [n, h, w, c].
-  void set_nhwc(cudnnDataType_t type, int64_t n, int64_t h, int64_t w, int64_t c);
+  // A dense NHWC tensor of sizes [n, h, w, c]. The set functions return cuDNN's status (a
+  // dtype or layout it lacks is CUDNN_STATUS_NOT_SUPPORTED*); cudnn_usable() reads it.
+  cudnnStatus_t set_nhwc(cudnnDataType_t type, int64_t n, int64_t h, int64_t w, int64_t c);
   cudnnTensorDescriptor_t get() const { return desc_; }
 
  private:
@@ -75,7 +76,7 @@ class FilterDescriptor {
   FilterDescriptor(const FilterDescriptor&) = delete;
   FilterDescriptor& operator=(const FilterDescriptor&) = delete;
   // A KRSC filter ([out_c, kh, kw, in_c], cuDNN's NHWC filter format).
-  void set_krsc(cudnnDataType_t type, int64_t out_c, int64_t kh, int64_t kw, int64_t in_c);
+  cudnnStatus_t set_krsc(cudnnDataType_t type, int64_t out_c, int64_t kh, int64_t kw, int64_t in_c);
   cudnnFilterDescriptor_t get() const { return desc_; }
 
  private:
@@ -89,13 +90,17 @@ class ConvolutionDescriptor {
   ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
   ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
   // Cross-correlation (TensorFlow's conv2d) with symmetric padding.
-  void set(const CudnnTypes& types, int64_t pad_h, int64_t pad_w, int64_t stride_h,
-           int64_t stride_w, int64_t dilation_h, int64_t dilation_w);
+  cudnnStatus_t set(const CudnnTypes& types, int64_t pad_h, int64_t pad_w, int64_t stride_h,
+                    int64_t stride_w, int64_t dilation_h, int64_t dilation_w);
   cudnnConvolutionDescriptor_t get() const { return desc_; }
 
  private:
   cudnnConvolutionDescriptor_t desc_ = nullptr;
 };
+
+// True when `status` is success, false when it is in cuDNN 9's "not supported" category (a
+// shape, dtype or layout cuDNN lacks); any other error throws, naming `call`.
+bool cudnn_usable(cudnnStatus_t status, const char* call);
 
 // `bytes` of scratch on `device` from its caching allocator (an undefined tensor for 0); freed
 // when the tensor goes, stream-ordered on the compute stream like every block.
