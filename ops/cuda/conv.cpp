@@ -15,15 +15,18 @@
 // (cudnnGet*Algorithm_v7: the first one that is supported, deterministic when one is, within
 // kMaxWorkspace), and workspaces come from the caching allocator. Where cuDNN has no algorithm
 // for a shape or dtype (or declines one when it runs), the direct kernels of conv_direct.cu run
-// instead, logged once per shape and direction. TensorFlow's
+// instead, logged once per shape and direction (EST_CUDA_CONV_DIRECT=1 forces them for the
+// shapes first seen while it is set). TensorFlow's
 // tensorflow/core/kernels/conv_ops.cc (explicit padding of the input for asymmetric SAME)
 // was followed for the padding.
 #include <fmt/format.h>
 
 #include <array>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "ops/cuda/check.h"
@@ -80,6 +83,13 @@ void log_direct(const char* direction, DType dtype, const Window2D& w, const cha
       w.out_c, w.stride_h, w.stride_w, w.dilation_h, w.dilation_w, why);
 }
 
+// EST_CUDA_CONV_DIRECT=1 when a shape's plan is made: the direct kernels for every direction of
+// that shape (to test them, or to rule cuDNN out when a result looks wrong).
+bool direct_forced() {
+  const char* value = std::getenv("EST_CUDA_CONV_DIRECT");
+  return value != nullptr && std::string_view(value) == "1";
+}
+
 // The plan for `w`, created on first use. Called under the device's cuDNN mutex; the map has
 // its own (plans of other devices are made under other mutexes).
 ConvPlan& plan_for(int device, DType dtype, const Window2D& w) {
@@ -107,8 +117,10 @@ ConvPlan& plan_for(int device, DType dtype, const Window2D& w) {
       cudnn_usable(plan->conv.set(types, w.pad_top, w.pad_left, w.stride_h, w.stride_w,
                                   w.dilation_h, w.dilation_w),
                    "cudnnSetConvolution2dDescriptor");
-  if (!usable) {
-    log_direct("every direction", dtype, w, "cuDNN cannot describe it");
+  const bool forced = direct_forced();
+  if (!usable || forced) {
+    log_direct("every direction", dtype, w,
+               forced ? "EST_CUDA_CONV_DIRECT=1" : "cuDNN cannot describe it");
     plan->forward = plan->backward_data = plan->backward_filter = Algorithm{0, 0, true};
   } else {
     int n = 0, c = 0, h = 0, width = 0;

@@ -1,14 +1,16 @@
 // Convolution (cuDNN), pooling and batch norm on a real GPU: TensorFlow's semantics checked on
 // hand-computed values (the odd SAME padding element at the bottom/right, average pooling
 // without the padding, the gradient of tied maxima, the biased batch variance), realistic
-// shapes against the CPU reference (the algorithms cuDNN picks for them), float64, and the
-// steady state of a conv layer's training step (no new GPU memory once the first step has
-// chosen its algorithms and sized its workspaces). Small shapes against the reference are the
-// op harness's gpu/cuda cases (test_ops). Exits 77 (skipped) where no GPU can run.
+// shapes against the CPU reference (the algorithms cuDNN picks for them), the direct kernels
+// that run where cuDNN has no algorithm, float64, and the steady state of a conv layer's
+// training step (no new GPU memory once the first step has chosen its algorithms and sized its
+// workspaces). Small shapes against the reference are the op harness's gpu/cuda cases
+// (test_ops). Exits 77 (skipped) where no GPU can run.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -134,6 +136,45 @@ TEST_CASE("gpu: conv2d in float64 matches the CPU, through cuDNN or the direct k
     CHECK(gpu[i].dtype() == DType::kF64);
     CHECK(relative_error(gpu[i], cpu[i]) < 1e-12);
   }
+}
+
+TEST_CASE("gpu: the direct convolution kernels (EST_CUDA_CONV_DIRECT=1) match the CPU too") {
+  // Plans are made once per shape: these shapes appear nowhere else in this process.
+  struct Shape4 {
+    Shape input, kernel;
+    Conv2DParams params;
+  };
+  const Shape4 shapes[] = {
+      {{3, 11, 10, 5}, {3, 4, 5, 6}, {.strides = {2, 1}, .padding = Padding::kSame}},
+      {{2, 13, 12, 3}, {3, 3, 3, 7}, {.padding = Padding::kSame, .dilations = {2, 2}}},
+      {{2, 9, 9, 4}, {2, 2, 4, 3}, {.strides = {3, 3}}},
+  };
+  ::setenv("EST_CUDA_CONV_DIRECT", "1", 1);
+  Generator generator(11);
+  for (const Shape4& s : shapes) {
+    INFO("input " << shape_str(s.input) << ", kernel " << shape_str(s.kernel));
+    const Tensor x = random_uniform(s.input, -1, 1, generator);
+    const Tensor k = random_uniform(s.kernel, -1, 1, generator);
+    const Tensor b = random_uniform({s.kernel[3]}, -1, 1, generator);
+    const Shape out{s.input[0],
+                    conv_output_size(s.input[1], s.kernel[0], s.params.strides[0],
+                                     s.params.dilations[0], s.params.padding),
+                    conv_output_size(s.input[2], s.kernel[1], s.params.strides[1],
+                                     s.params.dilations[1], s.params.padding),
+                    s.kernel[3]};
+    const Tensor weights = random_uniform(out, -1, 1, generator);
+    std::vector<Tensor> cpu = [&] {
+      BackendGuard guard(Backend::kReference);
+      return conv_and_gradients(x, k, b, weights, s.params);
+    }();
+    std::vector<Tensor> gpu =
+        conv_and_gradients(x.to(kGpu), k.to(kGpu), b.to(kGpu), weights.to(kGpu), s.params);
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      INFO("result " << i);
+      CHECK(relative_error(gpu[i], cpu[i]) < 1e-5);
+    }
+  }
+  ::unsetenv("EST_CUDA_CONV_DIRECT");
 }
 
 TEST_CASE("gpu: a conv layer's steady-state training step allocates no GPU memory") {
