@@ -1,6 +1,5 @@
-// The CUDA kernels of the registry ops this backend has (see ops/kernel_ops.h for what each
-// computes), registered by ops/cuda/register.cpp: creation and copies, the elementwise
-// families, reductions, and a dense layer's matmul (cuBLAS), bias, activation and gradients.
+// The CUDA kernels of the registry ops (see ops/kernel_ops.h for what each computes),
+// registered by ops/cuda/register.cpp, grouped by the file that implements them.
 #pragma once
 
 #include "ops/kernel_ops.h"
@@ -61,5 +60,31 @@ void cross_entropy_gradient(const Tensor& grad, const Tensor& labels, const Tens
 void sigmoid_cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& loss);
 void sigmoid_cross_entropy_gradient(const Tensor& grad, const Tensor& labels, const Tensor& logits,
                                     Tensor* dlabels, Tensor* dlogits);
+// conv.cpp: convolution through cuDNN (the window's asymmetric SAME padding made explicit).
+void conv2d(const Tensor& input, const Tensor& kernel, const Tensor& bias, const Window2D& window,
+            Activation activation, Tensor& output, Tensor* kernel_for_backward);
+void conv2d_backward_data(const Tensor& grad_pre, const Tensor& kernel,
+                          const Tensor& kernel_for_backward, const Window2D& window,
+                          Activation activation, bool has_bias, Tensor& grad_input);
+void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const Window2D& window,
+                             Activation activation, bool has_bias, Tensor& grad_kernel,
+                             Tensor* grad_bias);
+void conv2d_weights_from_output(const Tensor& input, const Tensor& grad, const Tensor& y,
+                                const Window2D& window, Activation activation, bool has_bias,
+                                Tensor& grad_kernel, Tensor* grad_bias);
+
+// pool.cpp
+void pool2d(const Tensor& input, const Window2D& window, PoolKind kind, bool training,
+            Tensor& output, Tensor& workspace);
+void pool2d_gradient(const Tensor& grad, const Tensor& workspace, const Window2D& window,
+                     PoolKind kind, Tensor& grad_input);
+
+// batch_norm.cpp
+void batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& mean,
+                Tensor& variance, double epsilon, bool training, Tensor& y);
+void batch_norm_gradient(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         const Tensor& mean, const Tensor& variance, const Tensor& grad,
+                         double epsilon, bool training, Tensor* grad_x, Tensor* grad_gamma,
+                         Tensor* grad_beta);
 
 }  // namespace est::ops::cuda

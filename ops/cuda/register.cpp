@@ -1,8 +1,9 @@
-// The CUDA backend's entries in the kernel registry (gpu/cuda): copies, fill and cast, the
-// elementwise families with their gradients, reductions, and a dense layer (matmul through
-// cuBLAS, bias, activation and their gradients). Ops without a CUDA kernel yet (convolution,
-// pooling, batch norm, softmax and the losses, layout and indexing ops) fail on a GPU tensor
-// with the registry's error naming the op, the device and where the op has kernels.
+// The CUDA backend's entries in the kernel registry (gpu/cuda), one for every registry op: copies,
+// fill and cast, the elementwise families, reductions, layout and indexing, softmax and the
+// losses, dropout, a dense layer (cuBLAS), convolution (cuDNN, with direct kernels where cuDNN
+// has no algorithm), pooling and batch norm (own kernels that match the reference exactly).
+// An op or dtype missing here fails on a GPU tensor with the registry's error naming the op,
+// the device and where the op has kernels, never a silent trip through host memory.
 #include "ops/cuda/kernels.h"
 #include "ops/registry.h"
 
@@ -50,6 +51,16 @@ void register_cuda_kernels(KernelRegistry& registry) {
   r.add<OpId::kCrossEntropyGradient>(kCuda, cuda::cross_entropy_gradient, floating);
   r.add<OpId::kSigmoidCrossEntropy>(kCuda, cuda::sigmoid_cross_entropy, floating);
   r.add<OpId::kSigmoidCrossEntropyGradient>(kCuda, cuda::sigmoid_cross_entropy_gradient, floating);
+  // Convolution (cuDNN), pooling and batch norm; cudnn_types() says which dtypes cuDNN has.
+  const DTypes conv_dtypes{DType::kF32, DType::kF64};
+  r.add<OpId::kConv2D>(kCuda, cuda::conv2d, conv_dtypes);
+  r.add<OpId::kConv2DBackwardData>(kCuda, cuda::conv2d_backward_data, conv_dtypes);
+  r.add<OpId::kConv2DBackwardWeights>(kCuda, cuda::conv2d_backward_weights, conv_dtypes);
+  r.add<OpId::kConv2DWeightsFromOutput>(kCuda, cuda::conv2d_weights_from_output, conv_dtypes);
+  r.add<OpId::kPool2D>(kCuda, cuda::pool2d, floating);
+  r.add<OpId::kPool2DGradient>(kCuda, cuda::pool2d_gradient, floating);
+  r.add<OpId::kBatchNorm>(kCuda, cuda::batch_norm, floating);
+  r.add<OpId::kBatchNormGradient>(kCuda, cuda::batch_norm_gradient, floating);
 }
 
 }  // namespace est::ops
