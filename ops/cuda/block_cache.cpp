@@ -1,5 +1,6 @@
 // BlockCache: free lists per (size class, stream), events that hold a block back until the
-// other streams that used it are done, and the bounded, least recently used cache.
+// other streams that used it are done, the bounded, least recently used cache, and the private
+// pools of CUDA graphs.
 #include "ops/cuda/block_cache.h"
 
 #include <fmt/format.h>
@@ -36,6 +37,8 @@ void* BlockCache::allocate(size_t bytes, Stream stream) {
   ++stats_.allocations;
   stats_.bytes_in_use += static_cast<int64_t>(size);
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  if (auto active = pool_of_stream_.find(stream); active != pool_of_stream_.end())
+    return allocate_pooled_locked(size, stream, active->second);
   auto found = free_.find({size, stream});
   if (found != free_.end()) {
     std::vector<Block>& blocks = found->second.blocks;
@@ -52,7 +55,7 @@ void* BlockCache::allocate(size_t bytes, Stream stream) {
     }
   }
   void* ptr = source_.allocate(size);
-  if (ptr == nullptr && stats_.bytes_cached > 0) {
+  if (ptr == nullptr && stats_.bytes_cached > 0 && pool_of_stream_.empty()) {
     release_locked();
     ptr = source_.allocate(size);
   }
@@ -92,8 +95,19 @@ void BlockCache::deallocate(void* ptr, Event pending) {
   block.other_streams.clear();
   const size_t size = block.size;
   stats_.bytes_in_use -= static_cast<int64_t>(size);
+  if (block.pool == 0) {  // freed while its stream is captured: the graph may still use it
+    if (auto active = pool_of_stream_.find(block.stream); active != pool_of_stream_.end()) {
+      block.pool = active->second;
+      pools_.at(block.pool).bytes += static_cast<int64_t>(size);
+    }
+  }
+  if (block.pool != 0) {
+    deallocate_pooled_locked(std::move(block));
+    return;
+  }
+  const bool capturing = !pool_of_stream_.empty();
   const int64_t limit = limit_locked();
-  if (static_cast<int64_t>(size) > limit && ready_locked(block)) {  // too large to keep
+  if (!capturing && static_cast<int64_t>(size) > limit && ready_locked(block)) {  // too large
     free_block_locked(block);
     return;
   }
@@ -101,7 +115,7 @@ void BlockCache::deallocate(void* ptr, Event pending) {
   size_class.blocks.push_back(std::move(block));
   size_class.last_used = ++clock_;
   stats_.bytes_cached += static_cast<int64_t>(size);
-  while (stats_.bytes_cached > limit) {
+  while (!capturing && stats_.bytes_cached > limit) {
     const int64_t before = stats_.bytes_cached;
     evict_locked();
     if (stats_.bytes_cached == before) break;  // nothing evictable yet (events pending)
@@ -123,7 +137,7 @@ void BlockCache::release_cached() {
 void BlockCache::set_cache_limit(int64_t bytes) {
   std::lock_guard lock(mutex_);
   limit_ = bytes < 0 ? -1 : bytes;
-  while (stats_.bytes_cached > limit_locked()) {
+  while (pool_of_stream_.empty() && stats_.bytes_cached > limit_locked()) {
     const int64_t before = stats_.bytes_cached;
     evict_locked();
     if (stats_.bytes_cached == before) break;
@@ -165,8 +179,8 @@ void BlockCache::evict_locked() {
 }
 
 void BlockCache::release_locked() {
-  if (free_.empty()) return;
-  source_.synchronize();  // every pending event is done after this
+  if (free_.empty() || !pool_of_stream_.empty()) return;  // no synchronisation during capture
+  source_.synchronize();                                  // every pending event is done after this
   for (auto& [key, size_class] : free_)
     for (Block& block : size_class.blocks) {
       ready_locked(block);
@@ -174,6 +188,124 @@ void BlockCache::release_locked() {
     }
   free_.clear();
   stats_.bytes_cached = 0;
+}
+
+}  // namespace est::ops::cuda
+
+namespace est::ops::cuda {
+
+void* BlockCache::allocate_pooled_locked(size_t size, Stream stream, uint64_t pool) {
+  Pool& p = pools_.at(pool);
+  if (auto found = p.free.find(size); found != p.free.end()) {
+    std::vector<Block>& blocks = found->second;
+    for (size_t i = blocks.size(); i-- > 0;) {
+      if (!ready_locked(blocks[i])) continue;
+      Block block = std::move(blocks[i]);
+      blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+      if (blocks.empty()) p.free.erase(found);
+      void* ptr = block.ptr;
+      block.stream = stream;
+      in_use_.emplace(ptr, std::move(block));
+      return ptr;
+    }
+  }
+  void* ptr = source_.allocate(size);
+  if (ptr == nullptr) {
+    stats_.bytes_in_use -= static_cast<int64_t>(size);
+    throw ResourceExhaustedError(fmt::format(
+        "out of {} allocating {} bytes for a tensor during a CUDA graph capture ({} bytes in "
+        "use, {} cached); reduce the batch size, or trim the cache (ops::trim_memory) before "
+        "capturing",
+        what_, size, stats_.bytes_in_use, stats_.bytes_cached));
+  }
+  ++stats_.system_allocations;
+  p.bytes += static_cast<int64_t>(size);
+  in_use_.emplace(ptr, Block{.ptr = ptr, .size = size, .stream = stream, .pool = pool});
+  return ptr;
+}
+
+void BlockCache::deallocate_pooled_locked(Block block) {
+  auto it = pools_.find(block.pool);
+  if (it == pools_.end())
+    throw InternalError(
+        fmt::format("deallocate: {} belongs to no private pool of {}", block.ptr, what_));
+  Pool& p = it->second;
+  const size_t size = block.size;
+  if (!p.released) {
+    p.free[size].push_back(std::move(block));
+    return;
+  }
+  // Its graph is gone: back to the source, or to the shared cache when that cannot be now.
+  p.bytes -= static_cast<int64_t>(size);
+  if (pool_of_stream_.empty() && ready_locked(block)) {
+    free_block_locked(block);
+  } else {
+    block.pool = 0;
+    SizeClass& size_class = free_[{size, block.stream}];
+    size_class.blocks.push_back(std::move(block));
+    size_class.last_used = ++clock_;
+    stats_.bytes_cached += static_cast<int64_t>(size);
+  }
+  if (p.bytes == 0) pools_.erase(it);
+}
+
+uint64_t BlockCache::create_pool() {
+  std::lock_guard lock(mutex_);
+  const uint64_t id = next_pool_++;
+  pools_.emplace(id, Pool{});
+  return id;
+}
+
+void BlockCache::begin_pool(uint64_t pool, Stream stream) {
+  std::lock_guard lock(mutex_);
+  auto it = pools_.find(pool);
+  if (it == pools_.end() || it->second.released)
+    throw InternalError(fmt::format("begin_pool: {} has no private pool {}", what_, pool));
+  if (!pool_of_stream_.emplace(stream, pool).second)
+    throw FailedPreconditionError(fmt::format(
+        "a stream of {} already allocates from a private pool (a CUDA graph capture is under "
+        "way on it): end that capture first",
+        what_));
+}
+
+void BlockCache::end_pool(Stream stream) {
+  std::lock_guard lock(mutex_);
+  pool_of_stream_.erase(stream);
+}
+
+void BlockCache::release_pool(uint64_t pool) {
+  std::lock_guard lock(mutex_);
+  auto it = pools_.find(pool);
+  if (it == pools_.end() || it->second.released) return;
+  for (const auto& [stream, active] : pool_of_stream_)
+    if (active == pool)
+      throw InternalError(
+          fmt::format("release_pool: private pool {} of {} is still in use", pool, what_));
+  Pool& p = it->second;
+  p.released = true;
+  std::map<size_t, std::vector<Block>> free = std::move(p.free);
+  p.free.clear();
+  const bool empty = p.bytes == 0;
+  if (empty) {
+    pools_.erase(it);
+    return;
+  }
+  for (auto& [size, blocks] : free)
+    for (Block& block : blocks) {
+      block.pool = pool;
+      deallocate_pooled_locked(std::move(block));  // may erase the pool
+    }
+}
+
+int64_t BlockCache::pool_bytes(uint64_t pool) const {
+  std::lock_guard lock(mutex_);
+  auto it = pools_.find(pool);
+  return it == pools_.end() ? 0 : it->second.bytes;
+}
+
+bool BlockCache::capturing() const {
+  std::lock_guard lock(mutex_);
+  return !pool_of_stream_.empty();
 }
 
 }  // namespace est::ops::cuda

@@ -11,6 +11,15 @@
 // completed. The cached bytes are bounded like the CPU cache (twice the peak in use, at least
 // 64 MiB, or set_cache_limit), least recently used size classes first; when the source is out of
 // memory, the cache waits for the device, gives every cached block back and tries again.
+//
+// Private pools serve CUDA graph capture (graph.h), as PyTorch's graph mempools do: while a
+// stream is captured, its allocations come from the pool (fresh blocks from the source, or the
+// pool's own freed ones), and a block freed then joins the pool, whoever allocated it (the
+// graph's kernels may still touch it). The pool's blocks, in use or free, are never handed to
+// work outside the pool, so the addresses baked into the graph stay valid across replays; when
+// the graph goes (release_pool), the pool's free blocks go back to the source and the rest follow
+// as they are freed. While any stream is captured nothing is given back to the source (that
+// would synchronise the device, which capture forbids).
 #pragma once
 
 #include <cstddef>
@@ -61,6 +70,17 @@ class BlockCache {
   void set_cache_limit(int64_t bytes);  // negative: the automatic limit
   void reset_peak();
 
+  // Private pools (see above). create_pool returns a new pool's id (never 0); begin_pool makes
+  // the allocations for `stream` come from it until end_pool(stream). release_pool: the pool's
+  // owner is gone (InternalError while a stream still uses it).
+  uint64_t create_pool();
+  void begin_pool(uint64_t pool, Stream stream);
+  void end_pool(Stream stream);
+  void release_pool(uint64_t pool);
+  // Bytes the pool holds (blocks in use and free); 0 once released and every block is back.
+  int64_t pool_bytes(uint64_t pool) const;
+  bool capturing() const;  // some stream allocates from a pool now
+
  private:
   struct Block {
     void* ptr = nullptr;
@@ -68,6 +88,12 @@ class BlockCache {
     Stream stream = nullptr;            // the stream it was allocated for
     std::vector<Stream> other_streams;  // record_stream while in use
     std::vector<Event> pending;         // recorded on other_streams when freed
+    uint64_t pool = 0;                  // the private pool that holds it, 0: the shared cache
+  };
+  struct Pool {
+    std::map<size_t, std::vector<Block>> free;  // by size class
+    int64_t bytes = 0;                          // held: in use and free
+    bool released = false;
   };
   struct SizeClass {
     std::vector<Block> blocks;
@@ -80,6 +106,8 @@ class BlockCache {
   void evict_locked();  // gives back one ready block of the class used longest ago, if any
   void release_locked();
   void free_block_locked(Block& block);
+  void* allocate_pooled_locked(size_t size, Stream stream, uint64_t pool);
+  void deallocate_pooled_locked(Block block);
 
   BlockSource& source_;
   std::string what_;
@@ -89,6 +117,9 @@ class BlockCache {
   AllocatorStats stats_;
   int64_t limit_ = -1;
   uint64_t clock_ = 0;
+  std::map<uint64_t, Pool> pools_;
+  std::map<Stream, uint64_t> pool_of_stream_;  // streams being captured
+  uint64_t next_pool_ = 1;
 };
 
 }  // namespace est::ops::cuda

@@ -1,8 +1,8 @@
 // The caching logic of the CUDA allocator and pinned buffers (ops/cuda/block_cache.h) over a
 // fake source that hands out host memory and events the test completes by hand: steady-state
 // reuse without new allocations, stream-ordered reuse, blocks held back by pending events,
-// running out of memory, and the bounded cache. Runs everywhere; the real source is exercised
-// by the GPU tests (test_ops_gpu).
+// running out of memory, the bounded cache, and the private pools of CUDA graph capture. Runs
+// everywhere; the real source is exercised by the GPU tests (test_ops_gpu).
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -193,4 +193,104 @@ TEST_CASE("block cache: freeing a pointer it did not hand out is an internal err
   int x = 0;
   CHECK(contains(error_message<InternalError>([&] { cache.deallocate(&x); }),
                  "is not a block in use of memory of fake"));
+}
+
+TEST_CASE("block cache: a captured stream allocates from its private pool, kept from others") {
+  FakeSource source(size_t{1} << 30);
+  BlockCache cache(source, "memory of fake");
+  void* shared = cache.allocate(4096, stream(1));
+  cache.deallocate(shared);
+  const uint64_t pool = cache.create_pool();
+  CHECK(pool != 0);
+  cache.begin_pool(pool, stream(1));
+  CHECK(cache.capturing());
+  void* input = cache.allocate(4096, stream(1));
+  CHECK(input != shared);  // the shared cache's block is not the pool's
+  void* temporary = cache.allocate(8192, stream(1));
+  cache.deallocate(temporary);
+  void* output = cache.allocate(8192, stream(1));
+  CHECK(output == temporary);  // reused inside the capture: the graph keeps the stream's order
+  cache.deallocate(input);
+  void* other = cache.allocate(4096, stream(2));  // another stream: the shared cache
+  CHECK(other != input);
+  cache.end_pool(stream(1));
+  CHECK(!cache.capturing());
+  const int64_t held = static_cast<int64_t>(allocation_size(4096) + allocation_size(8192));
+  CHECK(cache.pool_bytes(pool) == held);
+  // After the capture, eager work never gets the pool's blocks, free or not.
+  void* eager = cache.allocate(4096, stream(1));
+  CHECK(eager == shared);
+  void* fresh = cache.allocate(4096, stream(1));
+  CHECK(fresh != input);
+  CHECK(cache.stats().system_allocations == 5);
+  cache.deallocate(output);  // the graph's output: back to its pool
+  CHECK(cache.pool_bytes(pool) == held);
+  const int64_t frees = cache.stats().system_frees;
+  cache.release_pool(pool);  // the graph is gone: its blocks go back to the source
+  CHECK(cache.pool_bytes(pool) == 0);
+  CHECK(cache.stats().system_frees == frees + 2);
+  cache.deallocate(eager);
+  cache.deallocate(fresh);
+  cache.deallocate(other);
+  CHECK(cache.stats().bytes_in_use == 0);
+}
+
+TEST_CASE("block cache: a block freed during capture joins the pool until it is released") {
+  FakeSource source(size_t{1} << 30);
+  BlockCache cache(source, "memory of fake");
+  void* before = cache.allocate(65536, stream(1));  // e.g. last step's activations
+  const uint64_t pool = cache.create_pool();
+  cache.begin_pool(pool, stream(1));
+  cache.deallocate(before);  // the captured kernels before this point may have read it
+  void* reused = cache.allocate(65536, stream(1));
+  CHECK(reused == before);
+  cache.deallocate(reused);
+  cache.end_pool(stream(1));
+  CHECK(cache.pool_bytes(pool) == 65536);
+  void* eager = cache.allocate(65536, stream(1));
+  CHECK(eager != before);  // a replay would still write it
+  cache.deallocate(eager);
+  // A block still in use when the pool is released goes back when it is freed.
+  const uint64_t second = cache.create_pool();
+  cache.begin_pool(second, stream(1));
+  void* output = cache.allocate(4096, stream(1));
+  cache.end_pool(stream(1));
+  cache.release_pool(second);
+  CHECK(cache.pool_bytes(second) == static_cast<int64_t>(allocation_size(4096)));
+  const int64_t frees = cache.stats().system_frees;
+  cache.deallocate(output);
+  CHECK(cache.pool_bytes(second) == 0);
+  CHECK(cache.stats().system_frees == frees + 1);
+  cache.release_pool(pool);
+  CHECK(cache.pool_bytes(pool) == 0);
+}
+
+TEST_CASE("block cache: nothing goes back to the source while a stream is captured") {
+  FakeSource source(3 * 65536);
+  BlockCache cache(source, "memory of fake");
+  void* a = cache.allocate(65536, stream(2));
+  void* b = cache.allocate(65536, stream(2));
+  const uint64_t pool = cache.create_pool();
+  cache.begin_pool(pool, stream(1));
+  cache.set_cache_limit(0);  // would evict at once outside a capture
+  cache.deallocate(a);
+  cache.release_cached();
+  CHECK(cache.stats().bytes_cached == 65536);
+  CHECK(cache.stats().system_frees == 0);
+  CHECK(!source.synchronized);  // synchronising the device would break the capture
+  void* c = cache.allocate(65536, stream(1));
+  const std::string message =
+      error_message<ResourceExhaustedError>([&] { cache.allocate(65536, stream(1)); });
+  CHECK(contains(message, "during a CUDA graph capture"));
+  CHECK(!source.synchronized);
+  CHECK(contains(error_message<FailedPreconditionError>([&] { cache.begin_pool(pool, stream(1)); }),
+                 "already allocates from a private pool"));
+  CHECK(
+      contains(error_message<InternalError>([&] { cache.release_pool(pool); }), "is still in use"));
+  cache.deallocate(c);
+  cache.end_pool(stream(1));
+  cache.release_pool(pool);
+  cache.deallocate(b);
+  cache.release_cached();
+  CHECK(cache.stats().bytes_cached == 0);
 }
