@@ -4,6 +4,7 @@
 #pragma once
 
 #include "nn/activation.h"
+#include "nn/captured_step.h"
 #include "nn/clipping.h"
 #include "nn/functions.h"
 #include "nn/initializers.h"

@@ -104,4 +104,22 @@ void release_pinned_buffer(int device, void* buffer, Event copy_done) {
   memory(device).pinned->deallocate(buffer, copy_done);
 }
 
+uint64_t create_private_pool(int device) { return memory(device).allocator->cache().create_pool(); }
+
+void begin_private_pool(int device, uint64_t pool) {
+  memory(device).allocator->cache().begin_pool(pool, compute_stream(device));
+}
+
+void end_private_pool(int device) {
+  memory(device).allocator->cache().end_pool(compute_stream(device));
+}
+
+void release_private_pool(int device, uint64_t pool) {
+  memory(device).allocator->cache().release_pool(pool);
+}
+
+int64_t private_pool_bytes(int device, uint64_t pool) {
+  return memory(device).allocator->cache().pool_bytes(pool);
+}
+
 }  // namespace est::ops::cuda

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "ops/allocator.h"
 #include "ops/cuda/runtime.h"
@@ -26,5 +27,14 @@ void record_stream(int device, void* ptr, Stream stream);
 // then owns; null when the caller already waited for the copy) has completed.
 void* pinned_buffer(int device, size_t bytes);
 void release_pinned_buffer(int device, void* buffer, Event copy_done);
+
+// Private pools of `device`'s allocator for CUDA graph capture (graph.h; BlockCache's pools):
+// between begin_private_pool and end_private_pool the compute stream's allocations come from
+// `pool`.
+uint64_t create_private_pool(int device);
+void begin_private_pool(int device, uint64_t pool);
+void end_private_pool(int device);
+void release_private_pool(int device, uint64_t pool);
+int64_t private_pool_bytes(int device, uint64_t pool);
 
 }  // namespace est::ops::cuda

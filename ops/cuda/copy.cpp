@@ -12,6 +12,7 @@
 
 #include "ops/cuda/allocator.h"
 #include "ops/cuda/check.h"
+#include "ops/cuda/graph.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/runtime.h"
 
@@ -22,6 +23,7 @@ cudaStream_t stream_of(Stream stream) { return static_cast<cudaStream_t>(stream)
 
 void host_to_device(const Tensor& source, Tensor& target) {
   const int device = target.device().index;
+  check_no_host_access(device, "a copy from the host to the GPU", source);
   const size_t bytes = source.nbytes();
   void* staging = pinned_buffer(device, bytes);
   std::memcpy(staging, source.raw_data(), bytes);
@@ -37,6 +39,8 @@ void host_to_device(const Tensor& source, Tensor& target) {
 
 void device_to_host(const Tensor& source, Tensor& target) {
   const int device = source.device().index;
+  check_no_host_access(device, "a copy from the GPU to the host (Tensor::item, Tensor::to)",
+                       source);
   const size_t bytes = source.nbytes();
   void* staging = pinned_buffer(device, bytes);
   DeviceGuard guard(device);

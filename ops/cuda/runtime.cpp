@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/cuda/check.h"
+#include "ops/cuda/graph.h"
 
 namespace est::ops::cuda {
 namespace {
@@ -150,6 +151,11 @@ void stream_wait(int device, Stream later, Stream earlier) {
 }
 
 void synchronize(int device) {
+  if (capturing(device))
+    throw FailedPreconditionError(fmt::format(
+        "synchronize(/gpu:{}) inside a CUDA graph capture of that device: a captured step must "
+        "not wait for the device on the host; synchronise after replay() instead",
+        device));
   DeviceState& s = state(device);
   EST_CUDA_CHECK(cudaStreamSynchronize(s.compute));
   EST_CUDA_CHECK(cudaStreamSynchronize(s.copy));

@@ -1,0 +1,83 @@
+// CUDA graph capture and replay of a device's work, for launch-bound training steps: the
+// steady-state step is recorded once (cudaStreamBeginCapture on the device's compute stream,
+// cudaStreamEndCapture, cudaGraphInstantiate) and then launched as one graph (cudaGraphLaunch),
+// which costs one launch instead of one per kernel.
+//
+// Shaped after PyTorch's torch.cuda.CUDAGraph (aten/src/ATen/cuda/CUDAGraph.cpp): a graph owns a
+// private pool of the device allocator (block_cache.h) that serves every allocation made while
+// it captures, so the addresses baked into the graph stay reserved for it across replays and
+// are released with it. Inputs are static: the tensors the captured work read must stay alive,
+// and new values are copied into them before replay(); outputs are the tensors the captured
+// work wrote, updated in place by each replay.
+//
+// Capture is relaxed (cudaStreamCaptureModeRelaxed, so the pool may still call cudaMalloc) and
+// covers the compute stream only: copies between the host and the device and synchronize()
+// refuse to run on a capturing device with a FailedPreconditionError naming the copy (the host
+// part of such an op would run once at capture and never at replay). Only one thread should
+// use the device while it captures. The header names no CUDA type.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+
+#include "ops/tensor.h"
+
+namespace est::ops::cuda {
+
+class Graph {
+ public:
+  explicit Graph(int device = 0);
+  ~Graph();  // waits for its replays, then destroys the graph and releases its pool
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Starts recording the device's compute stream (after waiting for the device's queued
+  // work). FailedPreconditionError when this graph was already captured or the device is
+  // already capturing.
+  void begin_capture();
+  // Stops recording and instantiates the graph. Throws when the capture was invalidated (an op
+  // made a call capture forbids), naming the CUDA error.
+  void end_capture();
+  // Abandons a capture after an exception in the captured region; the graph stays empty.
+  void abort_capture() noexcept;
+  // Launches the graph on the compute stream; the host returns at once.
+  void replay();
+
+  bool captured() const { return exec_ != nullptr; }
+  int device() const { return device_; }
+  int64_t nodes() const { return nodes_; }  // kernels and copies recorded
+  int64_t pool_bytes() const;               // memory its private pool holds
+
+ private:
+  int device_;
+  uint64_t pool_ = 0;
+  void* graph_ = nullptr;  // cudaGraph_t
+  void* exec_ = nullptr;   // cudaGraphExec_t
+  bool capturing_ = false;
+  int64_t nodes_ = 0;
+};
+
+// Records `region()` into `graph`; an exception inside abandons the capture and propagates.
+template <class F>
+void capture(Graph& graph, F&& region) {
+  graph.begin_capture();
+  try {
+    std::forward<F>(region)();
+  } catch (...) {
+    graph.abort_capture();
+    throw;
+  }
+  graph.end_capture();
+}
+
+// Whether `device`'s compute stream is being captured now.
+bool capturing(int device);
+// Throws FailedPreconditionError when `device` is capturing: `what` ("a copy from the host to
+// /gpu:0") of `tensor` would run on the host once at capture, never at replay.
+void throw_host_access_in_capture(int device, std::string_view what, const Tensor& tensor);
+inline void check_no_host_access(int device, std::string_view what, const Tensor& tensor) {
+  if (capturing(device)) throw_host_access_in_capture(device, what, tensor);
+}
+
+}  // namespace est::ops::cuda
