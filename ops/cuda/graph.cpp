@@ -126,6 +126,21 @@ void Graph::abort_capture() noexcept {
   pool_ = 0;
 }
 
+void Graph::fail_capture(std::exception_ptr error) {
+  abort_capture();
+  try {
+    std::rethrow_exception(error);
+  } catch (const InternalError& e) {
+    const std::string_view message = e.what();
+    if (message.find("cudaErrorStreamCapture") == std::string_view::npos) throw;
+    throw FailedPreconditionError(fmt::format(
+        "an op made a CUDA call that graph capture forbids on /gpu:{} (its kernel synchronised "
+        "the host or copied to host memory, e.g. to read a check back); the capture was "
+        "abandoned. Make that op asynchronous, or run this step eagerly. {}",
+        device_, message));
+  }
+}
+
 void Graph::replay() {
   if (exec_ == nullptr)
     throw FailedPreconditionError(fmt::format(

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string_view>
 #include <utility>
 
@@ -41,6 +42,10 @@ class Graph {
   void end_capture();
   // Abandons a capture after an exception in the captured region; the graph stays empty.
   void abort_capture() noexcept;
+  // abort_capture(), then rethrows `error`; a CUDA error that capture caused (an op's kernel
+  // synchronised the host or copied to pageable host memory) becomes a FailedPreconditionError
+  // that says so and keeps the call, file and line of the op.
+  [[noreturn]] void fail_capture(std::exception_ptr error);
   // Launches the graph on the compute stream; the host returns at once.
   void replay();
 
@@ -65,8 +70,7 @@ void capture(Graph& graph, F&& region) {
   try {
     std::forward<F>(region)();
   } catch (...) {
-    graph.abort_capture();
-    throw;
+    graph.fail_capture(std::current_exception());
   }
   graph.end_capture();
 }

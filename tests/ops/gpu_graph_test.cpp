@@ -150,6 +150,20 @@ TEST_CASE("gpu graph: a host read, a host copy or a synchronisation inside captu
     CHECK(contains(error_message<FailedPreconditionError>([&] { graph.replay(); }),
                    "was not captured"));
   }
+  {
+    // What a kernel that synchronises inside the capture throws (ops/cuda/check.h).
+    cuda::Graph graph(0);
+    const std::string message = error_message<FailedPreconditionError>([&] {
+      cuda::capture(graph, [] {
+        throw InternalError(
+            "CUDA error cudaErrorStreamCaptureUnsupported (operation not permitted when stream "
+            "is capturing) in cudaStreamSynchronize(stream) at ops/cuda/some_op.cu:12");
+      });
+    });
+    CHECK(contains(message, "an op made a CUDA call that graph capture forbids on /gpu:0"));
+    CHECK(contains(message, "in cudaStreamSynchronize(stream) at ops/cuda/some_op.cu:12"));
+    CHECK(!cuda::capturing(0));
+  }
   model.step(x, y);  // the device still works eagerly after the abandoned captures
   CHECK(std::isfinite(model.loss.item()));
 }
