@@ -75,6 +75,7 @@ __global__ void gather_kernel(const U* params, const I* ids, U* out, int64_t n, 
     const int64_t id = static_cast<int64_t>(ids[position]);
     if (id < 0 || id >= rows) {
       atomicMin(bad_position, static_cast<unsigned long long>(position));
+      out[i] = U{};  // zeros, what an unchecked call (a CUDA graph) sees, as TF's GPU gather
       continue;
     }
     out[i] = params[(o * rows + id) * inner + c];
@@ -148,7 +149,7 @@ void copy_columns(int element_size, const void* in, void* out, int64_t outer, in
 
 int64_t gather(int element_size, const void* params, DType index_dtype, const void* indices,
                void* out, int64_t outer, int64_t rows, int64_t inner, int64_t count,
-               int64_t* device_flag, Stream stream) {
+               int64_t* device_flag, bool wait, Stream stream) {
   const int64_t n = outer * count * inner;
   if (count == 0) return -1;
   auto* flag = reinterpret_cast<unsigned long long*>(device_flag);
@@ -168,6 +169,7 @@ int64_t gather(int element_size, const void* params, DType index_dtype, const vo
     });
   });
   EST_CUDA_LAUNCHED();
+  if (!wait) return -1;
   unsigned long long position = 0;
   EST_CUDA_CHECK(cudaMemcpyAsync(&position, flag, sizeof(position), cudaMemcpyDeviceToHost,
                                  as_stream(stream)));

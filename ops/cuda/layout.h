@@ -33,11 +33,11 @@ void copy_columns(int element_size, const void* in, void* out, int64_t outer, in
                   int64_t out_row, int64_t column, Stream stream);
 
 // params [outer, rows, inner], indices [count] (int32 or int64) -> out [outer, count, inner].
-// An id outside [0, rows) copies nothing; the smallest position holding one is returned (the
-// call waits for the kernel to know it), or -1 when every id is in range.
+// An id outside [0, rows) gives zeros; with `wait` the smallest position holding one is
+// returned (the call waits for the kernel to know it), else (or when every id is in range) -1.
 int64_t gather(int element_size, const void* params, DType index_dtype, const void* indices,
                void* out, int64_t outer, int64_t rows, int64_t inner, int64_t count,
-               int64_t* device_flag, Stream stream);
+               int64_t* device_flag, bool wait, Stream stream);
 // dparams [outer, rows, inner] (zeroed here) += grad [outer, count, inner] at the ids, with
 // atomic adds (float32, float64); ids out of range are skipped (forward reported them).
 void gather_gradient(DType dtype, const void* grad, DType index_dtype, const void* indices,

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "ops/cuda/check.h"
+#include "ops/cuda/graph.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/layout.h"
 #include "ops/cuda/runtime.h"
@@ -139,7 +140,8 @@ void gather(const Tensor& params, const Tensor& indices, int axis, Tensor& out) 
   const int64_t bad =
       cuda::gather(element_size(params), params.raw_data(), indices.dtype(), indices.raw_data(),
                    out.raw_data(), layout.outer, layout.rows, layout.inner, indices.numel(),
-                   static_cast<int64_t*>(flag.raw_data()), compute_stream(device));
+                   static_cast<int64_t*>(flag.raw_data()), /*wait=*/!cuda::capturing(device),
+                   compute_stream(device));
   if (bad >= 0)
     throw InvalidArgumentError(fmt::format(
         "gather: index {} at position {} of the indices is outside [0, {}) for axis {} of "

@@ -12,9 +12,13 @@
 //
 // The sparse cross-entropy checks each row's class id on the device: a row with an id outside
 // [0, classes) computes nothing and lowers a flag (atomicMin of its row), which the host reads
-// back after the kernel to throw the reference's error. The dropout mask gives each thread a
+// back after the kernel to throw the reference's error. Its loss and probabilities are NaN,
+// which is all a caller that does not wait for the flag (a CUDA graph capture) sees, as with
+// TensorFlow's GPU kernel. The dropout mask gives each thread a
 // run of kDropoutRun elements: it jumps the generator's state to its first element
 // (ops/cuda/xoshiro_jump.h) and draws from there, so the mask is the CPU's mask.
+#include <math_constants.h>
+
 #include <climits>
 
 #include "ops/cuda/device_common.cuh"
@@ -185,7 +189,12 @@ __global__ void sparse_cross_entropy_kernel(const I* labels, const T* logits, T*
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t label = static_cast<int64_t>(labels[row]);
     if (label < 0 || label >= classes) {  // the same for the whole block: no barrier skipped
-      if (threadIdx.x == 0) atomicMin(bad_row, static_cast<unsigned long long>(row));
+      if (threadIdx.x == 0) {
+        atomicMin(bad_row, static_cast<unsigned long long>(row));
+        loss[row] = CUDART_NAN;  // what an unchecked step (a CUDA graph) sees, as TF's GPU kernel
+      }
+      for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+        probs[row * classes + c] = CUDART_NAN;
       continue;
     }
     const T* x = logits + row * classes;
@@ -343,7 +352,7 @@ void softmax_gradient(DType dtype, const void* grad, const void* y, void* dx, in
 
 int64_t sparse_cross_entropy(DType dtype, DType index_dtype, const void* labels, const void* logits,
                              void* loss, void* probs, int64_t rows, int64_t classes,
-                             int64_t* device_flag, Stream stream) {
+                             int64_t* device_flag, bool wait, Stream stream) {
   if (rows == 0) return -1;
   auto* flag = reinterpret_cast<unsigned long long*>(device_flag);
   EST_CUDA_CHECK(cudaMemsetAsync(flag, 0xff, sizeof(*flag), as_stream(stream)));  // "none"
@@ -362,7 +371,7 @@ int64_t sparse_cross_entropy(DType dtype, DType index_dtype, const void* labels,
       launch(int64_t{});
   });
   EST_CUDA_LAUNCHED();
-  return read_flag(flag, stream);
+  return wait ? read_flag(flag, stream) : -1;
 }
 
 void sparse_cross_entropy_gradient(DType dtype, DType index_dtype, const void* grad,

@@ -22,11 +22,11 @@ void softmax_gradient(DType dtype, const void* grad, const void* y, void* dx, in
                       int64_t classes, int64_t inner, bool log, Stream stream);
 
 // Rows of logits [rows, classes]: probs = softmax, loss = lse - logits[label]. A label outside
-// [0, classes) computes nothing for its row; the smallest row holding one is returned (the
-// call waits for the kernel to know it), or -1.
+// [0, classes) makes its row's loss and probs NaN; with `wait` the smallest row holding one is
+// returned (the call waits for the kernel to know it), else (or when none) -1.
 int64_t sparse_cross_entropy(DType dtype, DType index_dtype, const void* labels, const void* logits,
                              void* loss, void* probs, int64_t rows, int64_t classes,
-                             int64_t* device_flag, Stream stream);
+                             int64_t* device_flag, bool wait, Stream stream);
 // dlogits = grad[row] * (probs - one_hot(label)).
 void sparse_cross_entropy_gradient(DType dtype, DType index_dtype, const void* grad,
                                    const void* labels, const void* probs, void* dlogits,

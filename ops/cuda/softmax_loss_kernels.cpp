@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ops/cuda/check.h"
+#include "ops/cuda/graph.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/softmax_loss.h"
@@ -100,7 +101,7 @@ void sparse_cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& lo
   const int64_t bad = cuda::sparse_cross_entropy(
       logits.dtype(), labels.dtype(), labels.raw_data(), logits.raw_data(), loss.raw_data(),
       probs.raw_data(), labels.numel(), classes, static_cast<int64_t*>(flag.raw_data()),
-      compute_stream(device));
+      /*wait=*/!cuda::capturing(device), compute_stream(device));
   if (bad < 0) return;
   const int64_t id = read_index(labels, bad);
   throw InvalidArgumentError(fmt::format(

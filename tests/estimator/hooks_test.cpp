@@ -26,12 +26,6 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-int occurrences(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 class CountingListener : public CheckpointSaverListener {
  public:
   explicit CountingListener(int stop_after_saves = -1) : stop_after_(stop_after_saves) {}

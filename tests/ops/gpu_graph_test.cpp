@@ -168,6 +168,38 @@ TEST_CASE("gpu graph: a host read, a host copy or a synchronisation inside captu
   CHECK(std::isfinite(model.loss.item()));
 }
 
+TEST_CASE("gpu graph: the sparse cross-entropy and gather capture; bad ids give NaN and zeros") {
+  // Eagerly these ops wait for their id check and throw (gpu_test.cpp); in a capture they
+  // cannot wait, so a bad id shows in the values, as with TensorFlow's GPU kernels.
+  Tensor logits = values({4, 5}, 3).to(kGpu);
+  Tensor labels = Tensor::from_vector(std::vector<int64_t>{0, 4, 2, 1}, {4}).to(kGpu);
+  Tensor params = values({6, 3}, 4).to(kGpu);
+  Tensor ids = Tensor::from_vector(std::vector<int64_t>{5, 0, 2}, {3}).to(kGpu);
+  const std::vector<double> eager_loss = sparse_softmax_cross_entropy_with_logits(labels, logits)
+                                             .to(Device::cpu())
+                                             .to_vector<double>();
+  const std::vector<double> eager_rows =
+      gather(params, ids, 0).to(Device::cpu()).to_vector<double>();
+  Tensor loss, rows;
+  cuda::Graph graph(0);
+  cuda::capture(graph, [&] {
+    loss = sparse_softmax_cross_entropy_with_logits(labels, logits);
+    rows = gather(params, ids, 0);
+  });
+  graph.replay();
+  CHECK(loss.to(Device::cpu()).to_vector<double>() == eager_loss);
+  CHECK(rows.to(Device::cpu()).to_vector<double>() == eager_rows);
+  labels.copy_from(Tensor::from_vector(std::vector<int64_t>{0, 9, 2, 1}, {4}).to(kGpu));
+  ids.copy_from(Tensor::from_vector(std::vector<int64_t>{5, -1, 2}, {3}).to(kGpu));
+  graph.replay();
+  const std::vector<double> bad_loss = loss.to(Device::cpu()).to_vector<double>();
+  CHECK(bad_loss[0] == eager_loss[0]);
+  CHECK(std::isnan(bad_loss[1]));
+  const std::vector<double> bad_rows = rows.to(Device::cpu()).to_vector<double>();
+  for (int c = 0; c < 3; ++c) CHECK(bad_rows[3 + c] == 0.0);
+  CHECK(bad_rows[0] == eager_rows[0]);
+}
+
 TEST_CASE("gpu graph: CapturedStep copies each batch into its static inputs and replays") {
   constexpr int kSteps = 6;
   std::vector<Tensor> xs, ys;
