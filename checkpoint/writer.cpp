@@ -109,8 +109,9 @@ void write_bundle(FileWriter& writer, const TensorBundle& bundle, double timesta
     std::string path = fmt::format(
         "{}/{}", is_variable ? layout::kVariablesGroup : layout::kSlotsGroup, entry.name);
     Hid type = detail::file_type(entry.value.dtype());
-    Hid dataset = writer.write_dataset(path, type.get(), entry.value.shape(),
-                                       entry.value.raw_data(), entry.value.nbytes());
+    const Tensor host = entry.value.to(Device::cpu());  // a GPU variable's value, read back
+    Hid dataset =
+        writer.write_dataset(path, type.get(), host.shape(), host.raw_data(), host.nbytes());
     if (is_variable)
       detail::write_attribute_i64(dataset.get(), layout::kTrainableAttribute,
                                   entry.trainable ? 1 : 0);

@@ -7,9 +7,30 @@
 
 #include "distribute/cluster_runtime.h"
 #include "distribute/ring.h"
+#include "ops/backend.h"
 #include "ops/error.h"
 
 namespace est::distribute {
+
+CommunicationImplementation resolve_communication(CommunicationImplementation requested,
+                                                  const std::vector<ops::Device>& devices) {
+  bool gpus = !devices.empty();
+  for (const ops::Device& device : devices) gpus = gpus && device.is_cuda();
+  if (requested == CommunicationImplementation::kNccl && !gpus) {
+    std::string names;
+    for (const ops::Device& device : devices) names += (names.empty() ? "" : ", ") + device.str();
+    std::string reason = ops::backend_unavailable_reason(ops::Backend::kCuda);
+    throw FailedPreconditionError(fmt::format(
+        "MultiWorkerMirroredStrategy: communication NCCL needs a GPU on every worker, but this "
+        "worker's devices are ({}){}; use CommunicationImplementation::kRing or kAuto, or run "
+        "on a machine with a GPU",
+        names, reason.empty() ? "" : " and no GPU can be used: " + reason));
+  }
+  // AUTO: NCCL needs GPUs on every worker and the cross-worker NCCL transport, which is not
+  // there yet, so RING always.
+  if (requested == CommunicationImplementation::kAuto) return CommunicationImplementation::kRing;
+  return requested;
+}
 
 std::string_view communication_name(CommunicationImplementation implementation) {
   switch (implementation) {
@@ -36,8 +57,9 @@ CollectiveAllReduce::CollectiveAllReduce(std::shared_ptr<ClusterRuntime> runtime
         "CommunicationOptions: timeout_seconds must be positive, got {}", *options_.timeout_seconds));
   if (options_.implementation == CommunicationImplementation::kNccl)
     throw UnimplementedError(
-        "MultiWorkerMirroredStrategy: communication NCCL needs the CUDA backend, which this build "
-        "does not have; use CommunicationImplementation::kRing or kAuto");
+        "MultiWorkerMirroredStrategy: communication NCCL across workers is not implemented yet; "
+        "use CommunicationImplementation::kRing or kAuto (GPU tensors cross the ring through "
+        "host copies)");
   if (runtime_ && options_.timeout_seconds)
     runtime_->ring().set_timeout(std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::duration<double>(*options_.timeout_seconds)));

@@ -30,6 +30,11 @@ class ClusterRuntime;
 // TensorFlow's tf.distribute.experimental.CommunicationImplementation.
 enum class CommunicationImplementation : uint8_t { kAuto, kRing, kNccl };
 std::string_view communication_name(CommunicationImplementation implementation);
+// What a worker with `devices` uses for `requested`: NCCL without a GPU among them (or
+// without a usable CUDA backend) is a FailedPreconditionError naming the devices and why;
+// AUTO is RING (NCCL across workers is not implemented yet).
+CommunicationImplementation resolve_communication(CommunicationImplementation requested,
+                                                  const std::vector<ops::Device>& devices);
 
 // tf.distribute.experimental.CommunicationOptions.
 struct CommunicationOptions {

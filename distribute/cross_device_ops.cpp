@@ -1,7 +1,8 @@
 // The two CPU all-reduce algorithms over plain host buffers, shared out over the replica
 // threads by element ranges (all_reduce_slice), or whole on one thread (all_reduce: one slice).
 // They run after every replica has deposited its tensors, and the slices write disjoint
-// ranges, so no locking is needed here.
+// ranges, so no locking is needed here. On GPU tensors they reduce host copies on one thread
+// (TF reduces through copies to one device too); NcclAllReduce is in nccl_all_reduce.cpp.
 #include "distribute/cross_device_ops.h"
 
 #include <algorithm>
@@ -71,8 +72,13 @@ void NcclAllReduce::check_devices(const std::vector<ops::Device>& devices) const
     if (!device.is_cuda())
       throw InvalidArgumentError(
           "MirroredStrategy: NcclAllReduce needs GPU devices, but " + device.str() +
-          " is a CPU device (and the CUDA backend is not built yet); use "
-          "ReductionToOneDevice or HierarchicalCopyAllReduce for CPU devices");
+          " is a CPU device; use ReductionToOneDevice or HierarchicalCopyAllReduce for CPU "
+          "devices");
+#if !EST_HAVE_CUDA
+  throw InvalidArgumentError(
+      "MirroredStrategy: NcclAllReduce needs the CUDA backend, which this build does not have "
+      "(configured with -Dcuda=disabled)");
+#endif
 }
 
 namespace {
@@ -128,11 +134,54 @@ void reduce_range(Algorithm algorithm, double factor,
   }
 }
 
+bool on_device(const std::vector<std::vector<ops::Tensor>*>& lists) {
+  for (const auto* list : lists)
+    for (const ops::Tensor& t : *list)
+      if (t.defined() && !t.device().is_cpu()) return true;
+  return false;
+}
+
+void reduce_slice_with(Algorithm algorithm, const std::vector<double>& factors,
+                       const std::vector<std::vector<ops::Tensor>*>& inputs,
+                       const std::vector<std::vector<ops::Tensor>*>& outputs, int slice,
+                       int num_slices);
+
+// The algorithms on GPU tensors: through host copies, on the calling thread (slice 0; the
+// other slices have nothing to do). The sums are then bitwise the CPU algorithm's, copied
+// into every replica's outputs on its device.
+void reduce_through_host(Algorithm algorithm, const std::vector<double>& factors,
+                         const std::vector<std::vector<ops::Tensor>*>& inputs,
+                         const std::vector<std::vector<ops::Tensor>*>& outputs, int slice) {
+  check_lists(inputs);
+  if (slice != 0) return;
+  ops::NoGradGuard no_grad;
+  size_t count = inputs[0]->size();
+  std::vector<std::vector<ops::Tensor>> host_inputs(inputs.size());
+  std::vector<ops::Tensor> host_outputs(count);
+  for (size_t r = 0; r < inputs.size(); ++r)
+    for (const ops::Tensor& t : *inputs[r])
+      host_inputs[r].push_back(t.defined() ? t.to(ops::Device::cpu()) : t);
+  for (size_t i = 0; i < count; ++i) {
+    const ops::Tensor& t = (*inputs[0])[i];
+    if (t.defined()) host_outputs[i] = ops::Tensor::empty(t.shape(), t.dtype());
+  }
+  std::vector<std::vector<ops::Tensor>*> in, out(inputs.size(), &host_outputs);
+  for (auto& list : host_inputs) in.push_back(&list);
+  reduce_slice_with(algorithm, factors, in, out, 0, 1);
+  for (size_t r = 0; r < outputs.size(); ++r)
+    for (size_t i = 0; i < count; ++i)
+      if (host_outputs[i].defined()) (*outputs[r])[i].copy_from(host_outputs[i]);
+}
+
 void reduce_slice_with(Algorithm algorithm, const std::vector<double>& factors,
                        const std::vector<std::vector<ops::Tensor>*>& inputs,
                        const std::vector<std::vector<ops::Tensor>*>& outputs, int slice,
                        int num_slices) {
   if (inputs.empty()) return;
+  if (on_device(inputs) || on_device(outputs)) {
+    reduce_through_host(algorithm, factors, inputs, outputs, slice);
+    return;
+  }
   check_lists(inputs);
   size_t count = inputs[0]->size();
   if (factors.size() != count)
@@ -176,12 +225,15 @@ void HierarchicalCopyAllReduce::reduce_slice(const std::vector<double>& factors,
   reduce_slice_with(Algorithm::kTree, factors, inputs, outputs, slice, num_slices);
 }
 
+#if !EST_HAVE_CUDA
 void NcclAllReduce::reduce_slice(const std::vector<double>& /*factors*/,
                                  const std::vector<std::vector<ops::Tensor>*>& /*inputs*/,
                                  const std::vector<std::vector<ops::Tensor>*>& /*outputs*/,
                                  int /*slice*/, int /*num_slices*/) const {
-  throw UnimplementedError("all_reduce: NcclAllReduce needs the CUDA backend, not built yet");
+  throw FailedPreconditionError(
+      "all_reduce: NcclAllReduce needs the CUDA backend, which this build does not have");
 }
+#endif
 
 void all_reduce(const CrossDeviceOps& cross_device_ops, ReduceOp op,
                 std::vector<std::vector<ops::Tensor>*>& per_replica) {
@@ -195,7 +247,8 @@ void all_reduce(const CrossDeviceOps& cross_device_ops, ReduceOp op,
   for (size_t r = 0; r < per_replica.size(); ++r) {
     for (size_t i = 0; i < count; ++i) {
       const ops::Tensor& input = (*per_replica[r])[i];
-      if (input.defined()) results[r][i] = ops::Tensor::empty(input.shape(), input.dtype());
+      if (input.defined())
+        results[r][i] = ops::Tensor::empty(input.shape(), input.dtype(), input.device());
     }
     outputs.push_back(&results[r]);
   }

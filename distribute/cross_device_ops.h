@@ -11,8 +11,9 @@
 //
 // In-process algorithms: ReductionToOneDevice sums into replica 0's buffer in replica order;
 // HierarchicalCopyAllReduce sums pairwise up a binary tree (r0+=r1, r2+=r3, then r0+=r2, ...);
-// NcclAllReduce needs GPU devices. CollectiveAllReduce (distribute/collective_all_reduce.h) adds
-// the ring across workers to a local algorithm.
+// NcclAllReduce needs GPU devices; the first two take GPU tensors through host copies.
+// CollectiveAllReduce (distribute/collective_all_reduce.h) adds the ring across workers to a local
+// algorithm.
 #pragma once
 
 #include <cstdint>
@@ -78,6 +79,9 @@ class CrossDeviceOps {
   virtual std::unique_ptr<PendingReduction> start_reduce(std::vector<ops::Tensor> inputs,
                                                          std::vector<double> factors,
                                                          std::string what);
+  // Whether reduce_across_workers and start_reduce take tensors on GPUs as they are (NCCL);
+  // otherwise the strategy hands them host copies.
+  virtual bool reduces_device_tensors() const { return false; }
   virtual int num_workers() const { return 1; }
   virtual int worker_index() const { return 0; }
 };
@@ -100,6 +104,13 @@ class HierarchicalCopyAllReduce : public CrossDeviceOps {
                     int num_slices) const override;
 };
 
+// tf.distribute.NcclAllReduce: one NCCL all-reduce per tensor over the local GPUs, issued by
+// one replica thread between ncclGroupStart/End on each device's compute stream (the other
+// threads wait at the strategy's barrier), then the factor applied on each device (sum, then
+// scale, as the CPU algorithms). The communicators (ncclCommInitAll) are made once per device
+// list and kept for the process. Needs distinct physical GPUs (NCCL refuses two ranks on one
+// device); on CPU devices or without the CUDA backend, InvalidArgumentError at construction
+// of the strategy.
 class NcclAllReduce : public CrossDeviceOps {
  public:
   std::string_view name() const override { return "NcclAllReduce"; }

@@ -41,6 +41,8 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const TfConfig& config,
                                                          MultiWorkerOptions options)
     : MultiWorkerMirroredStrategy([&] {
         Setup setup{.config = config, .communication = communication, .options = options};
+        // Before any rendezvous: NCCL on a worker without GPUs fails here, not in the job.
+        resolve_communication(communication.implementation, parse_devices(options.devices));
         const ClusterSpec& cluster = config.cluster;
         bool several = cluster.num_tasks(TaskType::kChief) + cluster.num_tasks(TaskType::kWorker) > 1;
         if (several && config.task && config.task->type == TaskType::kEvaluator) {
@@ -90,11 +92,9 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Setup setup)
       runtime_(std::move(setup.runtime)) {
   std::string devices;
   for (const Device& device : this->devices()) devices += (devices.empty() ? "" : ", ") + device.str();
-  log::info("Using MultiWorkerMirroredStrategy with local_devices = ({}), communication = {}",
-            devices,
-            communication_name(communication_.implementation == CommunicationImplementation::kAuto
-                                   ? CommunicationImplementation::kRing
-                                   : communication_.implementation));
+  log::info(
+      "Using MultiWorkerMirroredStrategy with local_devices = ({}), communication = {}", devices,
+      communication_name(resolve_communication(communication_.implementation, this->devices())));
 }
 
 std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::from_env(

@@ -6,18 +6,23 @@
 #include "distribute/strategy.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cstring>
 #include <thread>
 
 #include "distribute/distributed_dataset.h"
 #include "distribute/replica_pool.h"
+#include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/backend.h"
+#include "ops/copy.h"
 #include "ops/error.h"
-#include "ops/array_ops.h"
+#include "ops/logging.h"
 #include "ops/math.h"
+#if EST_HAVE_CUDA
+#include "ops/cuda/runtime.h"
+#endif
 
 namespace est::distribute {
 namespace {
@@ -34,7 +39,65 @@ std::vector<Device> parse_devices(const std::vector<std::string>& names) {
   return devices;
 }
 
-std::vector<std::string> local_devices() { return {"/cpu:0"}; }
+std::vector<std::string> local_devices() {
+  std::vector<std::string> devices;
+#if EST_HAVE_CUDA
+  if (ops::backend_available(ops::Backend::kCuda))
+    for (int i = 0; i < ops::cuda::device_count(); ++i) devices.push_back(Device::cuda(i).str());
+#endif
+  if (devices.empty()) devices.emplace_back("/cpu:0");
+  return devices;
+}
+
+bool all_gpus(const std::vector<Device>& devices) {
+  return !devices.empty() &&
+         std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });
+}
+
+namespace {
+
+bool any_gpu(const std::vector<Device>& devices) {
+  return std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });
+}
+
+// `values` on the host for a collective over host buffers (the ring, the coordination
+// service), then the results copied back into the tensors on their devices.
+template <class Fn>
+void through_host(std::vector<Tensor>& values, Fn&& collective) {
+  bool on_device = false;
+  for (const Tensor& v : values) on_device = on_device || (v.defined() && !v.device().is_cpu());
+  if (!on_device) {
+    collective(values);
+    return;
+  }
+  ops::NoGradGuard no_grad;
+  std::vector<Tensor> host(values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].defined()) host[i] = values[i].to(Device::cpu()).clone();
+  collective(host);
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i].defined()) values[i].copy_from(host[i]);
+}
+
+// An element with every tensor on `device` (one copy each; those already there are kept).
+data::Element element_on(const data::Element& element, Device device) {
+  data::Element out = element;
+  auto move = [&](Tensor& t) {  // CPU devices share host memory: no copy between them
+    if (t.defined() && t.device() != device && !(t.device().is_cpu() && device.is_cpu()))
+      t = ops::copy_to(t, device);
+  };
+  for (auto& [name, tensor] : out.features) move(tensor);
+  move(out.labels);
+  move(out.value);
+  return out;
+}
+
+}  // namespace
+
+data::Element copy_to_device(const data::Element& element, Device device) {
+  ops::NoGradGuard no_grad;
+  return element_on(element, device);
+}
 
 nn::VariableStore& ReplicaSet::store(int replica) {
   return mirrored_ ? *stores_.at(static_cast<size_t>(replica)) : *stores_.front();
@@ -67,9 +130,17 @@ Strategy::Strategy(std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> 
                                    " is listed twice; each replica needs its own device");
   for (const Device& device : devices_)
     if (device.is_cuda() && !ops::backend_available(ops::Backend::kCuda))
-      throw InvalidArgumentError("Strategy: device " + device.str() +
-                                 " is a GPU, but this build has no CUDA backend; use CPU "
-                                 "devices (\"/cpu:0\", \"/cpu:1\", ...) or build with CUDA");
+      throw InvalidArgumentError(
+          "Strategy: device " + device.str() + " is a GPU, but the CUDA backend cannot run it (" +
+          ops::backend_unavailable_reason(ops::Backend::kCuda) +
+          "); use CPU devices (\"/cpu:0\", \"/cpu:1\", ...) or local_devices()");
+#if EST_HAVE_CUDA
+  for (const Device& device : devices_)
+    if (device.is_cuda() && device.index >= ops::cuda::device_count())
+      throw InvalidArgumentError(
+          fmt::format("Strategy: device {} does not exist; this process sees {} GPU(s) ({})",
+                      device.str(), ops::cuda::device_count(), fmt::join(local_devices(), ", ")));
+#endif
   cross_device_ops_->check_devices(devices_);
   int replicas = num_local_replicas();
   // The process's share of the host (ops/backend.h's rule), divided among its replicas.
@@ -88,9 +159,14 @@ std::unique_ptr<ReplicaSet> Strategy::make_replicas(const ContextFactory& factor
   auto set = std::make_unique<ReplicaSet>();
   set->mirrored_ = variables_mirrored();
   for (int r = 0; r < num_local_replicas(); ++r) {
+    // Mirrored: each replica's variables on its GPU (CPU devices share host memory: their
+    // variables stay where they are made); central: one copy on the host.
+    Device device = devices_[static_cast<size_t>(r)];
     if (set->stores_.empty() || set->mirrored_)
-      set->stores_.push_back(std::make_unique<nn::VariableStore>());
+      set->stores_.push_back(std::make_unique<nn::VariableStore>(
+          set->mirrored_ && device.is_cuda() ? device : Device::cpu()));
     set->contexts_.push_back(factory(*set->stores_.back(), r));
+    set->contexts_.back()->set_device(device);
     configure_replica_context(*set->contexts_.back());
   }
   return set;
@@ -147,9 +223,10 @@ PerReplica Strategy::run(ReplicaSet& replicas, const StepFn& step_fn,
                          const std::vector<data::Element>& per_replica_inputs) {
   size_t count = devices_.size();
   if (replicas.size() != num_local_replicas())
-    throw InvalidArgumentError(fmt::format("{}::run: a replica set of {} replicas, made by another "
-                                           "strategy; this one has {}",
-                                           name(), replicas.size(), count));
+    throw InvalidArgumentError(
+        fmt::format("{}::run: a replica set of {} replicas, made by another "
+                    "strategy; this one has {}",
+                    name(), replicas.size(), count));
   if (!per_replica_inputs.empty() && per_replica_inputs.size() != count)
     throw InvalidArgumentError(std::string(name()) + "::run: got " +
                                std::to_string(per_replica_inputs.size()) + " inputs for " +
@@ -167,8 +244,12 @@ PerReplica Strategy::run(ReplicaSet& replicas, const StepFn& step_fn,
     if (!grad_enabled) no_grad.emplace();
     std::optional<ops::BackendGuard> backend;
     if (cpu_backend) backend.emplace(*cpu_backend);
-    const data::Element& input =
-        per_replica_inputs.empty() ? kNoInput : per_replica_inputs[static_cast<size_t>(replica)];
+    // The replica's batch on its device: one copy per tensor per step.
+    data::Element on_device;
+    if (!per_replica_inputs.empty())
+      on_device = copy_to_device(per_replica_inputs[static_cast<size_t>(replica)],
+                                 devices_[static_cast<size_t>(replica)]);
+    const data::Element& input = per_replica_inputs.empty() ? kNoInput : on_device;
     ReplicaContext context(*this, replicas, replica, input);
     nn::CrossReplicaScope scope(&context);
     result.values[static_cast<size_t>(replica)] = step_fn(context);
@@ -202,12 +283,16 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica& value, std::optional<int>
       throw InvalidArgumentError(std::string(name()) + "::reduce: replica " + std::to_string(r) +
                                  " returned another shape than replica 0; values to reduce "
                                  "must have the same shape on every replica");
+    // Summed on replica 0's device (values on other devices are copied there first).
+    if (total.defined() && part.device() != total.device()) part = part.to(total.device());
     total = total.defined() ? ops::add(total, part) : part.clone();
   }
   if (num_workers() > 1) {
     DType dtype = total.dtype();
     std::vector<Tensor> sums{ops::cast(total, DType::kF64), Tensor::scalar(count, DType::kF64)};
-    cross_device_ops_->reduce_across_workers(sums, "strategy.reduce");
+    through_host(sums, [&](std::vector<Tensor>& host) {
+      cross_device_ops_->reduce_across_workers(host, "strategy.reduce");
+    });
     total = ops::cast(sums[0], dtype);
     count = sums[1].item();
   }
@@ -219,8 +304,7 @@ DistributedDataset Strategy::distribute_dataset(const data::Dataset& dataset) co
   return DistributedDataset(dataset, num_local_replicas(), num_workers(), worker_index());
 }
 
-void Strategy::all_reduce_gradients(ReduceOp op,
-                                    std::vector<std::vector<Tensor>>& per_replica) {
+void Strategy::all_reduce_gradients(ReduceOp op, std::vector<std::vector<Tensor>>& per_replica) {
   if (per_replica.size() != devices_.size())
     throw InvalidArgumentError(std::string(name()) + "::all_reduce_gradients: got " +
                                std::to_string(per_replica.size()) + " gradient lists for " +
@@ -232,23 +316,36 @@ void Strategy::all_reduce_gradients(ReduceOp op,
   all_reduce(*cross_device_ops_, op, lists);
   if (num_workers() == 1) return;
   std::vector<Tensor> sums = per_replica.front();
-  cross_device_ops_->reduce_across_workers(sums, "all_reduce_gradients");
+  through_host(sums, [&](std::vector<Tensor>& host) {
+    cross_device_ops_->reduce_across_workers(host, "all_reduce_gradients");
+  });
   for (Tensor& sum : sums)
     if (sum.defined() && op == ReduceOp::kMean) sum = ops::mul(sum, 1.0 / num_workers());
-  for (auto& list : per_replica) list = sums;
+  for (size_t r = 0; r < per_replica.size(); ++r) {
+    per_replica[r] = sums;
+    if (r > 0)  // every replica's sums on its own device
+      for (Tensor& sum : per_replica[r])
+        if (sum.defined()) sum = sum.to(devices_[r]);
+  }
 }
 
 void Strategy::sum_across_workers(std::vector<Tensor>& values, const std::string& what) {
-  if (num_workers() > 1) cross_device_ops_->reduce_across_workers(values, what);
+  if (num_workers() > 1)
+    through_host(values, [&](std::vector<Tensor>& host) {
+      cross_device_ops_->reduce_across_workers(host, what);
+    });
 }
 
 std::vector<std::string> Strategy::all_gather_workers(const std::string& mine,
-                                                       const std::string& what) {
+                                                      const std::string& what) {
   return cross_device_ops_->all_gather_across_workers(mine, what);
 }
 
 void Strategy::broadcast_from_chief(std::vector<Tensor>& values, const std::string& what) {
-  if (num_workers() > 1) cross_device_ops_->broadcast_from_chief(values, what);
+  if (num_workers() > 1)
+    through_host(values, [&](std::vector<Tensor>& host) {
+      cross_device_ops_->broadcast_from_chief(host, what);
+    });
 }
 
 int ReplicaContext::num_replicas_in_sync() const { return strategy_->num_replicas_in_sync(); }
@@ -295,24 +392,28 @@ void ReplicaContext::reduce_scaled(std::vector<Tensor>& tensors,
     for (size_t i = 0; i < tensors.size(); ++i)
       if (tensors[i].defined() && (factors[i] != 1.0 || across_workers))
         tensors[i] = ops::mul(tensors[i], factors[i]);  // a fresh buffer: inputs may alias
-    if (across_workers)
-      strategy_->cross_device_ops_->reduce_across_workers(tensors, describe("all-reduce"));
+    if (across_workers) reduce_across_workers(tensors);
     return;
   }
   AbortableBarrier& barrier = strategy_->pool_->barrier();
   // One set of result buffers, replica 0's: the replicas are threads of one process, so each
   // takes handles on them instead of a copy of its own (the results are only read after).
+  // With GPUs among the devices each replica needs its results on its own device: every
+  // replica makes its own output buffers where its inputs are (its device; the host for the
+  // gradients of central variables), and the cross-device ops write each.
+  const bool per_device = any_gpu(strategy_->devices_);
   std::vector<Tensor> outputs(tensors.size());
-  if (replica_id_ == 0)
+  if (replica_id_ == 0 || per_device)
     for (size_t i = 0; i < tensors.size(); ++i)
-      if (tensors[i].defined()) outputs[i] = Tensor::empty(tensors[i].shape(), tensors[i].dtype());
+      if (tensors[i].defined())
+        outputs[i] = Tensor::empty(tensors[i].shape(), tensors[i].dtype(), tensors[i].device());
   auto r = static_cast<size_t>(replica_id_);
   strategy_->collective_slots_[r] = &tensors;
   strategy_->collective_outputs_[r] = &outputs;
   barrier.arrive_and_wait();
-  std::vector<std::vector<Tensor>*> shared(strategy_->collective_outputs_.size(),
-                                           strategy_->collective_outputs_[0]);
-  if (replica_id_ != 0) outputs = *shared[0];
+  std::vector<std::vector<Tensor>*> shared = strategy_->collective_outputs_;
+  if (!per_device) shared.assign(shared.size(), strategy_->collective_outputs_[0]);
+  if (replica_id_ != 0 && !per_device) outputs = *shared[0];
   try {
     strategy_->cross_device_ops_->reduce_slice(factors, strategy_->collective_slots_, shared,
                                                replica_id_, strategy_->num_local_replicas());
@@ -323,13 +424,29 @@ void ReplicaContext::reduce_scaled(std::vector<Tensor>& tensors,
   if (across_workers) {
     // Replica 0 owns the outputs' tensors; the others hold handles on the same buffers, which
     // the cross-worker reduction writes in place.
-    on_replica_zero([&] {
-      strategy_->cross_device_ops_->reduce_across_workers(outputs, describe("all-reduce"));
-    });
+    on_replica_zero([&] { reduce_across_workers(outputs); });
+    if (per_device) {  // replica 0's sums over the job into this replica's buffers
+      if (replica_id_ != 0)
+        for (size_t i = 0; i < outputs.size(); ++i)
+          if (outputs[i].defined()) outputs[i].copy_from((*shared[0])[i]);
+      barrier.arrive_and_wait();  // replica 0's outputs stay until every replica has read them
+    }
   } else {
     barrier.arrive_and_wait();
   }
   tensors = std::move(outputs);
+}
+
+void ReplicaContext::reduce_across_workers(std::vector<Tensor>& tensors) {
+  std::string what = describe("all-reduce");
+  CrossDeviceOps& cross_device_ops = *strategy_->cross_device_ops_;
+  if (cross_device_ops.reduces_device_tensors()) {
+    cross_device_ops.reduce_across_workers(tensors, what);
+    return;
+  }
+  through_host(tensors, [&](std::vector<Tensor>& host) {
+    cross_device_ops.reduce_across_workers(host, what);
+  });
 }
 
 void ReplicaContext::all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars) {
@@ -380,8 +497,8 @@ void ReplicaContext::initialize_variable(const std::string& name, Tensor& value)
   std::string what = "the broadcast of the chief's initial value of " + name;
   on_replica_zero([&] {
     // The workers must be creating the same variable: compare first, then take the chief's.
-    std::string mine = fmt::format("{} {} {}", name, dtype_name(value.dtype()),
-                                   ops::shape_str(value.shape()));
+    std::string mine =
+        fmt::format("{} {} {}", name, dtype_name(value.dtype()), ops::shape_str(value.shape()));
     std::vector<std::string> all = strategy_->all_gather_workers(mine, what);
     for (size_t w = 1; w < all.size(); ++w)
       if (all[w] != all[0])
@@ -394,7 +511,7 @@ void ReplicaContext::initialize_variable(const std::string& name, Tensor& value)
     strategy_->initial_value_ = value;
   });
   if (replica_id_ != 0) {
-    std::memcpy(value.raw_data(), strategy_->initial_value_.raw_data(), value.nbytes());
+    value.copy_from(strategy_->initial_value_);     // any devices
     strategy_->pool_->barrier().arrive_and_wait();  // replica 0 may not reuse the slot before
   } else {
     strategy_->pool_->barrier().arrive_and_wait();
@@ -434,18 +551,23 @@ void ReplicaContext::run_train_op_overlapped(const nn::TrainOp& train_op, double
   CrossDeviceOps& ops = *strategy_->cross_device_ops_;
   std::string what = describe("all-reduce");
   std::vector<std::unique_ptr<PendingReduction>> pending;
+  // A transport over host buffers reduces host copies of a GPU replica's tensors (each copy
+  // is made when its bucket starts), and the sums come back to the device.
+  const bool staged = !device().is_cpu() && !ops.reduces_device_tensors();
+  auto to_transport = [&](Tensor t) { return staged && t.defined() ? t.to(Device::cpu()) : t; };
+  auto from_transport = [&](Tensor t) { return staged && t.defined() ? t.to(device()) : t; };
   // What the forward pass already knows travels first: the moving statistics (averaged over
   // replicas) and the loss (summed, for the log).
   std::vector<nn::MovingAverageUpdate> updates = context.take_moving_average_updates();
   std::vector<Tensor> known;
   std::vector<double> known_factors;
   for (const auto& update : updates) {
-    known.push_back(update.value);
+    known.push_back(to_transport(update.value));
     known_factors.push_back(1.0 / num_replicas_in_sync());
   }
   if (loss_sum) {
     ops::NoGradGuard no_grad;
-    known.push_back(train_op.loss().detach());
+    known.push_back(to_transport(train_op.loss().detach()));
     known_factors.push_back(1.0);
   }
   if (!known.empty()) pending.push_back(ops.start_reduce(known, known_factors, what));
@@ -457,8 +579,8 @@ void ReplicaContext::run_train_op_overlapped(const nn::TrainOp& train_op, double
   size_t bucket_bytes = 0;
   auto start_bucket = [&] {
     if (bucket.empty()) return;
-    pending.push_back(ops.start_reduce(
-        std::move(bucket_tensors), std::vector<double>(bucket.size(), gradient_scale), what));
+    pending.push_back(ops.start_reduce(std::move(bucket_tensors),
+                                       std::vector<double>(bucket.size(), gradient_scale), what));
     buckets.push_back(std::move(bucket));
     bucket.clear();
     bucket_tensors.clear();
@@ -467,7 +589,7 @@ void ReplicaContext::run_train_op_overlapped(const nn::TrainOp& train_op, double
   std::vector<nn::GradAndVar> grads =
       train_op.compute_gradients([&](size_t index, const Tensor& gradient) {
         bucket.push_back(index);
-        bucket_tensors.push_back(gradient);
+        bucket_tensors.push_back(to_transport(gradient));
         bucket_bytes += gradient.nbytes();
         if (bucket_bytes >= kOverlapBucketBytes) start_bucket();
       });
@@ -475,12 +597,13 @@ void ReplicaContext::run_train_op_overlapped(const nn::TrainOp& train_op, double
   size_t next = 0;
   if (!known.empty()) {
     std::vector<Tensor> sums = pending[next++]->wait();
-    for (size_t i = 0; i < updates.size(); ++i) updates[i].value = sums[i];
-    if (loss_sum) *loss_sum = sums.back();
+    for (size_t i = 0; i < updates.size(); ++i) updates[i].value = from_transport(sums[i]);
+    if (loss_sum) *loss_sum = sums.back();  // read by the host
   }
   for (const std::vector<size_t>& indices : buckets) {
     std::vector<Tensor> sums = pending[next++]->wait();
-    for (size_t k = 0; k < indices.size(); ++k) grads[indices[k]].gradient = sums[k];
+    for (size_t k = 0; k < indices.size(); ++k)
+      grads[indices[k]].gradient = from_transport(sums[k]);
   }
   finish_sync(updates);
   nn::CrossReplicaScope scope(this);  // apply() goes through synchronize / after_update

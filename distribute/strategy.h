@@ -167,6 +167,9 @@ class ReplicaContext final : public nn::CrossReplicaSync {
                                nn::ModelContext& context, Tensor* loss_sum);
   // Runs `work` on replica 0's thread while the other local replicas wait at the barrier.
   void on_replica_zero(const std::function<void()>& work);
+  // `tensors` (this replica's) summed over the workers in place; through host copies when the
+  // cross-device ops reduce host buffers only.
+  void reduce_across_workers(std::vector<Tensor>& tensors);
   // "all-reduce at step 812", for messages.
   std::string describe(const char* collective);
 };
@@ -282,9 +285,19 @@ class Strategy {
 };
 
 // The default devices of MirroredStrategy, CentralStorageStrategy and
-// MultiWorkerMirroredStrategy: every local GPU, else one CPU ({"/cpu:0"}). This build has no
-// GPU backend yet, so it is always {"/cpu:0"}.
+// MultiWorkerMirroredStrategy, and the Estimator's device without a strategy: every local GPU
+// ("/gpu:0", "/gpu:1", ...) when the CUDA backend is built and a GPU is visible (cudart honours
+// CUDA_VISIBLE_DEVICES, so CUDA_VISIBLE_DEVICES="" means the CPU), else one CPU ({"/cpu:0"}),
+// as TensorFlow's MirroredStrategy.
 std::vector<std::string> local_devices();
+
+// Whether every device is a GPU (and there is one): what NCCL needs.
+bool all_gpus(const std::vector<Device>& devices);
+
+// `element` with every tensor on `device`: one ops::copy_to per tensor not there yet (no
+// gradient recorded; host tensors stay as they are for a CPU device). What a replica's input batch
+// goes through before its step sees it.
+data::Element copy_to_device(const data::Element& element, Device device);
 
 // Parses TensorFlow device names ("/cpu:0", "/device:CPU:1"); the parse error for bad ones.
 std::vector<Device> parse_devices(const std::vector<std::string>& names);

@@ -98,6 +98,7 @@ void Estimator::predict(const InputFn& input_fn, const std::function<bool(Predic
     timings.run_end = detail::steady_seconds();
     detail::after_run(all_hooks, run_context,
                       detail::resolve_fetches(args, spec, session, step, step));
+    for (auto& entry : selected) entry.second = entry.second.to(Device::cpu());  // rows on host
     int64_t batch = selected.front().second.dim(0);
     for (int64_t row = 0; row < batch && !stop; ++row) {
       Predictions example;

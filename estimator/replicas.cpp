@@ -3,10 +3,17 @@
 #include "estimator/replicas.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <set>
 
 #include "distribute/strategy.h"
 #include "estimator/loop_util.h"
 #include "ops/autograd.h"
+#include "ops/backend.h"
 #include "ops/error.h"
 #include "ops/logging.h"
 
@@ -19,6 +26,47 @@ constexpr uint64_t kStepSeedMix = 0x8cb92ba72f3d8dd7ULL;
 
 }  // namespace
 
+Device default_device(const RunConfig& config) {
+  std::string name = config.device;
+  const char* where = "RunConfig::device";
+  if (name.empty())
+    if (const char* env = std::getenv("EST_DEVICE"); env && *env) {
+      name = env;
+      where = "the EST_DEVICE environment variable";
+    }
+  if (name.empty()) return Device::parse(distribute::local_devices().front());
+  Device device;
+  try {
+    device = Device::parse(name);
+  } catch (const InvalidArgumentError& error) {
+    throw InvalidArgumentError(fmt::format("{} is '{}': {}", where, name, error.what()));
+  }
+  if (device.is_cuda() && !ops::backend_available(ops::Backend::kCuda))
+    throw FailedPreconditionError(
+        fmt::format("{} asks for {}, but the GPU cannot be used: {}; use /cpu:0 or leave it empty",
+                    where, name, ops::backend_unavailable_reason(ops::Backend::kCuda)));
+  if (device.is_cuda()) {
+    std::vector<std::string> gpus = distribute::local_devices();
+    if (std::find(gpus.begin(), gpus.end(), device.str()) == gpus.end())
+      throw FailedPreconditionError(
+          fmt::format("{} asks for {}, but this process sees only {}; use one of those", where,
+                      name, fmt::join(gpus, ", ")));
+  }
+  return device;
+}
+
+namespace {
+
+// TF logs where the model went once; so does this, once per process and device.
+void log_placement(Device device) {
+  static std::mutex mutex;
+  static std::set<std::string> logged;
+  std::lock_guard lock(mutex);
+  if (logged.insert(device.str()).second) log::info("Running the model on {}.", device.str());
+}
+
+}  // namespace
+
 Replicas::Replicas(std::shared_ptr<distribute::Strategy> strategy, ModeKeys mode, uint64_t seed,
                    const Params& params, const RunConfig& config)
     : strategy_(std::move(strategy)), mode_(mode), seed_(seed) {
@@ -27,7 +75,9 @@ Replicas::Replicas(std::shared_ptr<distribute::Strategy> strategy, ModeKeys mode
       return std::make_unique<EstimatorContext>(store, mode, seed, params, config);
     });
   } else {
-    own_store_ = std::make_unique<nn::VariableStore>();
+    Device device = default_device(config);
+    log_placement(device);
+    own_store_ = std::make_unique<nn::VariableStore>(device);
     own_context_ = std::make_unique<EstimatorContext>(*own_store_, mode, seed, params, config);
   }
   reductions_.assign(static_cast<size_t>(size()), nn::last_loss_reduction());
@@ -94,9 +144,11 @@ std::vector<EstimatorSpec> Replicas::call_model_fn(const ModelFn& model_fn,
   std::vector<std::optional<EstimatorSpec>> results(elements.size());
   auto call = [&](int replica) {
     nn::reset_last_loss_reduction();
+    EstimatorContext& ctx = context(replica);
+    data::Element batch =
+        distribute::copy_to_device(elements[static_cast<size_t>(replica)], ctx.device());
     results[static_cast<size_t>(replica)] =
-        detail::call_model_fn(model_fn, context(replica), elements[static_cast<size_t>(replica)],
-                              mode, first && replica == 0);
+        detail::call_model_fn(model_fn, ctx, batch, mode, first && replica == 0);
     reductions_[static_cast<size_t>(replica)] = nn::last_loss_reduction();
   };
   if (strategy_) {

@@ -1,8 +1,10 @@
 // Replicas: the model_fn calls of one Estimator step, on one replica (no strategy) or on every
 // replica of RunConfig's train_distribute / eval_distribute (internal to estimator/).
 //
-// Without a strategy there is one store and one EstimatorContext, and everything runs on the
-// caller's thread. Under a strategy the strategy makes the replicas (a ReplicaSet of
+// Without a strategy there is one store and one EstimatorContext, on default_device() (the
+// first GPU when there is one, as TF's default placement), and everything runs on the caller's
+// thread. Each replica's batch is copied to its device (one copy per tensor per step) before
+// model_fn sees it. Under a strategy the strategy makes the replicas (a ReplicaSet of
 // EstimatorContexts, one per local replica on its own thread; a store per replica when
 // mirrored, restored from the same checkpoint so the copies start equal and stay equal, one
 // shared store under central storage). Replica 0's store is the one checkpoints save and
@@ -45,6 +47,11 @@ class Strategy;
 }
 
 namespace est::detail {
+
+// The device of the Estimator's replica without a strategy: config.device, else EST_DEVICE,
+// else distribute::local_devices()[0]. InvalidArgumentError for a name that is not a device
+// (naming where it came from), FailedPreconditionError for a GPU this process cannot use.
+Device default_device(const RunConfig& config);
 
 class Replicas {
  public:

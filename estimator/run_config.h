@@ -48,6 +48,11 @@ struct RunConfig {
   // estimator/replicas.h for the loss scaling. predict() is never distributed, as in TF.
   std::shared_ptr<distribute::Strategy> train_distribute;
   std::shared_ptr<distribute::Strategy> eval_distribute;
+  // Where the model runs without a strategy (est's, not a TF field: TF places it by default on
+  // the first GPU): "" picks the EST_DEVICE environment variable when set, else
+  // distribute::local_devices()[0], i.e. "/gpu:0" when a GPU is visible, else "/cpu:0".
+  // CUDA_VISIBLE_DEVICES="" hides the GPUs from cudart, so it means the CPU as well.
+  std::string device;
 
   // Task fields (tf.estimator.RunConfig's properties): local defaults, a single worker that is
   // its own chief. with_tf_config() fills them from TF_CONFIG as TensorFlow's RunConfig

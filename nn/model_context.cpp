@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "ops/autograd.h"
+#include "ops/copy.h"
 #include "ops/math.h"
 
 namespace est::nn {
@@ -25,6 +26,7 @@ VariableScope::~VariableScope() {
 
 ModelContext::ModelContext(VariableStore& store, Mode mode, uint64_t seed)
     : store_(&store),
+      device_(store.device()),
       mode_(mode),
       initializer_generator_(seed),
       generator_(seed ^ kRandomOpsSeedMix) {}
@@ -34,18 +36,24 @@ void ModelContext::begin_call() {
   layer_counts_.clear();
   used_.clear();
   moving_average_updates_.clear();
+  copies_.clear();
+  copied_from_.clear();
 }
 
 void apply_moving_average(const MovingAverageUpdate& update) {
   ops::NoGradGuard no_grad;
   Tensor variable = update.variable;
+  Tensor value = update.value.to(variable.device());  // averaged on another device
   variable.copy_from(
-      ops::add(ops::mul(variable, update.momentum), ops::mul(update.value, 1.0 - update.momentum)));
+      ops::add(ops::mul(variable, update.momentum), ops::mul(value, 1.0 - update.momentum)));
 }
 
 void ModelContext::update_moving_average(const Tensor& variable, const Tensor& value,
                                          double momentum) {
-  MovingAverageUpdate update{variable, value.detach(), momentum};
+  Tensor target = variable;
+  if (auto original = copied_from_.find(variable.impl()); original != copied_from_.end())
+    target = original->second;  // a copy for this call: update the variable it reads
+  MovingAverageUpdate update{target, value.detach(), momentum};
   if (defer_moving_averages_)
     moving_average_updates_.push_back(std::move(update));
   else
@@ -144,7 +152,15 @@ Tensor ModelContext::get_variable(std::string_view name, const Shape& shape, DTy
         fmt::format("variable '{}' exists as {}trainable but was requested as {}trainable", full,
                     existing->trainable ? "" : "non-", trainable ? "" : "non-"));
   used_.insert(full);
-  return value;
+  const Device stored = value.device();
+  if (stored == device_ || (stored.is_cpu() && device_.is_cpu()) || !is_floating(value.dtype()))
+    return value;  // CPU devices share host memory
+  // Stored on another device: one copy per call, whose gradient flows back to the variable.
+  if (auto copy = copies_.find(full); copy != copies_.end()) return copy->second;
+  Tensor copy = ops::copy_to(value, device_);
+  copies_.emplace(full, copy);
+  copied_from_.emplace(copy.impl(), value);
+  return copy;
 }
 
 std::vector<Variable> ModelContext::trainable_variables() const {

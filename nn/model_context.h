@@ -5,6 +5,13 @@
 // the variable-scope stack and the per-call layer counters, and owns the seeded generators.
 // Layer calls are numbered afresh within each call (`dense`, `dense_1`, ...), so running the
 // same code again finds the same variables, as tf.compat.v1 layers do under a reused scope.
+//
+// A context computes on one device (its replica's: "/gpu:0"), by default its store's. When
+// the two differ (CentralStorageStrategy: variables on the CPU, compute on a GPU) get_variable
+// returns a copy of the variable on the compute device, made once per call with ops::copy_to,
+// whose gradient flows back to the variable on its own device (TF reads a central variable
+// onto each compute device the same way); update_moving_average on such a copy updates the
+// variable itself.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +71,11 @@ class ModelContext {
   void set_mode(Mode mode) { mode_ = mode; }
   bool is_training() const { return mode_ == Mode::kTrain; }
 
+  // Where this context's computation runs: input batches are copied there, and get_variable
+  // returns tensors there. Defaults to the store's device.
+  Device device() const { return device_; }
+  void set_device(Device device) { device_ = device; }
+
   // Called before each model_fn call: resets the layer counters, the scope stack and the list
   // of variables used by this call.
   void begin_call();
@@ -83,7 +95,8 @@ class ModelContext {
 
   // Like tf.compat.v1.get_variable: `name` is relative to the current scope (a layer passes
   // "dense/kernel"). Creates the variable with `initializer` on first use and returns the
-  // existing one afterwards; an existing variable with another shape or dtype is an
+  // existing one afterwards (on device(): the variable itself, or its copy for this call when
+  // the store lives elsewhere); an existing variable with another shape or dtype is an
   // InvalidArgumentError naming it and both shapes.
   Tensor get_variable(std::string_view name, const Shape& shape, DType dtype,
                       const Initializer& initializer, bool trainable = true);
@@ -124,6 +137,7 @@ class ModelContext {
   std::string full_name(std::string_view relative) const;
 
   VariableStore* store_;
+  Device device_;
   Mode mode_;
   std::vector<std::string> scopes_;
   std::map<std::string, int, std::less<>> layer_counts_;  // full base name -> calls so far
@@ -134,6 +148,10 @@ class ModelContext {
   bool shares_store_ = false;
   std::unordered_set<std::string> seen_;  // variables met so far (only when shares_store_)
   std::vector<MovingAverageUpdate> moving_average_updates_;
+  // This call's copies on device_ of variables stored elsewhere: by variable name, and the
+  // variable each copy reads (by the copy's tensor), for update_moving_average.
+  std::map<std::string, Tensor, std::less<>> copies_;
+  std::map<const void*, Tensor> copied_from_;
 };
 
 }  // namespace est::nn

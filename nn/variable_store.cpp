@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "ops/autograd.h"
+#include "ops/copy.h"
 
 namespace est::nn {
 
@@ -24,6 +25,10 @@ void check_same_layout(std::string_view name, const Tensor& variable, const Tens
 
 }  // namespace
 
+Device VariableStore::device_for(DType dtype) const {
+  return is_floating(dtype) ? device_ : Device::cpu();
+}
+
 Tensor VariableStore::create(const std::string& name, Tensor initial_value, bool trainable) {
   if (name.empty()) throw InvalidArgumentError("VariableStore::create: empty variable name");
   if (!initial_value.defined())
@@ -34,6 +39,10 @@ Tensor VariableStore::create(const std::string& name, Tensor initial_value, bool
                              "' already exists in the store; use find() to reuse it");
   // A variable is a leaf: it never carries the history of the ops that computed its value.
   Tensor value = initial_value.grad_node() ? initial_value.detach() : initial_value;
+  if (value.device() != device_for(value.dtype())) {
+    ops::NoGradGuard no_grad;
+    value = ops::copy_to(value, device_for(value.dtype()));
+  }
   if (auto staged = pending_.find(name); staged != pending_.end()) {
     check_same_layout(name, value, staged->second, "restoring");
     value.copy_from(staged->second);

@@ -29,14 +29,21 @@ struct Variable {
 
 class VariableStore {
  public:
-  VariableStore() = default;
+  // `device`: where floating variables live (default /cpu:0).
+  explicit VariableStore(Device device = {}) : device_(device) {}
   VariableStore(const VariableStore&) = delete;
   VariableStore& operator=(const VariableStore&) = delete;
 
+  Device device() const { return device_; }
+  // Where a variable of `dtype` lives in this store: device() for floating dtypes, else the
+  // host.
+  Device device_for(DType dtype) const;
+
   // Adds a variable that must not exist yet (AlreadyExistsError otherwise). The store keeps
-  // `initial_value` itself (not a copy) and sets its requires_grad to `trainable`. When a
-  // value for `name` was staged by restore() before the variable existed, that value is used
-  // instead (its shape and dtype must match: InvalidArgumentError otherwise).
+  // `initial_value` itself (not a copy) when it is on device_for(its dtype), else a copy there, and
+  // sets its requires_grad to `trainable`. When a value for `name` was staged by restore() before
+  // the variable existed, that value is used instead (its shape and dtype must match:
+  // InvalidArgumentError otherwise).
   Tensor create(const std::string& name, Tensor initial_value, bool trainable);
 
   bool contains(std::string_view name) const;
@@ -66,6 +73,7 @@ class VariableStore {
   bool has_pending_restore(std::string_view name) const;
 
  private:
+  Device device_;
   mutable std::mutex mutex_;
   std::vector<Variable> variables_;                  // creation order
   std::unordered_map<std::string, size_t> index_;    // name -> position in variables_
