@@ -323,9 +323,10 @@ void Strategy::all_reduce_gradients(ReduceOp op, std::vector<std::vector<Tensor>
     if (sum.defined() && op == ReduceOp::kMean) sum = ops::mul(sum, 1.0 / num_workers());
   for (size_t r = 0; r < per_replica.size(); ++r) {
     per_replica[r] = sums;
-    if (r > 0)  // every replica's sums on its own device
-      for (Tensor& sum : per_replica[r])
-        if (sum.defined()) sum = sum.to(devices_[r]);
+    for (Tensor& sum : per_replica[r])  // every replica's sums on its device (host: shared)
+      if (sum.defined() && sum.device() != devices_[r] &&
+          !(sum.device().is_cpu() && devices_[r].is_cpu()))
+        sum = sum.to(devices_[r]);
   }
 }
 
