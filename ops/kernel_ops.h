@@ -85,8 +85,25 @@ enum class OpId : uint8_t {
   kPool2DGradient,           // (grad, workspace, window, kind, grad_input)
   kBatchNorm,                // (x, gamma, beta, mean, variance, epsilon, training, y)
   kBatchNormGradient,        // (x, gamma, beta, mean, variance, grad, eps, training, dx*, dg*, db*)
+  // Fused optimizer updates (TF1's training ops): every variable of a step in one call, in
+  // place, each list one tensor per variable (same shape and dtype, one device). The formulas
+  // and their float operation order are nn/optimizers.h's, scalars rounded to the dtype first.
+  kApplySgd,       // (variables, gradients, lr): var -= lr * g (as kAddScaled with -lr)
+  kApplyMomentum,  // (variables, gradients, accumulators, lr, momentum, nesterov)
+  kApplyAdam,      // (variables, gradients, m, v, step_size, beta1, beta2, epsilon)
+  kApplyAdagrad,   // (variables, gradients, accumulators, lr)
+  kApplyRmsprop,   // (variables, gradients, mean_square, mean_gradient, moment, params)
 };
-inline constexpr int kNumOpIds = static_cast<int>(OpId::kBatchNormGradient) + 1;
+inline constexpr int kNumOpIds = static_cast<int>(OpId::kApplyRmsprop) + 1;
+
+// kApplyRmsprop's scalars; mean_gradient is empty unless `centered`.
+struct RmspropParams {
+  double learning_rate = 0;
+  double decay = 0;
+  double momentum = 0;
+  double epsilon = 0;
+  bool centered = false;
+};
 
 // The name of a registry op ("binary", "conv2d_backward_data") and the CPU op kind whose
 // backend table (backend_table.h) picks its CPU backend; ops without a kind run on the
@@ -175,6 +192,23 @@ EST_OP_SIGNATURE(kBatchNorm, const Tensor& x, const Tensor& gamma, const Tensor&
 EST_OP_SIGNATURE(kBatchNormGradient, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                  const Tensor& mean, const Tensor& variance, const Tensor& grad, double epsilon,
                  bool training, Tensor* grad_x, Tensor* grad_gamma, Tensor* grad_beta)
+
+EST_OP_SIGNATURE(kApplySgd, std::vector<Tensor>& variables, const std::vector<Tensor>& gradients,
+                 double learning_rate)
+EST_OP_SIGNATURE(kApplyMomentum, std::vector<Tensor>& variables,
+                 const std::vector<Tensor>& gradients, std::vector<Tensor>& accumulators,
+                 double learning_rate, double momentum, bool nesterov)
+// step_size = lr * sqrt(1 - beta2^t) / (1 - beta1^t), computed by the caller in double.
+EST_OP_SIGNATURE(kApplyAdam, std::vector<Tensor>& variables, const std::vector<Tensor>& gradients,
+                 std::vector<Tensor>& m, std::vector<Tensor>& v, double step_size, double beta1,
+                 double beta2, double epsilon)
+EST_OP_SIGNATURE(kApplyAdagrad, std::vector<Tensor>& variables,
+                 const std::vector<Tensor>& gradients, std::vector<Tensor>& accumulators,
+                 double learning_rate)
+EST_OP_SIGNATURE(kApplyRmsprop, std::vector<Tensor>& variables,
+                 const std::vector<Tensor>& gradients, std::vector<Tensor>& mean_square,
+                 std::vector<Tensor>& mean_gradient, std::vector<Tensor>& moment,
+                 const RmspropParams& params)
 
 #undef EST_OP_SIGNATURE
 

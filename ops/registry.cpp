@@ -176,6 +176,16 @@ OpInfo op_info(OpId id) {
       return {"batch_norm", K::kBatchNorm};
     case OpId::kBatchNormGradient:
       return {"batch_norm_gradient", K::kBatchNorm};
+    case OpId::kApplySgd:
+      return {"apply_sgd", {}};
+    case OpId::kApplyMomentum:
+      return {"apply_momentum", {}};
+    case OpId::kApplyAdam:
+      return {"apply_adam", {}};
+    case OpId::kApplyAdagrad:
+      return {"apply_adagrad", {}};
+    case OpId::kApplyRmsprop:
+      return {"apply_rmsprop", {}};
   }
   return {"unknown", {}};
 }

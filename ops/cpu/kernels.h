@@ -82,4 +82,19 @@ void batch_norm_gradient(const Tensor& x, const Tensor& gamma, const Tensor& bet
                          double epsilon, bool training, Tensor* grad_x, Tensor* grad_gamma,
                          Tensor* grad_beta);
 
+// optimizer_kernels.cpp: the fused optimizer updates, float32 and float64.
+void apply_sgd(std::vector<Tensor>& variables, const std::vector<Tensor>& gradients,
+               double learning_rate);
+void apply_momentum(std::vector<Tensor>& variables, const std::vector<Tensor>& gradients,
+                    std::vector<Tensor>& accumulators, double learning_rate, double momentum,
+                    bool nesterov);
+void apply_adam(std::vector<Tensor>& variables, const std::vector<Tensor>& gradients,
+                std::vector<Tensor>& m, std::vector<Tensor>& v, double step_size, double beta1,
+                double beta2, double epsilon);
+void apply_adagrad(std::vector<Tensor>& variables, const std::vector<Tensor>& gradients,
+                   std::vector<Tensor>& accumulators, double learning_rate);
+void apply_rmsprop(std::vector<Tensor>& variables, const std::vector<Tensor>& gradients,
+                   std::vector<Tensor>& mean_square, std::vector<Tensor>& mean_gradient,
+                   std::vector<Tensor>& moment, const RmspropParams& params);
+
 }  // namespace est::ops::cpu

@@ -49,6 +49,12 @@ void register_reference_kernels(KernelRegistry& registry) {
   r.add<OpId::kPool2DGradient>(kReference, cpu::pool2d_gradient);
   r.add<OpId::kBatchNorm>(kReference, cpu::batch_norm);
   r.add<OpId::kBatchNormGradient>(kReference, cpu::batch_norm_gradient);
+  const DTypes floating{DType::kF32, DType::kF64};
+  r.add<OpId::kApplySgd>(kReference, cpu::apply_sgd, floating);
+  r.add<OpId::kApplyMomentum>(kReference, cpu::apply_momentum, floating);
+  r.add<OpId::kApplyAdam>(kReference, cpu::apply_adam, floating);
+  r.add<OpId::kApplyAdagrad>(kReference, cpu::apply_adagrad, floating);
+  r.add<OpId::kApplyRmsprop>(kReference, cpu::apply_rmsprop, floating);
 }
 
 }  // namespace est::ops

@@ -61,6 +61,11 @@ void register_cuda_kernels(KernelRegistry& registry) {
   r.add<OpId::kPool2DGradient>(kCuda, cuda::pool2d_gradient, floating);
   r.add<OpId::kBatchNorm>(kCuda, cuda::batch_norm, floating);
   r.add<OpId::kBatchNormGradient>(kCuda, cuda::batch_norm_gradient, floating);
+  r.add<OpId::kApplySgd>(kCuda, cuda::apply_sgd, floating);
+  r.add<OpId::kApplyMomentum>(kCuda, cuda::apply_momentum, floating);
+  r.add<OpId::kApplyAdam>(kCuda, cuda::apply_adam, floating);
+  r.add<OpId::kApplyAdagrad>(kCuda, cuda::apply_adagrad, floating);
+  r.add<OpId::kApplyRmsprop>(kCuda, cuda::apply_rmsprop, floating);
 }
 
 }  // namespace est::ops
