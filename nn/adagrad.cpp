@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "nn/optimizer_fused.h"
 #include "nn/optimizers.h"
 #include "ops/math.h"
 
@@ -16,8 +17,16 @@ class Adagrad final : public UpdateRule {
   std::string_view name() const override { return "Adagrad"; }
   void apply(VariableStore& store, const std::vector<GradAndVar>& grads,
              double learning_rate) const override {
-    for (const GradAndVar& entry : grads) {
-      Tensor accumulator = get_slot(store, entry, "Adagrad", initial_);
+    std::vector<Tensor> accumulators;
+    for (const GradAndVar& entry : grads)
+      accumulators.push_back(get_slot(store, entry, "Adagrad", initial_));
+    if (can_fuse(ops::OpId::kApplyAdagrad, grads, {&accumulators})) {
+      run_fused<ops::OpId::kApplyAdagrad>(grads, accumulators, learning_rate);
+      return;
+    }
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const GradAndVar& entry = grads[i];
+      Tensor accumulator = accumulators[i];
       Tensor variable = entry.variable;
       accumulator.copy_from(ops::add(accumulator, ops::square(entry.gradient)));
       Tensor step = ops::div(ops::mul(entry.gradient, learning_rate), ops::sqrt(accumulator));

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "nn/optimizer_fused.h"
 #include "nn/optimizers.h"
 #include "ops/math.h"
 
@@ -24,9 +25,28 @@ class Adam final : public UpdateRule {
     Tensor beta2_power = get_non_slot(store, "beta2_power", dtype, beta2_);
     double step_size =
         learning_rate * std::sqrt(1.0 - beta2_power.item()) / (1.0 - beta1_power.item());
+    std::vector<Tensor> ms, vs;
     for (const GradAndVar& entry : grads) {
-      Tensor m = get_slot(store, entry, "Adam", 0.0);
-      Tensor v = get_slot(store, entry, "Adam_1", 0.0);
+      ms.push_back(get_slot(store, entry, "Adam", 0.0));
+      vs.push_back(get_slot(store, entry, "Adam_1", 0.0));
+    }
+    if (can_fuse(ops::OpId::kApplyAdam, grads, {&ms, &vs})) {
+      run_fused<ops::OpId::kApplyAdam>(grads, ms, vs, step_size, beta1_, beta2_, epsilon_);
+    } else {
+      apply_composite(grads, ms, vs, step_size);
+    }
+    beta1_power.fill(beta1_power.item() * beta1_);
+    beta2_power.fill(beta2_power.item() * beta2_);
+  }
+
+ private:
+  // The same update as one elementwise op per operation.
+  void apply_composite(const std::vector<GradAndVar>& grads, std::vector<Tensor>& ms,
+                       std::vector<Tensor>& vs, double step_size) const {
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const GradAndVar& entry = grads[i];
+      Tensor m = ms[i];
+      Tensor v = vs[i];
       Tensor variable = entry.variable;
       m.copy_from(ops::add(ops::mul(m, beta1_), ops::mul(entry.gradient, 1.0 - beta1_)));
       v.copy_from(
@@ -34,11 +54,8 @@ class Adam final : public UpdateRule {
       Tensor step = ops::div(ops::mul(m, step_size), ops::add(ops::sqrt(v), epsilon_));
       variable.copy_from(ops::sub(variable, step));
     }
-    beta1_power.fill(beta1_power.item() * beta1_);
-    beta2_power.fill(beta2_power.item() * beta2_);
   }
 
- private:
   double beta1_;
   double beta2_;
   double epsilon_;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "nn/optimizer_fused.h"
 #include "nn/optimizers.h"
 #include "ops/math.h"
 
@@ -16,8 +17,17 @@ class Momentum final : public UpdateRule {
   std::string_view name() const override { return "Momentum"; }
   void apply(VariableStore& store, const std::vector<GradAndVar>& grads,
              double learning_rate) const override {
-    for (const GradAndVar& entry : grads) {
-      Tensor accumulator = get_slot(store, entry, "Momentum", 0.0);
+    std::vector<Tensor> accumulators;
+    for (const GradAndVar& entry : grads)
+      accumulators.push_back(get_slot(store, entry, "Momentum", 0.0));
+    if (can_fuse(ops::OpId::kApplyMomentum, grads, {&accumulators})) {
+      run_fused<ops::OpId::kApplyMomentum>(grads, accumulators, learning_rate, momentum_,
+                                           nesterov_);
+      return;
+    }
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const GradAndVar& entry = grads[i];
+      Tensor accumulator = accumulators[i];
       Tensor variable = entry.variable;
       accumulator.copy_from(ops::add(ops::mul(accumulator, momentum_), entry.gradient));
       Tensor step = nesterov_ ? ops::add(ops::mul(entry.gradient, learning_rate),

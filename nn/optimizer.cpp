@@ -151,8 +151,10 @@ Tensor get_slot(VariableStore& store, const GradAndVar& entry, std::string_view 
                 double initial_value) {
   std::string name = entry.name + "/" + std::string(slot);
   const Tensor& variable = entry.variable;
-  Tensor value =
-      get_or_create(store, name, Tensor::full(variable.shape(), initial_value, variable.dtype()));
+  // On the variable's device: the fused update reads variable, gradient and slots together.
+  Tensor value = get_or_create(
+      store, name,
+      Tensor::full(variable.shape(), initial_value, variable.dtype(), variable.device()));
   if (value.shape() != variable.shape() || value.dtype() != variable.dtype())
     throw InvalidArgumentError(fmt::format(
         "slot '{}' is {} {} but its variable '{}' is {} {}; was the checkpoint written for "

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "nn/optimizer_fused.h"
 #include "nn/optimizers.h"
 #include "ops/math.h"
 
@@ -17,11 +18,27 @@ class RmsProp final : public UpdateRule {
   std::string_view name() const override { return "RMSProp"; }
   void apply(VariableStore& store, const std::vector<GradAndVar>& grads,
              double learning_rate) const override {
+    std::vector<Tensor> mean_squares, mean_gradients, moments;
     for (const GradAndVar& entry : grads) {
+      mean_squares.push_back(get_slot(store, entry, "RMSProp", 1.0));
+      if (centered_) mean_gradients.push_back(get_slot(store, entry, "RMSProp_1", 0.0));
+      moments.push_back(get_slot(store, entry, centered_ ? "RMSProp_2" : "RMSProp_1", 0.0));
+    }
+    if (can_fuse(ops::OpId::kApplyRmsprop, grads, {&mean_squares, &mean_gradients, &moments})) {
+      const ops::RmspropParams params{.learning_rate = learning_rate,
+                                      .decay = decay_,
+                                      .momentum = momentum_,
+                                      .epsilon = epsilon_,
+                                      .centered = centered_};
+      run_fused<ops::OpId::kApplyRmsprop>(grads, mean_squares, mean_gradients, moments, params);
+      return;
+    }
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const GradAndVar& entry = grads[i];
       const Tensor& g = entry.gradient;
-      Tensor mean_square = get_slot(store, entry, "RMSProp", 1.0);
-      Tensor mean_gradient = centered_ ? get_slot(store, entry, "RMSProp_1", 0.0) : Tensor();
-      Tensor moment = get_slot(store, entry, centered_ ? "RMSProp_2" : "RMSProp_1", 0.0);
+      Tensor mean_square = mean_squares[i];
+      Tensor mean_gradient = centered_ ? mean_gradients[i] : Tensor();
+      Tensor moment = moments[i];
       Tensor variable = entry.variable;
       mean_square.copy_from(
           ops::add(ops::mul(mean_square, decay_), ops::mul(ops::square(g), 1.0 - decay_)));

@@ -1,4 +1,5 @@
 // Plain gradient descent: var -= lr * g (tf.compat.v1.train.GradientDescentOptimizer).
+#include "nn/optimizer_fused.h"
 #include "nn/optimizers.h"
 #include "ops/math.h"
 
@@ -10,6 +11,10 @@ class Sgd final : public UpdateRule {
   std::string_view name() const override { return "GradientDescent"; }
   void apply(VariableStore&, const std::vector<GradAndVar>& grads,
              double learning_rate) const override {
+    if (can_fuse(ops::OpId::kApplySgd, grads)) {
+      run_fused<ops::OpId::kApplySgd>(grads, learning_rate);
+      return;
+    }
     for (const GradAndVar& entry : grads) {
       Tensor variable = entry.variable;
       ops::add_scaled_in_place(variable, entry.gradient, -learning_rate);
