@@ -126,6 +126,12 @@ class Dataset {
   Dataset skip(int64_t count) const;  // -1: everything
   // A background thread fills a bounded queue of `buffer_size` elements ahead of the consumer.
   Dataset prefetch(int64_t buffer_size = kAutotune) const;
+  // tf.data.experimental.prefetch_to_device: the last transformation of a pipeline; its
+  // elements come out with their tensors on `device` ("/gpu:0"), copied from pinned buffers on
+  // the device's copy stream while the previous step runs (kAutotune: 2 elements). On a CPU
+  // device it is prefetch(buffer_size). See data/prefetch_to_device.cpp.
+  Dataset prefetch_to_device(ops::Device device, int64_t buffer_size = kAutotune) const;
+  Dataset prefetch_to_device(const std::string& device, int64_t buffer_size = kAutotune) const;
   // Maps each input element to a dataset (a file, typically) and mixes `cycle_length` of them,
   // `block_length` elements from each in turn. num_parallel_calls > 1 (or kAutotune) reads the
   // open datasets on background threads; the order is the same either way.

@@ -1,0 +1,226 @@
+// prefetch_to_device(device, n): tf.data.experimental.prefetch_to_device. The last stage of a
+// pipeline; its elements come out with every tensor on `device`.
+//
+// On a GPU a background thread takes the next element, copies each tensor into a pinned host
+// buffer and queues its host -> device copy on the device's copy stream, then records an event;
+// up to n elements wait in a bounded queue. next() hands one out after making the compute
+// stream wait for its event (ops/cuda/async_copy.h), so the copy of the next batch overlaps the
+// current step and neither the step nor the host waits for a copy it does not need. On a CPU
+// device it is prefetch(n): the tensors are already there.
+//
+// State (state.h) is prefetch's: the queued elements, from the host copies kept beside the
+// device ones, then the input's position, which is past them; restoring queues their copies
+// again. Follows tensorflow/python/data/experimental/ops/prefetching_ops.py for the name, the
+// default buffer and "last transformation".
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "data/dataset.h"
+#include "data/stages.h"
+#include "ops/backend.h"
+#include "ops/cuda/async_copy.h"
+
+namespace est::data {
+namespace {
+
+#if EST_HAVE_CUDA
+
+Tensor to_device(const Tensor& host, ops::Device device) {
+  if (!host.defined()) return host;
+  Tensor target = Tensor::empty(host.shape(), host.dtype(), device);
+  ops::cuda::copy_to_device_async(host, target);
+  return target;
+}
+
+// An element in the queue: as read (for the state), on the device, and the event after its
+// copies.
+struct Staged {
+  Element host;
+  Element device;
+  ops::cuda::Event copied = nullptr;
+};
+
+class DevicePrefetchIterator final : public IteratorBase {
+ public:
+  DevicePrefetchIterator(std::unique_ptr<IteratorBase> input, ops::Device device, int64_t capacity)
+      : input_(std::move(input)),
+        device_(device),
+        capacity_(static_cast<size_t>(std::max<int64_t>(capacity, 1))) {}
+
+  ~DevicePrefetchIterator() override {
+    stop();
+    try {
+      clear_queue();
+    } catch (...) {  // a failing device while unwinding: nothing left to release it to
+    }
+  }
+
+  std::optional<Element> next() override {
+    std::unique_lock lock(mutex_);
+    if (!worker_.joinable() && !input_finished_) start_locked();
+    not_empty_.wait(lock, [this] { return !queue_.empty() || input_finished_; });
+    if (!queue_.empty()) {
+      Staged staged = std::move(queue_.front());
+      queue_.pop_front();
+      not_full_.notify_one();
+      lock.unlock();
+      ops::cuda::compute_stream_wait(device_.index, staged.copied);
+      return std::move(staged.device);
+    }
+    if (error_) {
+      std::exception_ptr error = error_;
+      error_ = nullptr;
+      std::rethrow_exception(error);
+    }
+    return std::nullopt;
+  }
+
+  void save(StateWriter& writer) override {
+    stop();
+    writer.begin_stage("prefetch_to_device");
+    writer.write_bool(input_finished_);
+    write_error(writer, error_);
+    writer.write_u64(queue_.size());
+    for (const Staged& staged : queue_) writer.write_element(staged.host);
+    input_->save(writer);
+  }
+
+  void restore(StateReader& reader) override {
+    stop();
+    reader.expect_stage("prefetch_to_device");
+    input_finished_ = reader.read_bool();
+    error_ = read_error(reader);
+    const uint64_t count = reader.read_u64();
+    clear_queue();
+    for (uint64_t i = 0; i < count; ++i) queue_.push_back(stage(reader.read_element()));
+    input_->restore(reader);
+  }
+
+ private:
+  Staged stage(Element host) const {
+    Staged staged;
+    staged.device.labels = to_device(host.labels, device_);
+    staged.device.value = to_device(host.value, device_);
+    for (const auto& [name, tensor] : host.features)
+      staged.device.features[name] = to_device(tensor, device_);
+    staged.copied = ops::cuda::copy_stream_event(device_.index);
+    staged.host = std::move(host);
+    return staged;
+  }
+
+  // Gives the queued elements' events back (their copies may still run; nothing waits on them).
+  void clear_queue() {
+    for (Staged& staged : queue_)
+      if (staged.copied != nullptr) ops::cuda::compute_stream_wait(device_.index, staged.copied);
+    queue_.clear();
+  }
+
+  void start_locked() {
+    stopping_ = false;
+    worker_ = std::thread([this] { produce(); });
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!worker_.joinable()) return;
+      stopping_ = true;
+    }
+    not_full_.notify_all();
+    worker_.join();
+    stopping_ = false;
+  }
+
+  void produce() {
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        not_full_.wait(lock, [this] { return stopping_ || queue_.size() < capacity_; });
+        if (stopping_) return;
+      }
+      std::optional<Staged> staged;
+      std::exception_ptr error;
+      try {
+        if (std::optional<Element> element = input_->next()) staged = stage(std::move(*element));
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard lock(mutex_);
+      if (staged) {
+        queue_.push_back(std::move(*staged));  // kept even when stopping: it left the input
+      } else {
+        error_ = std::move(error);
+        input_finished_ = true;
+      }
+      not_empty_.notify_one();
+      if (input_finished_) return;
+    }
+  }
+
+  std::unique_ptr<IteratorBase> input_;
+  ops::Device device_;
+  size_t capacity_;
+  std::mutex mutex_;
+  std::condition_variable not_empty_;
+  std::condition_variable not_full_;
+  std::deque<Staged> queue_;
+  bool input_finished_ = false;
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+#endif  // EST_HAVE_CUDA
+
+class PrefetchToDeviceNode final : public DatasetNode {
+ public:
+  PrefetchToDeviceNode(NodePtr input, ops::Device device, int64_t buffer_size)
+      : input_(std::move(input)), device_(device), buffer_size_(buffer_size) {}
+
+  std::unique_ptr<IteratorBase> make_iterator(const IteratorContext& context) const override {
+    if (!ops::backend_available(ops::Backend::kCuda))
+      throw FailedPreconditionError(
+          "prefetch_to_device(" + device_.str() + "): no GPU can be used here (" +
+          ops::backend_unavailable_reason(ops::Backend::kCuda) +
+          "); prefetch to a GPU only where one is present, or use prefetch()");
+#if EST_HAVE_CUDA
+    ops::cuda::require_device(device_.index);
+    return std::make_unique<DevicePrefetchIterator>(input_->make_iterator(context), device_,
+                                                    buffer_size_);
+#else
+    (void)context;
+    throw FailedPreconditionError("prefetch_to_device: this build has no CUDA backend");
+#endif
+  }
+  std::string name() const override { return "prefetch_to_device"; }
+  NodePtr input() const override { return input_; }
+  NodePtr with_input(NodePtr input) const override {
+    return std::make_shared<PrefetchToDeviceNode>(std::move(input), device_, buffer_size_);
+  }
+
+ private:
+  NodePtr input_;
+  ops::Device device_;
+  int64_t buffer_size_;
+};
+
+}  // namespace
+
+Dataset Dataset::prefetch_to_device(ops::Device device, int64_t buffer_size) const {
+  if (buffer_size <= 0 && buffer_size != kAutotune)
+    throw InvalidArgumentError(
+        "Dataset::prefetch_to_device: buffer_size must be positive or "
+        "kAutotune, got " +
+        std::to_string(buffer_size));
+  const int64_t size = buffer_size == kAutotune ? 2 : buffer_size;
+  if (device.is_cpu()) return Dataset(make_prefetch_node(node_, size));
+  return Dataset(std::make_shared<PrefetchToDeviceNode>(node_, device, size));
+}
+
+Dataset Dataset::prefetch_to_device(const std::string& device, int64_t buffer_size) const {
+  return prefetch_to_device(ops::Device::parse(device), buffer_size);
+}
+
+}  // namespace est::data
