@@ -1,9 +1,9 @@
 // The fused optimizer updates on a GPU (OpId::kApplySgd ... kApplyRmsprop on gpu/cuda): the lists
-// of a step become one table of device pointers, sizes and chunk offsets (optimizer_launch.h),
-// copied to the device like any host tensor (pinned staging, copy stream, the compute stream
-// waiting on its event) and read by one launch on the compute stream. The table tensor is freed
-// when this returns; the caching allocator reuses its block only after the launch, in stream
-// order. Nothing here waits for the GPU.
+// of a step become a table of device pointers, sizes and chunk offsets (optimizer_launch.h)
+// passed by value to one launch on the compute stream (one per kFusedMaxTensors variables). No
+// host -> device copy, so a step captured into a CUDA graph (ops/cuda/graph.h) keeps its update;
+// nothing here waits for the GPU.
+#include <algorithm>
 #include <array>
 
 #include "ops/cuda/kernels.h"
@@ -17,33 +17,24 @@ using Lists = std::array<const std::vector<Tensor>*, kFusedMaxLists>;
 
 void run(FusedRule rule, const Lists& lists, const FusedScalars& scalars) {
   const std::vector<Tensor>& variables = *lists[0];
-  const auto count = static_cast<int64_t>(variables.size());
-  if (count == 0) return;
+  if (variables.empty()) return;
   const int device = variables.front().device().index;
   const DType dtype = variables.front().dtype();
-  Tensor host = Tensor::empty({fused_table_words(count)}, DType::kI64);
-  int64_t* words = host.data<int64_t>();
-  for (int64_t i = 0; i < fused_table_words(count); ++i) words[i] = 0;
-  int64_t* sizes = words + kFusedMaxLists * (count + 1);
-  int64_t* chunk_begin = sizes + (count + 1);
-  for (int list = 0; list < kFusedMaxLists; ++list) {
-    if (lists[static_cast<size_t>(list)] == nullptr) continue;
-    const std::vector<Tensor>& tensors = *lists[static_cast<size_t>(list)];
-    for (int64_t i = 0; i < count; ++i)
-      words[list * (count + 1) + i] =
-          reinterpret_cast<int64_t>(tensors[static_cast<size_t>(i)].raw_data());
-  }
-  for (int64_t i = 0; i < count; ++i) {
-    sizes[i] = variables[static_cast<size_t>(i)].numel();
-    chunk_begin[i + 1] = chunk_begin[i] + (sizes[i] + kFusedChunk - 1) / kFusedChunk;
-  }
-  const int64_t total_chunks = chunk_begin[count];
-  if (total_chunks == 0) return;
-  Tensor table = Tensor::empty(host.shape(), DType::kI64, Device::cuda(device));
-  copy(host, table);
   DeviceGuard guard(device);
-  fused_update(rule, dtype, table.data<int64_t>(), count, total_chunks, scalars,
-               compute_stream(device));
+  for (size_t first = 0; first < variables.size(); first += kFusedMaxTensors) {
+    const size_t count = std::min(variables.size() - first, static_cast<size_t>(kFusedMaxTensors));
+    FusedTable table;
+    table.count = static_cast<int64_t>(count);
+    for (size_t i = 0; i < count; ++i) {
+      for (size_t list = 0; list < lists.size(); ++list)
+        if (lists[list] != nullptr)
+          table.pointers[list][i] = const_cast<void*>((*lists[list])[first + i].raw_data());
+      table.sizes[i] = variables[first + i].numel();
+      table.chunk_begin[i + 1] =
+          table.chunk_begin[i] + (table.sizes[i] + kFusedChunk - 1) / kFusedChunk;
+    }
+    fused_update(rule, dtype, table, scalars, compute_stream(device));
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // CUDA kernels of the fused optimizer updates: one launch per step over every chunk of every
-// variable (see optimizer_launch.h for the table), one thread per element of a chunk.
+// variable (see optimizer_launch.h for the table, a kernel argument), one thread per element of
+// a chunk.
 //
 // The arithmetic is the CPU reference's (ops/cpu/optimizer_kernels.cpp) operation for
 // operation, each rounded to the dtype with the _rn intrinsics so that nvcc cannot contract a
@@ -66,16 +67,15 @@ __device__ inline void update(T* const* p, int64_t j, const Scalars<T>& c) {
 }
 
 template <class T, FusedRule rule>
-__global__ void fused_update_kernel(const int64_t* table, int64_t count, int64_t total_chunks,
-                                    Scalars<T> scalars) {
-  const int64_t* sizes = table + kFusedMaxLists * (count + 1);
-  const int64_t* chunk_begin = sizes + (count + 1);
+__global__ void fused_update_kernel(const FusedTable table, Scalars<T> scalars) {
+  const int64_t count = table.count;
+  const int64_t total_chunks = table.chunk_begin[count];
   for (int64_t chunk = blockIdx.x; chunk < total_chunks; chunk += gridDim.x) {
     // The last variable whose first chunk is at or before this one (empty variables own none).
     int64_t low = 0, high = count - 1;
     while (low < high) {
       const int64_t middle = (low + high + 1) / 2;
-      if (chunk_begin[middle] <= chunk)
+      if (table.chunk_begin[middle] <= chunk)
         low = middle;
       else
         high = middle - 1;
@@ -83,53 +83,53 @@ __global__ void fused_update_kernel(const int64_t* table, int64_t count, int64_t
     const int64_t t = low;
     T* pointers[kFusedMaxLists];
     for (int list = 0; list < kFusedMaxLists; ++list)
-      pointers[list] = reinterpret_cast<T*>(table[list * (count + 1) + t]);
-    const int64_t begin = (chunk - chunk_begin[t]) * kFusedChunk;
-    const int64_t end = begin + kFusedChunk < sizes[t] ? begin + kFusedChunk : sizes[t];
+      pointers[list] = static_cast<T*>(table.pointers[list][t]);
+    const int64_t begin = (chunk - table.chunk_begin[t]) * kFusedChunk;
+    const int64_t end = begin + kFusedChunk < table.sizes[t] ? begin + kFusedChunk : table.sizes[t];
     for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x)
       update<T, rule>(pointers, j, scalars);
   }
 }
 
 template <class T, FusedRule rule>
-void launch(const int64_t* table, int64_t count, int64_t total_chunks, const FusedScalars& values,
-            cudaStream_t stream) {
+void launch(const FusedTable& table, const FusedScalars& values, cudaStream_t stream) {
   Scalars<T> scalars;
   for (int i = 0; i < 6; ++i) scalars.s[i] = static_cast<T>(values.values[i]);
+  const int64_t total_chunks = table.chunk_begin[table.count];
   const int64_t blocks = total_chunks < 65535 ? total_chunks : 65535;
   fused_update_kernel<T, rule>
-      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(table, count, total_chunks, scalars);
+      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(table, scalars);
 }
 
 template <class T>
-void launch_rule(FusedRule rule, const int64_t* table, int64_t count, int64_t total_chunks,
-                 const FusedScalars& values, cudaStream_t stream) {
+void launch_rule(FusedRule rule, const FusedTable& table, const FusedScalars& values,
+                 cudaStream_t stream) {
   switch (rule) {
     case FusedRule::kSgd:
-      return launch<T, FusedRule::kSgd>(table, count, total_chunks, values, stream);
+      return launch<T, FusedRule::kSgd>(table, values, stream);
     case FusedRule::kMomentum:
-      return launch<T, FusedRule::kMomentum>(table, count, total_chunks, values, stream);
+      return launch<T, FusedRule::kMomentum>(table, values, stream);
     case FusedRule::kNesterov:
-      return launch<T, FusedRule::kNesterov>(table, count, total_chunks, values, stream);
+      return launch<T, FusedRule::kNesterov>(table, values, stream);
     case FusedRule::kAdam:
-      return launch<T, FusedRule::kAdam>(table, count, total_chunks, values, stream);
+      return launch<T, FusedRule::kAdam>(table, values, stream);
     case FusedRule::kAdagrad:
-      return launch<T, FusedRule::kAdagrad>(table, count, total_chunks, values, stream);
+      return launch<T, FusedRule::kAdagrad>(table, values, stream);
     case FusedRule::kRmsprop:
-      return launch<T, FusedRule::kRmsprop>(table, count, total_chunks, values, stream);
+      return launch<T, FusedRule::kRmsprop>(table, values, stream);
     case FusedRule::kRmspropCentered:
-      return launch<T, FusedRule::kRmspropCentered>(table, count, total_chunks, values, stream);
+      return launch<T, FusedRule::kRmspropCentered>(table, values, stream);
   }
 }
 
 }  // namespace
 
-void fused_update(FusedRule rule, DType dtype, const int64_t* device_table, int64_t count,
-                  int64_t total_chunks, const FusedScalars& scalars, void* stream) {
-  if (count == 0 || total_chunks == 0) return;
+void fused_update(FusedRule rule, DType dtype, const FusedTable& table, const FusedScalars& scalars,
+                  void* stream) {
+  if (table.count == 0 || table.chunk_begin[table.count] == 0) return;
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch_rule<T>(rule, device_table, count, total_chunks, scalars, as_stream(stream));
+    launch_rule<T>(rule, table, scalars, as_stream(stream));
   });
   EST_CUDA_LAUNCHED();
 }

@@ -3,8 +3,9 @@
 //
 // Multi-tensor apply, as apex's and PyTorch's fused/foreach optimizers do it: every variable of
 // a step is cut into chunks of kFusedChunk elements and one grid-stride launch over all chunks
-// of all variables updates them; each block finds its chunk's variable in the table by binary
-// search over the chunks' prefix sums. Plain header (shared by g++ and nvcc).
+// of all variables updates them (a step of more than kFusedMaxTensors variables takes one launch
+// per kFusedMaxTensors); each block finds its chunk's variable in the table by binary search
+// over the chunks' prefix sums. Plain header (shared by g++ and nvcc).
 #pragma once
 
 #include <cstdint>
@@ -24,19 +25,26 @@ enum class FusedRule : int {
 };
 constexpr int kFusedMaxLists = 5;
 constexpr int64_t kFusedChunk = 16384;  // elements per chunk (64 per thread of a block)
+constexpr int kFusedMaxTensors = 48;    // variables per launch: the table stays under 4 KiB
 
-// The table, kFusedMaxLists + 2 arrays of `count` + 1 64-bit words, in this order:
-//   pointers[list][i]  (list < kFusedMaxLists; unused lists hold 0)
-//   sizes[i]           elements of variable i
-//   chunk_begin[i]     the first global chunk of variable i; chunk_begin[count] = total chunks
-inline int64_t fused_table_words(int64_t count) { return (kFusedMaxLists + 2) * (count + 1); }
+// The launch's table, passed by value as a kernel argument (so that a captured CUDA graph
+// holds it and no host -> device copy is needed): for each of up to kFusedMaxTensors
+// variables, its pointer in each list (unused lists: null), its size, and its first global
+// chunk; chunk_begin[count] is the total.
+struct FusedTable {
+  int64_t count = 0;
+  void* pointers[kFusedMaxLists][kFusedMaxTensors] = {};
+  int64_t sizes[kFusedMaxTensors] = {};
+  int64_t chunk_begin[kFusedMaxTensors + 1] = {};
+};
 
 struct FusedScalars {
   double values[6] = {};  // in the order FusedRule lists them, rounded to the dtype on the GPU
 };
 
-// Queues the update on `stream` (the variables' device's compute stream, current).
-void fused_update(FusedRule rule, DType dtype, const int64_t* device_table, int64_t count,
-                  int64_t total_chunks, const FusedScalars& scalars, void* stream);
+// Queues the update of the table's variables on `stream` (their device's compute stream,
+// current).
+void fused_update(FusedRule rule, DType dtype, const FusedTable& table, const FusedScalars& scalars,
+                  void* stream);
 
 }  // namespace est::ops::cuda

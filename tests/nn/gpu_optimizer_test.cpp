@@ -93,3 +93,29 @@ TEST_CASE("optimizers on GPU variables match the CPU, one fused launch per step"
     }
   }
 }
+
+TEST_CASE("a step of more variables than one launch holds matches the CPU") {
+  // 100 variables: three launches of up to 48 (ops/cuda/optimizer_launch.h).
+  ops::Generator generator(12);
+  VariableStore cpu_store, gpu_store;
+  std::vector<Tensor> cpu_vars, gpu_vars;
+  for (size_t i = 0; i < 100; ++i) {
+    Tensor init = ops::random_uniform({static_cast<int64_t>(i % 7) * 5000 + 3}, -1.0, 1.0,
+                                      generator, DType::kF32);
+    cpu_vars.push_back(cpu_store.create(variable_name(i), init.clone(), true));
+    gpu_vars.push_back(gpu_store.create(variable_name(i), init.to(kGpu), true));
+  }
+  for (int step = 0; step < 2; ++step) {
+    std::vector<Tensor> cpu_grads, gpu_grads;
+    for (const Tensor& v : cpu_vars) {
+      cpu_grads.push_back(ops::random_uniform(v.shape(), -1.0, 1.0, generator, DType::kF32));
+      gpu_grads.push_back(cpu_grads.back().to(kGpu));
+    }
+    optim::adam(0.01).apply_gradients(cpu_store, cpu_grads, cpu_vars);
+    optim::adam(0.01).apply_gradients(gpu_store, gpu_grads, gpu_vars);
+  }
+  for (size_t i = 0; i < cpu_vars.size(); ++i) {
+    CAPTURE(i);
+    CHECK(relative_error(gpu_vars[i], cpu_vars[i]) <= 1e-6);
+  }
+}
