@@ -4,8 +4,9 @@
 // not the input pipeline. Also reports whether a steady-state step allocated memory from the
 // system or built a kernel primitive (it should do neither).
 //
-//   cnn_bench [--threads T] [--repeats R] [--examples N]
-// Lines: `est <train|eval> batch=<B> examples_per_sec=<median>` and `est steady_state ...`.
+//   cnn_bench [--threads T] [--repeats R] [--examples N] [--policy mixed_bfloat16]
+// Lines: `est <train|eval> batch=<B> examples_per_sec=<median>` and `est steady_state ...`;
+// under another policy than float32 (nn/mixed_precision.h) each line ends in `policy=<name>`.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -50,12 +51,17 @@ struct Trainer {
 int main(int argc, char** argv) {
   int threads = 2, repeats = 5;
   int64_t examples = 32000;
+  std::string policy = "float32";
   CLI::App app("Training and evaluation examples/s of the tutorial CNN.", "cnn_bench");
   app.add_option("--threads", threads, "OpenMP threads")->capture_default_str();
   app.add_option("--repeats", repeats, "timed runs per figure (the median is reported)")
       ->capture_default_str();
   app.add_option("--examples", examples, "training examples per timed run")->capture_default_str();
+  app.add_option("--policy", policy, "global dtype policy (float32, mixed_bfloat16)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  est::nn::mixed_precision::set_global_policy(policy);
+  const std::string suffix = policy == "float32" ? "" : " policy=" + policy;
   est::ops::set_num_threads(threads);
   bench::InMemoryData train = bench::load_fashion_mnist("train");
   bench::InMemoryData test = bench::load_fashion_mnist("test");
@@ -82,10 +88,11 @@ int main(int argc, char** argv) {
       run(steps);
       rates.push_back(steps * batch / std::chrono::duration<double>(Clock::now() - start).count());
     }
-    fmt::print("est train batch={} examples_per_sec={:.1f}\n", batch, bench::median(rates));
-    fmt::print("est steady_state batch={} system_allocations={} primitives_created={}\n", batch,
+    fmt::print("est train batch={} examples_per_sec={:.1f}{}\n", batch, bench::median(rates),
+               suffix);
+    fmt::print("est steady_state batch={} system_allocations={} primitives_created={}{}\n", batch,
                allocator.stats().system_allocations - system_before,
-               est::ops::kernel_cache_stats().created - created_before);
+               est::ops::kernel_cache_stats().created - created_before, suffix);
   }
 
   trainer.ctx.set_mode(est::nn::Mode::kEval);
@@ -103,6 +110,6 @@ int main(int argc, char** argv) {
     }
     rates.push_back(steps * batch / std::chrono::duration<double>(Clock::now() - start).count());
   }
-  fmt::print("est eval batch={} examples_per_sec={:.1f}\n", batch, bench::median(rates));
+  fmt::print("est eval batch={} examples_per_sec={:.1f}{}\n", batch, bench::median(rates), suffix);
   return 0;
 }

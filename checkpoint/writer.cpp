@@ -92,6 +92,19 @@ class FileWriter {
   Hid link_;
 };
 
+// A bfloat16 tensor is refused, naming it: under mixed_bfloat16 the variables (the master
+// weights) stay float32 (nn/mixed_precision.h), so a checkpoint holds float32 as Keras's does;
+// HDF5 has no bfloat16 type that h5py or TensorFlow's readers would understand.
+void check_storable(const TensorBundle& bundle) {
+  for (const TensorEntry& entry : bundle.tensors)
+    if (entry.value.dtype() == ops::DType::kBF16)
+      throw InvalidArgumentError(fmt::format(
+          "checkpoint: {} \"{}\" is bfloat16, which checkpoints do not store; keep variables "
+          "in float32 (mixed_bfloat16 does: its variables are float32 and only computation is "
+          "bfloat16) or cast it to float32 first",
+          entry.kind == EntryKind::kVariable ? "variable" : "slot", entry.name));
+}
+
 void write_bundle(FileWriter& writer, const TensorBundle& bundle, double timestamp) {
   hid_t root = writer.file();
   detail::write_attribute_i64(root, layout::kFormatVersionAttribute, layout::kFormatVersion);
@@ -131,6 +144,7 @@ std::string checkpoint_file_name(const std::string& checkpoint_name, int64_t glo
 
 void save(const std::string& path, const TensorBundle& bundle, const SaveOptions& options) {
   validate_bundle(bundle, fmt::format("Saving checkpoint {}", path));
+  check_storable(bundle);
   std::filesystem::path final_path(path);
   ensure_directory(final_path.parent_path());
   std::filesystem::path temporary = temporary_path_for(final_path);

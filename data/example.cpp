@@ -438,6 +438,7 @@ std::string serialize_example(const Features& features) {
                            std::span(tensor.data<float>(), static_cast<size_t>(tensor.numel())));
         break;
       case DType::kF64:
+      case DType::kBF16:
         builder.add_floats(name, tensor.to_vector<float>());
         break;
       case DType::kI64:

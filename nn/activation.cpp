@@ -1,6 +1,7 @@
 // Recognising the fusable activations by their address.
 #include "nn/activation.h"
 
+#include "ops/array_ops.h"
 #include "ops/math.h"
 
 namespace est::nn {
@@ -19,7 +20,12 @@ Activation::Activation(ActivationFn fn) {
 }
 
 Activation::Activation(AxisActivationFn fn) {
-  if (fn != nullptr) custom_ = [fn](const Tensor& x) { return fn(x, -1); };
+  // softmax and log_softmax of a bfloat16 input run in float32 and return float32, as
+  // Keras advises for a mixed-precision model's output (nn/mixed_precision.h).
+  if (fn != nullptr)
+    custom_ = [fn](const Tensor& x) {
+      return fn(x.dtype() == DType::kBF16 ? ops::cast(x, DType::kF32) : x, -1);
+    };
 }
 
 Tensor Activation::operator()(const Tensor& x) const {

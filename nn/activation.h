@@ -4,7 +4,7 @@
 // in Keras. relu, sigmoid and tanh (est::nn's, which are est::ops's) are recognised and handed
 // to the kernels as a fused ops::Activation; any other function or callable runs after the
 // layer as an op of its own. `softmax` (which takes an axis) is accepted and applied on the
-// last axis.
+// last axis, in float32 when the layer computed in bfloat16.
 #pragma once
 
 #include <cstddef>

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "nn/layer_checks.h"
+#include "nn/mixed_precision.h"
 
 namespace est::nn {
 namespace {
@@ -25,9 +26,9 @@ ops::Pool2DParams pool_params(std::string_view layer, Size2 pool_size, Size2 str
 
 }  // namespace
 
-Tensor conv2d(ModelContext& ctx, const Tensor& x, const Conv2DOptions& options) {
+Tensor conv2d(ModelContext& ctx, const Tensor& input, const Conv2DOptions& options) {
   std::string name = ctx.layer_name("conv2d", options.name);
-  check_layer_input(name, x, 4, "[batch, height, width, channels]", 4);
+  check_layer_input(name, input, 4, "[batch, height, width, channels]", 4);
   if (options.filters <= 0)
     throw InvalidArgumentError(
         fmt::format("{}: filters must be positive, got {}; set .filters", name, options.filters));
@@ -40,13 +41,18 @@ Tensor conv2d(ModelContext& ctx, const Tensor& x, const Conv2DOptions& options) 
         "{}: strides > 1 together with dilation_rate > 1 is not supported (as in TensorFlow); "
         "use one or the other",
         name));
+  const mixed_precision::LayerDtypes dtypes = mixed_precision::layer_dtypes(options.dtype, input);
+  const Tensor x = mixed_precision::cast_input(dtypes, input);
   int64_t channels = x.dim(3);
-  Tensor kernel = ctx.get_variable(name + "/kernel",
-                                   {options.kernel.h, options.kernel.w, channels, options.filters},
-                                   x.dtype(), options.kernel_initializer);
+  Tensor kernel = mixed_precision::read_variable(
+      dtypes, ctx.get_variable(name + "/kernel",
+                               {options.kernel.h, options.kernel.w, channels, options.filters},
+                               dtypes.variable, options.kernel_initializer));
   Tensor bias;
   if (options.use_bias)
-    bias = ctx.get_variable(name + "/bias", {options.filters}, x.dtype(), options.bias_initializer);
+    bias = mixed_precision::read_variable(
+        dtypes, ctx.get_variable(name + "/bias", {options.filters}, dtypes.variable,
+                                 options.bias_initializer));
   ops::Conv2DParams params{.strides = {options.strides.h, options.strides.w},
                            .padding = options.padding,
                            .dilations = {options.dilation_rate.h, options.dilation_rate.w},

@@ -37,6 +37,9 @@ struct Conv2DOptions {
   Initializer kernel_initializer = glorot_uniform();
   Initializer bias_initializer = zeros();
   std::string name;  // empty: "conv2d", "conv2d_1", ...
+  // The layer's dtype policy ("mixed_bfloat16", "float32", ...; nn/mixed_precision.h);
+  // empty: the global policy.
+  std::string dtype;
 };
 
 // x: [N, H, W, C]. Variables `<name>/kernel` [KH, KW, C, filters] and `<name>/bias` [filters].

@@ -1,8 +1,11 @@
-// embedding through ops::gather (which checks the ids against the vocabulary size).
+// embedding through ops::gather (which checks the ids against the vocabulary size). Under a
+// mixed global policy the table stays in its dtype and the looked-up rows are cast to the
+// compute dtype, as Keras's Embedding does.
 #include "nn/layers_embedding.h"
 
 #include <fmt/format.h>
 
+#include "nn/mixed_precision.h"
 #include "ops/array_ops.h"
 
 namespace est::nn {
@@ -21,7 +24,9 @@ Tensor embedding(ModelContext& ctx, const Tensor& ids, const EmbeddingOptions& o
                     name, options.input_dim, options.output_dim));
   Tensor table = ctx.get_variable(name + "/embeddings", {options.input_dim, options.output_dim},
                                   options.dtype, options.embeddings_initializer);
-  return ops::gather(table, ids, 0);
+  Tensor rows = ops::gather(table, ids, 0);
+  const mixed_precision::Policy policy = mixed_precision::global_policy();
+  return policy.is_mixed() ? ops::cast(rows, policy.compute_dtype()) : rows;
 }
 
 }  // namespace est::nn

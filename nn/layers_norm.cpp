@@ -7,6 +7,8 @@
 #include <algorithm>
 
 #include "nn/layer_checks.h"
+#include "nn/mixed_precision.h"
+#include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/batch_norm.h"
 #include "ops/math.h"
@@ -22,18 +24,26 @@ bool tf_uses_fused_kernel(const Tensor& x) {
 
 }  // namespace
 
-Tensor batch_normalization(ModelContext& ctx, const Tensor& x, const BatchNormOptions& options) {
+Tensor batch_normalization(ModelContext& ctx, const Tensor& input,
+                           const BatchNormOptions& options) {
   std::string name = ctx.layer_name("batch_normalization", options.name);
-  check_layer_input(name, x, 1, "[..., channels]");
+  check_layer_input(name, input, 1, "[..., channels]");
   if (!(options.momentum >= 0.0 && options.momentum <= 1.0))
     throw InvalidArgumentError(
         fmt::format("{}: momentum must be in [0, 1], got {}", name, options.momentum));
   if (!(options.epsilon > 0.0))
     throw InvalidArgumentError(
         fmt::format("{}: epsilon must be positive, got {}", name, options.epsilon));
+  // Under a bfloat16 compute dtype the layer works in float32, its parameters and statistics
+  // included, and casts its output back, as Keras's BatchNormalization does.
+  const mixed_precision::LayerDtypes dtypes = mixed_precision::layer_dtypes(options.dtype, input);
+  const bool upcast = dtypes.compute == DType::kBF16;
+  const Tensor x =
+      upcast ? ops::cast(input, DType::kF32) : mixed_precision::cast_input(dtypes, input);
+  auto output = [&](const Tensor& y) { return upcast ? ops::cast(y, DType::kBF16) : y; };
   int64_t channels = x.shape().back();
   Shape shape{channels};
-  DType dtype = x.dtype();
+  DType dtype = upcast ? DType::kF32 : dtypes.variable;
   Tensor gamma = options.scale
                      ? ctx.get_variable(name + "/gamma", shape, dtype, options.gamma_initializer)
                      : Tensor::ones(shape, dtype);
@@ -47,7 +57,8 @@ Tensor batch_normalization(ModelContext& ctx, const Tensor& x, const BatchNormOp
 
   bool training = options.training.value_or(ctx.is_training());
   if (!training)
-    return ops::batch_norm_inference(x, gamma, beta, moving_mean, moving_variance, options.epsilon);
+    return output(
+        ops::batch_norm_inference(x, gamma, beta, moving_mean, moving_variance, options.epsilon));
 
   ops::BatchNormOutput result = ops::batch_norm_training(x, gamma, beta, options.epsilon);
   ops::NoGradGuard no_grad;
@@ -57,7 +68,7 @@ Tensor batch_normalization(ModelContext& ctx, const Tensor& x, const BatchNormOp
     variance = ops::mul(variance, double(count) / double(count - 1));
   ctx.update_moving_average(moving_mean, result.batch_mean.detach(), options.momentum);
   ctx.update_moving_average(moving_variance, variance, options.momentum);
-  return result.output;
+  return output(result.output);
 }
 
 }  // namespace est::nn

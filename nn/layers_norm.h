@@ -35,10 +35,15 @@ struct BatchNormOptions {
   Initializer moving_variance_initializer = ones();
   std::optional<bool> training;  // overrides ctx.is_training() (e.g. frozen statistics)
   std::string name;              // empty: "batch_normalization", "batch_normalization_1", ...
+  // The layer's dtype policy ("mixed_bfloat16", "float32", ...; nn/mixed_precision.h);
+  // empty: the global policy.
+  std::string dtype;
 };
 
 // x: [..., C]. Variables `<name>/gamma`, `<name>/beta` (trainable), `<name>/moving_mean`,
-// `<name>/moving_variance` (not trainable), each [C]. Returns x's shape.
+// `<name>/moving_variance` (not trainable), each [C]. Returns x's shape. Under a bfloat16
+// compute dtype (mixed_bfloat16) the variables are float32 and the layer computes in float32,
+// returning bfloat16 (nn/mixed_precision.h).
 Tensor batch_normalization(ModelContext& ctx, const Tensor& x,
                            const BatchNormOptions& options = {});
 

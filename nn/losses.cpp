@@ -1,8 +1,11 @@
-// Losses: input checks, the per-example op, then compute_weighted_loss.
+// Losses: input checks, the per-example op, then compute_weighted_loss. bfloat16 logits and
+// predictions (a mixed_bfloat16 model's) are cast to float32 first and the loss is float32,
+// as tf.keras's losses compute in float32 (nn/mixed_precision.h).
 #include "nn/losses.h"
 
 #include <fmt/format.h>
 
+#include "nn/mixed_precision.h"
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/math.h"
@@ -16,8 +19,8 @@ namespace {
 void check_float(std::string_view loss, std::string_view what, const Tensor& t) {
   if (!t.defined()) throw InvalidArgumentError(fmt::format("{}: {} is undefined", loss, what));
   if (!is_floating(t.dtype()))
-    throw InvalidArgumentError(fmt::format("{}: {} must be float32 or float64, got {}", loss, what,
-                                           dtype_name(t.dtype())));
+    throw InvalidArgumentError(fmt::format("{}: {} must be float32, float64 or bfloat16, got {}",
+                                           loss, what, dtype_name(t.dtype())));
 }
 
 void check_same_shape(std::string_view loss, const Tensor& labels, const Tensor& predictions,
@@ -52,10 +55,11 @@ Reduction last_loss_reduction() { return t_last_reduction; }
 void reset_last_loss_reduction() { t_last_reduction = Reduction::kSumByNonzeroWeights; }
 bool is_mean_reduction(Reduction reduction) { return reduction != Reduction::kSum; }
 
-Tensor compute_weighted_loss(const Tensor& losses, const LossWeights& weights,
+Tensor compute_weighted_loss(const Tensor& losses_given, const LossWeights& weights,
                              Reduction reduction) {
   t_last_reduction = reduction;
-  check_float("compute_weighted_loss", "losses", losses);
+  check_float("compute_weighted_loss", "losses", losses_given);
+  const Tensor losses = mixed_precision::to_float32_if_bfloat16(losses_given);
   const Shape& shape = losses.shape();
   Tensor weighted;
   Tensor weight_tensor;  // broadcast to `shape`, no gradient (denominators only)
@@ -104,10 +108,11 @@ Tensor compute_weighted_loss(const Tensor& losses, const LossWeights& weights,
   throw InternalError("compute_weighted_loss: unknown reduction");
 }
 
-Tensor sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits,
+Tensor sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits_given,
                                     const LossWeights& weights, Reduction reduction) {
   constexpr std::string_view kName = "sparse_softmax_cross_entropy";
-  check_float(kName, "logits", logits);
+  check_float(kName, "logits", logits_given);
+  const Tensor logits = mixed_precision::to_float32_if_bfloat16(logits_given);
   if (!labels.defined())
     throw InvalidArgumentError("sparse_softmax_cross_entropy: labels are undefined");
   if (labels.dtype() != DType::kI32 && labels.dtype() != DType::kI64)
@@ -127,11 +132,12 @@ Tensor sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits,
                                reduction);
 }
 
-Tensor softmax_cross_entropy(const Tensor& onehot_labels, const Tensor& logits,
+Tensor softmax_cross_entropy(const Tensor& onehot_labels, const Tensor& logits_given,
                              const LossWeights& weights, double label_smoothing,
                              Reduction reduction) {
   constexpr std::string_view kName = "softmax_cross_entropy";
-  check_float(kName, "logits", logits);
+  check_float(kName, "logits", logits_given);
+  const Tensor logits = mixed_precision::to_float32_if_bfloat16(logits_given);
   check_same_shape(kName, onehot_labels, logits, "logits");
   if (logits.rank() != 2)
     throw InvalidArgumentError(fmt::format("{}: logits must be [batch, classes], got shape {}",
@@ -148,11 +154,12 @@ Tensor softmax_cross_entropy(const Tensor& onehot_labels, const Tensor& logits,
                                reduction);
 }
 
-Tensor sigmoid_cross_entropy(const Tensor& multi_class_labels, const Tensor& logits,
+Tensor sigmoid_cross_entropy(const Tensor& multi_class_labels, const Tensor& logits_given,
                              const LossWeights& weights, double label_smoothing,
                              Reduction reduction) {
   constexpr std::string_view kName = "sigmoid_cross_entropy";
-  check_float(kName, "logits", logits);
+  check_float(kName, "logits", logits_given);
+  const Tensor logits = mixed_precision::to_float32_if_bfloat16(logits_given);
   check_same_shape(kName, multi_class_labels, logits, "logits");
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
     throw InvalidArgumentError(
@@ -164,17 +171,19 @@ Tensor sigmoid_cross_entropy(const Tensor& multi_class_labels, const Tensor& log
                                reduction);
 }
 
-Tensor mean_squared_error(const Tensor& labels, const Tensor& predictions,
+Tensor mean_squared_error(const Tensor& labels, const Tensor& predictions_given,
                           const LossWeights& weights, Reduction reduction) {
-  check_float("mean_squared_error", "predictions", predictions);
+  check_float("mean_squared_error", "predictions", predictions_given);
+  const Tensor predictions = mixed_precision::to_float32_if_bfloat16(predictions_given);
   check_same_shape("mean_squared_error", labels, predictions, "predictions");
   return compute_weighted_loss(
       ops::squared_difference(predictions, as_dtype_of(labels, predictions)), weights, reduction);
 }
 
-Tensor huber(const Tensor& labels, const Tensor& predictions, const LossWeights& weights,
+Tensor huber(const Tensor& labels, const Tensor& predictions_given, const LossWeights& weights,
              double delta, Reduction reduction) {
-  check_float("huber", "predictions", predictions);
+  check_float("huber", "predictions", predictions_given);
+  const Tensor predictions = mixed_precision::to_float32_if_bfloat16(predictions_given);
   check_same_shape("huber", labels, predictions, "predictions");
   if (!(delta > 0))
     throw InvalidArgumentError(fmt::format("huber: delta must be positive, got {}", delta));

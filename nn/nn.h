@@ -15,6 +15,7 @@
 #include "nn/layers_norm.h"
 #include "nn/losses.h"
 #include "nn/metrics.h"
+#include "nn/mixed_precision.h"
 #include "nn/model_context.h"
 #include "nn/optimizer.h"
 #include "nn/optimizers.h"

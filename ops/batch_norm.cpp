@@ -15,7 +15,7 @@ namespace {
 void check_arguments(const char* op, const Tensor& x, double epsilon,
                      std::initializer_list<std::pair<const Tensor*, const char*>> per_channel) {
   if (!x.defined()) throw InvalidArgumentError(fmt::format("{}: x is undefined", op));
-  dispatch_float(x.dtype(), op, [](auto) {});
+  require_floating_dtype(x.dtype(), op);
   if (x.rank() < 2)
     throw InvalidArgumentError(fmt::format(
         "{}: x must have rank 2 or more ([N, C] or [N, H, W, C], channels last), got shape {}", op,

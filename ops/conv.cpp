@@ -18,7 +18,7 @@ namespace {
 
 void check_tensor(const Tensor& t, const char* op, const char* what, int rank, const char* layout) {
   if (!t.defined()) throw InvalidArgumentError(fmt::format("{}: {} is undefined", op, what));
-  dispatch_float(t.dtype(), op, [](auto) {});
+  require_floating_dtype(t.dtype(), op);
   if (t.rank() != rank)
     throw InvalidArgumentError(fmt::format("{}: {} must have rank {} ({}), got shape {}", op, what,
                                            rank, layout, shape_str(t.shape())));

@@ -6,28 +6,41 @@
 #include <string_view>
 #include <type_traits>
 
+#include "ops/dtype_bfloat16.h"
+
 namespace est::ops {
 
-enum class DType : uint8_t { kF32, kF64, kI32, kI64, kU8, kBool };
+// kBF16 comes last so that the values of the others (stored in data iterator states) stay.
+enum class DType : uint8_t { kF32, kF64, kI32, kI64, kU8, kBool, kBF16 };
 
 size_t dtype_size(DType dtype);
 std::string_view dtype_name(DType dtype);  // "float32", "int64", ... as TensorFlow names them
-bool is_floating(DType dtype);
-bool is_integral(DType dtype);  // the integer types, bool excluded
+bool is_floating(DType dtype);             // float32, float64 and bfloat16
+bool is_integral(DType dtype);             // the integer types, bool excluded
 
 template <class T>
 constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::kF32;
-  else if constexpr (std::is_same_v<T, double>) return DType::kF64;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::kI32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::kI64;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::kU8;
-  else if constexpr (std::is_same_v<T, bool>) return DType::kBool;
-  else static_assert(sizeof(T) == 0, "no DType for this C++ type");
+  if constexpr (std::is_same_v<T, float>)
+    return DType::kF32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::kF64;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::kI32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::kI64;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::kU8;
+  else if constexpr (std::is_same_v<T, bool>)
+    return DType::kBool;
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return DType::kBF16;
+  else
+    static_assert(sizeof(T) == 0, "no DType for this C++ type");
 }
 
 }  // namespace est::ops
 
 namespace est {
+using ops::bfloat16;
 using ops::DType;
 }  // namespace est

@@ -15,7 +15,7 @@ namespace {
 
 void check_operand(const Tensor& t, const char* op, const char* what) {
   if (!t.defined()) throw InvalidArgumentError(fmt::format("{}: {} is undefined", op, what));
-  dispatch_float(t.dtype(), op, [](auto) {});
+  require_floating_dtype(t.dtype(), op);
 }
 
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op, const char* what_a,

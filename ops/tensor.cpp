@@ -241,6 +241,8 @@ std::string leading_values(const Tensor& host, int max_elements) {
       if (i) values += ", ";
       if constexpr (std::is_floating_point_v<T>)
         values += fmt::format("{:.6g}", in[i]);
+      else if constexpr (std::is_same_v<T, bfloat16>)
+        values += fmt::format("{:.6g}", static_cast<float>(in[i]));
       else
         values += fmt::format("{}", static_cast<int64_t>(in[i]));
     }

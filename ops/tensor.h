@@ -128,6 +128,8 @@ decltype(auto) dispatch_dtype(DType dtype, Fn&& fn) {
       return fn(uint8_t{});
     case DType::kBool:
       return fn(bool{});
+    case DType::kBF16:
+      return fn(bfloat16{});
   }
   throw InternalError("unknown dtype");
 }
@@ -145,6 +147,15 @@ decltype(auto) dispatch_float(DType dtype, std::string_view op, Fn&& fn) {
       throw InvalidArgumentError(std::string(op) + ": expected a float32 or float64 tensor, got " +
                                  std::string(dtype_name(dtype)));
   }
+}
+
+// The ops' argument check for a floating tensor (float32, float64 or bfloat16): an
+// InvalidArgumentError naming `op` otherwise.
+inline void require_floating_dtype(DType dtype, std::string_view op) {
+  if (!is_floating(dtype))
+    throw InvalidArgumentError(std::string(op) +
+                               ": expected a float32, float64 or bfloat16 tensor, got " +
+                               std::string(dtype_name(dtype)));
 }
 
 template <class T>

@@ -24,7 +24,7 @@ inline void require_same_dtype(std::string_view op, const Tensor& a, const Tenso
 inline void require_floating(std::string_view op, const Tensor& t) {
   if (!is_floating(t.dtype()))
     throw InvalidArgumentError(
-        fmt::format("{}: expected a float32 or float64 tensor, got {}; cast it first", op,
+        fmt::format("{}: expected a float32, float64 or bfloat16 tensor, got {}; cast it first", op,
                     dtype_name(t.dtype())));
 }
 
@@ -96,6 +96,8 @@ decltype(auto) dispatch_bytes(DType dtype, Fn&& fn) {
   switch (dtype_size(dtype)) {
     case 1:
       return fn(uint8_t{});
+    case 2:
+      return fn(uint16_t{});
     case 4:
       return fn(uint32_t{});
     case 8:

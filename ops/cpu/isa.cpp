@@ -14,4 +14,14 @@ std::string_view multiversion_isa() {
 #endif
 }
 
+bool has_avx512_core() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#else
+  return false;
+#endif
+}
+
 }  // namespace est::ops::cpu

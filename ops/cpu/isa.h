@@ -26,4 +26,10 @@ namespace est::ops::cpu {
 // "native" where the build has no clones).
 std::string_view multiversion_isa();
 
+// Whether this CPU has AVX-512 with byte/word, vector-length and doubleword/quadword
+// instructions (oneDNN's avx512_core), from which oneDNN 2.6 has JIT bfloat16 matmul and
+// convolution kernels; without it oneDNN would run its slow reference bfloat16 kernels, so the
+// oneDNN backend declines bfloat16 and the registry falls back to the reference.
+bool has_avx512_core();
+
 }  // namespace est::ops::cpu

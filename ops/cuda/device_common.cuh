@@ -34,6 +34,9 @@ void dispatch_numeric(DType dtype, Fn&& fn) {
     case DType::kI64: return fn(int64_t{});
     case DType::kU8: return fn(uint8_t{});
     case DType::kBool: return fn(bool{});
+    case DType::kBF16:  // fill, cast and broadcast copy handle it before dispatching; the
+                        // registry computes every other kernel's bfloat16 in float32
+      throw_cuda_error(cudaErrorInvalidValue, "dispatch_numeric(bfloat16)", __FILE__, __LINE__);
   }
 }
 

@@ -1,5 +1,7 @@
 // CUDA elementwise kernels: fill, cast, the broadcasting binary ops and their gradients,
 // comparisons, broadcast copies, the unary ops and their gradients, and the optimizers' update.
+// bfloat16 has its own fill, cast and broadcast copy here; its arithmetic runs in float32
+// through the registry's adapter (ops/cuda/register.cpp, ops/cpu/via_float.h).
 // One kernel per dtype for each family; the op is a kernel argument switched on per element
 // (the same for the whole grid, so no warp diverges). The formulas are the reference kernels'
 // (ops/cpu/elementwise_kernels.cpp, unary_kernels.cpp), which the op harness compares against.
@@ -117,6 +119,35 @@ __global__ void cast_to_bool_kernel(const From* x, bool* out, int64_t n) {
   EST_GRID_STRIDE(i, n) out[i] = x[i] != From(0);
 }
 
+// bfloat16 is stored as its 16 bits (uint16_t) and converted with the CPU's rounding
+// (ops/dtype_bfloat16.h: nearest even, a NaN keeps its sign), so both backends give the same
+// bits; cuda_bf16.h's __float2bfloat16_rn would drop a NaN's sign. Other types go through float.
+__device__ inline float bfloat16_to_float(uint16_t bits) {
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+
+__device__ inline uint16_t float_to_bfloat16(float value) {
+  const uint32_t u = __float_as_uint(value);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+template <class From>
+__global__ void cast_to_bfloat16_kernel(const From* x, uint16_t* out, int64_t n) {
+  EST_GRID_STRIDE(i, n) out[i] = float_to_bfloat16(static_cast<float>(x[i]));
+}
+
+template <class To>
+__global__ void cast_from_bfloat16_kernel(const uint16_t* x, To* out, int64_t n) {
+  EST_GRID_STRIDE(i, n) {
+    const float v = bfloat16_to_float(x[i]);
+    if constexpr (std::is_same_v<To, bool>)
+      out[i] = v != 0.0f;
+    else
+      out[i] = static_cast<To>(v);
+  }
+}
+
 template <class T>
 __global__ void binary_kernel(BinaryOp op, const T* a, const T* b, T* out, int64_t n,
                               Broadcast bc) {
@@ -168,6 +199,12 @@ __global__ void add_scaled_kernel(T* target, const T* x, T alpha, int64_t n) {
 
 void fill(DType dtype, void* out, int64_t n, double value, Stream stream) {
   if (n == 0) return;
+  if (dtype == DType::kBF16) {
+    fill_kernel<uint16_t><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
+        static_cast<uint16_t*>(out), n, bfloat16(value).bits);
+    EST_CUDA_LAUNCHED();
+    return;
+  }
   dispatch_numeric(dtype, [&](auto tag) {
     using T = decltype(tag);
     fill_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(static_cast<T*>(out), n,
@@ -178,6 +215,29 @@ void fill(DType dtype, void* out, int64_t n, double value, Stream stream) {
 
 void cast(DType from, DType to, const void* x, void* out, int64_t n, Stream stream) {
   if (n == 0) return;
+  if (from == DType::kBF16 && to == DType::kBF16) {
+    EST_CUDA_CHECK(cudaMemcpyAsync(out, x, static_cast<size_t>(n) * 2, cudaMemcpyDeviceToDevice,
+                                   as_stream(stream)));
+    return;
+  }
+  if (from == DType::kBF16) {
+    dispatch_numeric(to, [&](auto to_tag) {
+      using To = decltype(to_tag);
+      cast_from_bfloat16_kernel<To><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
+          static_cast<const uint16_t*>(x), static_cast<To*>(out), n);
+    });
+    EST_CUDA_LAUNCHED();
+    return;
+  }
+  if (to == DType::kBF16) {
+    dispatch_numeric(from, [&](auto from_tag) {
+      using From = decltype(from_tag);
+      cast_to_bfloat16_kernel<From><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
+          static_cast<const From*>(x), static_cast<uint16_t*>(out), n);
+    });
+    EST_CUDA_LAUNCHED();
+    return;
+  }
   dispatch_numeric(from, [&](auto from_tag) {
     using From = decltype(from_tag);
     dispatch_numeric(to, [&](auto to_tag) {
@@ -233,6 +293,12 @@ void compare(CompareOp op, DType dtype, const void* a, const void* b, bool* out,
 void broadcast_copy(DType dtype, const void* x, void* out, int64_t n, const Broadcast& broadcast,
                     Stream stream) {
   if (n == 0) return;
+  if (dtype == DType::kBF16) {  // a copy of 16-bit patterns
+    broadcast_kernel<uint16_t><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
+        static_cast<const uint16_t*>(x), static_cast<uint16_t*>(out), n, broadcast);
+    EST_CUDA_LAUNCHED();
+    return;
+  }
   dispatch_numeric(dtype, [&](auto tag) {
     using T = decltype(tag);
     broadcast_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(

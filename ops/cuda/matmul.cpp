@@ -1,5 +1,9 @@
 // matmul / linear on the GPU: one strided-batched cuBLAS GEMM (float32 or float64), then the
-// bias and activation kernel of layer.cu in place.
+// bias and activation kernel of layer.cu in place. bfloat16 operands go through
+// cublasGemmStridedBatchedEx (CUDA_R_16BF inputs, CUBLAS_COMPUTE_32F): straight into the
+// bfloat16 output when there is no bias and no activation, else into a float32 product that
+// takes the bias (widened) and the activation in float32 and is rounded to bfloat16 once, so
+// every output element is rounded once, as the reference's.
 //
 // cuBLAS is column-major and a Tensor row-major; a row-major [r, c] matrix is the column-major
 // [c, r] matrix with the same bytes, so C = op(A) op(B) (row-major) is computed as
@@ -31,6 +35,43 @@ cublasHandle_t handle_for(int device) {
   return it->second;
 }
 
+// The bfloat16 product (see the header comment); `handle` is bound to the device's stream.
+void matmul_bfloat16(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
+                     const MatmulDims& dims, Activation activation, int device, Stream stream) {
+  const bool epilogue = bias.defined() || activation != Activation::kNone;
+  Tensor product = epilogue ? Tensor::empty(out.shape(), DType::kF32, out.device()) : out;
+  if (dims.k == 0) {
+    cuda::fill(product.dtype(), product.raw_data(), product.numel(), 0.0, stream);
+  } else {
+    const cublasOperation_t op_a = dims.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = dims.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const int m = static_cast<int>(dims.m), n = static_cast<int>(dims.n),
+              k = static_cast<int>(dims.k);
+    const int lda = dims.transpose_a ? m : k;
+    const int ldb = dims.transpose_b ? k : n;
+    const long long stride_a = dims.a_batched ? static_cast<long long>(dims.m) * dims.k : 0;
+    const long long stride_b = dims.b_batched ? static_cast<long long>(dims.k) * dims.n : 0;
+    const long long stride_c = static_cast<long long>(dims.m) * dims.n;
+    const float one = 1.0f, zero = 0.0f;
+    EST_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        handle_for(device), op_b, op_a, n, m, k, &one, b.raw_data(), CUDA_R_16BF, ldb, stride_b,
+        a.raw_data(), CUDA_R_16BF, lda, stride_a, &zero, product.raw_data(),
+        epilogue ? CUDA_R_32F : CUDA_R_16BF, n, stride_c, static_cast<int>(dims.batch),
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+  if (!epilogue) return;
+  Tensor wide_bias;
+  if (bias.defined()) {
+    wide_bias = Tensor::empty(bias.shape(), DType::kF32, bias.device());
+    cuda::cast(bias.dtype(), DType::kF32, bias.raw_data(), wide_bias.raw_data(), bias.numel(),
+               stream);
+  }
+  cuda::bias_activation(DType::kF32, product.raw_data(),
+                        wide_bias.defined() ? wide_bias.raw_data() : nullptr, activation,
+                        product.numel() / dims.n, dims.n, stream);
+  cuda::cast(DType::kF32, DType::kBF16, product.raw_data(), out.raw_data(), out.numel(), stream);
+}
+
 }  // namespace
 
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
@@ -39,6 +80,10 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
   const int device = out.device().index;
   DeviceGuard guard(device);
   const Stream stream = compute_stream(device);
+  if (out.dtype() == DType::kBF16) {
+    matmul_bfloat16(a, b, bias, out, dims, activation, device, stream);
+    return;
+  }
   if (dims.k == 0) {
     cuda::fill(out.dtype(), out.raw_data(), out.numel(), 0.0, stream);  // an empty sum
   } else {

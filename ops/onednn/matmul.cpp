@@ -1,6 +1,7 @@
 // oneDNN matmul for matmul() and linear(): plain row-major operands, transposes expressed as
 // strides (no copies), bias and activation fused as post-ops. A non-batched operand of a
-// batched product is broadcast through a batch dimension of 1.
+// batched product is broadcast through a batch dimension of 1. float32, or bfloat16 throughout
+// (operands, bias, output) where the CPU has AVX-512 (ops/onednn/register.cpp checks).
 #include "ops/onednn/context.h"
 #include "ops/onednn/kernel_util.h"
 #include "ops/onednn/kernels.h"
@@ -10,13 +11,16 @@ namespace {
 
 using dnnl::memory;
 
+memory::data_type data_type_of(DType dtype) {
+  return dtype == DType::kBF16 ? memory::data_type::bf16 : memory::data_type::f32;
+}
+
 // Row-major [batch, rows, cols], or its transpose stored as [batch, cols, rows].
-memory::desc operand_desc(int64_t batch, int64_t rows, int64_t cols, bool transposed,
-                          bool three_d) {
+memory::desc operand_desc(int64_t batch, int64_t rows, int64_t cols, bool transposed, bool three_d,
+                          memory::data_type type) {
   const int64_t row_stride = transposed ? 1 : cols, col_stride = transposed ? rows : 1;
-  if (!three_d) return memory::desc({rows, cols}, memory::data_type::f32, {row_stride, col_stride});
-  return memory::desc({batch, rows, cols}, memory::data_type::f32,
-                      {rows * cols, row_stride, col_stride});
+  if (!three_d) return memory::desc({rows, cols}, type, {row_stride, col_stride});
+  return memory::desc({batch, rows, cols}, type, {rows * cols, row_stride, col_stride});
 }
 
 struct MatmulPlan {
@@ -25,15 +29,18 @@ struct MatmulPlan {
   memory::desc a, b, bias, out;
 };
 
-MatmulPlan make_plan(const cpu::MatmulDims& d, bool has_bias, Activation activation) {
+// `type`: f32, or bf16 for bfloat16 operands, bias and output (oneDNN accumulates in f32 and
+// rounds each output once).
+MatmulPlan make_plan(const cpu::MatmulDims& d, bool has_bias, Activation activation,
+                     memory::data_type type) {
   const bool three_d = d.batch > 1;
   MatmulPlan plan;
-  plan.a = operand_desc(d.a_batched ? d.batch : 1, d.m, d.k, d.transpose_a, three_d);
-  plan.b = operand_desc(d.b_batched ? d.batch : 1, d.k, d.n, d.transpose_b, three_d);
-  plan.out = operand_desc(d.batch, d.m, d.n, false, three_d);
+  plan.a = operand_desc(d.a_batched ? d.batch : 1, d.m, d.k, d.transpose_a, three_d, type);
+  plan.b = operand_desc(d.b_batched ? d.batch : 1, d.k, d.n, d.transpose_b, three_d, type);
+  plan.out = operand_desc(d.batch, d.m, d.n, false, three_d, type);
   if (has_bias)
-    plan.bias = three_d ? memory::desc({1, 1, d.n}, memory::data_type::f32, memory::format_tag::abc)
-                        : memory::desc({1, d.n}, memory::data_type::f32, memory::format_tag::ab);
+    plan.bias = three_d ? memory::desc({1, 1, d.n}, type, memory::format_tag::abc)
+                        : memory::desc({1, d.n}, type, memory::format_tag::ab);
   dnnl::matmul::desc desc = has_bias ? dnnl::matmul::desc(plan.a, plan.b, plan.bias, plan.out)
                                      : dnnl::matmul::desc(plan.a, plan.b, plan.out);
   plan.pd = dnnl::matmul::primitive_desc(desc, make_attr(activation), engine());
@@ -46,11 +53,12 @@ MatmulPlan make_plan(const cpu::MatmulDims& d, bool has_bias, Activation activat
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
             const cpu::MatmulDims& d, Activation activation) {
   const bool has_bias = bias.defined();
-  const std::string key =
-      make_key("matmul", {d.batch, d.m, d.n, d.k, d.a_batched, d.b_batched, d.transpose_a,
-                          d.transpose_b, has_bias, static_cast<int64_t>(activation)});
-  MatmulPlan& plan =
-      cached_plan<MatmulPlan>(key, "matmul", [&] { return make_plan(d, has_bias, activation); });
+  const memory::data_type type = data_type_of(out.dtype());
+  const std::string key = make_key(
+      "matmul", {d.batch, d.m, d.n, d.k, d.a_batched, d.b_batched, d.transpose_a, d.transpose_b,
+                 has_bias, static_cast<int64_t>(activation), static_cast<int64_t>(type)});
+  MatmulPlan& plan = cached_plan<MatmulPlan>(
+      key, "matmul", [&] { return make_plan(d, has_bias, activation, type); });
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(a, plan.a)},
                                        {DNNL_ARG_WEIGHTS, wrap(b, plan.b)},
                                        {DNNL_ARG_DST, wrap(out, plan.out)}};

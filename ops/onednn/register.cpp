@@ -1,5 +1,6 @@
-// The oneDNN backend's entries in the kernel registry: float32 kernels for the activations,
-// softmax, matmul/linear, conv2d, pooling and batch norm, adapted to ops/kernel_ops.h.
+// The oneDNN backend's entries in the kernel registry: float32 and bfloat16 kernels for the
+// activations, softmax, matmul/linear, conv2d, pooling and batch norm, adapted to
+// ops/kernel_ops.h.
 //
 // What oneDNN lacks is declined with an UnimplementedError, on which the registry runs the
 // reference kernel: empty tensors, unary ops without an eltwise primitive (neg, square, clip,
@@ -11,6 +12,8 @@
 
 #include "ops/cpu/bias_activation.h"
 #include "ops/cpu/conv_kernel_gradient.h"
+#include "ops/cpu/isa.h"
+#include "ops/cpu/via_float.h"
 #include "ops/onednn/kernels.h"
 #include "ops/registry.h"
 
@@ -82,6 +85,8 @@ void softmax_gradient(const Tensor& grad, const Tensor& y, int axis, bool log, T
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
             const MatmulDims& dims, Activation activation) {
   if (out.numel() == 0 || dims.k == 0) decline("an empty product");
+  if (out.dtype() == DType::kBF16 && !cpu::has_avx512_core())
+    decline("bfloat16 on a CPU without AVX-512 (avx512_core)");
   onednn::matmul(a, b, bias, out, dims, activation);
 }
 
@@ -155,21 +160,43 @@ void batch_norm_gradient(const Tensor& x, const Tensor& gamma, const Tensor& bet
 
 }  // namespace
 
+// bfloat16: matmul natively (bf16 operands, f32 accumulation, where the CPU has avx512_core);
+// the other kernels run their float32 primitives through via_float (widened inputs, each
+// output rounded once: the reference's semantics at oneDNN's speed, plus the conversions).
 void register_onednn_kernels(KernelRegistry& registry) {
-  const DTypes f32{DType::kF32};
-  registry.add<OpId::kUnary>(kOneDnn, unary, f32);
-  registry.add<OpId::kUnaryGradient>(kOneDnn, unary_gradient, f32);
-  registry.add<OpId::kSoftmax>(kOneDnn, softmax, f32);
-  registry.add<OpId::kSoftmaxGradient>(kOneDnn, softmax_gradient, f32);
-  registry.add<OpId::kMatmul>(kOneDnn, matmul, f32);
-  registry.add<OpId::kConv2D>(kOneDnn, conv2d, f32);
-  registry.add<OpId::kConv2DBackwardData>(kOneDnn, conv2d_backward_data, f32);
-  registry.add<OpId::kConv2DBackwardWeights>(kOneDnn, conv2d_backward_weights, f32);
-  registry.add<OpId::kConv2DWeightsFromOutput>(kOneDnn, conv2d_weights_from_output, f32);
-  registry.add<OpId::kPool2D>(kOneDnn, pool2d, f32);
-  registry.add<OpId::kPool2DGradient>(kOneDnn, pool2d_gradient, f32);
-  registry.add<OpId::kBatchNorm>(kOneDnn, batch_norm, f32);
-  registry.add<OpId::kBatchNormGradient>(kOneDnn, batch_norm_gradient, f32);
+  const DTypes dtypes{DType::kF32, DType::kBF16};
+  using cpu::via_float;  // (static_cast: ops::conv2d and the others overload these names)
+  registry.add<OpId::kUnary>(kOneDnn, via_float<static_cast<KernelFn<OpId::kUnary>>(unary)>,
+                             dtypes);
+  registry.add<OpId::kUnaryGradient>(
+      kOneDnn, via_float<static_cast<KernelFn<OpId::kUnaryGradient>>(unary_gradient)>, dtypes);
+  registry.add<OpId::kSoftmax>(kOneDnn, via_float<static_cast<KernelFn<OpId::kSoftmax>>(softmax)>,
+                               dtypes);
+  registry.add<OpId::kSoftmaxGradient>(
+      kOneDnn, via_float<static_cast<KernelFn<OpId::kSoftmaxGradient>>(softmax_gradient)>, dtypes);
+  registry.add<OpId::kMatmul>(kOneDnn, matmul, dtypes);
+  registry.add<OpId::kConv2D>(kOneDnn, via_float<static_cast<KernelFn<OpId::kConv2D>>(conv2d)>,
+                              dtypes);
+  registry.add<OpId::kConv2DBackwardData>(
+      kOneDnn, via_float<static_cast<KernelFn<OpId::kConv2DBackwardData>>(conv2d_backward_data)>,
+      dtypes);
+  registry.add<OpId::kConv2DBackwardWeights>(
+      kOneDnn,
+      via_float<static_cast<KernelFn<OpId::kConv2DBackwardWeights>>(conv2d_backward_weights)>,
+      dtypes);
+  registry.add<OpId::kConv2DWeightsFromOutput>(
+      kOneDnn,
+      via_float<static_cast<KernelFn<OpId::kConv2DWeightsFromOutput>>(conv2d_weights_from_output)>,
+      dtypes);
+  registry.add<OpId::kPool2D>(kOneDnn, via_float<static_cast<KernelFn<OpId::kPool2D>>(pool2d)>,
+                              dtypes);
+  registry.add<OpId::kPool2DGradient>(
+      kOneDnn, via_float<static_cast<KernelFn<OpId::kPool2DGradient>>(pool2d_gradient)>, dtypes);
+  registry.add<OpId::kBatchNorm>(
+      kOneDnn, via_float<static_cast<KernelFn<OpId::kBatchNorm>>(batch_norm)>, dtypes);
+  registry.add<OpId::kBatchNormGradient>(
+      kOneDnn, via_float<static_cast<KernelFn<OpId::kBatchNormGradient>>(batch_norm_gradient)>,
+      dtypes);
 }
 
 }  // namespace est::ops

@@ -95,7 +95,10 @@ double relative_error(const Tensor& a, const Tensor& b) {
 // every output element differently.
 Tensor projection_weights(const Tensor& out) {
   ops::Generator generator(kSeed + 1);
-  return ops::random_uniform(out.shape(), -1.0, 1.0, generator, out.dtype());
+  if (out.dtype() != DType::kBF16)
+    return ops::random_uniform(out.shape(), -1.0, 1.0, generator, out.dtype());
+  return ops::cast(ops::random_uniform(out.shape(), -1.0, 1.0, generator, DType::kF32),
+                   DType::kBF16);
 }
 
 Tensor scalar_objective(const OpCase& c, const std::vector<Tensor>& inputs, const Tensor& weights) {
@@ -186,7 +189,85 @@ void gradients_on(KernelTarget target) {
   CHECK(coverage.ran > 0);
 }
 
+// 4. bfloat16: every case with its floating inputs rounded to bfloat16, run on `target`,
+// against the reference in float32 on the same (rounded) values. Each bfloat16 kernel computes
+// in float and rounds its output once, so a one-op case is off by at most half a bfloat16 ulp
+// (2^-9 relative); cases that chain ops round at each step, hence the bound below. Inputs a
+// case makes in a fixed dtype (its float64 and integer variants) stay as they are.
+constexpr double kBfloat16Tolerance = 2e-2;
+
+std::vector<Tensor> rounded_inputs(const OpCase& c, DType dtype, KernelTarget target) {
+  std::vector<Tensor> inputs = inputs_for(c, DType::kF32);
+  for (Tensor& t : inputs) {
+    if (t.dtype() == DType::kF32) t = ops::cast(ops::cast(t, DType::kBF16), dtype);
+    if (target.device == DeviceType::kCUDA) t = t.to(Device::cuda(0));
+  }
+  return inputs;
+}
+
+Tensor as_float32(const Tensor& t) {
+  Tensor host = on_host(t);
+  return ops::is_floating(host.dtype()) ? ops::cast(host, DType::kF32) : host;
+}
+
+void bfloat16_on(KernelTarget target) {
+  Coverage coverage;
+  for (const OpCase& c : op_cases()) {
+    Tensor reference =
+        on_target(kReference, [&] { return c.run(rounded_inputs(c, DType::kF32, kReference)); });
+    Tensor out;
+    std::vector<Tensor> grads, reference_grads;
+    try {
+      out = on_target(target, [&] { return c.run(rounded_inputs(c, DType::kBF16, target)); });
+      if (!c.differentiable.empty()) {
+        reference_grads = on_target(kReference, [&] {
+          return analytic_gradients(c, rounded_inputs(c, DType::kF32, kReference));
+        });
+        grads = on_target(
+            target, [&] { return analytic_gradients(c, rounded_inputs(c, DType::kBF16, target)); });
+      }
+    } catch (const UnimplementedError& e) {
+      if (target.device != DeviceType::kCUDA || !no_gpu_kernel(e)) throw;
+      coverage.no_kernel.push_back(c.name);
+      continue;
+    }
+    ++coverage.ran;
+    INFO(fmt::format("{} in bfloat16 on {}", c.name, ops::target_name(target)));
+    REQUIRE(out.shape() == reference.shape());
+    // An output whose dtype follows the inputs (float32 from float32, float64 from float64) is
+    // bfloat16.
+    const DType from_float64 =
+        on_target(kReference, [&] { return c.run(inputs_for(c, DType::kF64)).dtype(); });
+    const bool follows_inputs = reference.dtype() == DType::kF32 && from_float64 == DType::kF64;
+    if (follows_inputs) CHECK(out.dtype() == DType::kBF16);
+    const double tolerance = std::max(c.forward_tolerance, kBfloat16Tolerance);
+    CHECK(relative_error(as_float32(out), reference) <= tolerance);
+    for (size_t k = 0; k < grads.size(); ++k) {
+      INFO(fmt::format("gradient of input {}", c.differentiable[k]));
+      REQUIRE(grads[k].shape() == reference_grads[k].shape());
+      if (follows_inputs) CHECK(grads[k].dtype() == DType::kBF16);
+      CHECK(relative_error(as_float32(grads[k]), reference_grads[k]) <= tolerance);
+    }
+  }
+  coverage.report(target);
+  CHECK(coverage.ran > 0);
+}
+
 }  // namespace
+
+TEST_CASE("every op in bfloat16 matches float32 within bfloat16 tolerance on cpu/reference") {
+  bfloat16_on(kReference);
+}
+
+TEST_CASE("every op in bfloat16 matches float32 within bfloat16 tolerance on cpu/onednn") {
+  if (const std::string why = unavailable(kOneDnn); !why.empty()) return skip(why);
+  bfloat16_on(kOneDnn);
+}
+
+TEST_CASE("every op in bfloat16 matches float32 within bfloat16 tolerance on gpu/cuda") {
+  if (const std::string why = unavailable(kCuda); !why.empty()) return skip(why);
+  bfloat16_on(kCuda);
+}
 
 TEST_CASE("harness: the registry's targets are each run by a case below") {
   for (KernelTarget target : ops::KernelRegistry::global().targets()) {

@@ -271,7 +271,7 @@ TEST_CASE("kernels reject wrong ranks, shapes and channels with a clear message"
   CHECK(contains(invalid([&] {
                    matmul(Tensor::zeros({2, 2}, DType::kI32), Tensor::zeros({2, 2}, DType::kI32));
                  }),
-                 "expected a float32 or float64 tensor"));
+                 "expected a float32, float64 or bfloat16 tensor"));
   CHECK(contains(invalid([&] {
                    batch_norm_training(Tensor::zeros({4, 3}), Tensor::ones({2}), Tensor(), 1e-3);
                  }),

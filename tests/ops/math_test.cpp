@@ -75,7 +75,7 @@ TEST_CASE("dtype rules are errors naming the op and both dtypes") {
   CHECK(contains(message, "float32"));
   CHECK(contains(message, "float64"));
   CHECK(contains(error_message<InvalidArgumentError>([&] { div(i, i); }),
-                 "div: expected a float32 or float64 tensor, got int32"));
+                 "div: expected a float32, float64 or bfloat16 tensor, got int32"));
   CHECK(contains(error_message<InvalidArgumentError>([&] { exp(i); }), "exp"));
   CHECK(contains(error_message<InvalidArgumentError>([&] { mean(i); }), "mean"));
   Tensor flags = Tensor::ones({2}, DType::kBool);

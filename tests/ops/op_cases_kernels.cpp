@@ -279,6 +279,22 @@ const int linear_cases = [] {
           [](const Inputs& in) { return ops::linear(in[0], in[1], Tensor(), Activation::kRelu); },
       .differentiable = {0, 1},
   });
+  // Past one cuBLAS tile, with odd sizes (the GPU's bfloat16 product into a float32 buffer,
+  // then bias and activation); only the bias's gradient, to keep finite differences cheap.
+  register_op_case({
+      .name = "linear/large/relu",
+      .make_inputs = uniform({{67, 130}, {130, 45}, {45}}),
+      .run = [](const Inputs& in) { return ops::linear(in[0], in[1], in[2], Activation::kRelu); },
+      .differentiable = {2},
+  });
+  // An empty sum (k = 0): the output is the bias, through the activation.
+  register_op_case({
+      .name = "linear/empty_k/sigmoid",
+      .make_inputs = uniform({{3, 0}, {0, 4}, {4}}),
+      .run =
+          [](const Inputs& in) { return ops::linear(in[0], in[1], in[2], Activation::kSigmoid); },
+      .differentiable = {2},
+  });
   register_op_case({
       .name = "linear/rank3_input",
       .make_inputs = uniform({{2, 3, 5}, {5, 4}, {4}}),
