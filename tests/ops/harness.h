@@ -29,6 +29,10 @@ struct OpCase {
   double forward_tolerance = 1e-4;   // float32 backend vs reference, relative to max |ref|
   double gradient_tolerance = 1e-5;  // float64 analytic vs finite differences (relative)
   double finite_difference_step = 1e-6;
+  // Whether the op has bfloat16 kernels (the bfloat16 pass of harness_test runs the case).
+  // The fused optimizer updates do not: bfloat16 variables take the composite path, and
+  // mixed_bfloat16 keeps float32 variables.
+  bool bfloat16 = true;
 };
 
 // An input maker: one uniform tensor in [low, high) per shape, in the case's dtype.

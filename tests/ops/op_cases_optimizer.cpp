@@ -65,7 +65,8 @@ EST_OP_CASE({.name = "apply_sgd",
                    run_op<OpId::kApplySgd>(var, grad, 0.05);
                    return flatten_all({&var});
                  },
-             .forward_tolerance = kTolerance});
+             .forward_tolerance = kTolerance,
+             .bfloat16 = false});
 
 EST_OP_CASE({.name = "apply_momentum",
              .make_inputs = lists_of({kSigned, kSigned, kSigned}),
@@ -75,7 +76,8 @@ EST_OP_CASE({.name = "apply_momentum",
                    run_op<OpId::kApplyMomentum>(var, grad, accum, 0.05, 0.9, false);
                    return flatten_all({&var, &accum});
                  },
-             .forward_tolerance = kTolerance});
+             .forward_tolerance = kTolerance,
+             .bfloat16 = false});
 
 EST_OP_CASE({.name = "apply_momentum/nesterov",
              .make_inputs = lists_of({kSigned, kSigned, kSigned}),
@@ -85,7 +87,8 @@ EST_OP_CASE({.name = "apply_momentum/nesterov",
                    run_op<OpId::kApplyMomentum>(var, grad, accum, 0.05, 0.9, true);
                    return flatten_all({&var, &accum});
                  },
-             .forward_tolerance = kTolerance});
+             .forward_tolerance = kTolerance,
+             .bfloat16 = false});
 
 EST_OP_CASE({.name = "apply_adam",
              .make_inputs = lists_of({kSigned, kSigned, kSigned, kPositive}),
@@ -95,7 +98,8 @@ EST_OP_CASE({.name = "apply_adam",
                    run_op<OpId::kApplyAdam>(var, grad, m, v, 0.01, 0.9, 0.999, 1e-7);
                    return flatten_all({&var, &m, &v});
                  },
-             .forward_tolerance = kTolerance});
+             .forward_tolerance = kTolerance,
+             .bfloat16 = false});
 
 EST_OP_CASE({.name = "apply_adagrad",
              .make_inputs = lists_of({kSigned, kSigned, kPositive}),
@@ -105,7 +109,8 @@ EST_OP_CASE({.name = "apply_adagrad",
                    run_op<OpId::kApplyAdagrad>(var, grad, accum, 0.1);
                    return flatten_all({&var, &accum});
                  },
-             .forward_tolerance = kTolerance});
+             .forward_tolerance = kTolerance,
+             .bfloat16 = false});
 
 EST_OP_CASE({.name = "apply_rmsprop",
              .make_inputs = lists_of({kSigned, kSigned, kPositive, kSigned}),
@@ -119,7 +124,8 @@ EST_OP_CASE({.name = "apply_rmsprop",
                            .learning_rate = 0.01, .decay = 0.9, .momentum = 0.5, .epsilon = 1e-6});
                    return flatten_all({&var, &ms, &mom});
                  },
-             .forward_tolerance = kTolerance});
+             .forward_tolerance = kTolerance,
+             .bfloat16 = false});
 
 EST_OP_CASE({.name = "apply_rmsprop/centered",
              .make_inputs = lists_of({kSigned, kSigned, {1.0, 2.0}, kSigned, {-0.5, 0.5}}),
@@ -135,7 +141,8 @@ EST_OP_CASE({.name = "apply_rmsprop/centered",
                                                                   .centered = true});
                    return flatten_all({&var, &ms, &mom, &mg});
                  },
-             .forward_tolerance = kTolerance});
+             .forward_tolerance = kTolerance,
+             .bfloat16 = false});
 
 }  // namespace
 }  // namespace est::testing
