@@ -8,6 +8,7 @@
 #include "distribute/coordination_client.h"
 #include "distribute/job_token.h"
 #include "distribute/multi_worker_util.h"
+#include "distribute/nccl_collective_all_reduce.h"
 #include "ops/error.h"
 #include "ops/logging.h"
 
@@ -42,7 +43,9 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const TfConfig& config,
     : MultiWorkerMirroredStrategy([&] {
         Setup setup{.config = config, .communication = communication, .options = options};
         // Before any rendezvous: NCCL on a worker without GPUs fails here, not in the job.
-        resolve_communication(communication.implementation, parse_devices(options.devices));
+        const std::vector<Device> devices = parse_devices(options.devices);
+        const CommunicationImplementation resolved =
+            resolve_communication(communication.implementation, devices);
         const ClusterSpec& cluster = config.cluster;
         bool several = cluster.num_tasks(TaskType::kChief) + cluster.num_tasks(TaskType::kWorker) > 1;
         if (several && config.task && config.task->type == TaskType::kEvaluator) {
@@ -80,7 +83,17 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const TfConfig& config,
         }
         // Every task of the job on this host (the evaluator too) shares its cores.
         if (!cluster.empty()) setup.local_tasks = num_local_tasks(cluster, config.task, this_host_names());
-        setup.ops = std::make_shared<CollectiveAllReduce>(setup.runtime, communication);
+        if (resolved == CommunicationImplementation::kNccl) {
+#if EST_HAVE_CUDA
+          setup.ops = make_nccl_collective_all_reduce(setup.runtime, communication, devices,
+                                                      options.session_creation_timeout);
+#else
+          throw FailedPreconditionError(  // resolve_communication rules this out
+              "MultiWorkerMirroredStrategy: communication NCCL needs a build with CUDA");
+#endif
+        } else {
+          setup.ops = std::make_shared<CollectiveAllReduce>(setup.runtime, communication);
+        }
         return setup;
       }()) {}
 
