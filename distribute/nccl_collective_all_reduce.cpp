@@ -221,7 +221,8 @@ class NcclRanks {
 
   [[noreturn]] void fail(ncclResult_t result, ncclComm_t comm, const char* call,
                          const std::string& what) {
-    std::string detail = comm ? ncclGetLastError(comm) : ncclGetLastError(nullptr);
+    const char* last = ncclGetLastError(comm);  // comm may be null
+    std::string detail = last ? last : "";
     abort();
     // A peer's failure usually shows as a remote or system error; its report names it.
     if (health_)
