@@ -47,7 +47,7 @@ class NcclRanks {
     const std::string what = fmt::format("the NCCL rendezvous (ranks {}..{} of {})", worker * local,
                                          worker * local + local - 1, workers * local);
     try {
-      if (local > 1) issue(ncclGroupStart(), "ncclGroupStart", what);
+      if (local > 1) start_group(what);
       for (int i = 0; i < local; ++i) {
         ops::cuda::DeviceGuard guard(devices_[static_cast<size_t>(i)]);
         ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -56,12 +56,12 @@ class NcclRanks {
                                      worker * local + i, &config),
               "ncclCommInitRankConfig", what);
       }
-      if (local > 1) issue(ncclGroupEnd(), "ncclGroupEnd", what);
+      if (local > 1) end_group(what);
     } catch (...) {
       abort();
       throw;
     }
-    watch([] { return true; }, what, deadline, "the rendezvous timeout");
+    watch([] { return true; }, what, deadline, "MultiWorkerOptions.session_creation_timeout");
   }
   // Aborting is local (it never waits for the peers): the job is over when this runs.
   ~NcclRanks() { abort(); }
@@ -92,7 +92,7 @@ class NcclRanks {
     }
     run_group(what, deadline, [&] {
       for (size_t i = 0; i < tensors.size(); ++i)
-        for (size_t k = 0; k < devices_.size(); ++k) {
+        for (size_t k = 0; k < devices_.size() && tensors[i]->numel() > 0; ++k) {
           ops::Tensor& t = zeros[i][k].defined() ? zeros[i][k] : *tensors[i];
           ops::cuda::DeviceGuard guard(devices_[k]);
           issue(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
@@ -119,7 +119,7 @@ class NcclRanks {
     }
     run_group(what, deadline, [&] {
       for (size_t i = 0; i < tensors.size(); ++i)
-        for (size_t k = 0; k < devices_.size(); ++k) {
+        for (size_t k = 0; k < devices_.size() && tensors[i]->numel() > 0; ++k) {
           ops::Tensor& t = scratch[i][k].defined() ? scratch[i][k] : *tensors[i];
           ops::cuda::DeviceGuard guard(devices_[k]);
           issue(ncclBroadcast(t.raw_data(), t.raw_data(), t.nbytes(), ncclUint8, roots[i],
@@ -138,14 +138,9 @@ class NcclRanks {
   template <class Issue>
   void run_group(const std::string& what, Clock::time_point deadline, Issue&& calls) {
     try {
-      issue(ncclGroupStart(), "ncclGroupStart", what);
-      try {
-        calls();
-      } catch (...) {
-        ncclGroupEnd();
-        throw;
-      }
-      issue(ncclGroupEnd(), "ncclGroupEnd", what);
+      start_group(what);
+      calls();
+      end_group(what);
     } catch (...) {
       abort();
       throw;
@@ -172,6 +167,15 @@ class NcclRanks {
       throw;
     }
     release();
+  }
+
+  void start_group(const std::string& what) {
+    issue(ncclGroupStart(), "ncclGroupStart", what);
+    in_group_ = true;
+  }
+  void end_group(const std::string& what) {
+    in_group_ = false;
+    issue(ncclGroupEnd(), "ncclGroupEnd", what);
   }
 
   // An NCCL call's result: ncclInProgress is fine (non-blocking communicators).
@@ -243,7 +247,12 @@ class NcclRanks {
           broken_));
   }
 
+  // Closes an open group first: its communicators must not be aborted inside it.
   void abort() noexcept {
+    if (in_group_) {
+      in_group_ = false;
+      ncclGroupEnd();
+    }
     for (ncclComm_t& comm : comms_)
       if (comm) {
         ncclCommAbort(comm);
@@ -255,6 +264,7 @@ class NcclRanks {
   HealthCheck health_;
   std::vector<ncclComm_t> comms_;
   std::string broken_;  // why the communicator was aborted
+  bool in_group_ = false;
 };
 
 class NcclCollectiveAllReduce : public CollectiveAllReduce {
