@@ -13,6 +13,7 @@
 #include "distribute/cluster_runtime.h"
 #include "distribute/coordination_client.h"
 #include "distribute/nccl_unique_id.h"
+#include "ops/cuda/check.h"
 #include "ops/cuda/runtime.h"
 #include "ops/error.h"
 #include "ops/logging.h"
@@ -342,6 +343,16 @@ class NcclCollectiveAllReduce : public CollectiveAllReduce {
 };
 
 }  // namespace
+
+std::vector<std::string> gpu_bus_ids(const std::vector<ops::Device>& devices) {
+  std::vector<std::string> ids;
+  for (const ops::Device& device : devices) {
+    char id[64] = {};
+    EST_CUDA_CHECK(cudaDeviceGetPCIBusId(id, sizeof id - 1, device.index));
+    ids.emplace_back(id);
+  }
+  return ids;
+}
 
 std::shared_ptr<CollectiveAllReduce> make_nccl_collective_all_reduce(
     std::shared_ptr<ClusterRuntime> runtime, CommunicationOptions options,

@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "distribute/collective_all_reduce.h"
@@ -37,5 +38,8 @@ namespace est::distribute {
 std::shared_ptr<CollectiveAllReduce> make_nccl_collective_all_reduce(
     std::shared_ptr<ClusterRuntime> runtime, CommunicationOptions options,
     const std::vector<ops::Device>& devices, std::chrono::milliseconds rendezvous_timeout);
+
+// The PCI bus ids of `devices` (GPUs), as NCCL tells GPUs apart ("0000:1A:00.0").
+std::vector<std::string> gpu_bus_ids(const std::vector<ops::Device>& devices);
 
 }  // namespace est::distribute

@@ -7,6 +7,11 @@
 // when it starts, so a restarted job has a new one) and by the communicator's number within the
 // job: a task of a restarted job never reads the id of the job before it, which would make it
 // wait for ranks that are gone.
+//
+// Before that, every task says whether it can take part (all its devices GPUs, a CUDA build)
+// and which physical GPUs (PCI bus ids) it holds; NCCL refuses two ranks on one GPU, which
+// happens when several workers of a host share its only GPU. nccl_unusable_reason() decides
+// from every task's answer, the same way on every task.
 #pragma once
 
 #include <chrono>
@@ -14,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace est::distribute {
 
@@ -36,5 +42,14 @@ std::string exchange_nccl_unique_id(const KeyValueStore& store, bool is_chief,
                                     uint64_t job_incarnation, int communicator,
                                     const std::function<std::string()>& make_id,
                                     std::chrono::milliseconds timeout);
+
+// One task's answer: "HOST<TAB>yes|no<TAB>BUSID,BUSID" (bus ids empty for "no").
+std::string nccl_capability(const std::string& host, bool usable,
+                            const std::vector<std::string>& bus_ids);
+// From every task's nccl_capability (by rank, named by `tasks`): "" when NCCL can join them
+// all, else why not ("worker 1 has no GPU", "worker 0 and worker 1 share GPU 0000:1a:00.0 on
+// host h").
+std::string nccl_unusable_reason(const std::vector<std::string>& capabilities,
+                                 const std::vector<std::string>& tasks);
 
 }  // namespace est::distribute

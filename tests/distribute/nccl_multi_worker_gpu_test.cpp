@@ -7,6 +7,8 @@
 //   tensors, both workers end with the same variables (the chief's initial values broadcast
 //   with ncclBroadcast, the gradients summed with ncclAllReduce), equal within
 //   |a - b| <= 1e-4 (1 + |b|) to the same job with RING (host copies) on the same GPUs;
+// - two workers on one GPU (any GPU machine): AUTO falls back to RING on both, saying why,
+//   and NCCL is a FailedPreconditionError naming the shared GPU on both;
 // - a worker that fails after a step: the other, in its next step's NCCL all-reduce, stops with
 //   the job's error naming it (the communicator aborted), within the test's bound, never a hang.
 #include <doctest/doctest.h>
@@ -144,6 +146,54 @@ TEST_CASE("nccl multi-worker: two GPU workers with NCCL train as with RING on th
   std::vector<Variables> automatic = train_job(CommunicationImplementation::kAuto, 1);
   CHECK(log.text().find("communication = NCCL") != std::string::npos);
   CHECK(automatic[0].size() == nccl[0].size());
+}
+
+TEST_CASE("nccl multi-worker: two workers sharing a GPU: AUTO is RING, NCCL an error") {
+  est_test::LogCapture log;
+  for (auto implementation :
+       {CommunicationImplementation::kAuto, CommunicationImplementation::kNccl}) {
+    CAPTURE(communication_name(implementation));
+    TfConfig config = loopback_config(2);
+    std::vector<std::future<std::string>> futures;
+    for (int w = 0; w < 2; ++w)
+      futures.push_back(std::async(std::launch::async, [&, w]() -> std::string {
+        TfConfig mine = config;
+        mine.task = TaskSpec{TaskType::kWorker, w};
+        MultiWorkerOptions options = worker_options(0);  // both on /gpu:0
+        options.seed += static_cast<uint64_t>(w);
+        try {
+          MultiWorkerMirroredStrategy strategy(mine, {.implementation = implementation}, options);
+          train_worker(strategy, 1);
+          return strategy.cross_device_ops().reduces_device_tensors() ? "device" : "host";
+        } catch (const FailedPreconditionError& error) {
+          return error.what();
+        } catch (const Error& error) {  // the other task left first, with its error
+          return std::string("other: ") + error.what();
+        }
+      }));
+    std::vector<std::string> results;
+    for (auto& future : futures) {
+      REQUIRE(future.wait_for(120s) == std::future_status::ready);
+      results.push_back(future.get());
+    }
+    CAPTURE(results[0]);
+    CAPTURE(results[1]);
+    if (implementation == CommunicationImplementation::kAuto) {
+      CHECK(results[0] == "host");
+      CHECK(results[1] == "host");
+    } else {  // both decide so; one may hear of the other's leaving first
+      bool named = false;
+      for (const std::string& result : results) {
+        CHECK(result != "device");
+        CHECK(result != "host");
+        named = named || (result.find("cannot join the job's GPUs") != std::string::npos &&
+                          result.find("share GPU") != std::string::npos);
+      }
+      CHECK(named);
+    }
+  }
+  CHECK(log.text().find("communication AUTO: RING, not NCCL, because") != std::string::npos);
+  CHECK(log.text().find("communication = RING") != std::string::npos);
 }
 
 TEST_CASE("nccl multi-worker: a worker that fails mid-job stops the other's NCCL all-reduce") {

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "distribute/nccl_unique_id.h"
 #include "ops/error.h"
@@ -100,6 +101,28 @@ TEST_CASE("nccl unique id: an id of the wrong size is a DataLossError naming the
                       std::chrono::milliseconds(100)),
                   DataLossError);
   CHECK(fake.values.count(nccl_unique_id_key(6, 0)) == 0);
+}
+
+TEST_CASE("nccl choice: every task's GPUs, distinct per machine, or the reason why not") {
+  std::vector<std::string> tasks{"worker 0 at a:1", "worker 1 at b:2", "worker 2 at c:3"};
+  CHECK(nccl_capability("m1", true, {"0000:1A:00.0", "0000:1B:00.0"}) ==
+        "m1\tyes\t0000:1A:00.0,0000:1B:00.0");
+  CHECK(nccl_capability("m1", false, {"ignored"}) == "m1\tno\t");
+  // Distinct machines may use the same bus ids; one machine's GPUs must differ.
+  CHECK(nccl_unusable_reason({nccl_capability("m1", true, {"0000:1A:00.0"}),
+                              nccl_capability("m2", true, {"0000:1A:00.0"}),
+                              nccl_capability("m1", true, {"0000:1B:00.0"})},
+                             tasks) == "");
+  std::string shared = nccl_unusable_reason(
+      {nccl_capability("m1", true, {"0000:1A:00.0"}), nccl_capability("m2", true, {"0000:1A:00.0"}),
+       nccl_capability("m1", true, {"0000:1A:00.0"})},
+      tasks);
+  CHECK(shared.find("worker 0 at a:1 and worker 2 at c:3 share GPU 0000:1A:00.0 on host m1") !=
+        std::string::npos);
+  CHECK(shared.find("CUDA_VISIBLE_DEVICES") != std::string::npos);
+  std::string cpu = nccl_unusable_reason(
+      {nccl_capability("m1", true, {"0000:1A:00.0"}), nccl_capability("m2", false, {})}, tasks);
+  CHECK(cpu.find("worker 1 at b:2 has devices other than GPUs") != std::string::npos);
 }
 
 }  // namespace est::distribute
