@@ -88,6 +88,7 @@ ClusterRuntime::ClusterRuntime(Options options) : options_(std::move(options)) {
        .host = host_name(),
        .pid = static_cast<int64_t>(getpid())},
       options_.session_creation_timeout);
+  job_incarnation_ = joined.job_incarnation;
   std::vector<std::string> data_addresses;
   for (const TaskRegistration& task : joined.tasks) data_addresses.push_back(task.data_address);
   std::vector<std::string> descriptions;

@@ -57,6 +57,8 @@ class ClusterRuntime {
   int rank() const { return rank_; }
   int world() const { return static_cast<int>(names_.size()); }
   bool is_leader() const { return rank_ == 0; }
+  // Drawn by the coordination service when it starts: a restarted job has a new one.
+  uint64_t job_incarnation() const { return job_incarnation_; }
   const std::string& task_name() const { return names_[static_cast<size_t>(rank_)]; }
   // "worker 1 at 127.0.0.1:2223" for rank r.
   std::string describe(int rank) const;
@@ -78,6 +80,7 @@ class ClusterRuntime {
  private:
   Options options_;
   int rank_ = 0;
+  uint64_t job_incarnation_ = 0;
   std::vector<std::string> names_;      // [world]
   std::vector<std::string> addresses_;  // [world], TF_CONFIG addresses
   std::unique_ptr<CoordinationServer> server_;

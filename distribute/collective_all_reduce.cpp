@@ -26,9 +26,10 @@ CommunicationImplementation resolve_communication(CommunicationImplementation re
         "on a machine with a GPU",
         names, reason.empty() ? "" : " and no GPU can be used: " + reason));
   }
-  // AUTO: NCCL needs GPUs on every worker and the cross-worker NCCL transport, which is not
-  // there yet, so RING always.
-  if (requested == CommunicationImplementation::kAuto) return CommunicationImplementation::kRing;
+  // AUTO (TensorFlow's rule): NCCL when every local device is a GPU and the build has CUDA.
+  if (requested == CommunicationImplementation::kAuto)
+    return gpus && EST_HAVE_CUDA ? CommunicationImplementation::kNccl
+                                 : CommunicationImplementation::kRing;
   return requested;
 }
 
@@ -55,11 +56,6 @@ CollectiveAllReduce::CollectiveAllReduce(std::shared_ptr<ClusterRuntime> runtime
   if (options_.timeout_seconds && *options_.timeout_seconds <= 0)
     throw InvalidArgumentError(fmt::format(
         "CommunicationOptions: timeout_seconds must be positive, got {}", *options_.timeout_seconds));
-  if (options_.implementation == CommunicationImplementation::kNccl)
-    throw UnimplementedError(
-        "MultiWorkerMirroredStrategy: communication NCCL across workers is not implemented yet; "
-        "use CommunicationImplementation::kRing or kAuto (GPU tensors cross the ring through "
-        "host copies)");
   if (runtime_ && options_.timeout_seconds)
     runtime_->ring().set_timeout(std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::duration<double>(*options_.timeout_seconds)));

@@ -32,7 +32,9 @@ enum class CommunicationImplementation : uint8_t { kAuto, kRing, kNccl };
 std::string_view communication_name(CommunicationImplementation implementation);
 // What a worker with `devices` uses for `requested`: NCCL without a GPU among them (or
 // without a usable CUDA backend) is a FailedPreconditionError naming the devices and why;
-// AUTO is RING (NCCL across workers is not implemented yet).
+// AUTO is NCCL when every device is a GPU and the build has CUDA, else RING (TensorFlow's rule).
+// CollectiveAllReduce itself is the RING transport (host tensors); NCCL's is
+// make_nccl_collective_all_reduce (distribute/nccl_collective_all_reduce.h).
 CommunicationImplementation resolve_communication(CommunicationImplementation requested,
                                                   const std::vector<ops::Device>& devices);
 

@@ -4,10 +4,15 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+
 #include "distribute/cluster_runtime.h"
 #include "distribute/coordination_client.h"
 #include "distribute/job_token.h"
 #include "distribute/multi_worker_util.h"
+#include "distribute/nccl_collective_all_reduce.h"
+#include "distribute/nccl_unique_id.h"
+#include "distribute/ring.h"
 #include "ops/error.h"
 #include "ops/logging.h"
 
@@ -21,6 +26,7 @@ struct MultiWorkerMirroredStrategy::Setup {
   std::shared_ptr<CollectiveAllReduce> ops;
   bool is_chief = true;
   int local_tasks = 1;
+  CommunicationImplementation resolved = CommunicationImplementation::kRing;
 };
 
 namespace {
@@ -28,6 +34,42 @@ namespace {
 TfConfig tf_config_from_env() {
   std::optional<std::string> text = tf_config_from_environment();
   return text ? parse_tf_config(*text) : TfConfig{};
+}
+
+// This machine, as NCCL sees it: GPUs with one bus id on one machine are one GPU.
+std::string machine_name() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(in, boot);
+  if (!boot.empty()) return boot;
+  std::vector<std::string> names = this_host_names();
+  return names.empty() ? "?" : names.front();
+}
+
+// Every task learns whether NCCL can join the job's GPUs (the same answer on every task):
+// under AUTO, RING when it cannot; under NCCL, a FailedPreconditionError saying why.
+CommunicationImplementation agree_on_nccl(ClusterRuntime& runtime,
+                                          CommunicationImplementation requested,
+                                          CommunicationImplementation resolved,
+                                          const std::vector<Device>& devices) {
+  bool usable = resolved == CommunicationImplementation::kNccl;
+  std::vector<std::string> bus_ids;
+#if EST_HAVE_CUDA
+  if (usable) bus_ids = gpu_bus_ids(devices);
+#endif
+  std::vector<std::string> tasks;
+  for (int r = 0; r < runtime.world(); ++r) tasks.push_back(runtime.describe(r));
+  std::string why = nccl_unusable_reason(
+      runtime.ring().all_gather(nccl_capability(machine_name(), usable, bus_ids),
+                                "the choice of NCCL"),
+      tasks);
+  if (why.empty()) return CommunicationImplementation::kNccl;
+  if (requested == CommunicationImplementation::kNccl)
+    throw FailedPreconditionError("MultiWorkerMirroredStrategy: communication NCCL cannot join "
+                                  "the job's GPUs: " + why +
+                                  "; use CommunicationImplementation::kRing or kAuto");
+  if (usable) log::info("communication AUTO: RING, not NCCL, because {}", why);
+  return CommunicationImplementation::kRing;
 }
 
 }  // namespace
@@ -42,7 +84,9 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const TfConfig& config,
     : MultiWorkerMirroredStrategy([&] {
         Setup setup{.config = config, .communication = communication, .options = options};
         // Before any rendezvous: NCCL on a worker without GPUs fails here, not in the job.
-        resolve_communication(communication.implementation, parse_devices(options.devices));
+        const std::vector<Device> devices = parse_devices(options.devices);
+        const CommunicationImplementation resolved =
+            resolve_communication(communication.implementation, devices);
         const ClusterSpec& cluster = config.cluster;
         bool several = cluster.num_tasks(TaskType::kChief) + cluster.num_tasks(TaskType::kWorker) > 1;
         if (several && config.task && config.task->type == TaskType::kEvaluator) {
@@ -80,7 +124,21 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const TfConfig& config,
         }
         // Every task of the job on this host (the evaluator too) shares its cores.
         if (!cluster.empty()) setup.local_tasks = num_local_tasks(cluster, config.task, this_host_names());
-        setup.ops = std::make_shared<CollectiveAllReduce>(setup.runtime, communication);
+        setup.resolved = resolved;
+        if (setup.runtime && communication.implementation != CommunicationImplementation::kRing)
+          setup.resolved =
+              agree_on_nccl(*setup.runtime, communication.implementation, resolved, devices);
+        if (setup.resolved == CommunicationImplementation::kNccl) {
+#if EST_HAVE_CUDA
+          setup.ops = make_nccl_collective_all_reduce(setup.runtime, communication, devices,
+                                                      options.session_creation_timeout);
+#else
+          throw FailedPreconditionError(  // resolve_communication rules this out
+              "MultiWorkerMirroredStrategy: communication NCCL needs a build with CUDA");
+#endif
+        } else {
+          setup.ops = std::make_shared<CollectiveAllReduce>(setup.runtime, communication);
+        }
         return setup;
       }()) {}
 
@@ -94,7 +152,7 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Setup setup)
   for (const Device& device : this->devices()) devices += (devices.empty() ? "" : ", ") + device.str();
   log::info(
       "Using MultiWorkerMirroredStrategy with local_devices = ({}), communication = {}", devices,
-      communication_name(resolve_communication(communication_.implementation, this->devices())));
+      communication_name(setup.resolved));
 }
 
 std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::from_env(

@@ -343,7 +343,9 @@ std::vector<std::string> Strategy::all_gather_workers(const std::string& mine,
 }
 
 void Strategy::broadcast_from_chief(std::vector<Tensor>& values, const std::string& what) {
-  if (num_workers() > 1)
+  if (num_workers() > 1 && cross_device_ops_->reduces_device_tensors())
+    cross_device_ops_->broadcast_from_chief(values, what);  // GPU tensors as they are (NCCL)
+  else if (num_workers() > 1)
     through_host(values, [&](std::vector<Tensor>& host) {
       cross_device_ops_->broadcast_from_chief(host, what);
     });

@@ -15,7 +15,7 @@
 // - the Estimator end to end on /gpu:0 (the default placement) against RunConfig::device
 //   "/cpu:0": the same loss after training and the same evaluation metrics within 1e-4, and a
 //   checkpoint written from GPU variables evaluated by a CPU Estimator to the same loss;
-// - MultiWorkerMirroredStrategy with NCCL across processes: not implemented yet (skipped).
+// - MultiWorkerMirroredStrategy with NCCL: tests/distribute/nccl_multi_worker_gpu_test.cpp.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -235,10 +235,4 @@ TEST_CASE("gpu strategy: the Estimator trains on /gpu:0 by default as on /cpu:0"
   Estimator reader(linear_model_fn, reader_config);
   CHECK(reader.evaluate(linear_input_fn()).at("loss") ==
         doctest::Approx(gpu_metrics.at("loss")).epsilon(1e-5));
-}
-
-TEST_CASE("gpu strategy: MultiWorkerMirroredStrategy with NCCL across processes") {
-  return est::testing::skip(
-      "NCCL across worker processes is not implemented yet (it would also need 2 GPUs: NCCL "
-      "refuses two ranks on one device); GPU workers use RING through host copies");
 }

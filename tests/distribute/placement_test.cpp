@@ -111,10 +111,15 @@ TEST_CASE(
 }
 
 #if EST_HAVE_GRPC
-TEST_CASE("placement: communication NCCL needs a GPU; AUTO is RING") {
+TEST_CASE("placement: communication NCCL needs a GPU; AUTO is NCCL on GPUs with CUDA, else RING") {
   using Impl = CommunicationImplementation;
   CHECK(resolve_communication(Impl::kAuto, {Device::cpu(0)}) == Impl::kRing);
-  CHECK(resolve_communication(Impl::kAuto, {Device::cuda(0)}) == Impl::kRing);
+  CHECK(resolve_communication(Impl::kAuto, {Device::cpu(0), Device::cpu(1)}) == Impl::kRing);
+  CHECK(resolve_communication(Impl::kAuto, {Device::cuda(0), Device::cpu(0)}) == Impl::kRing);
+  CHECK(resolve_communication(Impl::kAuto, {Device::cuda(0)}) ==
+        (EST_HAVE_CUDA ? Impl::kNccl : Impl::kRing));
+  CHECK(resolve_communication(Impl::kAuto, {Device::cuda(0), Device::cuda(1)}) ==
+        (EST_HAVE_CUDA ? Impl::kNccl : Impl::kRing));
   CHECK(resolve_communication(Impl::kRing, {Device::cuda(0)}) == Impl::kRing);
   CHECK(resolve_communication(Impl::kNccl, {Device::cuda(0), Device::cuda(1)}) == Impl::kNccl);
   std::string message = error_message<FailedPreconditionError>(
@@ -134,5 +139,10 @@ TEST_CASE("placement: communication NCCL needs a GPU; AUTO is RING") {
   CHECK(contains(strategy, "NCCL needs a GPU"));
   if (!ops::backend_available(ops::Backend::kCuda))
     CHECK(contains(strategy, ops::backend_unavailable_reason(ops::Backend::kCuda)));
+  // AUTO on a CPU worker is RING: the strategy is made (one task: no job to join).
+  MultiWorkerMirroredStrategy automatic(TfConfig{}, {.implementation = Impl::kAuto},
+                                        {.devices = {"/cpu:0"}});
+  CHECK(resolve_communication(automatic.communication_options().implementation,
+                              automatic.devices()) == Impl::kRing);
 }
 #endif

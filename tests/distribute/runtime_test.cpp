@@ -15,6 +15,7 @@
 #include "distribute/coordination_client.h"
 #include "distribute/coordination_server.h"
 #include "distribute/job_token.h"
+#include "distribute/nccl_unique_id.h"
 #include "distribute/ring.h"
 #include "ops/error.h"
 #include "tests/command.h"
@@ -320,6 +321,43 @@ TEST_CASE("with TLS certificates the job's RPCs use TLS, and a plaintext client 
   // Only some paths set is an error naming the variables.
   CHECK_THROWS_WITH_AS((TlsOptions{.certificate_path = d + "/task.pem"}.validate()),
                        doctest::Contains("EST_TLS_CA"), InvalidArgumentError);
+}
+
+TEST_CASE("the NCCL unique id travels from the chief through the coordination service") {
+  // Three tasks of one job; the workers ask (and wait) while the chief may not have published
+  // yet. Every task reads the chief's bytes under the key of this job's incarnation; two jobs
+  // (two coordination services) have different incarnations, so a restarted job's key is new.
+  std::vector<std::pair<std::string, uint64_t>> first, second;
+  for (auto* results : {&first, &second})
+    *results = run_tasks<std::pair<std::string, uint64_t>>(
+        loopback_cluster(2, true), [](ClusterRuntime& runtime) {
+          KeyValueStore store{
+              .set = [&](const std::string& key,
+                         const std::string& value) { runtime.coordination().set(key, value); },
+              .get = [&](const std::string& key, std::chrono::milliseconds timeout) {
+                return runtime.coordination().get(key, timeout);
+              }};
+          if (runtime.is_leader()) std::this_thread::sleep_for(200ms);  // the others wait
+          std::string id = exchange_nccl_unique_id(
+              store, runtime.is_leader(), runtime.job_incarnation(), 0,
+              [] {
+                std::string bytes(kNcclUniqueIdBytes, '\0');
+                for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
+                return bytes;
+              },
+              10s);
+          return std::make_pair(id, runtime.job_incarnation());
+        });
+  for (const auto& results : {first, second}) {
+    REQUIRE(results.size() == 3);
+    for (const auto& [id, incarnation] : results) {
+      CHECK(id.size() == kNcclUniqueIdBytes);
+      CHECK(id == results[0].first);
+      CHECK(incarnation == results[0].second);
+      CHECK(incarnation != 0);
+    }
+  }
+  CHECK(first[0].second != second[0].second);
 }
 
 }  // namespace est::distribute
