@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tests/command.h"
@@ -109,11 +110,11 @@ TEST_CASE("est-ckpt's usage errors exit 2 and say what is missing") {
 
 TEST_CASE("`--flag value` and `--flag=value` both reach the program") {
   ScratchDir dir;
-  for (const std::string& form : {" --model_dir ", " --model_dir="}) {
+  for (const std::string_view form : {" --model_dir ", " --model_dir="}) {
     const std::string model_dir = dir / (form.back() == '=' ? "equals" : "space");
     CAPTURE(form);
     ProgramResult result =
-        run_program(program("examples/linear_regression") + form + shell_quote(model_dir));
+        run_program(program("examples/linear_regression") + std::string(form) + shell_quote(model_dir));
     CHECK_MESSAGE(result.exit_code == 0, result.output);
     CHECK(contains(result.output, "Evaluation: loss = "));
     CHECK(std::filesystem::exists(std::filesystem::path(model_dir) / "checkpoint"));
