@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "distribute/distributed_dataset.h"
@@ -145,6 +146,9 @@ Strategy::Strategy(std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> 
   int replicas = num_local_replicas();
   // The process's share of the host (ops/backend.h's rule), divided among its replicas.
   threads_per_replica_ = std::max(1, ops::threads_for_local_processes(local_processes) / replicas);
+  overlap_reduction_ = ops::available_cores() / std::max(1, local_processes) >= 2;
+  if (const char* value = std::getenv("EST_OVERLAP_GRADIENT_REDUCTION"))
+    overlap_reduction_ = std::string_view(value) != "0";
   replicas_ = make_replicas([seed](nn::VariableStore& store, int /*replica*/) {
     return std::make_unique<nn::ModelContext>(store, nn::Mode::kTrain, seed);
   });
@@ -533,7 +537,8 @@ void ReplicaContext::run_train_op(const nn::TrainOp& train_op, double gradient_s
                                   "::run_train_op: the model context does not defer its moving "
                                   "averages, so batch norm statistics would not be averaged over "
                                   "replicas; call ctx.set_defer_moving_averages(true) on it");
-  if (strategy_->num_local_replicas() == 1 && strategy_->num_workers() > 1) {
+  if (strategy_->num_local_replicas() == 1 && strategy_->num_workers() > 1 &&
+      strategy_->overlaps_gradient_reduction()) {
     run_train_op_overlapped(train_op, gradient_scale, context, loss_sum);
     return;
   }

@@ -198,6 +198,13 @@ class Strategy {
   int64_t num_input_pipelines() const { return num_workers(); }
   const CrossDeviceOps& cross_device_ops() const { return *cross_device_ops_; }
   int threads_per_replica() const { return threads_per_replica_; }
+  // Whether, with one local replica per worker, each bucket's reduction across workers starts
+  // during the backward pass (on CollectiveAllReduce's communication thread) rather than after
+  // it: when this process has a core of the host beyond one to itself (its share is cores /
+  // local processes), since a communication thread on the only core just takes turns with the
+  // compute (2 workers x 1 core: 0.72-0.74 of one process overlapped, 0.79-0.83 not;
+  // bench/multi_worker_bench). EST_OVERLAP_GRADIENT_REDUCTION=1 or 0 decides instead.
+  bool overlaps_gradient_reduction() const { return overlap_reduction_; }
   // Mirrored variables (a copy per replica) or central storage (one copy, shared).
   bool variables_mirrored() const { return placement_ == VariablePlacement::kMirrored; }
 
@@ -277,6 +284,7 @@ class Strategy {
   bool is_chief_;
   uint64_t seed_;
   int threads_per_replica_;
+  bool overlap_reduction_ = false;
   std::unique_ptr<ReplicaSet> replicas_;  // the strategy's own set
   std::unique_ptr<ReplicaPool> pool_;
   std::vector<std::vector<Tensor>*> collective_slots_;    // [local replicas], during a collective

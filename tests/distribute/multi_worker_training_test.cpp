@@ -8,14 +8,15 @@
 // the same number of replicas in one process.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <map>
 
 #include "checkpoint/checkpoint.h"
 #include "distribute/distribute.h"
-#include "tests/distribute/training_util.h"
 #include "tests/command.h"
+#include "tests/distribute/training_util.h"
 #include "tests/process_group.h"
 
 using namespace est;
@@ -83,17 +84,17 @@ std::vector<Variables> train_workers(int workers, int local, const Model& model,
       std::vector<std::string> devices;
       for (int r = 0; r < local; ++r) devices.push_back("/cpu:" + std::to_string(r));
       // Each worker has another seed: the chief's initial values must win.
-      MultiWorkerMirroredStrategy strategy(
-          mine, {.bytes_per_pack = bytes_per_pack},
-          {.token = kToken,
-           .session_creation_timeout = 30s,
-           .heartbeat_interval = 200ms,
-           .heartbeat_timeout = 3000ms,
-           .devices = devices,
-           .seed = kSeed + 1000 * static_cast<uint64_t>(w)});
+      MultiWorkerMirroredStrategy strategy(mine, {.bytes_per_pack = bytes_per_pack},
+                                           {.token = kToken,
+                                            .session_creation_timeout = 30s,
+                                            .heartbeat_interval = 200ms,
+                                            .heartbeat_timeout = 3000ms,
+                                            .devices = devices,
+                                            .seed = kSeed + 1000 * static_cast<uint64_t>(w)});
       for (int s = 0; s < steps; ++s)
         step(strategy, model, make_optimizer, make_batch(global_shape, uint64_t(s)));
-      for (int r = 1; r < local; ++r) CHECK(snapshot(strategy.store(r)) == snapshot(strategy.store(0)));
+      for (int r = 1; r < local; ++r)
+        CHECK(snapshot(strategy.store(r)) == snapshot(strategy.store(0)));
       return snapshot(strategy.store(0));
     }));
   std::vector<Variables> results;
@@ -140,10 +141,17 @@ void check_equal_workers_and_close(const std::vector<Variables>& workers,
 }  // namespace
 
 TEST_CASE("multi-worker: 2 workers train the MLP like one process, every optimizer") {
-  for (const NamedOptimizer& optimizer : all_optimizers()) {
-    CAPTURE(optimizer.name);
-    auto workers = train_workers(2, 1, mlp, optimizer.make, {8, 5}, 5);
-    check_equal_workers_and_close(workers, train_unreplicated(mlp, optimizer.make, {8, 5}, 5));
+  // Both ways of reducing one local replica's gradients: after the backward pass, and bucket
+  // by bucket during it (what a worker with a core to spare does; strategy.h).
+  for (const char* overlap : {"0", "1"}) {
+    CAPTURE(overlap);
+    ::setenv("EST_OVERLAP_GRADIENT_REDUCTION", overlap, 1);
+    for (const NamedOptimizer& optimizer : all_optimizers()) {
+      CAPTURE(optimizer.name);
+      auto workers = train_workers(2, 1, mlp, optimizer.make, {8, 5}, 5);
+      check_equal_workers_and_close(workers, train_unreplicated(mlp, optimizer.make, {8, 5}, 5));
+    }
+    ::unsetenv("EST_OVERLAP_GRADIENT_REDUCTION");
   }
 }
 
@@ -156,10 +164,15 @@ TEST_CASE("multi-worker: 3 workers x 2 local replicas train the CNN like one pro
 
 TEST_CASE("multi-worker: batch norm statistics per replica, as MirroredStrategy in one process") {
   MakeOptimizer momentum = [] { return optim::momentum(0.1, 0.9); };
-  auto workers = train_workers(2, 1, bn_model, momentum, {8, 5}, 4);
   MirroredStrategy mirrored({"/cpu:0", "/cpu:1"}, nullptr, kSeed);
   for (int s = 0; s < 4; ++s) step(mirrored, bn_model, momentum, make_batch({8, 5}, uint64_t(s)));
-  check_equal_workers_and_close(workers, snapshot(mirrored.store(0)));
+  for (const char* overlap : {"0", "1"}) {  // the moving statistics ride in the first bucket
+    CAPTURE(overlap);
+    ::setenv("EST_OVERLAP_GRADIENT_REDUCTION", overlap, 1);
+    auto workers = train_workers(2, 1, bn_model, momentum, {8, 5}, 4);
+    ::unsetenv("EST_OVERLAP_GRADIENT_REDUCTION");
+    check_equal_workers_and_close(workers, snapshot(mirrored.store(0)));
+  }
 }
 
 namespace {
