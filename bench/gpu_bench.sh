@@ -9,7 +9,8 @@
 #
 #   bench/gpu_bench.sh [--build DIR] [--device gpu|cpu] [gpu_bench/torch_gpu.py flags...]
 #   e.g. bench/gpu_bench.sh --build build --device gpu
-# PYTHON chooses the interpreter (default /usr/bin/python3, else python3 on PATH).
+# PYTHON chooses the interpreter (default: the first of python3 on PATH and /usr/bin/python3 that
+# imports torch).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=build
@@ -33,7 +34,15 @@ if [[ ! -x "$build/bench/gpu_bench" ]]; then
   exit 2
 fi
 if [[ -z "${PYTHON:-}" ]]; then
-  if [[ -x /usr/bin/python3 ]]; then PYTHON=/usr/bin/python3; else PYTHON=python3; fi
+  # The first of python3 on PATH and /usr/bin/python3 that imports torch (Debian's torch is seen
+  # only by /usr/bin/python3; a GPU image's torch usually by the python3 on PATH).
+  PYTHON=python3
+  for candidate in python3 /usr/bin/python3; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import torch' >/dev/null 2>&1; then
+      PYTHON=$candidate
+      break
+    fi
+  done
 fi
 
 echo "== est ($build/bench/gpu_bench --device $device ${args[*]})"

@@ -53,11 +53,11 @@ TEST_CASE("gpu_bench.sh --device cpu: est and torch lines, then the ratios") {
                             R"( steps/s \(est eager\) +[0-9.]+ +[0-9.]+ +[0-9.]+  reported)"));
   }
   CHECK(has_line(
-      out, "est train model=resnet batch=2 mode=eager precision=(float32|bfloat16)" + kFigures));
+      out, "est train model=resnet batch=2 mode=eager precision=mixed_bfloat16" + kFigures));
   CHECK(has_line(out, "torch train model=resnet batch=2 mode=eager precision=bfloat16" + kFigures));
   CHECK(has_line(
       out,
-      R"(resnet batch=2 examples/s \((float32|bfloat16)/bfloat16\) +[0-9.]+ +[0-9.]+ +[0-9.]+  reported)"));
+      R"(resnet batch=2 examples/s \(mixed_bfloat16/bfloat16\) +[0-9.]+ +[0-9.]+ +[0-9.]+  reported)"));
   CHECK(out.find("ratio missing") == std::string::npos);
 }
 
@@ -79,7 +79,7 @@ TEST_CASE("gpu_bench.sh without PyTorch: est's figures and why each ratio is mis
                       R"(PyTorch is not installed for /usr/bin/python3 .*)"));
   CHECK(has_line(
       out,
-      R"(resnet batch=2 examples/s \((float32|bfloat16)/-\) .* ratio missing: PyTorch is not installed.*)"));
+      R"(resnet batch=2 examples/s \(mixed_bfloat16/-\) .* ratio missing: PyTorch is not installed.*)"));
   CHECK(out.find("== torch") != std::string::npos);
   // No interpreter at all says so.
   const auto none = run_program("env PYTHON=/nonexistent/python3 " + script() + kTiny, 300);
