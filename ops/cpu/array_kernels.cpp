@@ -8,6 +8,7 @@
 // repeated ids accumulate without races.
 #include <cstring>
 
+#include "ops/axis_layout.h"
 #include "ops/cpu/checks.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/parallel.h"
@@ -15,19 +16,6 @@
 
 namespace est::ops::cpu {
 namespace {
-
-// params viewed as [outer, rows, inner] around `axis`.
-struct AxisLayout {
-  int64_t outer = 1, rows = 1, inner = 1;
-};
-
-AxisLayout layout_of(const Shape& shape, int axis) {
-  AxisLayout layout;
-  for (int d = 0; d < axis; ++d) layout.outer *= shape[static_cast<size_t>(d)];
-  layout.rows = shape[static_cast<size_t>(axis)];
-  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) layout.inner *= shape[d];
-  return layout;
-}
 
 int64_t window_offset(const Shape& shape, const std::vector<int64_t>& begin) {
   const std::vector<int64_t> strides = contiguous_strides(shape);
@@ -111,8 +99,8 @@ void slice_gradient(const Tensor& grad, const std::vector<int64_t>& begin, Tenso
 }
 
 void gather(const Tensor& params, const Tensor& indices, int axis, Tensor& out) {
-  const AxisLayout layout = layout_of(params.shape(), axis);
-  const std::vector<int64_t> ids = checked_indices(indices, layout.rows, axis, params.shape());
+  const AxisLayout layout = axis_layout(params.shape(), axis);
+  const std::vector<int64_t> ids = checked_indices(indices, layout.size, axis, params.shape());
   const size_t row_bytes = static_cast<size_t>(layout.inner) * dtype_size(params.dtype());
   const int64_t count = static_cast<int64_t>(ids.size());
   const auto* src = static_cast<const char*>(params.raw_data());
@@ -125,7 +113,7 @@ void gather(const Tensor& params, const Tensor& indices, int axis, Tensor& out) 
           const int64_t o = task / count, i = task % count;
           std::memcpy(
               dst + static_cast<size_t>(task) * row_bytes,
-              src + static_cast<size_t>(o * layout.rows + ids[static_cast<size_t>(i)]) * row_bytes,
+              src + static_cast<size_t>(o * layout.size + ids[static_cast<size_t>(i)]) * row_bytes,
               row_bytes);
         }
       });
@@ -133,7 +121,7 @@ void gather(const Tensor& params, const Tensor& indices, int axis, Tensor& out) 
 
 void gather_gradient(const Tensor& grad, const Tensor& indices, int axis, Tensor& dparams) {
   fill(dparams, 0.0);
-  const AxisLayout layout = layout_of(dparams.shape(), axis);
+  const AxisLayout layout = axis_layout(dparams.shape(), axis);
   const std::vector<int64_t> ids = indices.to_vector<int64_t>();  // checked by forward
   const int64_t count = static_cast<int64_t>(ids.size());
   dispatch_float(grad.dtype(), "gather gradient", [&](auto tag) {
@@ -153,7 +141,7 @@ void gather_gradient(const Tensor& grad, const Tensor& indices, int axis, Tensor
                      const int64_t c1 = std::min(layout.inner, c0 + kColumns);
                      for (int64_t i = 0; i < count; ++i) {
                        const T* from = g + (o * count + i) * layout.inner;
-                       T* to = d + (o * layout.rows + ids[static_cast<size_t>(i)]) * layout.inner;
+                       T* to = d + (o * layout.size + ids[static_cast<size_t>(i)]) * layout.inner;
                        for (int64_t c = c0; c < c1; ++c) to[c] += from[c];
                      }
                    }

@@ -8,6 +8,7 @@
 // a seed gives the same mask whatever the thread count.
 #include <cmath>
 
+#include "ops/axis_layout.h"
 #include "ops/cpu/checks.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/kernels.h"
@@ -15,18 +16,6 @@
 
 namespace est::ops::cpu {
 namespace {
-
-struct SoftmaxLayout {
-  int64_t outer = 1, classes = 1, inner = 1;
-};
-
-SoftmaxLayout layout_of(const Shape& shape, int axis) {
-  SoftmaxLayout layout;
-  for (int d = 0; d < axis; ++d) layout.outer *= shape[static_cast<size_t>(d)];
-  layout.classes = shape[static_cast<size_t>(axis)];
-  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) layout.inner *= shape[d];
-  return layout;
-}
 
 // Softmax and log-sum-exp over the last axis of logits viewed as [rows, classes].
 void softmax_rows(const Tensor& logits, Tensor& probs, Tensor& lse) {
@@ -58,18 +47,18 @@ void dropout_mask(double rate, Generator& generator, Tensor& mask) {
 }
 
 void softmax(const Tensor& x, int axis, bool log, Tensor& y) {
-  const SoftmaxLayout layout = layout_of(x.shape(), axis);
+  const AxisLayout layout = axis_layout(x.shape(), axis);
   dispatch_float(x.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
-    softmax_forward(x.data<T>(), y.data<T>(), layout.outer, layout.classes, layout.inner, log);
+    softmax_forward(x.data<T>(), y.data<T>(), layout.outer, layout.size, layout.inner, log);
   });
 }
 
 void softmax_gradient(const Tensor& grad, const Tensor& y, int axis, bool log, Tensor& dx) {
-  const SoftmaxLayout layout = layout_of(y.shape(), axis);
+  const AxisLayout layout = axis_layout(y.shape(), axis);
   dispatch_float(y.dtype(), "softmax", [&](auto tag) {
     using T = decltype(tag);
-    softmax_backward(grad.data<T>(), y.data<T>(), dx.data<T>(), layout.outer, layout.classes,
+    softmax_backward(grad.data<T>(), y.data<T>(), dx.data<T>(), layout.outer, layout.size,
                      layout.inner, log);
   });
 }

@@ -7,6 +7,7 @@
 // (ops/cpu/array_kernels.cpp), with the id read from the device.
 #include <fmt/format.h>
 
+#include "ops/axis_layout.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/graph.h"
 #include "ops/cuda/kernels.h"
@@ -60,19 +61,6 @@ int64_t window_offset(const Shape& shape, const std::vector<int64_t>& begin) {
   return offset;
 }
 
-// A tensor viewed as [outer, rows, inner] around `axis`.
-struct AxisLayout {
-  int64_t outer = 1, rows = 1, inner = 1;
-};
-
-AxisLayout layout_of(const Shape& shape, int axis) {
-  AxisLayout layout;
-  for (int d = 0; d < axis; ++d) layout.outer *= shape[static_cast<size_t>(d)];
-  layout.rows = shape[static_cast<size_t>(axis)];
-  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) layout.inner *= shape[d];
-  return layout;
-}
-
 }  // namespace
 
 int64_t read_index(const Tensor& indices, int64_t position) {
@@ -99,8 +87,8 @@ void transpose(const Tensor& x, const std::vector<int>& perm, Tensor& out) {
 
 void concat(const std::vector<Tensor>& inputs, int axis, Tensor& out) {
   DeviceGuard guard(device_of(out));
-  const AxisLayout layout = layout_of(out.shape(), axis);
-  const int64_t out_row = layout.rows * layout.inner;
+  const AxisLayout layout = axis_layout(out.shape(), axis);
+  const int64_t out_row = layout.size * layout.inner;
   int64_t column = 0;
   for (const Tensor& t : inputs) {
     const int64_t chunk = t.shape()[static_cast<size_t>(axis)] * layout.inner;
@@ -135,26 +123,26 @@ void slice_gradient(const Tensor& grad, const std::vector<int64_t>& begin, Tenso
 void gather(const Tensor& params, const Tensor& indices, int axis, Tensor& out) {
   const int device = device_of(params);
   DeviceGuard guard(device);
-  const AxisLayout layout = layout_of(params.shape(), axis);
+  const AxisLayout layout = axis_layout(params.shape(), axis);
   Tensor flag = Tensor::empty({1}, DType::kI64, params.device());
   const int64_t bad =
       cuda::gather(element_size(params), params.raw_data(), indices.dtype(), indices.raw_data(),
-                   out.raw_data(), layout.outer, layout.rows, layout.inner, indices.numel(),
+                   out.raw_data(), layout.outer, layout.size, layout.inner, indices.numel(),
                    static_cast<int64_t*>(flag.raw_data()), /*wait=*/!cuda::capturing(device),
                    compute_stream(device));
   if (bad >= 0)
     throw InvalidArgumentError(fmt::format(
         "gather: index {} at position {} of the indices is outside [0, {}) for axis {} of "
         "params of shape {}; check the ids (vocabulary size, label range)",
-        read_index(indices, bad), bad, layout.rows, axis, shape_str(params.shape())));
+        read_index(indices, bad), bad, layout.size, axis, shape_str(params.shape())));
 }
 
 void gather_gradient(const Tensor& grad, const Tensor& indices, int axis, Tensor& dparams) {
   const int device = device_of(dparams);
   DeviceGuard guard(device);
-  const AxisLayout layout = layout_of(dparams.shape(), axis);
+  const AxisLayout layout = axis_layout(dparams.shape(), axis);
   cuda::gather_gradient(grad.dtype(), grad.raw_data(), indices.dtype(), indices.raw_data(),
-                        dparams.raw_data(), layout.outer, layout.rows, layout.inner,
+                        dparams.raw_data(), layout.outer, layout.size, layout.inner,
                         indices.numel(), compute_stream(device));
 }
 

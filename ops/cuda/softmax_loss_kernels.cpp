@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "ops/axis_layout.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/graph.h"
 #include "ops/cuda/kernels.h"
@@ -27,18 +28,6 @@ namespace est::ops::cuda {
 namespace {
 
 int device_of(const Tensor& t) { return t.device().index; }
-
-struct AxisLayout {
-  int64_t outer = 1, classes = 1, inner = 1;
-};
-
-AxisLayout layout_of(const Shape& shape, int axis) {
-  AxisLayout layout;
-  for (int d = 0; d < axis; ++d) layout.outer *= shape[static_cast<size_t>(d)];
-  layout.classes = shape[static_cast<size_t>(axis)];
-  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) layout.inner *= shape[d];
-  return layout;
-}
 
 // The jump table in `device`'s memory, copied there on first use.
 const XoshiroJumpTable* device_jump_table(int device) {
@@ -79,17 +68,17 @@ void dropout_mask(double rate, Generator& generator, Tensor& mask) {
 void softmax(const Tensor& x, int axis, bool log, Tensor& y) {
   const int device = device_of(x);
   DeviceGuard guard(device);
-  const AxisLayout layout = layout_of(x.shape(), axis);
-  cuda::softmax(x.dtype(), x.raw_data(), y.raw_data(), layout.outer, layout.classes, layout.inner,
-                log, compute_stream(device));
+  const AxisLayout layout = axis_layout(x.shape(), axis);
+  cuda::softmax(x.dtype(), x.raw_data(), y.raw_data(), layout.outer, layout.size, layout.inner, log,
+                compute_stream(device));
 }
 
 void softmax_gradient(const Tensor& grad, const Tensor& y, int axis, bool log, Tensor& dx) {
   const int device = device_of(y);
   DeviceGuard guard(device);
-  const AxisLayout layout = layout_of(y.shape(), axis);
+  const AxisLayout layout = axis_layout(y.shape(), axis);
   cuda::softmax_gradient(y.dtype(), grad.raw_data(), y.raw_data(), dx.raw_data(), layout.outer,
-                         layout.classes, layout.inner, log, compute_stream(device));
+                         layout.size, layout.inner, log, compute_stream(device));
 }
 
 void sparse_cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& loss, Tensor& probs) {
