@@ -11,9 +11,14 @@
 
 #include "nn/nn.h"
 #include "ops/ops.h"
+#include "tests/nn/toy_problems.h"
 
 using namespace est;
 using namespace est::nn;
+using est::testing::Batch;
+using est::testing::make_bars;
+using est::testing::make_blobs;
+using est::testing::mlp;
 using mixed_precision::Policy;
 using mixed_precision::PolicyScope;
 
@@ -26,49 +31,6 @@ std::string message_of_unimplemented(std::string_view name) {
     return e.what();
   }
   return "<no UnimplementedError>";
-}
-
-struct Batch {
-  Tensor features;
-  Tensor labels;  // int64 [N]
-};
-
-// The data of training_test.cpp: two Gaussian blobs in 2-D, and 8x8 bars.
-Batch make_blobs(int n, uint64_t seed) {
-  ops::Generator generator(seed);
-  std::vector<float> x;
-  std::vector<int64_t> y;
-  for (int i = 0; i < n; ++i) {
-    int label = i % 2;
-    double centre = label == 0 ? 1.0 : -1.0;
-    x.push_back(float(centre + 0.5 * generator.next_normal()));
-    x.push_back(float(centre + 0.5 * generator.next_normal()));
-    y.push_back(label);
-  }
-  return {Tensor::from_vector<float>(x, {n, 2}), Tensor::from_vector<int64_t>(y)};
-}
-
-Batch make_bars(int n, uint64_t seed) {
-  ops::Generator generator(seed);
-  std::vector<float> x(static_cast<size_t>(n) * 64);
-  std::vector<int64_t> y;
-  for (int i = 0; i < n; ++i) {
-    int label = i % 2;
-    int line = int(generator.next_u64() % 8);
-    for (int r = 0; r < 8; ++r)
-      for (int c = 0; c < 8; ++c) {
-        bool on = label == 0 ? r == line : c == line;
-        x[size_t(i) * 64 + size_t(r) * 8 + size_t(c)] =
-            float((on ? 1.0 : 0.0) + 0.1 * generator.next_normal());
-      }
-    y.push_back(label);
-  }
-  return {Tensor::from_vector<float>(x, {n, 8, 8, 1}), Tensor::from_vector<int64_t>(y)};
-}
-
-Tensor mlp(ModelContext& ctx, const Tensor& x) {
-  Tensor h = dense(ctx, x, {.units = 16, .activation = relu});
-  return dense(ctx, h, {.units = 2});
 }
 
 Tensor cnn(ModelContext& ctx, const Tensor& image) {
