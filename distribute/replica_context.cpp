@@ -1,0 +1,302 @@
+// ReplicaContext: what a replica's step sees of its strategy (TF's replica context): the
+// in-step all-reduce, gradient synchronisation (overlapped with the backward pass where the
+// worker has a core to spare), the chief's initial values. A collective is two barrier
+// crossings: every replica deposits its list and fresh output buffers; every replica thread then
+// reduces its share of the elements and writes it into the shared outputs; then (several
+// workers) replica 0 combines the outputs with the other processes while the others wait at a
+// third crossing; then every replica continues.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "distribute/replica_pool.h"
+#include "distribute/strategy.h"
+#include "distribute/through_host.h"
+#include "ops/array_ops.h"
+#include "ops/autograd.h"
+#include "ops/copy.h"
+#include "ops/error.h"
+#include "ops/logging.h"
+#include "ops/math.h"
+
+namespace est::distribute {
+namespace {
+
+// A bucket of gradients starts its reduction across workers once it holds this many bytes.
+constexpr size_t kOverlapBucketBytes = size_t{1} << 20;
+
+bool any_gpu(const std::vector<Device>& devices) {
+  return std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });
+}
+
+}  // namespace
+
+int ReplicaContext::num_replicas_in_sync() const { return strategy_->num_replicas_in_sync(); }
+int ReplicaContext::replica_id_in_sync_group() const {
+  return strategy_->worker_index() * strategy_->num_local_replicas() + replica_id_;
+}
+Device ReplicaContext::device() const {
+  return strategy_->devices_[static_cast<size_t>(replica_id_)];
+}
+nn::ModelContext& ReplicaContext::model_context() { return replicas_->context(replica_id_); }
+nn::VariableStore& ReplicaContext::store() { return replicas_->store(replica_id_); }
+
+std::string ReplicaContext::describe(const char* collective) {
+  nn::VariableStore& variables = replicas_->store(0);
+  if (variables.contains(nn::kGlobalStepName))
+    return fmt::format("{} at step {}", collective, nn::read_global_step(variables));
+  return collective;
+}
+
+void ReplicaContext::on_replica_zero(const std::function<void()>& work) {
+  AbortableBarrier& barrier = strategy_->pool_->barrier();
+  barrier.arrive_and_wait();
+  if (replica_id_ == 0) {
+    try {
+      work();
+    } catch (...) {
+      barrier.abort();
+      throw;
+    }
+  }
+  barrier.arrive_and_wait();
+}
+
+void ReplicaContext::all_reduce(ReduceOp op, std::vector<Tensor>& tensors) {
+  double factor = op == ReduceOp::kMean ? 1.0 / num_replicas_in_sync() : 1.0;
+  reduce_scaled(tensors, std::vector<double>(tensors.size(), factor));
+}
+
+void ReplicaContext::reduce_scaled(std::vector<Tensor>& tensors,
+                                   const std::vector<double>& factors) {
+  bool across_workers = strategy_->num_workers() > 1;
+  if (strategy_->num_local_replicas() == 1) {  // nothing to sum locally: only the factors
+    ops::NoGradGuard no_grad;
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].defined() && (factors[i] != 1.0 || across_workers))
+        tensors[i] = ops::mul(tensors[i], factors[i]);  // a fresh buffer: inputs may alias
+    if (across_workers) reduce_across_workers(tensors);
+    return;
+  }
+  AbortableBarrier& barrier = strategy_->pool_->barrier();
+  // One set of result buffers, replica 0's: the replicas are threads of one process, so each
+  // takes handles on them instead of a copy of its own (the results are only read after).
+  // With GPUs among the devices each replica needs its results on its own device: every
+  // replica makes its own output buffers where its inputs are (its device; the host for the
+  // gradients of central variables), and the cross-device ops write each.
+  const bool per_device = any_gpu(strategy_->devices_);
+  std::vector<Tensor> outputs(tensors.size());
+  if (replica_id_ == 0 || per_device)
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].defined())
+        outputs[i] = Tensor::empty(tensors[i].shape(), tensors[i].dtype(), tensors[i].device());
+  auto r = static_cast<size_t>(replica_id_);
+  strategy_->collective_slots_[r] = &tensors;
+  strategy_->collective_outputs_[r] = &outputs;
+  barrier.arrive_and_wait();
+  std::vector<std::vector<Tensor>*> shared = strategy_->collective_outputs_;
+  if (!per_device) shared.assign(shared.size(), strategy_->collective_outputs_[0]);
+  if (replica_id_ != 0 && !per_device) outputs = *shared[0];
+  try {
+    strategy_->cross_device_ops_->reduce_slice(factors, strategy_->collective_slots_, shared,
+                                               replica_id_, strategy_->num_local_replicas());
+  } catch (...) {
+    barrier.abort();
+    throw;
+  }
+  if (across_workers) {
+    // Replica 0 owns the outputs' tensors; the others hold handles on the same buffers, which
+    // the cross-worker reduction writes in place.
+    on_replica_zero([&] { reduce_across_workers(outputs); });
+    if (per_device) {  // replica 0's sums over the job into this replica's buffers
+      if (replica_id_ != 0)
+        for (size_t i = 0; i < outputs.size(); ++i)
+          if (outputs[i].defined()) outputs[i].copy_from((*shared[0])[i]);
+      barrier.arrive_and_wait();  // replica 0's outputs stay until every replica has read them
+    }
+  } else {
+    barrier.arrive_and_wait();
+  }
+  tensors = std::move(outputs);
+}
+
+void ReplicaContext::reduce_across_workers(std::vector<Tensor>& tensors) {
+  std::string what = describe("all-reduce");
+  CrossDeviceOps& cross_device_ops = *strategy_->cross_device_ops_;
+  if (cross_device_ops.reduces_device_tensors()) {
+    cross_device_ops.reduce_across_workers(tensors, what);
+    return;
+  }
+  through_host(tensors, [&](std::vector<Tensor>& host) {
+    cross_device_ops.reduce_across_workers(host, what);
+  });
+}
+
+void ReplicaContext::all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars) {
+  std::vector<nn::MovingAverageUpdate> updates = model_context().take_moving_average_updates();
+  sync_step(grads_and_vars, 1.0, updates);
+  finish_sync(updates);
+}
+
+void ReplicaContext::sync_step(std::vector<nn::GradAndVar>& grads_and_vars, double scale,
+                               std::vector<nn::MovingAverageUpdate>& updates, Tensor* extra) {
+  // Gradients and statistics travel in one collective: the gradients' sum is multiplied by
+  // the loss scale, the statistics' sum by 1/replicas (their mean), in the same pass.
+  std::vector<Tensor> tensors;
+  std::vector<double> factors;
+  tensors.reserve(grads_and_vars.size() + updates.size());
+  for (const auto& entry : grads_and_vars) tensors.push_back(entry.gradient);
+  factors.assign(grads_and_vars.size(), scale);
+  for (const auto& update : updates) tensors.push_back(update.value);
+  factors.resize(tensors.size(), 1.0 / num_replicas_in_sync());
+  if (extra) {
+    tensors.push_back(*extra);
+    factors.push_back(1.0);
+  }
+  reduce_scaled(tensors, factors);
+  for (size_t i = 0; i < grads_and_vars.size(); ++i) grads_and_vars[i].gradient = tensors[i];
+  for (size_t i = 0; i < updates.size(); ++i) updates[i].value = tensors[grads_and_vars.size() + i];
+  if (extra) *extra = tensors.back();
+}
+
+bool ReplicaContext::applies_updates() const {
+  return strategy_->variables_mirrored() || replica_id_ == 0;
+}
+
+void ReplicaContext::finish_sync(std::vector<nn::MovingAverageUpdate>& updates) {
+  if (applies_updates())
+    for (const auto& update : updates) nn::apply_moving_average(update);
+  presynced_ = true;
+}
+
+bool ReplicaContext::synchronize(std::vector<nn::GradAndVar>& grads_and_vars) {
+  if (!presynced_) all_reduce_gradients(grads_and_vars);
+  presynced_ = false;
+  return applies_updates();
+}
+
+void ReplicaContext::initialize_variable(const std::string& name, Tensor& value) {
+  if (strategy_->num_workers() == 1) return;
+  std::string what = "the broadcast of the chief's initial value of " + name;
+  on_replica_zero([&] {
+    // The workers must be creating the same variable: compare first, then take the chief's.
+    std::string mine =
+        fmt::format("{} {} {}", name, dtype_name(value.dtype()), ops::shape_str(value.shape()));
+    std::vector<std::string> all = strategy_->all_gather_workers(mine, what);
+    for (size_t w = 1; w < all.size(); ++w)
+      if (all[w] != all[0])
+        throw InvalidArgumentError(fmt::format(
+            "worker {} created variable '{}' where the chief (worker 0) created '{}': every "
+            "worker must run the same model_fn",
+            w, all[w], all[0]));
+    std::vector<Tensor> values{value};
+    strategy_->broadcast_from_chief(values, what);
+    strategy_->initial_value_ = value;
+  });
+  if (replica_id_ != 0) {
+    value.copy_from(strategy_->initial_value_);     // any devices
+    strategy_->pool_->barrier().arrive_and_wait();  // replica 0 may not reuse the slot before
+  } else {
+    strategy_->pool_->barrier().arrive_and_wait();
+  }
+}
+
+void ReplicaContext::after_update() {
+  if (!strategy_->variables_mirrored()) strategy_->pool_->barrier().arrive_and_wait();
+}
+
+void ReplicaContext::run_train_op(const nn::TrainOp& train_op, double gradient_scale,
+                                  nn::ModelContext* ctx, Tensor* loss_sum) {
+  nn::ModelContext& context = ctx ? *ctx : model_context();
+  if (num_replicas_in_sync() > 1 && !context.defers_moving_averages())
+    throw FailedPreconditionError(std::string(strategy_->name()) +
+                                  "::run_train_op: the model context does not defer its moving "
+                                  "averages, so batch norm statistics would not be averaged over "
+                                  "replicas; call ctx.set_defer_moving_averages(true) on it");
+  if (strategy_->num_local_replicas() == 1 && strategy_->num_workers() > 1 &&
+      strategy_->overlaps_gradient_reduction()) {
+    run_train_op_overlapped(train_op, gradient_scale, context, loss_sum);
+    return;
+  }
+  std::vector<nn::GradAndVar> grads = train_op.compute_gradients();
+  std::vector<nn::MovingAverageUpdate> updates = context.take_moving_average_updates();
+  if (loss_sum) {
+    ops::NoGradGuard no_grad;
+    *loss_sum = train_op.loss().detach().clone();
+  }
+  sync_step(grads, gradient_scale, updates, loss_sum);
+  finish_sync(updates);
+  nn::CrossReplicaScope scope(this);  // apply() goes through synchronize / after_update
+  train_op.apply(std::move(grads));
+}
+
+void ReplicaContext::run_train_op_overlapped(const nn::TrainOp& train_op, double gradient_scale,
+                                             nn::ModelContext& context, Tensor* loss_sum) {
+  CrossDeviceOps& ops = *strategy_->cross_device_ops_;
+  std::string what = describe("all-reduce");
+  std::vector<std::unique_ptr<PendingReduction>> pending;
+  // A transport over host buffers reduces host copies of a GPU replica's tensors (each copy
+  // is made when its bucket starts), and the sums come back to the device.
+  const bool staged = !device().is_cpu() && !ops.reduces_device_tensors();
+  auto to_transport = [&](Tensor t) { return staged && t.defined() ? t.to(Device::cpu()) : t; };
+  auto from_transport = [&](Tensor t) { return staged && t.defined() ? t.to(device()) : t; };
+  // What the forward pass already knows travels first: the moving statistics (averaged over
+  // replicas) and the loss (summed, for the log).
+  std::vector<nn::MovingAverageUpdate> updates = context.take_moving_average_updates();
+  std::vector<Tensor> known;
+  std::vector<double> known_factors;
+  for (const auto& update : updates) {
+    known.push_back(to_transport(update.value));
+    known_factors.push_back(1.0 / num_replicas_in_sync());
+  }
+  if (loss_sum) {
+    ops::NoGradGuard no_grad;
+    known.push_back(to_transport(train_op.loss().detach()));
+    known_factors.push_back(1.0);
+  }
+  if (!known.empty()) pending.push_back(ops.start_reduce(known, known_factors, what));
+  // Then the gradients, a bucket at a time, in the order the backward pass completes them (the
+  // same on every worker: it depends only on the model).
+  std::vector<std::vector<size_t>> buckets;
+  std::vector<size_t> bucket;
+  std::vector<Tensor> bucket_tensors;
+  size_t bucket_bytes = 0;
+  auto start_bucket = [&] {
+    if (bucket.empty()) return;
+    pending.push_back(ops.start_reduce(std::move(bucket_tensors),
+                                       std::vector<double>(bucket.size(), gradient_scale), what));
+    buckets.push_back(std::move(bucket));
+    bucket.clear();
+    bucket_tensors.clear();
+    bucket_bytes = 0;
+  };
+  std::vector<nn::GradAndVar> grads =
+      train_op.compute_gradients([&](size_t index, const Tensor& gradient) {
+        bucket.push_back(index);
+        bucket_tensors.push_back(to_transport(gradient));
+        bucket_bytes += gradient.nbytes();
+        if (bucket_bytes >= kOverlapBucketBytes) start_bucket();
+      });
+  start_bucket();
+  size_t next = 0;
+  if (!known.empty()) {
+    std::vector<Tensor> sums = pending[next++]->wait();
+    for (size_t i = 0; i < updates.size(); ++i) updates[i].value = from_transport(sums[i]);
+    if (loss_sum) *loss_sum = sums.back();  // read by the host
+  }
+  for (const std::vector<size_t>& indices : buckets) {
+    std::vector<Tensor> sums = pending[next++]->wait();
+    for (size_t k = 0; k < indices.size(); ++k)
+      grads[indices[k]].gradient = from_transport(sums[k]);
+  }
+  finish_sync(updates);
+  nn::CrossReplicaScope scope(this);  // apply() goes through synchronize / after_update
+  train_op.apply(std::move(grads));
+}
+
+nn::GradientTransform ReplicaContext::gradient_transform() {
+  return
+      [this](std::vector<nn::GradAndVar>& grads_and_vars) { all_reduce_gradients(grads_and_vars); };
+}
+
+}  // namespace est::distribute
