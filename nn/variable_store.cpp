@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "nn/restore_error.h"
 #include "ops/autograd.h"
 #include "ops/copy.h"
 
@@ -13,10 +14,12 @@ namespace est::nn {
 using ops::shape_str;
 namespace {
 
+// ErrorType: InvalidArgumentError when assigning, RestoreMismatchError when restoring.
+template <class ErrorType>
 void check_same_layout(std::string_view name, const Tensor& variable, const Tensor& value,
                        std::string_view what) {
   if (variable.shape() != value.shape() || variable.dtype() != value.dtype())
-    throw InvalidArgumentError(fmt::format(
+    throw ErrorType(fmt::format(
         "{} variable '{}': it has shape {} and dtype {}, the value has shape {} and dtype {}; "
         "check that the model matches the one that produced the value",
         what, name, shape_str(variable.shape()), dtype_name(variable.dtype()),
@@ -44,7 +47,7 @@ Tensor VariableStore::create(const std::string& name, Tensor initial_value, bool
     value = ops::copy_to(value, device_for(value.dtype()));
   }
   if (auto staged = pending_.find(name); staged != pending_.end()) {
-    check_same_layout(name, value, staged->second, "restoring");
+    check_same_layout<RestoreMismatchError>(name, value, staged->second, "restoring");
     value.copy_from(staged->second);
     pending_.erase(staged);
   }
@@ -118,7 +121,7 @@ size_t VariableStore::size() const {
 
 void VariableStore::assign(std::string_view name, const Tensor& value) {
   Variable variable = get(name);
-  check_same_layout(name, variable.value, value, "assigning to");
+  check_same_layout<InvalidArgumentError>(name, variable.value, value, "assigning to");
   ops::NoGradGuard no_grad;
   variable.value.copy_from(value);
 }

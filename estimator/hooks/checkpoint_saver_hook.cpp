@@ -37,6 +37,10 @@ void CheckpointSaverHook::begin() {
 }
 
 void CheckpointSaverHook::after_create_session(Session& session) {
+  if (session.saves_agreed_before_steps()) {
+    decided_externally_ = true;  // the first step was agreed before this hook was asked
+    decided_step_ = -1;
+  }
   // TF saves the initial state (variables, including restored ones) right away.
   int64_t step = session.global_step();
   save(session, step);
@@ -51,7 +55,7 @@ void CheckpointSaverHook::after_run(SessionRunContext& run_context,
   if (save(run_context.session(), step)) run_context.request_stop();
 }
 
-bool CheckpointSaverHook::decide_save(int64_t step) {
+bool CheckpointSaverHook::will_save_after(int64_t step) {
   decided_externally_ = true;
   bool save = timer_.should_trigger_for_step(step);
   decided_step_ = save ? step : -1;

@@ -54,16 +54,13 @@ class CheckpointSaverHook : public SessionRunHook {
   explicit CheckpointSaverHook(CheckpointSaverOptions options);
 
   void begin() override;
+  // When the session agrees on saves before steps (a multi-worker job's chief), after_run
+  // saves exactly when will_save_after said so, from the first step on.
   void after_create_session(Session& session) override;
+  // Decides now, before the step that ends at global step `step`, whether that step saves.
+  bool will_save_after(int64_t step) override;
   void after_run(SessionRunContext& run_context, const SessionRunValues& run_values) override;
   void end(Session& session) override;
-
-  // For a multi-worker job's chief: decides now, before the step that ends at global step
-  // `step`, whether that step saves (the workers then gather their input positions for it).
-  // From the first call on, after_run saves exactly when this said so.
-  bool decide_save(int64_t step);
-  // From now on only decide_save() makes after_run save (the next step does not save).
-  void expect_decisions() { decided_externally_ = true, decided_step_ = -1; }
 
   // Paths of the saves this hook made, in order (after end(): all of them are on disk).
   const std::vector<std::string>& saved() const { return saved_; }
@@ -77,7 +74,7 @@ class CheckpointSaverHook : public SessionRunHook {
   std::unique_ptr<checkpoint::CheckpointManager> manager_;
   std::vector<std::string> saved_;
   bool decided_externally_ = false;
-  int64_t decided_step_ = -1;  // the step decide_save() said saves, -1: none
+  int64_t decided_step_ = -1;  // the step will_save_after() said saves, -1: none
 };
 
 }  // namespace hooks

@@ -3,6 +3,8 @@
 //   begin()                       once, before the loop (no variables may exist yet)
 //   after_create_session(session) once, after the first model_fn call created the variables
 //                                 and the checkpoint (if any) was restored
+//   will_save_after(step)         multi-worker chief only, each step before its input is read:
+//                                 whether the hook saves a checkpoint after that step
 //   before_run(run_context)       each step, after model_fn: returns the tensors it wants
 //   after_run(run_context, values)each step, after the train op; may request_stop()
 //   end(session)                  once, when the loop ends normally (not on an exception)
@@ -54,6 +56,11 @@ class Session {
   checkpoint::TensorBundle checkpoint_bundle() const;
   // A variable's current value by name, or "global_step"; NotFoundError naming it otherwise.
   Tensor fetch_variable(const std::string& name) const;
+  // Whether the workers agree before each step on whether a checkpoint is saved after it (the
+  // chief of a multi-worker job: every worker's input position is gathered for that save). A
+  // hook that saves then announces its saves in will_save_after and saves only then.
+  bool saves_agreed_before_steps() const { return saves_agreed_before_steps_; }
+  void set_saves_agreed_before_steps(bool agreed) { saves_agreed_before_steps_ = agreed; }
 
  private:
   nn::VariableStore* store_;
@@ -61,6 +68,7 @@ class Session {
   std::string model_dir_;
   const RunConfig* config_;
   BundleFn bundle_;
+  bool saves_agreed_before_steps_ = false;
 };
 
 // When the phases of one step began and ended (steady clock, seconds), for the ProfilerHook.
@@ -111,6 +119,9 @@ class SessionRunHook {
   virtual ~SessionRunHook() = default;
   virtual void begin() {}
   virtual void after_create_session(Session& /*session*/) {}
+  // Only when Session::saves_agreed_before_steps(): before the step that ends at global step
+  // `step` reads its input, whether this hook will save a checkpoint in that step's after_run.
+  virtual bool will_save_after(int64_t /*step*/) { return false; }
   virtual SessionRunArgs before_run(SessionRunContext& /*run_context*/) { return {}; }
   virtual void after_run(SessionRunContext& /*run_context*/,
                          const SessionRunValues& /*run_values*/) {}

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nn/nn.h"
+#include "nn/restore_error.h"
 
 using namespace est;
 using namespace est::nn;
@@ -185,6 +186,23 @@ TEST_CASE("the store assigns in place, stages restores, and reports misuse") {
   CHECK(later.to_vector<float>() == std::vector<float>{7, 8, 9});
   store.restore("wrong", Tensor::zeros({2}));
   CHECK_THROWS_AS(ctx.get_variable("wrong", {3}, DType::kF32, zeros()), InvalidArgumentError);
+}
+
+TEST_CASE("a restored value that does not fit its variable is a RestoreMismatchError") {
+  // Typed, so that the Estimator names the checkpoint without reading the message.
+  VariableStore store;
+  ModelContext ctx(store);
+  store.restore("wrong", Tensor::zeros({2}));
+  CHECK_THROWS_AS(ctx.get_variable("wrong", {3}, DType::kF32, zeros()), RestoreMismatchError);
+  // Assigning a value of another shape is an InvalidArgumentError, but not a restore's.
+  Tensor v = ctx.get_variable("v", {2}, DType::kF32, zeros());
+  try {
+    store.assign("v", Tensor::zeros({3}));
+    FAIL("expected an InvalidArgumentError");
+  } catch (const RestoreMismatchError&) {
+    FAIL("assign threw a RestoreMismatchError");
+  } catch (const InvalidArgumentError&) {
+  }
 }
 
 TEST_CASE("global_step is an int64 scalar, created at zero, not trainable") {

@@ -1,0 +1,218 @@
+// TrainingSession: restore, the start checkpoint, the three phases of a step, the hooks.
+#include "estimator/training_session.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "checkpoint/rng_state.h"
+#include "checkpoint/variable_store_io.h"
+#include "nn/restore_error.h"
+#include "ops/error.h"
+#include "ops/logging.h"
+
+namespace est::detail {
+namespace {
+
+constexpr const char* kIteratorBlob = "iterator";
+constexpr const char* kModelRngBlob = "rng/model";
+constexpr const char* kInitializerRngBlob = "rng/initializer";
+
+// input_fn's dataset, after the line that names the strategy.
+data::Dataset make_training_dataset(const Replicas& replicas, const InputFn& input_fn) {
+  replicas.log_strategy("training");
+  return replicas.make_dataset(input_fn, ModeKeys::kTrain);
+}
+
+}  // namespace
+
+TrainingSession::TrainingSession(TrainingSessionOptions options)
+    : options_(std::move(options)),
+      config_(*options_.config),
+      replicas_(config_.train_distribute, ModeKeys::kTrain, options_.seed, *options_.params,
+                config_),
+      dataset_(make_training_dataset(replicas_, options_.input_fn)),
+      iterator_(std::make_unique<data::Iterator>(dataset_.iterator())),
+      sync_(config_.train_distribute.get()),
+      session_(replicas_.store(), ModeKeys::kTrain, config_.model_dir, config_,
+               [this] { return checkpoint_bundle(); }),
+      hooks_(options_.hooks),
+      final_loss_(std::nan("")) {
+  restored_ = restore_checkpoint(config_.model_dir, replicas_.stores());
+  if (restored_) restore_extras();
+  start_position_ = iterator_->save_state();
+  start_model_rng_ = replicas_.context().generator().state();
+  stop_step_ = options_.max_steps;
+  if (options_.steps) stop_step_ = (restored_ ? restored_->global_step : 0) + *options_.steps;
+}
+
+TrainingSession::~TrainingSession() = default;
+
+// Restores the RNG states and the input position the checkpoint carries. An input position
+// that does not fit this input pipeline (it changed) is dropped with a warning: the input
+// starts afresh.
+void TrainingSession::restore_extras() {
+  EstimatorContext& ctx = replicas_.context();
+  if (const auto* blob = restored_->blob(kModelRngBlob))
+    ctx.generator().set_state(checkpoint::decode_generator_state(blob->bytes, kModelRngBlob));
+  if (const auto* blob = restored_->blob(kInitializerRngBlob))
+    ctx.initializer_generator().set_state(
+        checkpoint::decode_generator_state(blob->bytes, kInitializerRngBlob));
+  // In a multi-worker job each worker resumes from its own position in the chief's checkpoint.
+  const auto* position =
+      restored_->blob(sync_.active() ? WorkerSync::position_blob(sync_.worker_index())
+                                     : std::string(kIteratorBlob));
+  if (!position) {
+    if (restored_->blob(kIteratorBlob) || restored_->blob(WorkerSync::position_blob(0)))
+      log::warning(
+          "{} holds no input position for worker {} of {} (it was written by a job "
+          "with another number of workers); this worker's input starts afresh",
+          restored_->path, sync_.worker_index(), sync_.num_workers());
+    return;
+  }
+  try {
+    iterator_->restore_state(position->bytes);
+  } catch (const Error& error) {
+    log::warning(
+        "The input position saved in {} does not match this input_fn's pipeline ({}); "
+        "starting the input from the beginning",
+        restored_->path, error.what());
+    iterator_ = std::make_unique<data::Iterator>(dataset_.iterator());
+  }
+}
+
+checkpoint::TensorBundle TrainingSession::checkpoint_bundle() {
+  checkpoint::TensorBundle bundle = checkpoint::bundle_from_store(session_.store());
+  if (sync_.active() && config_.is_chief) {
+    for (size_t w = 0; w < positions_.size(); ++w)
+      bundle.add_blob(WorkerSync::position_blob(static_cast<int>(w)), positions_[w]);
+  } else {
+    bundle.add_blob(kIteratorBlob, at_start_ ? start_position_ : iterator_->save_state());
+  }
+  EstimatorContext& ctx = replicas_.context();
+  bundle.add_blob(kModelRngBlob, checkpoint::encode_generator_state(
+                                     at_start_ ? start_model_rng_ : ctx.generator().state()));
+  bundle.add_blob(kInitializerRngBlob,
+                  checkpoint::encode_generator_state(ctx.initializer_generator().state()));
+  return bundle;
+}
+
+bool TrainingSession::should_stop() const {
+  if (stopped_) return true;
+  // Known before the step, the same on every worker: no worker reads another batch.
+  return sync_.active() && stop_step_ && global_step() >= *stop_step_;
+}
+
+StepBatch TrainingSession::next_batch() {
+  timings_.input_begin = steady_seconds();
+  return replicas_.next(*iterator_);
+}
+
+void TrainingSession::run(const StepBatch& batch) {
+  int64_t step = global_step();
+  bool whole_step = !batch.empty() && batch.size() == static_cast<size_t>(replicas_.size());
+  if (!agree(whole_step, step)) {
+    stopped_ = true;
+    return;
+  }
+  if (batch.empty()) {
+    if (first_) log::warning("train: input_fn's dataset produced no element; nothing to train");
+    stopped_ = true;
+    return;
+  }
+  if (!whole_step) {
+    log::warning(
+        "train: the input ended with {} per-replica batch(es) left for {} replicas; a step "
+        "needs one batch per replica, so they are not trained on",
+        batch.size(), replicas_.size());
+    stopped_ = true;
+    return;
+  }
+  timings_.model_fn_begin = steady_seconds();
+  replicas_.seed_replica_generators(step);
+  std::vector<EstimatorSpec> specs = call_model_fn(batch);
+  if (first_) create(batch, specs, step);
+  timings_.model_fn_end = steady_seconds();
+  run_step(specs, step);
+}
+
+bool TrainingSession::agree(bool whole_step, int64_t step) {
+  decision_ = {};
+  if (!sync_.active()) return true;
+  // The chief's hooks say whether they save after this step (not before they began).
+  bool chief_saves = false;
+  if (config_.is_chief && !first_)
+    for (const auto& hook : hooks_)
+      if (hook->will_save_after(step + 1)) chief_saves = true;
+  decision_ = sync_.agree(whole_step, stop_pending_, chief_saves, step);
+  return decision_.proceed;
+}
+
+std::vector<EstimatorSpec> TrainingSession::call_model_fn(const StepBatch& batch) {
+  try {
+    return replicas_.call_model_fn(options_.model_fn, batch, ModeKeys::kTrain, first_);
+  } catch (const nn::RestoreMismatchError& error) {
+    // A restored value that does not fit the variable model_fn creates: say which file.
+    if (!restored_) throw;
+    throw nn::RestoreMismatchError(
+        fmt::format("restoring {} into the model: {}", restored_->path, error.what()));
+  }
+}
+
+void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>& specs,
+                             int64_t step) {
+  if (restored_) {
+    check_restored(*restored_, replicas_.store());
+  } else if (options_.warm_start_from) {
+    std::optional<checkpoint::WarmStartResult> result;
+    for (nn::VariableStore* copy : replicas_.stores()) {
+      checkpoint::TensorBundle variables = checkpoint::bundle_from_store(*copy);
+      result = checkpoint::warm_start(config_.model_dir, *options_.warm_start_from, variables);
+    }
+    if (result) {
+      log::info("Warm-started {} variables from {}.", result->warm_started.size(), result->path);
+      specs = replicas_.call_model_fn(options_.model_fn, batch, ModeKeys::kTrain, false);
+    }
+  }
+  const EstimatorSpec& spec = specs.front();
+  hooks_.insert(hooks_.end(), spec.training_hooks.begin(), spec.training_hooks.end());
+  if (config_.is_chief)
+    hooks_.insert(hooks_.end(), spec.training_chief_hooks.begin(), spec.training_chief_hooks.end());
+  hooks_.insert(hooks_.end(), options_.chief_only_hooks.begin(), options_.chief_only_hooks.end());
+  begin_hooks(hooks_);
+  if (sync_.active()) {
+    positions_ = sync_.gather_positions(start_position_, step);
+    // The first step was agreed before the hooks began; from the next one on they are asked.
+    session_.set_saves_agreed_before_steps(config_.is_chief);
+  }
+  after_create_session(hooks_, session_);
+  at_start_ = false;
+  first_ = false;
+}
+
+void TrainingSession::run_step(const std::vector<EstimatorSpec>& specs, int64_t step) {
+  EstimatorSpec spec = replicas_.step_spec(specs);
+  SessionRunContext run_context(session_, spec, step, timings_);
+  std::vector<SessionRunArgs> args = before_run(hooks_, run_context);
+  timings_.run_begin = steady_seconds();
+  replicas_.run_train_ops(specs, &spec);
+  timings_.run_end = steady_seconds();
+  if (decision_.save) positions_ = sync_.gather_positions(iterator_->save_state(), step + 1);
+  SessionRunValues values = resolve_fetches(args, spec, session_, step, global_step());
+  after_run(hooks_, run_context, values);
+  final_loss_ = spec.loss.item();
+  if (run_context.stop_requested()) {
+    if (sync_.active())
+      stop_pending_ = true;  // every worker stops together, at the next agreement
+    else
+      stopped_ = true;
+  }
+}
+
+void TrainingSession::close() {
+  if (first_) return;  // no step ran: the hooks never began
+  if (sync_.active()) positions_ = sync_.gather_positions(iterator_->save_state(), global_step());
+  end_hooks(hooks_, session_);
+}
+
+}  // namespace est::detail
