@@ -154,7 +154,10 @@ void ReplicaContext::sync_step(std::vector<nn::GradAndVar>& grads_and_vars, doub
     factors.push_back(1.0);
   }
   reduce_scaled(tensors, factors);
-  for (size_t i = 0; i < grads_and_vars.size(); ++i) grads_and_vars[i].gradient = tensors[i];
+  for (size_t i = 0; i < grads_and_vars.size(); ++i) {
+    grads_and_vars[i].gradient = tensors[i];
+    grads_and_vars[i].summed_by = this;
+  }
   for (size_t i = 0; i < updates.size(); ++i) updates[i].value = tensors[grads_and_vars.size() + i];
   if (extra) *extra = tensors.back();
 }
@@ -166,12 +169,12 @@ bool ReplicaContext::applies_updates() const {
 void ReplicaContext::finish_sync(std::vector<nn::MovingAverageUpdate>& updates) {
   if (applies_updates())
     for (const auto& update : updates) nn::apply_moving_average(update);
-  presynced_ = true;
 }
 
 bool ReplicaContext::synchronize(std::vector<nn::GradAndVar>& grads_and_vars) {
-  if (!presynced_) all_reduce_gradients(grads_and_vars);
-  presynced_ = false;
+  bool summed = std::any_of(grads_and_vars.begin(), grads_and_vars.end(),
+                            [](const nn::GradAndVar& entry) { return entry.summed_by; });
+  if (!summed) all_reduce_gradients(grads_and_vars);
   return applies_updates();
 }
 
@@ -226,8 +229,7 @@ void ReplicaContext::run_train_op(const nn::TrainOp& train_op, double gradient_s
   }
   sync_step(grads, gradient_scale, updates, loss_sum);
   finish_sync(updates);
-  nn::CrossReplicaScope scope(this);  // apply() goes through synchronize / after_update
-  train_op.apply(std::move(grads));
+  train_op.apply(std::move(grads));  // summed by this replica: synchronize, after_update
 }
 
 void ReplicaContext::run_train_op_overlapped(const nn::TrainOp& train_op, double gradient_scale,
@@ -289,9 +291,9 @@ void ReplicaContext::run_train_op_overlapped(const nn::TrainOp& train_op, double
     for (size_t k = 0; k < indices.size(); ++k)
       grads[indices[k]].gradient = from_transport(sums[k]);
   }
+  for (nn::GradAndVar& entry : grads) entry.summed_by = this;
   finish_sync(updates);
-  nn::CrossReplicaScope scope(this);  // apply() goes through synchronize / after_update
-  train_op.apply(std::move(grads));
+  train_op.apply(std::move(grads));  // summed by this replica: synchronize, after_update
 }
 
 nn::GradientTransform ReplicaContext::gradient_transform() {

@@ -223,7 +223,14 @@ PerReplica Strategy::run(ReplicaSet& replicas, const StepFn& step_fn,
                                  devices_[static_cast<size_t>(replica)]);
     const data::Element& input = per_replica_inputs.empty() ? kNoInput : on_device;
     ReplicaContext context(*this, replicas, replica, input);
-    nn::CrossReplicaScope scope(&context);
+    // For the step, the replica's model context reaches its replica (apply_gradients,
+    // get_variable's initial values) through a member, not a thread-local.
+    nn::ModelContext& model_context = replicas.context(replica);
+    model_context.set_replica_sync(&context);
+    struct ClearReplicaSync {
+      nn::ModelContext& model_context;
+      ~ClearReplicaSync() { model_context.set_replica_sync(nullptr); }
+    } clear{model_context};
     result.values[static_cast<size_t>(replica)] = step_fn(context);
   });
   return result;

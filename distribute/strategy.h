@@ -22,7 +22,9 @@
 //   }, inputs);
 //   double total = strategy.reduce(ReduceOp::kSum, losses).item();
 // Inside the step, optimizer.apply_gradients (and so TrainOp::run) is synchronized as well:
-// the replica context sums the gradients over replicas first, as in TF's replica context.
+// the replica context sums the gradients over replicas first, as in TF's replica context. The
+// step's replica reaches the optimizer through the replica's ModelContext (which run() gives
+// it for the step) and through the gradients it summed (GradAndVar::summed_by).
 #pragma once
 
 #include <cstdint>
@@ -84,11 +86,11 @@ struct PerReplica {
   const Tensor& operator[](size_t replica) const { return values[replica]; }
 };
 
-// What a step function sees while it runs on one replica's thread. It is also the thread's
-// nn::CrossReplicaSync while the step runs, so Optimizer::apply_gradients inside the step (from
-// TrainOp::run, or with gradients from ops::gradients) sums the gradients over replicas and
-// updates the variables as the strategy places them, as apply_gradients in TF's replica
-// context does.
+// What a step function sees while it runs on one replica. It is also the replica's
+// nn::CrossReplicaSync while the step runs (its model context's replica_sync()), so
+// Optimizer::apply_gradients inside the step (from TrainOp::run, or with gradients from
+// ops::gradients) sums the gradients over replicas and updates the variables as the strategy
+// places them, as apply_gradients in TF's replica context does.
 class ReplicaContext final : public nn::CrossReplicaSync {
  public:
   // This replica among the replicas of this process (indexes per-replica inputs and stores).
@@ -110,8 +112,8 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   void all_reduce(ReduceOp op, std::vector<Tensor>& tensors);
   // Sums the gradients over replicas (the loss is already scaled by the global batch) and
   // averages the moving statistics model_context() deferred, applying them where this replica
-  // applies updates. The next apply_gradients on this replica then applies the sums as they
-  // are (no second sum).
+  // applies updates. The sums carry this replica (GradAndVar::summed_by): apply_gradients
+  // then applies them as they are (no second sum), where this replica applies updates.
   void all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars);
   // A whole training step of `train_op` on this replica: its gradients times
   // `gradient_scale`, summed over replicas; the moving averages `ctx` deferred (batch norm's
@@ -149,15 +151,14 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   ReplicaSet* replicas_;
   int replica_id_;
   const data::Element* input_;
-  bool presynced_ = false;  // this step's gradients are already summed (run_train_op, transform)
 
-  // Applies this replica's share of the averaged moving statistics and marks the gradients as
-  // summed, after sync_step.
+  // Applies this replica's share of the averaged moving statistics, after sync_step.
   void finish_sync(std::vector<nn::MovingAverageUpdate>& updates);
   // The collective behind all_reduce: entry i becomes the sum over replicas times factors[i].
   void reduce_scaled(std::vector<Tensor>& tensors, const std::vector<double>& factors);
-  // Sums the gradients (times `scale`) and averages the values of `updates`, in one collective.
-  // `extra` (optional) is summed in the same collective.
+  // Sums the gradients (times `scale`; they then carry this replica as summed_by) and averages
+  // the values of `updates`, in one collective. `extra` (optional) is summed in the same
+  // collective.
   void sync_step(std::vector<nn::GradAndVar>& grads_and_vars, double scale,
                  std::vector<nn::MovingAverageUpdate>& updates, Tensor* extra = nullptr);
   // run_train_op for one local replica of several workers: each bucket of gradients starts its

@@ -80,7 +80,7 @@ Replicas::Replicas(std::shared_ptr<distribute::Strategy> strategy, ModeKeys mode
     own_store_ = std::make_unique<nn::VariableStore>(device);
     own_context_ = std::make_unique<EstimatorContext>(*own_store_, mode, seed, params, config);
   }
-  reductions_.assign(static_cast<size_t>(size()), nn::last_loss_reduction());
+  reductions_.assign(static_cast<size_t>(size()), nn::Reduction::kSumByNonzeroWeights);
   seed_replica_generators(0);
 }
 
@@ -143,13 +143,13 @@ std::vector<EstimatorSpec> Replicas::call_model_fn(const ModelFn& model_fn,
                                                    ModeKeys mode, bool first) {
   std::vector<std::optional<EstimatorSpec>> results(elements.size());
   auto call = [&](int replica) {
-    nn::reset_last_loss_reduction();
     EstimatorContext& ctx = context(replica);
     data::Element batch =
         distribute::copy_to_device(elements[static_cast<size_t>(replica)], ctx.device());
     results[static_cast<size_t>(replica)] =
         detail::call_model_fn(model_fn, ctx, batch, mode, first && replica == 0);
-    reductions_[static_cast<size_t>(replica)] = nn::last_loss_reduction();
+    if (const Tensor& loss = results[static_cast<size_t>(replica)]->loss; loss.defined())
+      reductions_[static_cast<size_t>(replica)] = nn::loss_reduction(loss);
   };
   if (strategy_) {
     int active = static_cast<int>(elements.size());

@@ -15,16 +15,17 @@
 // - loss scaling follows tf.compat.v1's Optimizer._scale_loss under the Estimator
 //   (tensorflow/python/training/optimizer.py, distribute_lib.py's get_loss_reduction): with
 //   more than one replica, each replica's gradients are divided by num_replicas_in_sync
-//   before the cross-replica sum UNLESS the last loss reduction recorded when minimize built
-//   the train op is kSum. A loss computed with kNone and then reduced by the user (the
-//   multi-worker tutorial's reduce_sum(losses) / global_batch) is divided too, as in TF, so
-//   such a loss already scaled by the global batch makes an update 1/num_replicas_in_sync of
-//   one replica's on the global batch; compute it with kSum to sum instead;
+//   before the cross-replica sum UNLESS the loss reduction the train op carries (that of the
+//   loss minimize was given, nn::loss_reduction) is kSum. A loss computed with kNone and then
+//   reduced by the user (the multi-worker tutorial's reduce_sum(losses) / global_batch) is divided
+//   too, as in TF, so such a loss already scaled by the global batch makes an update
+//   1/num_replicas_in_sync of one replica's on the global batch; compute it with kSum to sum
+//   instead;
 // - the loss reported to hooks and logs follows tensorflow_estimator's estimator.py
 //   (_get_loss_reduce_op_for_reporting, _verify_and_create_loss_metric): in training, the
-//   replicas' mean when the gradients were divided (and the last reduction after model_fn is
-//   not kSum), else their sum; in evaluation always their mean (the loss metric is a mean
-//   over every replica's loss);
+//   replicas' mean when the gradients were divided (and the reduction the spec's loss carries
+//   is not kSum: TF reads the graph's last one after model_fn), else their sum; in evaluation
+//   always their mean (the loss metric is a mean over every replica's loss);
 // - batch normalization uses each replica's own batch statistics; the moving averages are
 //   averaged over replicas;
 // - the replica threads take on the calling thread's modes for each step (Strategy::run
@@ -44,7 +45,7 @@
 namespace est::distribute {
 class ReplicaSet;
 class Strategy;
-}
+}  // namespace est::distribute
 
 namespace est::detail {
 
@@ -96,8 +97,8 @@ class Replicas {
   void run_train_ops(const std::vector<EstimatorSpec>& specs, EstimatorSpec* spec = nullptr);
 
   // The step's spec as hooks and logs see it: replica 0's, with the loss over all replicas.
-  // Training: their mean when run_train_ops divides the gradients (and the last reduction of
-  // model_fn is not kSum), else their sum; evaluation: their mean.
+  // Training: their mean when run_train_ops divides the gradients (and the spec's loss's
+  // reduction is not kSum), else their sum; evaluation: their mean.
   EstimatorSpec step_spec(const std::vector<EstimatorSpec>& specs) const;
 
   // Seeds the generator for random ops (dropout) of every replica but the job's first (which
@@ -114,10 +115,10 @@ class Replicas {
   std::shared_ptr<distribute::Strategy> strategy_;
   ModeKeys mode_;
   uint64_t seed_;
-  std::unique_ptr<distribute::ReplicaSet> set_;  // under a strategy: made by it
+  std::unique_ptr<distribute::ReplicaSet> set_;   // under a strategy: made by it
   std::unique_ptr<nn::VariableStore> own_store_;  // without one
   std::unique_ptr<EstimatorContext> own_context_;
-  std::vector<nn::Reduction> reductions_;  // per replica, the last after its model_fn call
+  std::vector<nn::Reduction> reductions_;  // per replica, its spec's loss's
 };
 
 }  // namespace est::detail

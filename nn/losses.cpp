@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <unordered_set>
+#include <vector>
+
 #include "nn/mixed_precision.h"
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
@@ -47,17 +50,39 @@ Tensor div_no_nan(const Tensor& numerator, const Tensor& denominator) {
   return ops::div(numerator, ops::add(denominator, is_zero));
 }
 
-thread_local Reduction t_last_reduction = Reduction::kSumByNonzeroWeights;
+// Records `reduction` on the loss's autograd node (nothing to record without one).
+Tensor with_reduction(Tensor loss, Reduction reduction) {
+  if (const auto& node = loss.grad_node()) node->loss_reduction = static_cast<int>(reduction);
+  return loss;
+}
+
+Tensor weighted_loss(const Tensor& losses_given, const LossWeights& weights, Reduction reduction);
 
 }  // namespace
 
-Reduction last_loss_reduction() { return t_last_reduction; }
-void reset_last_loss_reduction() { t_last_reduction = Reduction::kSumByNonzeroWeights; }
+Reduction loss_reduction(const Tensor& loss) {
+  std::vector<const ops::GradNode*> queue;
+  std::unordered_set<const ops::GradNode*> seen;
+  if (const auto& node = loss.grad_node()) queue.push_back(node.get());
+  for (size_t i = 0; i < queue.size(); ++i) {
+    if (queue[i]->loss_reduction >= 0) return static_cast<Reduction>(queue[i]->loss_reduction);
+    for (const Tensor& input : queue[i]->inputs)
+      if (const auto& node = input.grad_node(); node && seen.insert(node.get()).second)
+        queue.push_back(node.get());
+  }
+  return Reduction::kSumByNonzeroWeights;
+}
+
 bool is_mean_reduction(Reduction reduction) { return reduction != Reduction::kSum; }
 
-Tensor compute_weighted_loss(const Tensor& losses_given, const LossWeights& weights,
+Tensor compute_weighted_loss(const Tensor& losses, const LossWeights& weights,
                              Reduction reduction) {
-  t_last_reduction = reduction;
+  return with_reduction(weighted_loss(losses, weights, reduction), reduction);
+}
+
+namespace {
+
+Tensor weighted_loss(const Tensor& losses_given, const LossWeights& weights, Reduction reduction) {
   check_float("compute_weighted_loss", "losses", losses_given);
   const Tensor losses = mixed_precision::to_float32_if_bfloat16(losses_given);
   const Shape& shape = losses.shape();
@@ -107,6 +132,8 @@ Tensor compute_weighted_loss(const Tensor& losses_given, const LossWeights& weig
   }
   throw InternalError("compute_weighted_loss: unknown reduction");
 }
+
+}  // namespace
 
 Tensor sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits_given,
                                     const LossWeights& weights, Reduction reduction) {

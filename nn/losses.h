@@ -39,14 +39,15 @@ class LossWeights {
   Tensor tensor_;
 };
 
-// The reduction of the most recent loss computed on this thread (tf.compat.v1's "last loss
-// reduction" of the graph, which compute_weighted_loss records, kNone included).
-// Optimizer::minimize reads it into the TrainOp it builds, where the Estimator's strategy
-// scaling reads it (see TrainOp::loss_reduction). kSumByNonzeroWeights until a loss is computed
-// or after reset_last_loss_reduction() (TF's graph starts with None, which also counts as a
-// mean).
-Reduction last_loss_reduction();
-void reset_last_loss_reduction();
+// The reduction recorded on `loss`: tf.compat.v1's compute_weighted_loss records the "last loss
+// reduction" on the graph, kNone included; here every loss function records it on its result
+// (its autograd node), and a loss computed from such results (reduce_sum(losses) / batch, or a
+// loss plus a regularizer) has the reduction of the nearest one in its autograd graph (breadth
+// first from `loss`). Optimizer::minimize reads it into the TrainOp it builds, where the
+// Estimator's strategy scaling reads it (see TrainOp::loss_reduction). kSumByNonzeroWeights
+// (TF's graph starts with None, which also counts as a mean) when no loss function took part,
+// or when `loss` records no gradient (computed under NoGradGuard, or from constants only).
+Reduction loss_reduction(const Tensor& loss);
 // Whether a loss whose last recorded reduction is `reduction` counts as a per-replica MEAN, as
 // tf.compat.v1.distribute.get_loss_reduction() decides under the Estimator
 // (tensorflow/python/distribute/distribute_lib.py, distribute_utils.py in later releases):

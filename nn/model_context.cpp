@@ -132,12 +132,11 @@ Tensor ModelContext::get_variable(std::string_view name, const Shape& shape, DTy
     existing = store_->get(full);
     // Inside a training replica step, the strategy may replace the initial value (several
     // workers: the chief's value, so that workers need not share a seed).
-    if (is_training())
-      if (CrossReplicaSync* sync = cross_replica_sync()) {
-        ops::NoGradGuard no_grad;
-        Tensor value = existing->value;
-        sync->initialize_variable(full, value);
-      }
+    if (is_training() && replica_sync_) {
+      ops::NoGradGuard no_grad;
+      Tensor value = existing->value;
+      replica_sync_->initialize_variable(full, value);
+    }
   }
   const Tensor& value = existing->value;
   if (value.shape() != shape || value.dtype() != dtype)

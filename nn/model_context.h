@@ -29,6 +29,7 @@ namespace est::nn {
 
 enum class Mode : uint8_t { kTrain, kEval, kPredict };
 
+class CrossReplicaSync;
 class ModelContext;
 
 // A moving-average update a layer asked for while updates were deferred: `variable` (a handle
@@ -127,6 +128,13 @@ class ModelContext {
   // The generator initializers draw from.
   ops::Generator& initializer_generator() { return initializer_generator_; }
 
+  // The replica of a distribution strategy this context computes for, while a replica step
+  // runs (the strategy sets it for the step; null otherwise): apply_gradients with this
+  // context sums the gradients over replicas through it, and get_variable lets it replace a
+  // new variable's initial value (several workers: the chief's).
+  CrossReplicaSync* replica_sync() const { return replica_sync_; }
+  void set_replica_sync(CrossReplicaSync* sync) { replica_sync_ = sync; }
+
   // The global step (created at 0 when missing) and its variable.
   int64_t global_step() const { return read_global_step(*store_); }
   Tensor global_step_variable() const { return get_or_create_global_step(*store_); }
@@ -146,6 +154,7 @@ class ModelContext {
   ops::Generator generator_;
   bool defer_moving_averages_ = false;
   bool shares_store_ = false;
+  CrossReplicaSync* replica_sync_ = nullptr;
   std::unordered_set<std::string> seen_;  // variables met so far (only when shares_store_)
   std::vector<MovingAverageUpdate> moving_average_updates_;
   // This call's copies on device_ of variables stored elsewhere: by variable name, and the

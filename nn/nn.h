@@ -19,6 +19,7 @@
 #include "nn/model_context.h"
 #include "nn/optimizer.h"
 #include "nn/optimizers.h"
+#include "nn/restore_error.h"
 #include "nn/schedules.h"
 #include "nn/sequential.h"
 #include "nn/train_op.h"

@@ -75,34 +75,43 @@ TrainOp Optimizer::minimize(const Tensor& loss, ModelContext& ctx) const {
         "{}.minimize: the loss does not depend on any trainable variable (was it computed "
         "under a NoGradGuard, or from detached values?)",
         name()));
-  return TrainOp(*this, loss, ctx.store(), std::move(variables));
+  return TrainOp(*this, loss, ctx, std::move(variables));
 }
 
-}  // namespace est::nn::optim
-
-namespace est::nn {
 namespace {
-thread_local CrossReplicaSync* t_cross_replica_sync = nullptr;
+
+// The replica that summed the gradients (inside strategy.run), or null.
+CrossReplicaSync* summing_replica(const std::vector<GradAndVar>& grads_and_vars) {
+  for (const GradAndVar& entry : grads_and_vars)
+    if (entry.summed_by) return entry.summed_by;
+  return nullptr;
+}
+
 }  // namespace
-
-CrossReplicaSync* cross_replica_sync() { return t_cross_replica_sync; }
-CrossReplicaScope::CrossReplicaScope(CrossReplicaSync* sync)
-    : previous_(std::exchange(t_cross_replica_sync, sync)) {}
-CrossReplicaScope::~CrossReplicaScope() { t_cross_replica_sync = previous_; }
-
-}  // namespace est::nn
-
-namespace est::nn::optim {
 
 void Optimizer::apply_gradients(VariableStore& store,
                                 std::vector<GradAndVar> grads_and_vars) const {
-  if (CrossReplicaSync* sync = cross_replica_sync()) {
-    // Outside the scope while updating: a nested apply_gradients must not synchronize again.
-    CrossReplicaScope plain(nullptr);
-    if (sync->synchronize(grads_and_vars)) apply_gradients(store, std::move(grads_and_vars));
-    sync->after_update();
+  CrossReplicaSync* sync = summing_replica(grads_and_vars);
+  apply_through(sync, store, std::move(grads_and_vars));
+}
+
+void Optimizer::apply_gradients(ModelContext& ctx, std::vector<GradAndVar> grads_and_vars) const {
+  CrossReplicaSync* sync = summing_replica(grads_and_vars);
+  if (!sync) sync = ctx.replica_sync();
+  apply_through(sync, ctx.store(), std::move(grads_and_vars));
+}
+
+void Optimizer::apply_through(CrossReplicaSync* sync, VariableStore& store,
+                              std::vector<GradAndVar> grads_and_vars) const {
+  if (!sync) {
+    apply_here(store, std::move(grads_and_vars));
     return;
   }
+  if (sync->synchronize(grads_and_vars)) apply_here(store, std::move(grads_and_vars));
+  sync->after_update();
+}
+
+void Optimizer::apply_here(VariableStore& store, std::vector<GradAndVar> grads_and_vars) const {
   std::vector<GradAndVar> present;
   present.reserve(grads_and_vars.size());
   for (GradAndVar& entry : grads_and_vars) {
@@ -144,7 +153,15 @@ void Optimizer::apply_gradients(VariableStore& store, const std::vector<Tensor>&
 
 void Optimizer::apply_gradients(ModelContext& ctx, const std::vector<Tensor>& gradients,
                                 const std::vector<Tensor>& variables) const {
-  apply_gradients(ctx.store(), gradients, variables);
+  if (gradients.size() != variables.size())
+    throw InvalidArgumentError(fmt::format(
+        "{}.apply_gradients: {} gradients for {} variables; pass one gradient per variable", name(),
+        gradients.size(), variables.size()));
+  std::vector<GradAndVar> entries;
+  entries.reserve(variables.size());
+  for (size_t i = 0; i < variables.size(); ++i)
+    entries.push_back({ctx.store().name_of(variables[i]), gradients[i], variables[i]});
+  apply_gradients(ctx, std::move(entries));
 }
 
 Tensor get_slot(VariableStore& store, const GradAndVar& entry, std::string_view slot,

@@ -20,6 +20,7 @@
 
 namespace est::nn {
 
+class CrossReplicaSync;
 class ModelContext;
 class TrainOp;
 
@@ -28,22 +29,26 @@ struct GradAndVar {
   std::string name;
   Tensor gradient;  // undefined: the variable is skipped (TensorFlow's None gradient)
   Tensor variable;
+  // Inside strategy.run: the replica that summed this gradient over the replicas, which then
+  // decides where it is applied (null: not summed). Valid during that step only.
+  CrossReplicaSync* summed_by = nullptr;
 };
 
 // Rewrites gradients before the update: the distribution strategy's all-reduce.
 using GradientTransform = std::function<void(std::vector<GradAndVar>&)>;
 
-// What a distribution strategy installs on each replica thread while a step runs (TF's
-// replica context): Optimizer::apply_gradients hands it the gradients first, so that an update
-// inside strategy.run is synchronized however the step was written (TrainOp::run,
-// apply_gradients with gradients from ops::gradients, ...). nn only declares the interface;
-// distribute/ implements it.
+// A replica's side of its distribution strategy while a step runs (TF's replica context). The
+// strategy gives it to the replica's ModelContext for the step (ModelContext::replica_sync()),
+// and gradients it summed carry it (GradAndVar::summed_by): Optimizer::apply_gradients hands
+// it the gradients first, so that an update inside strategy.run is synchronized however the
+// step was written (TrainOp::run, apply_gradients with gradients from ops::gradients, ...).
+// nn only declares the interface; distribute/ implements it.
 class CrossReplicaSync {
  public:
   virtual ~CrossReplicaSync() = default;
-  // Sums the gradients over replicas in place (unless this step's gradients were already
-  // summed) and says whether this replica applies the update (mirrored variables: every
-  // replica; central storage: replica 0 only).
+  // Sums the gradients over replicas in place (unless they are summed already: summed_by) and
+  // says whether this replica applies the update (mirrored variables: every replica; central
+  // storage: replica 0 only).
   virtual bool synchronize(std::vector<GradAndVar>& grads_and_vars) = 0;
   // After the update (or instead of it, on replicas that do not apply it): central storage
   // waits here until the shared variables are updated.
@@ -52,19 +57,6 @@ class CrossReplicaSync {
   // may overwrite it in place (across workers, with the chief's value). Every replica of the
   // step creates the same variables in the same order, so this may be a collective.
   virtual void initialize_variable(const std::string& /*name*/, Tensor& /*value*/) {}
-};
-// The current thread's replica context, or null outside strategy.run.
-CrossReplicaSync* cross_replica_sync();
-// Installs `sync` on this thread while alive (null: none), restoring the previous one after.
-class CrossReplicaScope {
- public:
-  explicit CrossReplicaScope(CrossReplicaSync* sync);
-  ~CrossReplicaScope();
-  CrossReplicaScope(const CrossReplicaScope&) = delete;
-  CrossReplicaScope& operator=(const CrossReplicaScope&) = delete;
-
- private:
-  CrossReplicaSync* previous_;
 };
 
 namespace optim {
@@ -94,17 +86,26 @@ class Optimizer {
   TrainOp minimize(const Tensor& loss, ModelContext& ctx) const;
 
   // Clipping (when set), the update in place, then global_step += 1. Undefined gradients skip
-  // their variable. For custom training loops and for TrainOp. Inside strategy.run the
-  // gradients are first summed over replicas (see CrossReplicaSync), so clipping sees the
-  // global gradient.
+  // their variable. For custom training loops and for TrainOp. Gradients a replica summed
+  // inside strategy.run (GradAndVar::summed_by) are applied as its strategy places the
+  // variables (central storage: once, by replica 0, while the others wait).
   void apply_gradients(VariableStore& store, std::vector<GradAndVar> grads_and_vars) const;
   // The same with parallel lists; variables are looked up in the store by their storage.
   void apply_gradients(VariableStore& store, const std::vector<Tensor>& gradients,
                        const std::vector<Tensor>& variables) const;
+  // The same on ctx's store. Inside strategy.run the gradients are first summed over replicas
+  // by the replica that ctx computes for (ModelContext::replica_sync()), so clipping sees the
+  // global gradient.
+  void apply_gradients(ModelContext& ctx, std::vector<GradAndVar> grads_and_vars) const;
   void apply_gradients(ModelContext& ctx, const std::vector<Tensor>& gradients,
                        const std::vector<Tensor>& variables) const;
 
  private:
+  // Through `sync` (null: here, unsynchronized).
+  void apply_through(CrossReplicaSync* sync, VariableStore& store,
+                     std::vector<GradAndVar> grads_and_vars) const;
+  void apply_here(VariableStore& store, std::vector<GradAndVar> grads_and_vars) const;
+
   std::shared_ptr<const UpdateRule> rule_;
   LearningRate learning_rate_;
   std::optional<double> clip_norm_;

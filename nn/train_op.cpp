@@ -7,13 +7,13 @@
 
 namespace est::nn {
 
-TrainOp::TrainOp(optim::Optimizer optimizer, Tensor loss, VariableStore& store,
+TrainOp::TrainOp(optim::Optimizer optimizer, Tensor loss, ModelContext& context,
                  std::vector<Variable> variables)
     : optimizer_(std::move(optimizer)),
       loss_(std::move(loss)),
-      store_(&store),
+      context_(&context),
       variables_(std::move(variables)),
-      loss_reduction_(last_loss_reduction()) {}
+      loss_reduction_(nn::loss_reduction(loss_)) {}
 
 void TrainOp::check_defined(const char* what) const {
   if (!defined())
@@ -28,7 +28,12 @@ const optim::Optimizer& TrainOp::optimizer() const {
 
 VariableStore& TrainOp::store() const {
   check_defined("store");
-  return *store_;
+  return context_->store();
+}
+
+ModelContext& TrainOp::context() const {
+  check_defined("context");
+  return *context_;
 }
 
 std::vector<std::string> TrainOp::variable_names() const {
@@ -55,7 +60,7 @@ std::vector<GradAndVar> TrainOp::compute_gradients(const ops::GradientReady& on_
 
 void TrainOp::apply(std::vector<GradAndVar> grads_and_vars) const {
   check_defined("apply");
-  optimizer_->apply_gradients(*store_, std::move(grads_and_vars));
+  optimizer_->apply_gradients(*context_, std::move(grads_and_vars));
 }
 
 void TrainOp::run() const { run(transform_); }

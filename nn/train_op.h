@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "nn/losses.h"
+#include "nn/model_context.h"
 #include "nn/optimizer.h"
 #include "ops/autograd.h"
 
@@ -21,17 +22,20 @@ namespace est::nn {
 class TrainOp {
  public:
   TrainOp() = default;  // empty: defined() is false (eval and predict specs)
-  TrainOp(optim::Optimizer optimizer, Tensor loss, VariableStore& store,
+  // `context`: the model_fn call's context (minimize's), which must outlive the train op.
+  TrainOp(optim::Optimizer optimizer, Tensor loss, ModelContext& context,
           std::vector<Variable> variables);
 
   bool defined() const { return optimizer_.has_value(); }
   const Tensor& loss() const { return loss_; }
-  // The thread's last_loss_reduction() when this train op was built (by minimize): what
-  // tf.compat.v1's Optimizer._scale_loss reads (tensorflow/python/training/optimizer.py). Under
-  // a strategy the Estimator divides the gradients by num_replicas_in_sync unless it is kSum.
+  // The reduction the loss carries (nn::loss_reduction(loss), read when minimize built this
+  // train op): what tf.compat.v1's Optimizer._scale_loss reads
+  // (tensorflow/python/training/optimizer.py). Under a strategy the Estimator divides the
+  // gradients by num_replicas_in_sync unless it is kSum.
   Reduction loss_reduction() const { return loss_reduction_; }
   const optim::Optimizer& optimizer() const;
   VariableStore& store() const;
+  ModelContext& context() const;
   std::vector<std::string> variable_names() const;
 
   // The transform run() applies when called without one.
@@ -42,7 +46,8 @@ class TrainOp {
   // The same, calling on_ready(i, gradient) as soon as entry i's gradient is complete during
   // the backward pass (ops::gradients' callback), so that a strategy can start reducing it.
   std::vector<GradAndVar> compute_gradients(const ops::GradientReady& on_ready) const;
-  // Steps 3-5: clipping, update, global step (the optimizer's apply_gradients).
+  // Steps 3-5: clipping, update, global step (the optimizer's apply_gradients with context():
+  // inside strategy.run, synchronized by its replica).
   void apply(std::vector<GradAndVar> grads_and_vars) const;
   // The whole step. Each call differentiates the same recorded forward pass, so a training
   // loop runs it once per model_fn call.
@@ -54,7 +59,7 @@ class TrainOp {
 
   std::optional<optim::Optimizer> optimizer_;
   Tensor loss_;  // scalar
-  VariableStore* store_ = nullptr;
+  ModelContext* context_ = nullptr;
   std::vector<Variable> variables_;
   GradientTransform transform_;
   Reduction loss_reduction_ = Reduction::kSumByNonzeroWeights;

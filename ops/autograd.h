@@ -30,6 +30,9 @@ struct GradNode {
   std::string name;            // the op, for error messages and profiles
   std::vector<Tensor> inputs;  // the tensors the op read (only their autograd links are used)
   BackwardFn backward;
+  // The nn::Reduction (nn/losses.h) a loss function applied to this node's result, -1 for any
+  // other op: the loss carries its reduction to Optimizer::minimize (TF records it on the graph).
+  int loss_reduction = -1;
 };
 
 // Whether ops record gradients on this thread. Off inside NoGradGuard (eval, predict,

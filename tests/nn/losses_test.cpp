@@ -194,7 +194,6 @@ TEST_CASE("every loss defaults to TF1's SUM_BY_NONZERO_WEIGHTS, not Keras's batc
   CHECK(compute_weighted_loss(predictions, row_weights).item() == Approx(3 * (0.5 - 1) / 2));
   // A scalar weight 0: nothing is present, the loss is 0.
   CHECK(mean_squared_error(labels4, predictions, 0.0).item() == 0.0);
-  CHECK(last_loss_reduction() == Reduction::kSumByNonzeroWeights);
 }
 
 TEST_CASE("losses pass gradients to the predictions") {
@@ -206,28 +205,40 @@ TEST_CASE("losses pass gradients to the predictions") {
   CHECK(grads[0].at({1}) == Approx(2.0));
 }
 
-TEST_CASE("the last loss reduction follows the losses computed on this thread") {
+TEST_CASE("a loss carries the reduction its loss function applied") {
   Tensor labels = Tensor::from_vector<int64_t>({0, 1});
-  Tensor logits = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
-  reset_last_loss_reduction();
-  CHECK(last_loss_reduction() == Reduction::kSumByNonzeroWeights);  // TF's default
-  sparse_softmax_cross_entropy(labels, logits, 1.0, Reduction::kSumOverBatchSize);
-  CHECK(last_loss_reduction() == Reduction::kSumOverBatchSize);
-  sparse_softmax_cross_entropy(labels, logits);
-  CHECK(last_loss_reduction() == Reduction::kSumByNonzeroWeights);
-  mean_squared_error(logits, logits, 1.0, Reduction::kSum);
-  CHECK(last_loss_reduction() == Reduction::kSum);
-  huber(logits, logits, 1.0, 1.0, Reduction::kNone);
-  CHECK(last_loss_reduction() == Reduction::kNone);
-  compute_weighted_loss(Tensor::ones({2}), 1.0, Reduction::kMean);
-  CHECK(last_loss_reduction() == Reduction::kMean);
-  // Per thread: another thread has seen no loss.
+  Tensor logits = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}).set_requires_grad(true);
+  // No loss function: TF's default (its graph starts with None, which counts as a mean).
+  CHECK(loss_reduction(ops::sum(logits)) == Reduction::kSumByNonzeroWeights);
+  CHECK(loss_reduction(Tensor()) == Reduction::kSumByNonzeroWeights);
+  Tensor over_batch =
+      sparse_softmax_cross_entropy(labels, logits, 1.0, Reduction::kSumOverBatchSize);
+  CHECK(loss_reduction(over_batch) == Reduction::kSumOverBatchSize);
+  CHECK(loss_reduction(sparse_softmax_cross_entropy(labels, logits)) ==
+        Reduction::kSumByNonzeroWeights);
+  Tensor sum = mean_squared_error(logits, ops::mul(logits, 2.0), 1.0, Reduction::kSum);
+  CHECK(loss_reduction(sum) == Reduction::kSum);
+  Tensor none = huber(logits, ops::mul(logits, 2.0), 1.0, 1.0, Reduction::kNone);
+  CHECK(loss_reduction(none) == Reduction::kNone);
+  CHECK(loss_reduction(compute_weighted_loss(logits, 1.0, Reduction::kMean)) == Reduction::kMean);
+  CHECK(loss_reduction(sigmoid_cross_entropy(ops::mul(logits, 0.0), logits, 1.0, 0.0,
+                                             Reduction::kSum)) == Reduction::kSum);
+  // A later loss does not change an earlier one's (the reduction is the loss's, not the
+  // thread's), and every thread reads the same.
+  CHECK(loss_reduction(over_batch) == Reduction::kSumOverBatchSize);
   Reduction elsewhere = Reduction::kNone;
-  std::thread([&] { elsewhere = last_loss_reduction(); }).join();
-  CHECK(elsewhere == Reduction::kSumByNonzeroWeights);
-  sigmoid_cross_entropy(logits, logits, 1.0, 0.0, Reduction::kSum);
-  reset_last_loss_reduction();
-  CHECK(last_loss_reduction() == Reduction::kSumByNonzeroWeights);
+  std::thread([&] { elsewhere = loss_reduction(sum); }).join();
+  CHECK(elsewhere == Reduction::kSum);
+  // A loss computed from a loss function's result has its reduction: the multi-worker
+  // tutorial's reduce_sum(NONE losses) / global batch, a loss plus a regularizer.
+  CHECK(loss_reduction(ops::mul(ops::sum(none), 0.25)) == Reduction::kNone);
+  CHECK(loss_reduction(ops::add(sum, ops::sum(ops::mul(logits, logits)))) == Reduction::kSum);
+  // Without a gradient there is no graph to record it on: the default.
+  {
+    ops::NoGradGuard no_grad;
+    CHECK(loss_reduction(mean_squared_error(logits, logits, 1.0, Reduction::kSum)) ==
+          Reduction::kSumByNonzeroWeights);
+  }
 
   // TF's get_loss_reduction: only SUM is a sum; NONE counts as a mean (the user reduced it).
   CHECK(is_mean_reduction(Reduction::kNone));

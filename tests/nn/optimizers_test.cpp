@@ -308,19 +308,24 @@ TEST_CASE("minimize returns a deferred TrainOp; run differentiates, transforms a
   CHECK(ctx.global_step() == 2);
 }
 
-TEST_CASE("a TrainOp keeps the loss reduction recorded when minimize built it") {
+TEST_CASE("a TrainOp carries the reduction of the loss minimize was given") {
   VariableStore store;
   ModelContext ctx(store);
   Tensor w = ctx.get_variable("w", {2}, DType::kF64, constant(1.0));
   Tensor target = Tensor::from_vector<double>({0, 1});
-  reset_last_loss_reduction();
   CHECK(optim::sgd(0.1).minimize(ops::sum(w), ctx).loss_reduction() ==
         Reduction::kSumByNonzeroWeights);  // no loss function: TF's None, a mean
   Tensor loss = mean_squared_error(target, w, 1.0, Reduction::kSum);
   TrainOp train_op = optim::sgd(0.1).minimize(loss, ctx);
-  mean_squared_error(target, w, 1.0, Reduction::kMean);  // after minimize: not this op's
+  Tensor mean = mean_squared_error(target, w, 1.0, Reduction::kMean);  // after minimize
   CHECK(train_op.loss_reduction() == Reduction::kSum);
-  CHECK(optim::sgd(0.1).minimize(loss, ctx).loss_reduction() == Reduction::kMean);
+  // The loss carries its reduction: a loss computed since (not part of this one) changes
+  // nothing, as in TF when that loss is computed after minimize.
+  CHECK(optim::sgd(0.1).minimize(loss, ctx).loss_reduction() == Reduction::kSum);
+  CHECK(optim::sgd(0.1).minimize(mean, ctx).loss_reduction() == Reduction::kMean);
+  Tensor none = mean_squared_error(target, w, 1.0, Reduction::kNone);
+  CHECK(optim::sgd(0.1).minimize(ops::mul(ops::sum(none), 0.5), ctx).loss_reduction() ==
+        Reduction::kNone);
 }
 
 TEST_CASE("minimize and an empty TrainOp report misuse") {
