@@ -105,12 +105,16 @@ bool TrainingSession::should_stop() const {
 
 StepBatch TrainingSession::next_batch() {
   timings_.input_begin = steady_seconds();
+  // A worker whose hook asked to stop reads no batch for a step that will not run: the
+  // position saved at the end stays the one after its last trained step.
+  if (stop_pending_) return {};
   return replicas_.next(*iterator_);
 }
 
 void TrainingSession::run(const StepBatch& batch) {
   int64_t step = global_step();
-  bool whole_step = !batch.empty() && batch.size() == static_cast<size_t>(replicas_.size());
+  bool whole_step =
+      stop_pending_ || (!batch.empty() && batch.size() == static_cast<size_t>(replicas_.size()));
   if (!agree(whole_step, step)) {
     stopped_ = true;
     return;
