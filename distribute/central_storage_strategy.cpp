@@ -5,7 +5,7 @@ namespace est::distribute {
 
 CentralStorageStrategy::CentralStorageStrategy(const std::vector<std::string>& compute_devices,
                                                uint64_t seed)
-    : Strategy(parse_devices(compute_devices), nullptr, seed, VariablePlacement::kCentral),
+    : Strategy(parse_devices(compute_devices), nullptr, seed, central_placement()),
       variable_device_(Device::parse("/cpu:0")) {}
 
 }  // namespace est::distribute

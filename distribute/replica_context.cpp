@@ -36,7 +36,7 @@ int ReplicaContext::replica_id_in_sync_group() const {
   return strategy_->worker_index() * strategy_->num_local_replicas() + replica_id_;
 }
 Device ReplicaContext::device() const {
-  return strategy_->devices_[static_cast<size_t>(replica_id_)];
+  return strategy_->devices()[static_cast<size_t>(replica_id_)];
 }
 nn::ModelContext& ReplicaContext::model_context() { return replicas_->context(replica_id_); }
 nn::VariableStore& ReplicaContext::store() { return replicas_->store(replica_id_); }
@@ -49,7 +49,7 @@ std::string ReplicaContext::describe(const char* collective) {
 }
 
 void ReplicaContext::on_replica_zero(const std::function<void()>& work) {
-  AbortableBarrier& barrier = strategy_->pool_->barrier();
+  AbortableBarrier& barrier = *rendezvous_->barrier;
   barrier.arrive_and_wait();
   if (replica_id_ == 0) {
     try {
@@ -78,28 +78,28 @@ void ReplicaContext::reduce_scaled(std::vector<Tensor>& tensors,
     if (across_workers) reduce_across_workers(tensors);
     return;
   }
-  AbortableBarrier& barrier = strategy_->pool_->barrier();
+  AbortableBarrier& barrier = *rendezvous_->barrier;
   // One set of result buffers, replica 0's: the replicas are threads of one process, so each
   // takes handles on them instead of a copy of its own (the results are only read after).
   // With GPUs among the devices each replica needs its results on its own device: every
   // replica makes its own output buffers where its inputs are (its device; the host for the
   // gradients of central variables), and the cross-device ops write each.
-  const bool per_device = any_gpu(strategy_->devices_);
+  const bool per_device = any_gpu(strategy_->devices());
   std::vector<Tensor> outputs(tensors.size());
   if (replica_id_ == 0 || per_device)
     for (size_t i = 0; i < tensors.size(); ++i)
       if (tensors[i].defined())
         outputs[i] = Tensor::empty(tensors[i].shape(), tensors[i].dtype(), tensors[i].device());
   auto r = static_cast<size_t>(replica_id_);
-  strategy_->collective_slots_[r] = &tensors;
-  strategy_->collective_outputs_[r] = &outputs;
+  rendezvous_->inputs[r] = &tensors;
+  rendezvous_->outputs[r] = &outputs;
   barrier.arrive_and_wait();
-  std::vector<std::vector<Tensor>*> shared = strategy_->collective_outputs_;
-  if (!per_device) shared.assign(shared.size(), strategy_->collective_outputs_[0]);
+  std::vector<std::vector<Tensor>*> shared = rendezvous_->outputs;
+  if (!per_device) shared.assign(shared.size(), rendezvous_->outputs[0]);
   if (replica_id_ != 0 && !per_device) outputs = *shared[0];
   try {
-    strategy_->cross_device_ops_->reduce_slice(factors, strategy_->collective_slots_, shared,
-                                               replica_id_, strategy_->num_local_replicas());
+    cross_device_ops_->reduce_slice(factors, rendezvous_->inputs, shared, replica_id_,
+                                    strategy_->num_local_replicas());
   } catch (...) {
     barrier.abort();
     throw;
@@ -122,7 +122,7 @@ void ReplicaContext::reduce_scaled(std::vector<Tensor>& tensors,
 
 void ReplicaContext::reduce_across_workers(std::vector<Tensor>& tensors) {
   std::string what = describe("all-reduce");
-  CrossDeviceOps& cross_device_ops = *strategy_->cross_device_ops_;
+  CrossDeviceOps& cross_device_ops = *cross_device_ops_;
   if (cross_device_ops.reduces_device_tensors()) {
     cross_device_ops.reduce_across_workers(tensors, what);
     return;
@@ -163,7 +163,7 @@ void ReplicaContext::sync_step(std::vector<nn::GradAndVar>& grads_and_vars, doub
 }
 
 bool ReplicaContext::applies_updates() const {
-  return strategy_->variables_mirrored() || replica_id_ == 0;
+  return replicas_->placement().applies_updates(replica_id_);
 }
 
 void ReplicaContext::finish_sync(std::vector<nn::MovingAverageUpdate>& updates) {
@@ -194,18 +194,18 @@ void ReplicaContext::initialize_variable(const std::string& name, Tensor& value)
             w, all[w], all[0]));
     std::vector<Tensor> values{value};
     strategy_->broadcast_from_chief(values, what);
-    strategy_->initial_value_ = value;
+    rendezvous_->received = value;
   });
   if (replica_id_ != 0) {
-    value.copy_from(strategy_->initial_value_);     // any devices
-    strategy_->pool_->barrier().arrive_and_wait();  // replica 0 may not reuse the slot before
+    value.copy_from(rendezvous_->received);   // any devices
+    rendezvous_->barrier->arrive_and_wait();  // replica 0 may not reuse the slot before
   } else {
-    strategy_->pool_->barrier().arrive_and_wait();
+    rendezvous_->barrier->arrive_and_wait();
   }
 }
 
 void ReplicaContext::after_update() {
-  if (!strategy_->variables_mirrored()) strategy_->pool_->barrier().arrive_and_wait();
+  if (replicas_->placement().shared()) rendezvous_->barrier->arrive_and_wait();
 }
 
 void ReplicaContext::run_train_op(const nn::TrainOp& train_op, double gradient_scale,
@@ -234,7 +234,7 @@ void ReplicaContext::run_train_op(const nn::TrainOp& train_op, double gradient_s
 
 void ReplicaContext::run_train_op_overlapped(const nn::TrainOp& train_op, double gradient_scale,
                                              nn::ModelContext& context, Tensor* loss_sum) {
-  CrossDeviceOps& ops = *strategy_->cross_device_ops_;
+  CrossDeviceOps& ops = *cross_device_ops_;
   std::string what = describe("all-reduce");
   std::vector<std::unique_ptr<PendingReduction>> pending;
   // A transport over host buffers reduces host copies of a GPU replica's tensors (each copy

@@ -68,8 +68,15 @@ data::Element copy_to_device(const data::Element& element, Device device) {
   return element_on(element, device);
 }
 
+ReplicaSet::ReplicaSet(std::shared_ptr<const VariablePlacement> placement,
+                       std::vector<std::unique_ptr<nn::VariableStore>> stores,
+                       std::vector<std::unique_ptr<nn::ModelContext>> contexts)
+    : placement_(std::move(placement)),
+      stores_(std::move(stores)),
+      contexts_(std::move(contexts)) {}
+
 nn::VariableStore& ReplicaSet::store(int replica) {
-  return mirrored_ ? *stores_.at(static_cast<size_t>(replica)) : *stores_.front();
+  return *stores_.at(placement_->store_index(replica));
 }
 
 nn::ModelContext& ReplicaSet::context(int replica) {
@@ -83,11 +90,12 @@ std::vector<nn::VariableStore*> ReplicaSet::stores() {
 }
 
 Strategy::Strategy(std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> cross_device_ops,
-                   uint64_t seed, VariablePlacement placement, bool is_chief, int local_processes)
+                   uint64_t seed, std::shared_ptr<const VariablePlacement> placement, bool is_chief,
+                   int local_processes)
     : devices_(std::move(devices)),
       cross_device_ops_(cross_device_ops ? std::move(cross_device_ops)
                                          : std::make_shared<ReductionToOneDevice>()),
-      placement_(placement),
+      placement_(placement ? std::move(placement) : mirrored_placement()),
       is_chief_(is_chief),
       seed_(seed) {
   if (devices_.empty())
@@ -120,41 +128,36 @@ Strategy::Strategy(std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> 
   replicas_ = make_replicas([seed](nn::VariableStore& store, int /*replica*/) {
     return std::make_unique<nn::ModelContext>(store, nn::Mode::kTrain, seed);
   });
-  collective_slots_.assign(static_cast<size_t>(replicas), nullptr);
-  collective_outputs_.assign(static_cast<size_t>(replicas), nullptr);
   pool_ = std::make_unique<ReplicaPool>(replicas, threads_per_replica_);
+  rendezvous_.barrier = &pool_->barrier();
+  rendezvous_.inputs.assign(static_cast<size_t>(replicas), nullptr);
+  rendezvous_.outputs.assign(static_cast<size_t>(replicas), nullptr);
 }
 
 Strategy::~Strategy() = default;
 
 std::unique_ptr<ReplicaSet> Strategy::make_replicas(const ContextFactory& factory) const {
-  auto set = std::make_unique<ReplicaSet>();
-  set->mirrored_ = variables_mirrored();
+  std::vector<std::unique_ptr<nn::VariableStore>> stores = placement_->make_stores(devices_);
+  std::vector<std::unique_ptr<nn::ModelContext>> contexts;
   for (int r = 0; r < num_local_replicas(); ++r) {
-    // Mirrored: each replica's variables on its GPU (CPU devices share host memory: their
-    // variables stay where they are made); central: one copy on the host.
-    Device device = devices_[static_cast<size_t>(r)];
-    if (set->stores_.empty() || set->mirrored_)
-      set->stores_.push_back(std::make_unique<nn::VariableStore>(
-          set->mirrored_ && device.is_cuda() ? device : Device::cpu()));
-    set->contexts_.push_back(factory(*set->stores_.back(), r));
-    set->contexts_.back()->set_device(device);
-    configure_replica_context(*set->contexts_.back());
+    contexts.push_back(factory(*stores.at(placement_->store_index(r)), r));
+    contexts.back()->set_device(devices_[static_cast<size_t>(r)]);
+    configure_replica_context(*contexts.back());
   }
-  return set;
+  return std::make_unique<ReplicaSet>(placement_, std::move(stores), std::move(contexts));
 }
 
 void Strategy::configure_replica_context(nn::ModelContext& ctx) const {
   bool replicated = num_replicas_in_sync() > 1;
   ctx.set_defer_moving_averages(replicated);
-  ctx.set_shares_store(num_local_replicas() > 1 && !variables_mirrored());
+  ctx.set_shares_store(num_local_replicas() > 1 && placement_->shared());
 }
 
 std::string Strategy::description() const {
   std::string text = std::string(name()) + " with devices (";
   for (size_t i = 0; i < devices_.size(); ++i) text += (i ? ", " : "") + devices_[i].str();
   text += ")";
-  if (!variables_mirrored()) text += " and variables on /cpu:0";
+  text += placement_->describe();
   return text;
 }
 
@@ -222,7 +225,7 @@ PerReplica Strategy::run(ReplicaSet& replicas, const StepFn& step_fn,
       on_device = copy_to_device(per_replica_inputs[static_cast<size_t>(replica)],
                                  devices_[static_cast<size_t>(replica)]);
     const data::Element& input = per_replica_inputs.empty() ? kNoInput : on_device;
-    ReplicaContext context(*this, replicas, replica, input);
+    ReplicaContext context(*this, rendezvous_, *cross_device_ops_, replicas, replica, input);
     // For the step, the replica's model context reaches its replica (apply_gradients,
     // get_variable's initial values) through a member, not a thread-local.
     nn::ModelContext& model_context = replicas.context(replica);

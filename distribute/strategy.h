@@ -38,6 +38,7 @@
 #include "data/element.h"
 #include "data/input_context.h"
 #include "distribute/cross_device_ops.h"
+#include "distribute/variable_placement.h"
 #include "nn/model_context.h"
 #include "nn/optimizer.h"
 #include "nn/train_op.h"
@@ -51,6 +52,7 @@ namespace est::distribute {
 using ops::Device;
 using ops::Tensor;
 
+class AbortableBarrier;
 class DistributedDataset;
 class ReplicaPool;
 class Strategy;
@@ -59,10 +61,15 @@ class Strategy;
 using ContextFactory =
     std::function<std::unique_ptr<nn::ModelContext>(nn::VariableStore& store, int replica)>;
 
-// The variables and model contexts of one set of replicas: a store per replica (mirrored) or
-// one store for all (central storage), and a context per replica. Made by a strategy.
+// The variables and model contexts of one set of replicas: the stores as the placement makes
+// them (a store per replica when mirrored, one for all under central storage), and a context
+// per replica. Made by a strategy (make_replicas).
 class ReplicaSet {
  public:
+  // `stores` as `placement` made them; `contexts` one per replica, each on its store.
+  ReplicaSet(std::shared_ptr<const VariablePlacement> placement,
+             std::vector<std::unique_ptr<nn::VariableStore>> stores,
+             std::vector<std::unique_ptr<nn::ModelContext>> contexts);
   int size() const { return static_cast<int>(contexts_.size()); }
   // Replica r's store (the same one for every replica under central storage). Replica 0's is
   // the copy checkpoints save.
@@ -70,13 +77,23 @@ class ReplicaSet {
   nn::ModelContext& context(int replica);
   // Every distinct store.
   std::vector<nn::VariableStore*> stores();
+  const VariablePlacement& placement() const { return *placement_; }
 
  private:
-  friend class Strategy;
-  friend class ReplicaContext;
+  std::shared_ptr<const VariablePlacement> placement_;
   std::vector<std::unique_ptr<nn::VariableStore>> stores_;   // [replicas], or [1] central
   std::vector<std::unique_ptr<nn::ModelContext>> contexts_;  // [replicas]
-  bool mirrored_ = true;
+};
+
+// Where the local replicas of a strategy meet inside a step: their threads' barrier, the slots
+// in which each deposits a collective's inputs and outputs, and the value replica 0 received
+// for the others (the chief's initial value of a variable). The strategy owns one and gives
+// each step's ReplicaContexts a reference to it.
+struct ReplicaRendezvous {
+  AbortableBarrier* barrier = nullptr;
+  std::vector<std::vector<Tensor>*> inputs;   // [local replicas], during a collective
+  std::vector<std::vector<Tensor>*> outputs;  // [local replicas], their results
+  Tensor received;
 };
 
 // One value per replica, indexed by replica id (tf.distribute's PerReplica).
@@ -93,6 +110,18 @@ struct PerReplica {
 // places them, as apply_gradients in TF's replica context does.
 class ReplicaContext final : public nn::CrossReplicaSync {
  public:
+  // Made by Strategy::run for one replica's step, with the strategy's rendezvous and
+  // cross-device ops.
+  ReplicaContext(Strategy& strategy, ReplicaRendezvous& rendezvous,
+                 CrossDeviceOps& cross_device_ops, ReplicaSet& replicas, int replica_id,
+                 const data::Element& input)
+      : strategy_(&strategy),
+        rendezvous_(&rendezvous),
+        cross_device_ops_(&cross_device_ops),
+        replicas_(&replicas),
+        replica_id_(replica_id),
+        input_(&input) {}
+
   // This replica among the replicas of this process (indexes per-replica inputs and stores).
   int replica_id() const { return replica_id_; }
   // Among all replicas of the job: worker_index * local replicas + replica_id()
@@ -143,11 +172,9 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   void initialize_variable(const std::string& name, Tensor& value) override;
 
  private:
-  friend class Strategy;
-  ReplicaContext(Strategy& strategy, ReplicaSet& replicas, int replica_id,
-                 const data::Element& input)
-      : strategy_(&strategy), replicas_(&replicas), replica_id_(replica_id), input_(&input) {}
   Strategy* strategy_;
+  ReplicaRendezvous* rendezvous_;
+  CrossDeviceOps* cross_device_ops_;
   ReplicaSet* replicas_;
   int replica_id_;
   const data::Element* input_;
@@ -206,8 +233,10 @@ class Strategy {
   // compute (2 workers x 1 core: 0.72-0.74 of one process overlapped, 0.79-0.83 not;
   // bench/multi_worker_bench). EST_OVERLAP_GRADIENT_REDUCTION=1 or 0 decides instead.
   bool overlaps_gradient_reduction() const { return overlap_reduction_; }
-  // Mirrored variables (a copy per replica) or central storage (one copy, shared).
-  bool variables_mirrored() const { return placement_ == VariablePlacement::kMirrored; }
+  // Where the variables live and which replicas update them (mirrored, central storage).
+  const VariablePlacement& placement() const { return *placement_; }
+  // Whether each replica has its own copy of the variables (mirrored, not central storage).
+  bool variables_mirrored() const { return !placement_->shared(); }
 
   // The InputContext of input pipeline `pipeline_id` (one per worker; default: this worker's):
   // InvalidArgumentError outside [0, num_workers).
@@ -264,33 +293,29 @@ class Strategy {
   nn::ModelContext& model_context(int replica);
 
  protected:
-  enum class VariablePlacement : uint8_t { kMirrored, kCentral };
   // `devices` must be non-empty and distinct, and GPU devices need the CUDA backend
   // (InvalidArgumentError naming the device otherwise). `cross_device_ops` (null:
   // ReductionToOneDevice) also says how many workers there are and which one this is. `seed`
   // seeds every replica's ModelContext identically. `local_processes`: processes sharing this
   // host's cores (each replica takes ops::threads_for_local_processes(local_processes) /
-  // replicas threads).
+  // replicas threads). `placement` (null: mirrored_placement()) places the variables.
   Strategy(std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> cross_device_ops,
-           uint64_t seed, VariablePlacement placement = VariablePlacement::kMirrored,
+           uint64_t seed, std::shared_ptr<const VariablePlacement> placement = nullptr,
            bool is_chief = true, int local_processes = 1);
 
  private:
-  friend class ReplicaContext;
   void check_replica(int replica, const char* where) const;
 
   std::vector<Device> devices_;
   std::shared_ptr<CrossDeviceOps> cross_device_ops_;
-  VariablePlacement placement_;
+  std::shared_ptr<const VariablePlacement> placement_;
   bool is_chief_;
   uint64_t seed_;
   int threads_per_replica_;
   bool overlap_reduction_ = false;
   std::unique_ptr<ReplicaSet> replicas_;  // the strategy's own set
   std::unique_ptr<ReplicaPool> pool_;
-  std::vector<std::vector<Tensor>*> collective_slots_;    // [local replicas], during a collective
-  std::vector<std::vector<Tensor>*> collective_outputs_;  // [local replicas], their results
-  Tensor initial_value_;  // replica 0's broadcast result, for the other local replicas
+  ReplicaRendezvous rendezvous_;  // where the replicas of a step meet (pool_'s barrier)
 };
 
 // The default devices of MirroredStrategy, CentralStorageStrategy and

@@ -15,6 +15,7 @@
 #include "distribute/distribute.h"
 #include "nn/nn.h"
 #include "ops/backend.h"
+#include "ops/math.h"
 #include "tests/ops/expect_error.h"
 #include "tests/skip.h"
 
@@ -114,20 +115,17 @@ TEST_CASE("distribute: all_reduce_slice over the replica threads is bitwise the 
 TEST_CASE("distribute: all_reduce rejects lists that differ between replicas") {
   std::vector<Tensor> a = {Tensor::ones({2})}, b = {Tensor::ones({3})}, c = {Tensor()};
   std::vector<std::vector<Tensor>*> shapes = {&a, &b};
-  CHECK(contains(error_message<InvalidArgumentError>([&] {
-                   all_reduce(ReductionToOneDevice(), ReduceOp::kSum, shapes);
-                 }),
+  CHECK(contains(error_message<InvalidArgumentError>(
+                     [&] { all_reduce(ReductionToOneDevice(), ReduceOp::kSum, shapes); }),
                  "replica 1"));
   std::vector<std::vector<Tensor>*> missing = {&a, &c};
-  CHECK(contains(error_message<InvalidArgumentError>([&] {
-                   all_reduce(HierarchicalCopyAllReduce(), ReduceOp::kSum, missing);
-                 }),
+  CHECK(contains(error_message<InvalidArgumentError>(
+                     [&] { all_reduce(HierarchicalCopyAllReduce(), ReduceOp::kSum, missing); }),
                  "defined on replica 0"));
   std::vector<Tensor> ints = {Tensor::ones({2}, DType::kI64)}, ints2 = ints;
   std::vector<std::vector<Tensor>*> integer = {&ints, &ints2};
-  CHECK(contains(error_message<InvalidArgumentError>([&] {
-                   all_reduce(ReductionToOneDevice(), ReduceOp::kSum, integer);
-                 }),
+  CHECK(contains(error_message<InvalidArgumentError>(
+                     [&] { all_reduce(ReductionToOneDevice(), ReduceOp::kSum, integer); }),
                  "float"));
 }
 
@@ -212,10 +210,11 @@ TEST_CASE("distribute: GPU devices need the CUDA backend") {
   CHECK(contains(error_message<InvalidArgumentError>([] { OneDeviceStrategy strategy("/gpu:3"); }),
                  "/gpu:3"));
   // NCCL on GPU devices fails for the same reason, at construction, not in the first step.
-  CHECK(contains(error_message<InvalidArgumentError>([] {
-                   MirroredStrategy strategy({"/gpu:0", "/gpu:1"}, std::make_shared<NcclAllReduce>());
-                 }),
-                 "CUDA backend"));
+  CHECK(
+      contains(error_message<InvalidArgumentError>([] {
+                 MirroredStrategy strategy({"/gpu:0", "/gpu:1"}, std::make_shared<NcclAllReduce>());
+               }),
+               "CUDA backend"));
 }
 
 TEST_CASE("distribute: NcclAllReduce on CPU devices is an InvalidArgumentError naming NCCL") {
@@ -225,8 +224,9 @@ TEST_CASE("distribute: NcclAllReduce on CPU devices is an InvalidArgumentError n
   CHECK(contains(message, "NcclAllReduce"));
   CHECK(contains(message, "ReductionToOneDevice"));  // what to use instead
   // A one-device list too: NCCL never runs on a CPU.
-  CHECK(contains(error_message<InvalidArgumentError>(
-                     [] { MirroredStrategy strategy({"/cpu:3"}, std::make_shared<NcclAllReduce>()); }),
+  CHECK(contains(error_message<InvalidArgumentError>([] {
+                   MirroredStrategy strategy({"/cpu:3"}, std::make_shared<NcclAllReduce>());
+                 }),
                  "/cpu:3"));
 }
 
@@ -431,4 +431,75 @@ TEST_CASE("distribute: run_train_op needs a context that defers its moving avera
     });
   });
   CHECK(contains(message, "set_defer_moving_averages(true)"));
+}
+
+namespace {
+
+// A placement of the test's own: one store on the host, shared, updated by the last replica
+// (central storage's is updated by replica 0): a strategy takes any VariablePlacement.
+class LastReplicaUpdates final : public VariablePlacement {
+ public:
+  explicit LastReplicaUpdates(int replicas) : replicas_(replicas) {}
+  std::string_view name() const override { return "last replica updates"; }
+  std::vector<std::unique_ptr<nn::VariableStore>> make_stores(
+      const std::vector<Device>& /*devices*/) const override {
+    std::vector<std::unique_ptr<nn::VariableStore>> stores;
+    stores.push_back(std::make_unique<nn::VariableStore>());
+    return stores;
+  }
+  size_t store_index(int /*replica*/) const override { return 0; }
+  bool shared() const override { return true; }
+  bool applies_updates(int replica) const override { return replica == replicas_ - 1; }
+  std::string describe() const override { return " and variables updated by the last replica"; }
+
+ private:
+  int replicas_;
+};
+
+class PlacedStrategy final : public Strategy {
+ public:
+  PlacedStrategy(const std::vector<std::string>& devices,
+                 std::shared_ptr<const VariablePlacement> placement)
+      : Strategy(parse_devices(devices), nullptr, 0, std::move(placement)) {}
+  std::string_view name() const override { return "PlacedStrategy"; }
+};
+
+}  // namespace
+
+TEST_CASE("distribute: a strategy places its variables through a VariablePlacement") {
+  std::vector<Device> cpus{Device::cpu(0), Device::cpu(1)};
+  auto mirrored = mirrored_placement();
+  CHECK(mirrored->make_stores(cpus).size() == 2);
+  CHECK(mirrored->store_index(1) == 1);
+  CHECK(mirrored->applies_updates(0));
+  CHECK(mirrored->applies_updates(1));
+  CHECK_FALSE(mirrored->shared());
+  auto central = central_placement();
+  CHECK(central->make_stores(cpus).size() == 1);
+  CHECK(central->store_index(1) == 0);
+  CHECK(central->applies_updates(0));
+  CHECK_FALSE(central->applies_updates(1));
+  CHECK(central->shared());
+
+  PlacedStrategy strategy({"/cpu:0", "/cpu:1", "/cpu:2"}, std::make_shared<LastReplicaUpdates>(3));
+  CHECK(strategy.description() ==
+        "PlacedStrategy with devices (/cpu:0, /cpu:1, /cpu:2) and variables updated by the last "
+        "replica");
+  CHECK(&strategy.store(0) == &strategy.store(2));
+  CHECK_FALSE(strategy.variables_mirrored());
+  // One SGD(0.5) step from w = [1, 1], each replica's loss sum(w) / 3: the summed gradient is
+  // [1, 1], applied once, by replica 2, while the others wait for it.
+  std::vector<int> applies(3, -1);
+  strategy.run([&](ReplicaContext& replica) {
+    nn::ModelContext& ctx = replica.model_context();
+    ctx.begin_call();
+    Tensor w = ctx.get_variable("w", {2}, DType::kF32, nn::constant(1.0));
+    Tensor loss = ops::mul(ops::sum(w), 1.0 / replica.num_replicas_in_sync());
+    applies[static_cast<size_t>(replica.replica_id())] = replica.applies_updates() ? 1 : 0;
+    replica.run_train_op(optim::sgd(0.5).minimize(loss, ctx));
+    return loss;
+  });
+  CHECK(applies == std::vector<int>{0, 0, 1});
+  CHECK(strategy.store(0).get("w").value.to_vector<float>() == std::vector<float>{0.5f, 0.5f});
+  CHECK(nn::read_global_step(strategy.store(0)) == 1);
 }
