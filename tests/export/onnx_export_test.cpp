@@ -12,8 +12,7 @@
 #include "export/onnx_export.h"
 #include "export/trace.h"
 #include "ops/ops.h"
-#include "tests/command.h"
-#include "tests/skip.h"
+#include "tests/export/onnx_tools.h"
 
 namespace {
 
@@ -74,59 +73,24 @@ std::string export_model(const std::function<NamedTensors(const NamedTensors&)>&
   return est::serving::to_onnx(first, second, "serving_default");
 }
 
-std::string source_path(const std::string& relative) {
-  return std::string(EST_SOURCE_ROOT) + "/" + relative;
-}
-
 // Checks `model` with onnx.checker and compares onnxruntime's outputs with fn's on `inputs`;
 // skips (with the reason) when either tool is missing.
 void cross_check(const std::string& model,
                  const std::function<NamedTensors(const NamedTensors&)>& fn,
                  const NamedTensors& inputs) {
   est::testing::ScratchDir dir;
-  const std::string path = (dir.path() / "model.onnx").string();
+  const std::string path = dir / "model.onnx";
   std::ofstream(path, std::ios::binary) << model;
-  auto checked = est::testing::run_program(
-      "/usr/bin/python3 " + est::testing::shell_quote(source_path("tests/export/onnx_check.py")) +
-      " " + est::testing::shell_quote(path));
-  if (checked.exit_code == 3) return est::testing::skip(checked.output);
-  INFO(checked.output);
-  REQUIRE(checked.exit_code == 0);
-
-  auto found = est::testing::run_program(
-      "sh " + est::testing::shell_quote(source_path("tests/export/find_onnxruntime.sh")) + " " +
-          est::testing::shell_quote(EST_NPM_DIR),
-      400);
-  if (found.exit_code != 0) return est::testing::skip("onnxruntime-node: " + found.output);
-  std::string node_modules = found.output.substr(0, found.output.find_last_not_of("\n") + 1);
-  node_modules = node_modules.substr(node_modules.find_last_of('\n') + 1);
-
-  nlohmann::json feeds;
-  for (const auto& [name, tensor] : inputs)
-    feeds[name] = {
-        {"dtype", "float32"}, {"dims", tensor.shape()}, {"data", tensor.to_vector<float>()}};
-  std::ofstream(dir.path() / "inputs.json") << feeds.dump();
-  auto ran = est::testing::run_program(
-      "env NODE_PATH=" + est::testing::shell_quote(node_modules) + " node " +
-      est::testing::shell_quote(source_path("tests/export/run_onnxruntime.js")) + " " + path + " " +
-      (dir.path() / "inputs.json").string() + " " + (dir.path() / "outputs.json").string());
-  if (ran.exit_code == 3) return est::testing::skip(ran.output);
-  INFO(ran.output);
-  REQUIRE(ran.exit_code == 0);
-  nlohmann::json results = nlohmann::json::parse(std::ifstream(dir.path() / "outputs.json"));
-
+  if (!est::testing::check_with_onnx_checker(path)) return;
+  nlohmann::json results;
+  if (!est::testing::run_onnxruntime(path, inputs, dir, results)) return;
   ops::NoGradGuard no_grad;
   NamedTensors expected = fn(inputs);
   REQUIRE(results.size() == expected.size());
   for (const auto& [name, tensor] : expected) {
     INFO("output ", name);
     REQUIRE(results.contains(name));
-    CHECK(results[name]["dims"].get<std::vector<int64_t>>() == tensor.shape());
-    std::vector<double> theirs = results[name]["data"].get<std::vector<double>>();
-    std::vector<double> ours = tensor.to_vector<double>();
-    REQUIRE(theirs.size() == ours.size());
-    for (size_t i = 0; i < ours.size(); ++i)
-      CHECK(theirs[i] == doctest::Approx(ours[i]).epsilon(1e-5));
+    est::testing::check_close(results[name], tensor);
   }
 }
 
