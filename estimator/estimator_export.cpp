@@ -7,11 +7,10 @@
 // every variable exists with its saved value, then two traced calls at batch sizes 2 and 3 with
 // different random inputs (export/onnx_export.h: the dims that differ are the dynamic ones).
 // The directory is written under a temporary name and renamed, as TF does.
-#include <chrono>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -67,20 +66,20 @@ nlohmann::json tensor_info(const std::string& onnx_name, DType dtype, const Shap
   return {{"name", onnx_name}, {"dtype", tf_dtype_name(dtype)}, {"tensor_shape", shape}};
 }
 
-// <base>/<seconds since the epoch>, waiting for the next second when it exists (TF tries 10).
-fs::path timestamped_export_dir(const fs::path& base) {
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
-    fs::path dir = base / std::to_string(seconds);
-    if (!fs::exists(dir)) return dir;
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
-  throw AlreadyExistsError(fmt::format(
-      "export_saved_model: found 10 export directories under {} with the current timestamp; "
-      "wait a second between exports",
-      base.string()));
+// <base>/<seconds since the epoch by the config's clock>, after every existing export (two
+// exports within a second, or a clock behind the newest): the newest export sorts last, and
+// no export waits (TF waits for the next second).
+fs::path timestamped_export_dir(const fs::path& base, double now) {
+  int64_t timestamp = static_cast<int64_t>(now);
+  if (fs::is_directory(base))
+    for (const auto& entry : fs::directory_iterator(base)) {
+      std::string name = entry.path().filename().string();
+      if (name.rfind("temp-", 0) == 0) name = name.substr(5);
+      if (!name.empty() && name.size() <= 18 &&
+          name.find_first_not_of("0123456789") == std::string::npos)
+        timestamp = std::max<int64_t>(timestamp, std::stoll(name) + 1);
+    }
+  return base / std::to_string(timestamp);
 }
 
 }  // namespace
@@ -169,7 +168,7 @@ std::string Estimator::export_saved_model(const std::string& export_dir_base,
                        {"inputs", inputs},
                        {"outputs", {{"output", output_info("export_outputs/" + key)}}}};
 
-  const fs::path final_dir = timestamped_export_dir(export_dir_base);
+  const fs::path final_dir = timestamped_export_dir(export_dir_base, config_.now());
   const fs::path temp_dir = final_dir.parent_path() / ("temp-" + final_dir.filename().string());
   fs::create_directories(temp_dir / "assets");
   std::ofstream(temp_dir / "model.onnx", std::ios::binary) << model;
