@@ -10,6 +10,7 @@
 #include <random>
 
 #include "export/onnx_export.h"
+#include "export/onnx_model.h"
 #include "export/trace.h"
 #include "ops/ops.h"
 #include "tests/export/onnx_tools.h"
@@ -81,11 +82,23 @@ void cross_check(const std::string& model,
   est::testing::ScratchDir dir;
   const std::string path = dir / "model.onnx";
   std::ofstream(path, std::ios::binary) << model;
+  // est's own interpreter of the file (what est-serve runs) first: it needs no outside tool.
+  ops::NoGradGuard no_grad;
+  NamedTensors expected = fn(inputs);
+  NamedTensors interpreted = est::serving::OnnxModel::load(path).run(inputs);
+  REQUIRE(interpreted.size() == expected.size());
+  for (const auto& [name, tensor] : expected) {
+    INFO("output ", name, " (est's interpreter)");
+    REQUIRE(interpreted.count(name) == 1);
+    REQUIRE(interpreted.at(name).shape() == tensor.shape());
+    std::vector<double> theirs = interpreted.at(name).to_vector<double>();
+    std::vector<double> ours = tensor.to_vector<double>();
+    for (size_t i = 0; i < ours.size(); ++i)
+      CHECK(theirs[i] == doctest::Approx(ours[i]).epsilon(1e-5));
+  }
   if (!est::testing::check_with_onnx_checker(path)) return;
   nlohmann::json results;
   if (!est::testing::run_onnxruntime(path, inputs, dir, results)) return;
-  ops::NoGradGuard no_grad;
-  NamedTensors expected = fn(inputs);
   REQUIRE(results.size() == expected.size());
   for (const auto& [name, tensor] : expected) {
     INFO("output ", name);
