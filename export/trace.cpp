@@ -13,20 +13,20 @@ namespace {
 using ops::OpId;
 
 // Every registry op, for the switch that finds an unsupported kernel's outputs.
-#define EST_FOR_EACH_OP(X)                                                                       \
-  X(kFill)                                                                                       \
-  X(kCopy) X(kCast) X(kBinary) X(kBinaryGradient) X(kCompare) X(kUnary) X(kUnaryGradient)        \
-      X(kAddScaled) X(kBroadcastTo) X(kReduce) X(kArgmax) X(kTranspose) X(kConcat) X(kSlice)     \
-          X(kSliceGradient) X(kGather) X(kGatherGradient) X(kOneHot) X(kDropoutMask) X(kSoftmax) \
-              X(kSoftmaxGradient) X(kSparseCrossEntropy) X(kSparseCrossEntropyGradient)          \
-                  X(kCrossEntropy) X(kCrossEntropyGradient) X(kSigmoidCrossEntropy)              \
-                      X(kSigmoidCrossEntropyGradient) X(kMatmul) X(kBiasAdd) X(kActivation)      \
-                          X(kActivationGradient) X(kBiasGradient) X(kConv2D)                     \
-                              X(kConv2DBackwardData) X(kConv2DBackwardWeights)                   \
-                                  X(kConv2DWeightsFromOutput) X(kPool2D) X(kPool2DGradient)      \
-                                      X(kBatchNorm) X(kBatchNormGradient) X(kApplySgd)           \
-                                          X(kApplyMomentum) X(kApplyAdam) X(kApplyAdagrad)       \
-                                              X(kApplyRmsprop)
+#define EST_FOR_EACH_OP(X)                                                                         \
+  X(kFill)                                                                                         \
+  X(kCopy)                                                                                         \
+  X(kCast) X(kBinary) X(kBinaryGradient) X(kCompare) X(kUnary) X(kUnaryGradient) X(kAddScaled)     \
+      X(kBroadcastTo) X(kReduce) X(kArgmax) X(kTranspose) X(kConcat) X(kSlice) X(kSliceGradient)   \
+          X(kGather) X(kGatherGradient) X(kOneHot) X(kDropoutMask) X(kSoftmax) X(kSoftmaxGradient) \
+              X(kSparseCrossEntropy) X(kSparseCrossEntropyGradient) X(kCrossEntropy)               \
+                  X(kCrossEntropyGradient) X(kSigmoidCrossEntropy) X(kSigmoidCrossEntropyGradient) \
+                      X(kMatmul) X(kBiasAdd) X(kActivation) X(kActivationGradient)                 \
+                          X(kBiasGradient) X(kConv2D) X(kConv2DBackwardData)                       \
+                              X(kConv2DBackwardWeights) X(kConv2DWeightsFromOutput) X(kPool2D)     \
+                                  X(kPool2DGradient) X(kBatchNorm) X(kBatchNormGradient)           \
+                                      X(kApplySgd) X(kApplyMomentum) X(kApplyAdam)                 \
+                                          X(kApplyAdagrad) X(kApplyRmsprop)
 
 template <OpId id>
 const ops::KernelArgs<id>& args_of(const void* args) {

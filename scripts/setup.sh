@@ -14,7 +14,7 @@ packages=(
   libhdf5-dev libprotobuf-dev protobuf-compiler libisal-dev
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio openssl
   dataset-fashion-mnist python3-h5py python3-numpy
-  python3-onnx nodejs npm
+  python3-onnx nodejs npm libcpp-httplib-dev curl
 )
 
 missing=()
