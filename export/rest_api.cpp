@@ -186,7 +186,8 @@ json metadata_json(const std::string& name, const Servable& servable) {
           {"metadata", {{"signature_def", {{"signature_def", signature_def}}}}}};
 }
 
-json predict(const Servable& servable, const std::string& verb, const std::string& body) {
+json predict(const Servable& servable, const std::string& verb, const std::string& body,
+             Batcher* batcher) {
   json request;
   try {
     request = json::parse(body);
@@ -257,7 +258,19 @@ json predict(const Servable& servable, const std::string& verb, const std::strin
       throw InvalidArgumentError("the inputs have different batch sizes");
     batch = tensor.dim(0);
   }
-  NamedTensors outputs = servable.model.run(inputs);
+  NamedTensors outputs;
+  if (batcher == nullptr) {
+    outputs = servable.model.run(inputs);
+  } else {
+    // Requests batch together when they run one model version and signature on rows alike.
+    std::string key = fmt::format("{}/{}", servable.version, signature_name);
+    for (const auto& [name, tensor] : inputs) {
+      Shape row(tensor.shape().begin() + (tensor.rank() > 0 ? 1 : 0), tensor.shape().end());
+      key += fmt::format("/{}:{}{}", name, dtype_name(tensor.dtype()), ops::shape_str(row));
+    }
+    outputs = batcher->run(
+        key, inputs, [&servable](const NamedTensors& batch) { return servable.model.run(batch); });
+  }
   auto output_of = [&](const TensorInfo& info) -> const Tensor& {
     auto it = outputs.find(info.name);
     if (it == outputs.end())
@@ -285,7 +298,7 @@ json predict(const Servable& servable, const std::string& verb, const std::strin
 }
 
 json route(const ModelManager& models, const std::string& method, const std::string& path,
-           const std::string& body) {
+           const std::string& body, Batcher* batcher) {
   const std::string prefix = "/v1/models/";
   if (path.rfind(prefix, 0) != 0) throw Malformed{};
   std::string rest = path.substr(prefix.size());
@@ -315,7 +328,7 @@ json route(const ModelManager& models, const std::string& method, const std::str
   }
   if (method == "POST" && !metadata &&
       (verb == "predict" || verb == "classify" || verb == "regress"))
-    return predict(*find_servable(models, rest, version), verb, body);
+    return predict(*find_servable(models, rest, version), verb, body, batcher);
   throw Malformed{};
 }
 
@@ -350,9 +363,9 @@ int http_status_of(StatusCode code) {
 }
 
 RestResponse handle_rest(const ModelManager& models, const std::string& method,
-                         const std::string& path, const std::string& body) {
+                         const std::string& path, const std::string& body, Batcher* batcher) {
   try {
-    return {200, route(models, method, path, body).dump()};
+    return {200, route(models, method, path, body, batcher).dump()};
   } catch (const Malformed&) {
     return {404, error_body(fmt::format("Malformed request: {} {}", method, path)).dump()};
   } catch (const Error& error) {

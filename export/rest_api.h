@@ -16,6 +16,7 @@
 
 #include <string>
 
+#include "export/batcher.h"
 #include "export/servable.h"
 
 namespace est::serving {
@@ -25,8 +26,10 @@ struct RestResponse {
   std::string body;  // JSON
 };
 
+// `batcher`, when given, runs concurrent predict requests together (batcher.h).
 RestResponse handle_rest(const ModelManager& models, const std::string& method,
-                         const std::string& path, const std::string& body);
+                         const std::string& path, const std::string& body,
+                         Batcher* batcher = nullptr);
 
 // The HTTP status TF Serving answers for an error of `code`.
 int http_status_of(StatusCode code);

@@ -8,7 +8,8 @@
 // line TF Serving logs), polls the base path for newer versions on a thread of its own and
 // swaps them in without dropping requests (export/servable.h). Bodies over --max_request_bytes
 // are refused (413) before they are read; every connection has read and write timeouts.
-// --ssl_cert_file and --ssl_key_file serve HTTPS instead.
+// --ssl_cert_file and --ssl_key_file serve HTTPS instead; --enable_batching runs concurrent
+// predict requests as one batch (export/batcher.h; --max_batch_size, --batch_timeout_micros).
 #include <httplib.h>
 
 #include <pthread.h>
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
   int port = 8501, timeout_ms = 30000, num_threads = 8;
   double poll_seconds = 1;
   size_t max_request_bytes = 16u << 20;
+  bool enable_batching = false;
+  int64_t max_batch_size = 32, batch_timeout_micros = 1000;
   app.add_option("--model_base_path", model_base_path,
                  "directory of numbered versions (export_saved_model's export_dir_base)")
       ->required();
@@ -54,6 +57,15 @@ int main(int argc, char** argv) {
   app.add_option("--max_request_bytes", max_request_bytes, "larger bodies are refused (413)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_flag("--enable_batching", enable_batching,
+               "run concurrent predict requests together (TF Serving's batching)");
+  app.add_option("--max_batch_size", max_batch_size, "rows per batch, with --enable_batching")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch_timeout_micros", batch_timeout_micros,
+                 "how long a batch waits for more requests, with --enable_batching")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--ssl_cert_file", ssl_cert_file, "PEM certificate: serve HTTPS");
   app.add_option("--ssl_key_file", ssl_key_file, "PEM private key of --ssl_cert_file");
   CLI11_PARSE(app, argc, argv);
@@ -94,9 +106,14 @@ int main(int argc, char** argv) {
   server->set_payload_max_length(max_request_bytes);
   server->set_read_timeout(std::chrono::milliseconds(timeout_ms));
   server->set_write_timeout(std::chrono::milliseconds(timeout_ms));
-  auto answer = [&models](const httplib::Request& request, httplib::Response& response) {
-    est::serving::RestResponse result =
-        est::serving::handle_rest(models, request.method, request.path, request.body);
+  std::unique_ptr<est::serving::Batcher> batcher;
+  if (enable_batching)
+    batcher = std::make_unique<est::serving::Batcher>(est::serving::Batcher::Options{
+        .max_batch_size = max_batch_size,
+        .batch_timeout = std::chrono::microseconds(batch_timeout_micros)});
+  auto answer = [&models, &batcher](const httplib::Request& request, httplib::Response& response) {
+    est::serving::RestResponse result = est::serving::handle_rest(
+        models, request.method, request.path, request.body, batcher.get());
     response.status = result.status;
     response.set_content(result.body, "application/json");
   };

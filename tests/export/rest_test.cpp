@@ -300,3 +300,21 @@ TEST_CASE("est-serve: a new version is loaded under load without a failed reques
   CHECK(http(server, "/v1/models/half_plus_two").body["model_version_status"][0]["version"] ==
         std::to_string(version));
 }
+
+TEST_CASE("est-serve: with --enable_batching, concurrent requests still get their own answers") {
+  testing::ScratchDir dir;
+  export_half_plus_two(dir / "model", dir / "serving");
+  Server server(dir / "serving", dir,
+                {"--enable_batching", "--max_batch_size", "12", "--batch_timeout_micros", "20000"});
+  auto result = testing::run_program(
+      "/usr/bin/python3 " +
+          testing::shell_quote(std::string(EST_SOURCE_ROOT) + "/tests/export/rest_load.py") + " " +
+          server.url("/v1/models/half_plus_two:predict") + " 2 6",
+      60);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  json summary = json::parse(result.output.substr(result.output.rfind('{')));
+  CHECK(summary["failed"].empty());
+  CHECK(summary["ok"].get<int>() > 0);
+  CHECK(summary["answers"] == json::array({"[2.5, 3.0, 4.5]"}));
+}
