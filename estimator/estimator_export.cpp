@@ -19,6 +19,7 @@
 #include "estimator/estimator.h"
 #include "estimator/loop_util.h"
 #include "export/onnx_export.h"
+#include "export/servable.h"
 #include "export/trace.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
@@ -28,26 +29,6 @@ namespace est {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string tf_dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "DT_FLOAT";
-    case DType::kF64:
-      return "DT_DOUBLE";
-    case DType::kI32:
-      return "DT_INT32";
-    case DType::kI64:
-      return "DT_INT64";
-    case DType::kU8:
-      return "DT_UINT8";
-    case DType::kBool:
-      return "DT_BOOL";
-    case DType::kBF16:
-      return "DT_BFLOAT16";
-  }
-  return "DT_INVALID";
-}
 
 // A tensor of `spec` with `batch` rows of random values (floats in [0, 1), integers 0).
 Tensor example_tensor(const TensorSpec& spec, int64_t batch, unsigned seed) {
@@ -63,7 +44,7 @@ Tensor example_tensor(const TensorSpec& spec, int64_t batch, unsigned seed) {
 }
 
 nlohmann::json tensor_info(const std::string& onnx_name, DType dtype, const Shape& shape) {
-  return {{"name", onnx_name}, {"dtype", tf_dtype_name(dtype)}, {"tensor_shape", shape}};
+  return {{"name", onnx_name}, {"dtype", serving::tf_dtype_name(dtype)}, {"tensor_shape", shape}};
 }
 
 // <base>/<seconds since the epoch by the config's clock>, after every existing export (two
