@@ -28,7 +28,7 @@
 #include "ops/logging.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"est-serve: TensorFlow Serving's REST API for est exports"};
+  CLI::App app{"est-serve: TensorFlow Serving's REST API for est exports", "est-serve"};
   std::string model_base_path, model_name = "default", address = "127.0.0.1";
   std::string ssl_cert_file, ssl_key_file;
   int port = 8501, timeout_ms = 30000, num_threads = 8;
