@@ -47,8 +47,14 @@ void sigmoid_cross_entropy_gradient(DType dtype, const void* grad, const void* l
                                     Stream stream);
 
 // mask [n] from the generator state `start` (four xoshiro256** words) with the jump table in
-// device memory: the mask ops/cpu's dropout_mask draws from that state.
+// device memory: the mask ops/cpu's dropout_mask draws from that state. Inside a CUDA graph
+// capture the state is read on the device instead: `device_state` (four words, written before
+// each replay, graph.h) advanced by `offset` draws; `start` is then unused.
 void dropout_mask(DType dtype, const uint64_t start[4], const XoshiroJumpTable* device_table,
-                  double rate, void* mask, int64_t n, Stream stream);
+                  double rate, void* mask, int64_t n, Stream stream,
+                  const uint64_t* device_state = nullptr, uint64_t offset = 0);
+// Writes the four words of a generator state into `device_state` on `stream` (a one-thread
+// kernel whose arguments carry the words: nothing on the host must outlive the call).
+void write_generator_state(void* device_state, const uint64_t state[4], Stream stream);
 
 }  // namespace est::ops::cuda

@@ -8,8 +8,11 @@
 // Generator: the kernel starts from the generator's state, and the generator is then jumped
 // ahead by one draw per element, where the reference's element-by-element draws leave it
 // (Generator::set_state, which also drops a pending next_normal spare; dropout's callers never
-// hold one, the tensor ops of ops/random.h never leave one). The jump table is copied to each
-// device once and kept for the process's lifetime, like the streams.
+// hold one, the tensor ops of ops/random.h never leave one). Inside a CUDA graph capture the
+// kernel reads the generator's state on the device, written before each replay (graph.h's
+// draw()), so each replay draws a fresh mask. The jump table is copied to each device once and
+// kept for the process's lifetime, like the streams; on a side stream when its first use is
+// inside a capture (waiting for the compute stream then would invalidate the capture).
 #include <fmt/format.h>
 
 #include <array>
@@ -39,12 +42,16 @@ const XoshiroJumpTable* device_jump_table(int device) {
   if (table == nullptr) {
     void* memory = nullptr;
     EST_CUDA_CHECK(cudaMalloc(&memory, sizeof(XoshiroJumpTable)));
-    // On the compute stream, waited for: a plain cudaMemcpy from pageable memory may return
-    // before the copy lands, and the compute stream need not wait for the legacy stream.
-    const auto stream = static_cast<cudaStream_t>(compute_stream(device));
-    EST_CUDA_CHECK(cudaMemcpyAsync(memory, &xoshiro_jump_table(), sizeof(XoshiroJumpTable),
-                                   cudaMemcpyHostToDevice, stream));
-    EST_CUDA_CHECK(cudaStreamSynchronize(stream));
+    // On a stream of its own, waited for: a plain cudaMemcpy from pageable memory may return
+    // before the copy lands, and the compute stream may be capturing (relaxed capture allows
+    // another stream's synchronisation, not its own).
+    cudaStream_t stream = nullptr;
+    EST_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const cudaError_t copied = cudaMemcpyAsync(
+        memory, &xoshiro_jump_table(), sizeof(XoshiroJumpTable), cudaMemcpyHostToDevice, stream);
+    const cudaError_t waited = copied == cudaSuccess ? cudaStreamSynchronize(stream) : copied;
+    cudaStreamDestroy(stream);
+    EST_CUDA_CHECK(waited);
     table = static_cast<XoshiroJumpTable*>(memory);
   }
   return table;
@@ -58,8 +65,14 @@ void dropout_mask(double rate, Generator& generator, Tensor& mask) {
   const std::array<uint64_t, 4> start = generator.state();
   const int64_t n = mask.numel();
   if (n == 0) return;
-  dropout_mask(mask.dtype(), start.data(), device_jump_table(device), rate, mask.raw_data(), n,
-               compute_stream(device));
+  const XoshiroJumpTable* table = device_jump_table(device);
+  if (Graph* graph = capturing_graph(device)) {  // each replay advances the generator
+    const CapturedDraws draws = graph->draw(generator, static_cast<uint64_t>(n));
+    dropout_mask(mask.dtype(), start.data(), table, rate, mask.raw_data(), n,
+                 compute_stream(device), draws.state, draws.offset);
+    return;
+  }
+  dropout_mask(mask.dtype(), start.data(), table, rate, mask.raw_data(), n, compute_stream(device));
   uint64_t next[4] = {start[0], start[1], start[2], start[3]};
   xoshiro_jump(xoshiro_jump_table(), next, static_cast<uint64_t>(n));
   generator.set_state({next[0], next[1], next[2], next[3]});

@@ -64,6 +64,39 @@ double max_difference(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+TEST_CASE("gpu graph: dropout in a capture draws each replay the mask the eager step would") {
+  // Issue 22, defect 3: the generator's state was baked into the captured kernel's arguments
+  // (the same mask every replay), and the jump table's first copy to the GPU synchronised the
+  // capturing stream. This case comes first in the file, so that copy happens in the capture.
+  Generator gpu_generator(23), cpu_generator(23);
+  const Tensor ones = Tensor::ones({1000});
+  const Tensor ones_gpu = ones.to(kGpu);
+  Tensor mask = Tensor::zeros({1000}, DType::kF32, kGpu);
+  cuda::Graph graph(0);
+  cuda::capture(graph, [&] {
+    mask.copy_from(dropout(ones_gpu, 0.5, gpu_generator));
+    mask.copy_from(add(mask, dropout(ones_gpu, 0.25, gpu_generator)));  // a second draw
+  });
+  REQUIRE(graph.captured());
+  CHECK(gpu_generator.state() == cpu_generator.state());  // the capture ran nothing
+  std::vector<float> previous;
+  for (int replay = 0; replay < 3; ++replay) {
+    CAPTURE(replay);
+    graph.replay();
+    const Tensor first = dropout(ones, 0.5, cpu_generator);
+    const std::vector<float> expected =
+        add(first, dropout(ones, 0.25, cpu_generator)).to_vector<float>();
+    const std::vector<float> got = mask.to(Device::cpu()).to_vector<float>();
+    CHECK(got == expected);
+    CHECK(got != previous);
+    CHECK(gpu_generator.state() == cpu_generator.state());
+    previous = got;
+  }
+  // Eager draws after the replays go on from where the replays left the generator.
+  CHECK(dropout(ones_gpu, 0.5, gpu_generator).to_vector<float>() ==
+        dropout(ones, 0.5, cpu_generator).to_vector<float>());
+}
+
 TEST_CASE("gpu graph: a captured SGD step replayed N times equals N eager steps") {
   const Tensor x = values({32, 16}, 3).to(kGpu), y = values({32, 8}, 4).to(kGpu);
   constexpr int kSteps = 6, kWarmup = 2;
