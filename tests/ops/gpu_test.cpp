@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ops/allocator.h"
@@ -17,6 +18,7 @@
 #include "tests/ops/expect_error.h"
 #include "tests/skip.h"
 #if EST_HAVE_CUDA
+#include "ops/cuda/kernels.h"
 #include "ops/cuda/runtime.h"
 #endif
 
@@ -179,6 +181,22 @@ TEST_CASE("gpu: an id out of range is the reference's error, and the GPU stays u
   const Tensor good = Tensor::from_vector<int64_t>({4, 0, 4});
   CHECK(gather(params.to(kGpu), good.to(kGpu)).to_vector<float>() ==
         gather(params, good).to_vector<float>());
+}
+
+TEST_CASE("gpu: threads that come and go reuse the cuBLAS handles of those that ended") {
+  // Issue 22, defect 5: a handle (and its workspace) per thread, never destroyed, grew with
+  // every replica thread a strategy started.
+  const Tensor a = Tensor::ones({8, 8}).to(kGpu);
+  auto product = [&a] {
+    float corner = 0;
+    std::thread([&] { corner = matmul(a, a).to(Device::cpu()).data<float>()[0]; }).join();
+    return corner;
+  };
+  CHECK(product() == 8.0f);
+  const int64_t created = cuda::cublas_handles_created();
+  CHECK(created >= 1);
+  for (int i = 0; i < 5; ++i) CHECK(product() == 8.0f);
+  CHECK(cuda::cublas_handles_created() == created);
 }
 
 TEST_CASE("gpu: dropout draws the CPU's mask and leaves the generator where the CPU does") {
