@@ -49,9 +49,6 @@ void slice_gradient(const Tensor& grad, const std::vector<int64_t>& begin, Tenso
 void gather(const Tensor& params, const Tensor& indices, int axis, Tensor& out);
 void gather_gradient(const Tensor& grad, const Tensor& indices, int axis, Tensor& dparams);
 void one_hot(const Tensor& indices, double on_value, double off_value, Tensor& out);
-// Element `position` of an int32 or int64 GPU tensor, read after its device's compute stream
-// (for error messages that name a bad id).
-int64_t read_index(const Tensor& indices, int64_t position);
 
 // softmax_loss_kernels.cpp
 void dropout_mask(double rate, Generator& generator, Tensor& mask);

@@ -23,6 +23,7 @@
 
 #include "ops/cuda/device_common.cuh"
 #include "ops/cuda/softmax_loss.h"
+#include "ops/cuda/id_check.h"
 #include "ops/cuda/xoshiro_jump.h"
 
 namespace est::ops::cuda {
@@ -461,6 +462,29 @@ void dropout_mask(DType dtype, const uint64_t start[4], const XoshiroJumpTable* 
         device_table, start[0], start[1], start[2], start[3], device_state, offset, rate,
         static_cast<T>(1.0 / (1.0 - rate)), static_cast<T*>(mask), n);
   });
+  EST_CUDA_LAUNCHED();
+}
+
+__global__ void queue_bad_id_record_kernel(const unsigned long long* flag, bool wide_ids,
+                                           const void* ids, IdCheckRecord* record, int32_t op,
+                                           int64_t limit, int32_t axis) {
+  const unsigned long long position = *flag;
+  if (position == ULLONG_MAX || record->op != 0) return;  // the first bad id is kept
+  record->axis = axis;
+  record->position = static_cast<int64_t>(position);
+  record->id = wide_ids ? static_cast<const int64_t*>(ids)[position]
+                        : static_cast<const int32_t*>(ids)[position];
+  record->limit = limit;
+  __threadfence_system();  // the fields before the op that says they are there
+  record->op = op;
+}
+
+void queue_bad_id_record(const int64_t* device_flag, bool wide_ids, const void* ids,
+                         void* device_record, int32_t op, int64_t limit, int32_t axis,
+                         Stream stream) {
+  queue_bad_id_record_kernel<<<1, 1, 0, as_stream(stream)>>>(
+      reinterpret_cast<const unsigned long long*>(device_flag), wide_ids, ids,
+      static_cast<IdCheckRecord*>(device_record), op, limit, axis);
   EST_CUDA_LAUNCHED();
 }
 

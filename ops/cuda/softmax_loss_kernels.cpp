@@ -2,9 +2,9 @@
 // signatures (ops/kernel_ops.h), over ops/cuda/softmax_loss.h, on the tensors' device's
 // compute stream.
 //
-// The sparse cross-entropy waits for its kernel to learn whether a class id was out of range
-// and then throws the reference's InvalidArgumentError (ops/cpu/loss_kernels.cpp) with the id
-// read from the device. The dropout mask is the one the reference draws from the same
+// The sparse cross-entropy's class ids are checked by its kernel and reported at the next
+// synchronisation point with the reference's words (ops/cuda/id_check.h): the step does not
+// wait for the check. The dropout mask is the one the reference draws from the same
 // Generator: the kernel starts from the generator's state, and the generator is then jumped
 // ahead by one draw per element, where the reference's element-by-element draws leave it
 // (Generator::set_state, which also drops a pending next_normal spare; dropout's callers never
@@ -22,6 +22,7 @@
 #include "ops/axis_layout.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/graph.h"
+#include "ops/cuda/id_check.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/softmax_loss.h"
@@ -95,21 +96,19 @@ void softmax_gradient(const Tensor& grad, const Tensor& y, int axis, bool log, T
 }
 
 void sparse_cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& loss, Tensor& probs) {
-  constexpr const char* kName = "sparse_softmax_cross_entropy_with_logits";
   const int device = device_of(logits);
   DeviceGuard guard(device);
   const int64_t classes = logits.shape().back();
+  if (labels.numel() == 0) return;
   Tensor flag = Tensor::empty({1}, DType::kI64, logits.device());
-  const int64_t bad = cuda::sparse_cross_entropy(
-      logits.dtype(), labels.dtype(), labels.raw_data(), logits.raw_data(), loss.raw_data(),
-      probs.raw_data(), labels.numel(), classes, static_cast<int64_t*>(flag.raw_data()),
-      /*wait=*/!cuda::capturing(device), compute_stream(device));
-  if (bad < 0) return;
-  const int64_t id = read_index(labels, bad);
-  throw InvalidArgumentError(fmt::format(
-      "{}: label {} at index {} is outside [0, {}): the logits have {} classes; check the labels "
-      "or the number of output units",
-      kName, id, bad, classes, classes));
+  cuda::sparse_cross_entropy(logits.dtype(), labels.dtype(), labels.raw_data(), logits.raw_data(),
+                             loss.raw_data(), probs.raw_data(), labels.numel(), classes,
+                             static_cast<int64_t*>(flag.raw_data()), /*wait=*/false,
+                             compute_stream(device));
+  // Checked at the next synchronisation point, not here (ops/cuda/id_check.h).
+  record_bad_id(device, IdCheckOp::kSparseCrossEntropy,
+                static_cast<const int64_t*>(flag.raw_data()), labels.dtype(), labels.raw_data(),
+                classes, 0);
 }
 
 void sparse_cross_entropy_gradient(const Tensor& grad, const Tensor& labels, const Tensor& probs,

@@ -3,6 +3,8 @@
 //     few columns fill the GPU, and the plan, walked on the CPU exactly as reduce.cu's kernels
 //     walk it, reads every element once and gives the plain sum;
 //   - gemm_ints (ops/cuda/gemm_dims.h): sizes above cuBLAS's int range are a clear error;
+//   - bad_id_message (ops/cuda/id_check.h): an asynchronous id check's error names the op, the
+//     id, its position and range in the reference's words, and when it was found;
 //   - HandlePool and ThreadHandles (ops/cuda/handle_pool.h): a thread's handles go back to the
 //     pool when it ends and the next thread reuses them, so handles do not grow with threads.
 #include <doctest/doctest.h>
@@ -13,6 +15,7 @@
 
 #include "ops/cuda/gemm_dims.h"
 #include "ops/cuda/handle_pool.h"
+#include "ops/cuda/id_check.h"
 #include "ops/cuda/reduce_plan.h"
 #include "tests/ops/expect_error.h"
 
@@ -166,4 +169,29 @@ TEST_CASE("cuda plans: threads give their handles back, the next threads reuse t
   }
   CHECK(pool->available(0) == 2);
   CHECK(pool->available(1) == 1);
+}
+
+TEST_CASE("cuda plans: an asynchronous id check's error names the op, the id and when") {
+  IdCheckRecord record;
+  record.op = static_cast<int32_t>(IdCheckOp::kGather);
+  record.position = 2;
+  record.id = 7;
+  record.limit = 5;
+  record.axis = 1;
+  const std::string gather = bad_id_message(record, 0);
+  CHECK(contains(gather,
+                 "gather: index 7 at position 2 of the indices is outside [0, 5) for "
+                 "axis 1"));
+  CHECK(contains(gather,
+                 "found on /gpu:0 by the op's asynchronous id check and reported at this "
+                 "synchronisation point"));
+  CHECK(contains(gather, "check the ids"));
+  record.op = static_cast<int32_t>(IdCheckOp::kSparseCrossEntropy);
+  record.id = -1;
+  record.position = 0;
+  record.limit = 10;
+  const std::string loss = bad_id_message(record, 3);
+  CHECK(contains(loss,
+                 "sparse_softmax_cross_entropy_with_logits: label -1 at index 0 is "
+                 "outside [0, 10): the logits have 10 classes (found on /gpu:3"));
 }

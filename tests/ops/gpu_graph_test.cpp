@@ -202,8 +202,9 @@ TEST_CASE("gpu graph: a host read, a host copy or a synchronisation inside captu
 }
 
 TEST_CASE("gpu graph: the sparse cross-entropy and gather capture; bad ids give NaN and zeros") {
-  // Eagerly these ops wait for their id check and throw (gpu_test.cpp); in a capture they
-  // cannot wait, so a bad id shows in the values, as with TensorFlow's GPU kernels.
+  // Their id checks are asynchronous (ops/cuda/id_check.h), in a replay as eagerly: a bad id
+  // shows in the values (NaN, zeros, as TensorFlow's GPU kernels) and the first one is reported
+  // at the next synchronisation point.
   Tensor logits = values({4, 5}, 3).to(kGpu);
   Tensor labels = Tensor::from_vector(std::vector<int64_t>{0, 4, 2, 1}, {4}).to(kGpu);
   Tensor params = values({6, 3}, 4).to(kGpu);
@@ -225,6 +226,8 @@ TEST_CASE("gpu graph: the sparse cross-entropy and gather capture; bad ids give 
   labels.copy_from(Tensor::from_vector(std::vector<int64_t>{0, 9, 2, 1}, {4}).to(kGpu));
   ids.copy_from(Tensor::from_vector(std::vector<int64_t>{5, -1, 2}, {3}).to(kGpu));
   graph.replay();
+  CHECK(contains(error_message<InvalidArgumentError>([&] { loss.to(Device::cpu()); }),
+                 "sparse_softmax_cross_entropy_with_logits: label 9 at index 1"));
   const std::vector<double> bad_loss = loss.to(Device::cpu()).to_vector<double>();
   CHECK(bad_loss[0] == eager_loss[0]);
   CHECK(std::isnan(bad_loss[1]));
