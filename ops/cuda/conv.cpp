@@ -20,7 +20,7 @@
 // TF32 tensor cores (CUDNN_TENSOR_OP_MATH) exactly when ops/tensor_float_32.h allows it, else
 // with FMA math. Workspaces come from the caching allocator. Where cuDNN has no algorithm
 // for a shape or dtype (or declines one when it runs), the direct kernels of conv_direct.cu run
-// instead, logged once per shape and direction (EST_CUDA_CONV_DIRECT=1 forces them for the
+// instead, warned once per shape and direction (EST_CUDA_CONV_DIRECT=1 forces them for the
 // shapes first seen while it is set). TensorFlow's
 // tensorflow/core/kernels/conv_ops.cc (explicit padding of the input for asymmetric SAME)
 // was followed for the padding.
@@ -91,9 +91,10 @@ PlanKey plan_key(int device, DType dtype, bool tensor_float_32, const Window2D& 
           w.pad_right};
 }
 
-// Logs, once per shape and direction, that cuDNN has no algorithm and the direct kernel runs.
+// Warns, once per shape and direction, that cuDNN has no algorithm and the direct kernel runs
+// (a warning, so that a slow fall-back is never silent, EST_LOG_LEVEL=WARNING included).
 void log_direct(const char* direction, DType dtype, const Window2D& w, const char* why) {
-  log::info(
+  log::warning(
       "conv2d: {} for {} input [{}, {}, {}, {}], kernel {}x{}x{}x{}, strides {}x{}, dilations "
       "{}x{}: {}; using the direct CUDA kernel (slow)",
       direction, dtype_name(dtype), w.batch, w.in_h, w.in_w, w.in_c, w.kernel_h, w.kernel_w, w.in_c,
