@@ -198,6 +198,26 @@ TEST_CASE(
         gather(params, good).to_vector<float>());
 }
 
+TEST_CASE("gpu: reductions of many rows into few columns, split across blocks, match the CPU") {
+  // The layouts of ops/cuda/reduce_plan.h on a real GPU: row chunks combined by a second
+  // launch (few columns, many rows: the conv bias gradient), one long row, and many rows of one
+  // column (the row kernel). Integer values: float32 sums are exact, so equality is expected.
+  for (const Shape& shape :
+       {Shape{100000, 3}, Shape{50000, 40}, Shape{8, 30000, 5}, Shape{1 << 22}, Shape{200000, 1}}) {
+    CAPTURE(shape_str(shape));
+    const Tensor x = values(shape, DType::kF32);
+    const std::vector<int> axis =
+        shape.size() == 1 ? std::vector<int>{0} : std::vector<int>{shape.size() == 3 ? 1 : 0};
+    CHECK(sum(x.to(kGpu), axis).to(Device::cpu()).to_vector<float>() ==
+          sum(x, axis).to_vector<float>());
+    CHECK(max(x.to(kGpu), axis).to(Device::cpu()).to_vector<float>() ==
+          max(x, axis).to_vector<float>());
+  }
+  const Tensor wide = values({200000, 7}, DType::kI64);  // int64 sums
+  CHECK(sum(wide.to(kGpu), {0}).to(Device::cpu()).to_vector<int64_t>() ==
+        sum(wide, {0}).to_vector<int64_t>());
+}
+
 TEST_CASE("gpu: threads that come and go reuse the cuBLAS handles of those that ended") {
   // Issue 22, defect 5: a handle (and its workspace) per thread, never destroyed, grew with
   // every replica thread a strategy started.
