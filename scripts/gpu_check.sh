@@ -14,10 +14,12 @@
 #
 #   BUDGET=420 bash scripts/gpu_check.sh      (bench/README.md: the device tool's call)
 # Env: BUDGET (seconds for the whole run, default 480), BENCH_ARGS (default "--steps 100
-# --repeats 3"; gpu_bench.sh's flags), SANITIZE (1 by default: memcheck; 0 leaves it out), OUT.
+# --repeats 3"; gpu_bench.sh's flags), SANITIZE (1 by default: memcheck; 0 leaves it out), OUT,
+# GPU_STAGE (the staged folder, default .gpu; the scripts suite points it at a stage of its own).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-/tmp/gpu_out}
+stage=${GPU_STAGE:-.gpu}
 mkdir -p "$OUT"
 BUDGET=${BUDGET:-480}
 T0=$SECONDS
@@ -56,22 +58,24 @@ for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnc
 done
 
 # --- binaries: the staged ones, or a build ----------------------------------------------------
-if [[ -f .gpu/gpu.tar.xz ]]; then
-  rm -rf .gpu/build .gpu/lib
+if [[ -f "$stage/gpu.tar.xz" ]]; then
+  rm -rf "${stage:?}/build" "${stage:?}/lib"
   # tar's xz, or Python's lzma where the image has no xz
-  tar -C .gpu -xJf .gpu/gpu.tar.xz 2>/dev/null || python3 -m tarfile -e .gpu/gpu.tar.xz .gpu/ ||
-    note "could not unpack .gpu/gpu.tar.xz"
+  tar -C "$stage" -xJf "$stage/gpu.tar.xz" 2>/dev/null ||
+    python3 -m tarfile -e "$stage/gpu.tar.xz" "$stage/" || note "could not unpack $stage/gpu.tar.xz"
 fi
-if [[ -x .gpu/build/bench/gpu_bench ]]; then
-  build=.gpu/build
+if [[ -x "$stage/build/bench/gpu_bench" ]]; then
+  build=$stage/build
   # Keep only the carried Debian libraries this image lacks: a library it has under the same
   # soname is ABI-compatible, and the image's own (newer) one suits its libstdc++.
-  for f in .gpu/lib/*; do
+  mkdir -p "$stage/lib"
+  for f in "$stage"/lib/*; do
     [[ -e "$f" ]] && ldconfig -p | awk -v l="$(basename "$f")" '$1 == l {f = 1} END {exit !f}' &&
       rm -f "$f"
   done
-  note "prebuilt binaries; Debian libraries carried: $(find .gpu/lib -type f -printf '%f ')"
-  export LD_LIBRARY_PATH="${libdirs#:}:$PWD/.gpu/lib"
+  note "prebuilt binaries; Debian libraries carried: $(find "$stage/lib" -type f -printf '%f ')"
+  carried=$(cd "$stage/lib" && pwd)
+  export LD_LIBRARY_PATH="${libdirs#:}:$carried"
 else
   build="build-gpu"
   export LD_LIBRARY_PATH="${libdirs#:}"
@@ -83,15 +87,15 @@ else
   } >"$OUT/build.log" 2>&1
   note "no .gpu/ staged (scripts/prebuild_gpu.sh): built here, rc=$? ($(tail -1 "$OUT/build.log"))"
 fi
-note "$(cat $build/backends.txt 2>/dev/null || echo "no $build/backends.txt")"
-if ! grep -q "CUDA on" $build/backends.txt 2>/dev/null; then
+note "$(cat "$build/backends.txt" 2>/dev/null || echo "no $build/backends.txt")"
+if ! grep -q "CUDA on" "$build/backends.txt" 2>/dev/null; then
   note "VERDICT: stop: not a CUDA build (backends.txt must say 'CUDA on'); every GPU suite would skip"
   exit 3
 fi
 # The Estimator suite trains on Fashion-MNIST at Debian's path; install the staged copy there.
 fashion=/usr/share/datasets/fashion-mnist
-if [[ ! -f $fashion/train-images-idx3-ubyte.gz && -d .gpu/fashion-mnist ]]; then
-  if mkdir -p $fashion 2>/dev/null && cp .gpu/fashion-mnist/*.gz $fashion/ 2>/dev/null; then
+if [[ ! -f $fashion/train-images-idx3-ubyte.gz && -d "$stage/fashion-mnist" ]]; then
+  if mkdir -p $fashion 2>/dev/null && cp "$stage"/fashion-mnist/*.gz $fashion/ 2>/dev/null; then
     note "installed the staged Fashion-MNIST in $fashion"
   else
     note "could not install Fashion-MNIST in $fashion (not root?): the Estimator case will skip"
@@ -125,13 +129,13 @@ run() {  # name timeout binary args...
   ((rc != 0)) && failed=1
 }
 b=$build
-run ops_gpu 60 $b/tests/ops/test_ops_gpu
-run ops_gpu_graph 60 $b/tests/ops/test_ops_gpu_graph
-run nn_gpu 45 $b/tests/nn/test_nn_gpu
-run data_gpu 45 $b/tests/data/test_data_gpu
-run ops_gpu_nn 120 $b/tests/ops/test_ops_gpu_nn
-run harness_cuda 120 $b/tests/ops/test_ops '-tc=*gpu/cuda*'
-run distribute_gpu 150 $b/tests/distribute/test_distribute_gpu
+run ops_gpu 60 "$b"/tests/ops/test_ops_gpu
+run ops_gpu_graph 60 "$b"/tests/ops/test_ops_gpu_graph
+run nn_gpu 45 "$b"/tests/nn/test_nn_gpu
+run data_gpu 45 "$b"/tests/data/test_data_gpu
+run ops_gpu_nn 120 "$b"/tests/ops/test_ops_gpu_nn
+run harness_cuda 120 "$b"/tests/ops/test_ops '-tc=*gpu/cuda*'
+run distribute_gpu 150 "$b"/tests/distribute/test_distribute_gpu
 
 # --- bench: torch's side under the image's python3, without the carried libraries ------------
 t=$(($(left) - 90))  # memcheck gets what is left after it
@@ -169,8 +173,8 @@ if [[ "${SANITIZE:-1}" == 1 ]]; then
       note "memcheck $name $(tail -1 "$OUT/sanitizer.log") $(grep -a 'ERROR SUMMARY' "$OUT/sanitizer.log" | tail -1)"
       tail -1 "$OUT/sanitizer.log" | grep -qx 'rc=0' || failed=1
     }
-    memcheck ops_gpu_graph $b/tests/ops/test_ops_gpu_graph
-    memcheck allocator $b/tests/ops/test_ops_gpu '-tc=*alloc*'
+    memcheck ops_gpu_graph "$b"/tests/ops/test_ops_gpu_graph
+    memcheck allocator "$b"/tests/ops/test_ops_gpu '-tc=*alloc*'
   fi
 fi
 
