@@ -58,23 +58,30 @@ for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnc
 done
 
 # --- binaries: the staged ones, or a build ----------------------------------------------------
+# Unpacked outside the stage (the stage travels as it is: nothing may grow inside it), into
+# folders removed when the script ends.
+scratch=$(mktemp -d /tmp/est_gpu.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+unpacked=$stage
 if [[ -f "$stage/gpu.tar.xz" ]]; then
-  rm -rf "${stage:?}/build" "${stage:?}/lib"
+  unpacked=$scratch/stage
+  mkdir -p "$unpacked"
   # tar's xz, or Python's lzma where the image has no xz
-  tar -C "$stage" -xJf "$stage/gpu.tar.xz" 2>/dev/null ||
-    python3 -m tarfile -e "$stage/gpu.tar.xz" "$stage/" || note "could not unpack $stage/gpu.tar.xz"
+  tar -C "$unpacked" -xJf "$stage/gpu.tar.xz" 2>/dev/null ||
+    python3 -m tarfile -e "$stage/gpu.tar.xz" "$unpacked/" ||
+    note "could not unpack $stage/gpu.tar.xz"
 fi
-if [[ -x "$stage/build/bench/gpu_bench" ]]; then
-  build=$stage/build
-  # Keep only the carried Debian libraries this image lacks: a library it has under the same
-  # soname is ABI-compatible, and the image's own (newer) one suits its libstdc++.
-  mkdir -p "$stage/lib"
-  for f in "$stage"/lib/*; do
-    [[ -e "$f" ]] && ldconfig -p | awk -v l="$(basename "$f")" '$1 == l {f = 1} END {exit !f}' &&
-      rm -f "$f"
+if [[ -x "$unpacked/build/bench/gpu_bench" ]]; then
+  build=$unpacked/build
+  # The carried Debian libraries this image lacks: one it has under the same soname is
+  # ABI-compatible, and the image's own (newer) one suits its libstdc++.
+  carried=$scratch/lib
+  mkdir -p "$carried"
+  for f in "$unpacked"/lib/*; do
+    [[ -e "$f" ]] || continue
+    ldconfig -p | awk -v l="$(basename "$f")" '$1 == l {f = 1} END {exit !f}' || cp "$f" "$carried/"
   done
-  note "prebuilt binaries; Debian libraries carried: $(find "$stage/lib" -type f -printf '%f ')"
-  carried=$(cd "$stage/lib" && pwd)
+  note "prebuilt binaries ($build); Debian libraries carried: $(find "$carried" -type f -printf '%f ')"
   export LD_LIBRARY_PATH="${libdirs#:}:$carried"
 else
   build="build-gpu"
