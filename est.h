@@ -9,6 +9,7 @@
 #include "checkpoint/checkpoint.h"
 #include "data/data.h"
 #include "distribute/distribute.h"
+#include "estimator/canned/head.h"
 #include "estimator/estimator.h"
 #include "nn/metrics.h"
 #include "nn/nn.h"
