@@ -83,6 +83,15 @@ TEST_CASE("create_estimator_spec: TRAIN minimizes, EVAL has metrics, PREDICT pre
     spec.train_op.run();
   }
   CHECK(last_loss < first_loss / 2);
+  // The train op carries the head's loss_reduction, which a strategy reads to scale gradients.
+  ctx.begin_call();
+  CHECK(head->create_estimator_spec(features, ModeKeys::kTrain, logits_of(), labels, ctx,
+                                    optim::sgd(0.5))
+            .train_op.loss_reduction() == nn::Reduction::kSumOverBatchSize);
+  CHECK(canned::multi_class_head(3, {.loss_reduction = nn::Reduction::kSum})
+            ->create_estimator_spec(features, ModeKeys::kTrain, logits_of(), labels, ctx,
+                                    optim::sgd(0.5))
+            .train_op.loss_reduction() == nn::Reduction::kSum);
   CHECK_THROWS_AS(head->create_estimator_spec(features, ModeKeys::kTrain, logits_of(), labels, ctx),
                   InvalidArgumentError);  // no optimizer
 
