@@ -5,9 +5,14 @@
 // skipped by the `* doctest::skip()` decorator prints its name too. It is the default reporter;
 // an explicit --reporters=... on the command line still chooses doctest's own. A suite built
 // with EST_TEST_REQUIRES_GPU (the GPU tests) exits 77, meson's "skipped", where no GPU can run.
+// Suites keep their intra-op thread count fixed (EST_ADAPTIVE_THREADS=0, inherited by the
+// processes they start) unless the environment says otherwise: results that depend on the
+// thread count (the order of a sum) must not depend on how busy the machine is. The thread
+// governor has its own tests (tests/ops/thread_governor_test.cpp).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -83,6 +88,7 @@ void skip(const std::string& reason) { g_skip_reason = reason; }
 }  // namespace est::testing
 
 int main(int argc, char** argv) {
+  ::setenv("EST_ADAPTIVE_THREADS", "0", /*overwrite=*/0);
 #ifdef EST_TEST_REQUIRES_GPU
   if (!est::ops::backend_available(est::ops::Backend::kCuda)) {
     std::cout << "SKIPPED: " << est::ops::backend_unavailable_reason(est::ops::Backend::kCuda)
