@@ -9,6 +9,10 @@
 // processes they start) unless the environment says otherwise: results that depend on the
 // thread count (the order of a sum) must not depend on how busy the machine is. The thread
 // governor has its own tests (tests/ops/thread_governor_test.cpp).
+// The GPU suites compare GPU results with the float32 reference, so they turn TensorFloat-32 off
+// first, as TensorFlow's test cases do: it is on by default (ops/tensor_float_32.h) and rounds
+// float32 GEMM and convolution inputs to 10 mantissa bits (the op harness turns it off in its
+// gpu/cuda cases, tests/ops/harness_test.cpp).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -21,6 +25,9 @@
 #include "tests/skip.h"
 #ifdef EST_TEST_REQUIRES_GPU
 #include "ops/backend.h"
+#endif
+#ifdef EST_TEST_REQUIRES_GPU
+#include "ops/tensor_float_32.h"
 #endif
 
 namespace {
@@ -90,6 +97,7 @@ void skip(const std::string& reason) { g_skip_reason = reason; }
 int main(int argc, char** argv) {
   ::setenv("EST_ADAPTIVE_THREADS", "0", /*overwrite=*/0);
 #ifdef EST_TEST_REQUIRES_GPU
+  est::ops::enable_tensor_float_32_execution(false);
   if (!est::ops::backend_available(est::ops::Backend::kCuda)) {
     std::cout << "SKIPPED: " << est::ops::backend_unavailable_reason(est::ops::Backend::kCuda)
               << std::endl;
