@@ -69,6 +69,11 @@ else
   fi
 fi
 [[ -n "$missing" ]] && echo "torch: missing: $missing"
+case $missing in
+  "PyTorch is not installed"* | "no Python interpreter"*)
+    echo "torch: to install PyTorch: apt-get install python3-torch (Debian's, seen by" \
+      "/usr/bin/python3), or pip install torch into the python3 on PATH" ;;
+esac
 
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 number() { [[ "$1" =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
