@@ -36,7 +36,9 @@ CALL = re.compile(r"\b(?:run_program|system|popen|run_command|run)\s*\(")
 CPP_STRING = re.compile(r'R"([^(]*)\((.*?)\)\1"|"((?:[^"\\\n]|\\.)*)"', re.S)
 SKIP = re.compile(r"\bskip\s*\(|exit 77|SKIPPED")
 # The installer itself and this file name scripts without running them.
-NOT_RUN = {"scripts/setup.sh", "tests/scripts/external_tools_test.py"}
+# scripts/gpu_check.sh runs on the GPU machine, whose image brings its own tools; here
+# tests/scripts/gpu_check_test.cpp runs it only as far as its no-GPU exit.
+NOT_RUN = {"scripts/setup.sh", "tests/scripts/external_tools_test.py", "scripts/gpu_check.sh"}
 SKIP_WINDOW = 12  # lines around a skip in which the tool must be named
 
 
@@ -217,7 +219,9 @@ def audit(root):
             if rel in reached or rel in NOT_RUN or not os.path.isfile(os.path.join(root, rel)):
                 continue
             reached.append(rel)
-            todo.extend(SCRIPT_REF.findall(text_of(rel)))
+            # Scripts named in code, not in comments (a comment may point at a script to read).
+            code = re.sub(r"^\s*(//|#).*$", "", text_of(rel), flags=re.M)
+            todo.extend(SCRIPT_REF.findall(code))
         for rel in reached:
             programs, modules = uses(rel, text_of(rel))
             items = [("program", p) for p in programs] + [
