@@ -220,8 +220,12 @@ Estimator& Estimator::train_loop(const InputFn& input_fn, const Hooks& hooks,
     timings.input_begin = detail::steady_seconds();
     int64_t before = session.global_step();
     if (sync.active() && stop_step && before >= *stop_step) break;  // the same on every worker
-    std::vector<data::Element> elements = replicas.next(*iterator);
-    bool whole_step = !elements.empty() && elements.size() == static_cast<size_t>(replicas.size());
+    // A worker whose hook asked to stop reads no batch for a step that will not run: the
+    // position saved at the end stays the one after its last trained step.
+    std::vector<data::Element> elements;
+    if (!stop_pending) elements = replicas.next(*iterator);
+    bool whole_step = stop_pending || (!elements.empty() &&
+                                       elements.size() == static_cast<size_t>(replicas.size()));
     detail::WorkerSync::Decision decision;
     if (sync.active()) {
       bool chief_saves = config_.is_chief && !first && saver->decide_save(before + 1);
