@@ -14,13 +14,17 @@ packages=(
   libhdf5-dev libprotobuf-dev protobuf-compiler libisal-dev
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio openssl
   dataset-fashion-mnist python3-h5py python3-numpy
-  python3-onnx nodejs npm libcpp-httplib-dev curl
+  python3-onnx nodejs libcpp-httplib-dev curl
 )
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm (the ONNX runtime the export tests compare against comes from npm): Debian's package,
+# unless the nodejs installed already brings the command (NodeSource's does, and conflicts with
+# Debian's npm).
+command -v npm >/dev/null || missing+=(npm)
 if ((${#missing[@]})); then
   if [ "$(id -u)" -eq 0 ]; then
     echo "Installing missing packages: ${missing[*]}"
