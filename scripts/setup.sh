@@ -11,7 +11,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 packages=(
   meson ninja-build pkg-config cmake g++
   libeigen3-dev libdnnl-dev libfmt-dev doctest-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
-  libhdf5-dev libprotobuf-dev protobuf-compiler libisal-dev
+  libhdf5-dev libprotobuf-dev protobuf-compiler libisal-dev libfarmhash-dev
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio openssl
   dataset-fashion-mnist python3-h5py python3-numpy python3-protobuf
 )
