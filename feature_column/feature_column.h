@@ -1,7 +1,8 @@
 // TensorFlow's feature columns (tf.feature_column), following
 // tensorflow/python/feature_column/feature_column_v2.py: numeric and bucketized columns,
 // categorical columns (identity, vocabulary list and file, hash bucket, crossed), indicator
-// and embedding columns, and input_layer / dense_features, with TF's hashing bit for bit.
+// and embedding columns, weighted_categorical_column, input_layer / dense_features and
+// linear_model, with TF's hashing bit for bit.
 #pragma once
 
 #include "feature_column/categorical.h"
@@ -10,4 +11,5 @@
 #include "feature_column/dense_columns.h"
 #include "feature_column/hashing.h"
 #include "feature_column/input_layer.h"
+#include "feature_column/linear.h"
 #include "feature_column/numeric.h"
