@@ -49,6 +49,9 @@ class DenseColumn : public virtual FeatureColumn {
   // float32 [batch, ...variable_shape]. Columns with variables (embedding) create or find them
   // through `context` under its current variable scope; the others ignore it.
   virtual Tensor dense_tensor(const Features& features, nn::ModelContext* context) const = 0;
+  // The variable scope input_layer opens for the column (TF's _var_scope_name): its name,
+  // or the shared name of columns that share their variables (shared embeddings).
+  virtual std::string var_scope_name() const { return name(); }
 };
 
 class CategoricalColumn : public virtual FeatureColumn {

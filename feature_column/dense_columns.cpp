@@ -6,6 +6,7 @@
 // matmul's; rows of examples without ids stay zero.
 #include "feature_column/dense_columns.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -45,19 +46,43 @@ EmbeddingColumn::EmbeddingColumn(CategoricalColumnPtr categorical, int64_t dimen
                                            categorical_->name(), dimension_));
 }
 
-Tensor EmbeddingColumn::dense_tensor(const Features& features, nn::ModelContext* context) const {
+namespace {
+
+// The embedding of `categorical`'s ids in "embedding_weights" under the context's scope.
+Tensor embed(const Features& features, nn::ModelContext* context, const std::string& column,
+             const CategoricalColumn& categorical, int64_t dimension,
+             const EmbeddingColumnOptions& options) {
   if (!context)
-    throw InvalidArgumentError("embedding_column '" + name() +
+    throw InvalidArgumentError("embedding column '" + column +
                                "' needs a ModelContext for its embedding_weights variable");
   const nn::Initializer initializer =
-      options_.initializer
-          ? *options_.initializer
-          : nn::truncated_normal(0.0, 1.0 / std::sqrt(static_cast<double>(dimension_)));
+      options.initializer
+          ? *options.initializer
+          : nn::truncated_normal(0.0, 1.0 / std::sqrt(static_cast<double>(dimension)));
   Tensor weights =
-      context->get_variable("embedding_weights", {categorical_->num_buckets(), dimension_},
-                            DType::kF32, initializer, options_.trainable);
-  IdWeightPair pair = categorical_->sparse_tensors(features);
-  return safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options_.combiner);
+      context->get_variable("embedding_weights", {categorical.num_buckets(), dimension},
+                            DType::kF32, initializer, options.trainable);
+  IdWeightPair pair = categorical.sparse_tensors(features);
+  return safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.combiner);
+}
+
+}  // namespace
+
+Tensor EmbeddingColumn::dense_tensor(const Features& features, nn::ModelContext* context) const {
+  return embed(features, context, name(), *categorical_, dimension_, options_);
+}
+
+SharedEmbeddingColumn::SharedEmbeddingColumn(CategoricalColumnPtr categorical, int64_t dimension,
+                                             EmbeddingColumnOptions options,
+                                             std::string shared_name)
+    : categorical_(std::move(categorical)),
+      dimension_(dimension),
+      options_(std::move(options)),
+      shared_name_(std::move(shared_name)) {}
+
+Tensor SharedEmbeddingColumn::dense_tensor(const Features& features,
+                                           nn::ModelContext* context) const {
+  return embed(features, context, name(), *categorical_, dimension_, options_);
 }
 
 Tensor safe_embedding_lookup_sparse(const Tensor& weights, const Tensor& ids,
@@ -101,6 +126,39 @@ Tensor safe_embedding_lookup_sparse(const Tensor& weights, const Tensor& ids,
 
 std::shared_ptr<const IndicatorColumn> indicator_column(CategoricalColumnPtr categorical) {
   return std::make_shared<const IndicatorColumn>(std::move(categorical));
+}
+
+std::vector<std::shared_ptr<const SharedEmbeddingColumn>> shared_embedding_columns(
+    const std::vector<CategoricalColumnPtr>& categorical_columns, int64_t dimension,
+    EmbeddingColumnOptions options, std::string shared_embedding_collection_name) {
+  if (categorical_columns.empty())
+    throw InvalidArgumentError("shared_embedding_columns: no categorical columns");
+  if (dimension < 1)
+    throw InvalidArgumentError(
+        fmt::format("shared_embedding_columns: dimension must be >= 1, got {}", dimension));
+  std::vector<std::string> names;
+  for (const CategoricalColumnPtr& column : categorical_columns) {
+    if (!column) throw InvalidArgumentError("shared_embedding_columns: a column is null");
+    if (column->num_buckets() != categorical_columns[0]->num_buckets())
+      throw InvalidArgumentError(fmt::format(
+          "shared_embedding_columns: to be shared, all categorical columns must have the same "
+          "number of buckets; '{}' has {} but '{}' has {}",
+          column->name(), column->num_buckets(), categorical_columns[0]->name(),
+          categorical_columns[0]->num_buckets()));
+    names.push_back(column->name());
+  }
+  if (shared_embedding_collection_name.empty()) {
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names)
+      shared_embedding_collection_name +=
+          (shared_embedding_collection_name.empty() ? "" : "_") + name;
+    shared_embedding_collection_name += "_shared_embedding";
+  }
+  std::vector<std::shared_ptr<const SharedEmbeddingColumn>> out;
+  for (const CategoricalColumnPtr& column : categorical_columns)
+    out.push_back(std::make_shared<const SharedEmbeddingColumn>(column, dimension, options,
+                                                                shared_embedding_collection_name));
+  return out;
 }
 
 std::shared_ptr<const EmbeddingColumn> embedding_column(CategoricalColumnPtr categorical,

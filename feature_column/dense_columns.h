@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "feature_column/column.h"
 #include "nn/initializers.h"
@@ -55,7 +56,32 @@ class EmbeddingColumn final : public DenseColumn {
   EmbeddingColumnOptions options_;
 };
 
+// shared_embedding_columns (tf.compat.v1.feature_column.shared_embedding_columns): embedding
+// columns over categorical columns with equal num_buckets that look up one variable,
+// "<shared name>/embedding_weights" (shared name: the columns' names sorted, joined with "_",
+// plus "_shared_embedding", unless given). Each column is named
+// "<categorical>_shared_embedding".
+class SharedEmbeddingColumn final : public DenseColumn {
+ public:
+  SharedEmbeddingColumn(CategoricalColumnPtr categorical, int64_t dimension,
+                        EmbeddingColumnOptions options, std::string shared_name);
+  std::string name() const override { return categorical_->name() + "_shared_embedding"; }
+  std::string var_scope_name() const override { return shared_name_; }
+  void add_parse_spec(FeatureSpecs& specs) const override { categorical_->add_parse_spec(specs); }
+  Shape variable_shape() const override { return {dimension_}; }
+  Tensor dense_tensor(const Features& features, nn::ModelContext* context) const override;
+
+ private:
+  CategoricalColumnPtr categorical_;
+  int64_t dimension_;
+  EmbeddingColumnOptions options_;
+  std::string shared_name_;
+};
+
 std::shared_ptr<const IndicatorColumn> indicator_column(CategoricalColumnPtr categorical);
+std::vector<std::shared_ptr<const SharedEmbeddingColumn>> shared_embedding_columns(
+    const std::vector<CategoricalColumnPtr>& categorical_columns, int64_t dimension,
+    EmbeddingColumnOptions options = {}, std::string shared_embedding_collection_name = "");
 std::shared_ptr<const EmbeddingColumn> embedding_column(CategoricalColumnPtr categorical,
                                                         int64_t dimension,
                                                         EmbeddingColumnOptions options = {});

@@ -28,7 +28,7 @@ Tensor build(const Features& features, const std::vector<DenseColumnPtr>& column
   int64_t batch = -1;
   std::string first;
   for (const DenseColumnPtr& column : sorted) {
-    auto column_scope = context.variable_scope(column->name());
+    auto column_scope = context.variable_scope(column->var_scope_name());
     Tensor tensor = column->dense_tensor(features, &context);
     const int64_t elements = ops::num_elements(column->variable_shape());
     if (batch < 0) {

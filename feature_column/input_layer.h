@@ -3,7 +3,8 @@
 // [batch, elements] and concatenated along axis 1, as _internal_input_layer in
 // tensorflow/python/feature_column/feature_column_v2.py / feature_column.py does.
 //
-// Variables are created under the scope "<layer>/<column name>" (layer "input_layer", or
+// Variables are created under the scope "<layer>/<column's var_scope_name, its name unless it
+// shares variables>" (layer "input_layer", or
 // "input_layer_1" for a second call in the same model_fn call, as TF's default_name scopes
 // number them), so an embedding column's weights are
 // "input_layer/<categorical>_embedding/embedding_weights" and a TF checkpoint's values can be

@@ -161,3 +161,26 @@ TEST_CASE("columns read batches parsed from Examples with their parse spec") {
   CHECK(crosses0 == 2);  // omar x {en, fr}
   CHECK(crosses1 == 0);  // no language: no crosses
 }
+
+TEST_CASE("shared_embedding_columns look up one variable named as TF names it") {
+  nn::VariableStore store;
+  nn::ModelContext context(store);
+  auto shared = shared_embedding_columns(
+      {categorical_column_with_identity("bbb", 3), categorical_column_with_identity("aaa", 3)}, 2,
+      {.initializer = embedding_values()});
+  REQUIRE(shared.size() == 2);
+  CHECK(shared[0]->name() == "bbb_shared_embedding");
+  Features features{{"aaa", sparse_numbers<int64_t>({0, 0, 1, 0}, {2, 0}, {2, 1})},
+                    {"bbb", sparse_numbers<int64_t>({0, 0, 1, 0}, {1, 1}, {2, 1})}};
+  Tensor net = input_layer(features, {shared[0], shared[1]}, context);
+  // Sorted: aaa_shared_embedding, bbb_shared_embedding; both from the one table.
+  CHECK(net.to_vector<float>() == std::vector<float>{7, 11, 3, 5, 1, 2, 3, 5});
+  CHECK(store.names() ==
+        std::vector<std::string>{"input_layer/aaa_bbb_shared_embedding/embedding_weights"});
+  CHECK(contains(error_message<InvalidArgumentError>([] {
+                   shared_embedding_columns({categorical_column_with_identity("a", 3),
+                                             categorical_column_with_identity("b", 4)},
+                                            2);
+                 }),
+                 "same number of buckets"));
+}
