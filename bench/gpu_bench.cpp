@@ -5,16 +5,28 @@
 // bench/resnet_model.h at --resnet-batch. Data are synthetic batches already on the device (a
 // ring of 8, so both sides time the step, not the input pipeline); SGD, sparse softmax
 // cross-entropy. Timing is steady-state: --warmup steps, then --repeats runs of --steps steps
-// with the device synchronised at the ends only; the median run is printed. On a GPU the
-// variables are created on the CPU (the same initial values) and copied to the device once.
+// with the device synchronised at the ends only; the median run is printed. The variables are
+// created on the CPU (the same initial values everywhere) and copied once into a store on the
+// device, which every row checks.
+//
+// Precision, for a fair comparison with PyTorch (bench/torch_gpu.py prints the same rows): the
+// CNN runs at each --precisions entry, `float32` with TensorFloat-32 off (plain float32 FMA
+// math in cuBLAS and cuDNN: ops::enable_tensor_float_32_execution(false)) and `tf32` with it on
+// (TensorFlow's default on Ampere and later; a GPU mode, skipped on the CPU). The ResNet runs
+// under --resnet-policy: mixed_bfloat16 (nn/mixed_precision.h) keeps TF32 on, as TensorFlow
+// would, float32 turns it off; its line says how its convolutions compute (`convs=`): this
+// build's CUDA convolutions have no native bfloat16 path (ops/cuda/register.cpp runs them in
+// float32 through casts), so a mixed_bfloat16 row says `convs=tf32_via_casts`, not bfloat16.
 //
 //   gpu_bench [--device gpu|cpu] [--warmup W] [--steps S] [--repeats R] [--cnn-batches 64,1024]
-//             [--resnet-batch 256] [--resnet-size 32] [--resnet-width 64] [--resnet-blocks 3]
-//             [--resnet-policy mixed_bfloat16|float32]
-// Lines: `est train model=<cnn|resnet> batch=<B> mode=<eager|graph> precision=<p>
+//             [--precisions float32,tf32] [--resnet-batch 256] [--resnet-size 32]
+//             [--resnet-width 64] [--resnet-blocks 3] [--resnet-policy mixed_bfloat16|float32]
+// Lines: `est train model=<cnn|resnet> batch=<B> mode=<eager|graph> precision=<p> [convs=<c>]
 // steps_per_sec=<x> examples_per_sec=<y> loss=<last>`, or the same key with `error="..."` or
-// `skipped="..."` in place of the figures; an `est device=...` line first. The ResNet runs under
-// --resnet-policy (mixed_bfloat16 by default: nn/mixed_precision.h).
+// `skipped="..."` in place of the figures; `est device=...` and `est precision ...` lines first.
+// mode=graph is nn::CapturedStep; on the CPU it has no graph to capture, and the line is a skip,
+// but its eager path still runs a few training steps and the line is an error if they did not
+// train (so the CPU smoke test exercises the captured step's code, issue 22).
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -27,6 +39,7 @@
 
 #include <est/nn/nn.h>
 #include <est/ops/ops.h>
+#include <est/ops/tensor_float_32.h>
 #if EST_HAVE_CUDA
 #include <est/ops/cuda/runtime.h>
 #endif
@@ -57,11 +70,12 @@ std::string one_line(std::string text) {
   return text;
 }
 
-// A model trained by SGD on a ring of synthetic batches held on `device`.
+// A model trained by SGD on a ring of synthetic batches held on `device`, its variables in a
+// store on `device`.
 struct Trainer {
   Device device;
   ModelFn model;
-  est::nn::VariableStore store;
+  est::nn::VariableStore store{device};
   est::ModelContext ctx{store, est::nn::Mode::kTrain, 7};
   std::vector<Tensor> images, labels;
   Tensor loss;
@@ -74,7 +88,6 @@ struct Trainer {
                                       est::DType::kI64)
                            .to(device));
     }
-    if (device.is_cpu()) return;
     // Variables: created on the CPU by one call on one example, then copied to the device.
     est::nn::VariableStore host_store;
     est::ModelContext host_ctx{host_store, est::nn::Mode::kTrain, 7};
@@ -82,8 +95,19 @@ struct Trainer {
     one[0] = 1;
     host_ctx.begin_call();
     model(host_ctx, Tensor::zeros(one));
-    for (const est::nn::Variable& v : host_store.variables())
-      store.create(v.name, v.value.detach().to(device), v.trainable);
+    for (const est::nn::Variable& v : host_store.variables()) {
+      const Tensor value = store.create(v.name, v.value.detach().to(device), v.trainable);
+      if (est::ops::is_floating(value.dtype()) && value.device() != device)
+        throw est::InternalError(
+            fmt::format("variable {} is on {}, not on {}: the store of a {} "
+                        "run must live there",
+                        v.name, value.device().str(), device.str(), device.str()));
+    }
+  }
+
+  // The first trainable variable's values, on the host (to see whether steps trained).
+  std::vector<float> first_variable() const {
+    return store.trainable_variables().front().value.to(Device::cpu()).to_vector<float>();
   }
 
   void step(const Tensor& x, const Tensor& y) {
@@ -98,6 +122,7 @@ struct Options {
   std::string device = "gpu";
   int warmup = 20, steps = 200, repeats = 5, threads = 2;
   std::vector<int64_t> cnn_batches{64, 1024};
+  std::vector<std::string> precisions{"float32", "tf32"};
   int64_t resnet_batch = 256, resnet_size = 32, resnet_width = 64;
   int resnet_blocks = 3;
   std::string resnet_policy = "mixed_bfloat16";
@@ -120,16 +145,39 @@ double steps_per_sec(const Options& o, Device device, int steps,
   return rates[rates.size() / 2];
 }
 
+// On the CPU there is no graph: the CapturedStep's eager path runs a few steps, which must train.
+void check_captured_step_on_cpu(const std::string& key, Trainer& t) {
+  Tensor static_images = t.images[0].clone(), static_labels = t.labels[0].clone();
+  est::nn::CapturedStep captured({static_images, static_labels},
+                                 [&] { t.step(static_images, static_labels); });
+  const std::vector<float> before = t.first_variable();
+  constexpr int kSteps = 3;
+  for (int i = 0; i < kSteps; ++i) captured.run({t.images[i % kRing], t.labels[i % kRing]});
+  if (t.first_variable() == before)
+    throw est::InternalError("the CapturedStep's steps left the variables unchanged");
+  fmt::print(
+      "{} skipped=\"CUDA graphs need a GPU; the CapturedStep's eager path trained {} "
+      "steps\"\n",
+      key, kSteps);
+}
+
 void measure(const Options& o, Device device, const std::string& model_name, int64_t batch,
              const std::string& mode, const std::string& precision, int steps,
-             const std::function<std::unique_ptr<Trainer>()>& make) {
-  const std::string key = fmt::format("est train model={} batch={} mode={} precision={}",
-                                      model_name, batch, mode, precision);
-  if (mode == "graph" && !device.is_cuda()) {
-    fmt::print("{} skipped=\"CUDA graphs need a GPU\"\n", key);
+             const std::function<std::unique_ptr<Trainer>()>& make, const std::string& convs = "") {
+  const std::string key =
+      fmt::format("est train model={} batch={} mode={} precision={}{}", model_name, batch, mode,
+                  precision, convs.empty() ? "" : " convs=" + convs);
+  if (precision == "tf32" && !device.is_cuda()) {
+    fmt::print("{} skipped=\"TF32 is a GPU mode\"\n", key);
     return;
   }
   try {
+    if (mode == "graph" && !device.is_cuda()) {
+      std::unique_ptr<Trainer> t = make();
+      check_captured_step_on_cpu(key, *t);
+      std::fflush(stdout);
+      return;
+    }
     std::unique_ptr<Trainer> t = make();
     std::unique_ptr<est::nn::CapturedStep> captured;
     Tensor static_images, static_labels;
@@ -145,6 +193,8 @@ void measure(const Options& o, Device device, const std::string& model_name, int
       run_one = [&](int i) { t->step(t->images[i % kRing], t->labels[i % kRing]); };
     }
     const double rate = steps_per_sec(o, device, steps, run_one);
+    if (captured && !captured->captured())
+      throw est::InternalError("the step was never captured into a CUDA graph");
     const double loss = t->loss.item();  // after the timing: the last step's loss, on the host
     fmt::print("{} steps_per_sec={:.2f} examples_per_sec={:.1f} loss={:.4f}\n", key, rate,
                rate * static_cast<double>(batch), loss);
@@ -171,6 +221,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cnn-batches", o.cnn_batches, "batch sizes of the tutorial CNN")
       ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--precisions", o.precisions,
+                 "the CNN's precisions: float32 (TF32 off), tf32 (TF32 on; GPU only)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"float32", "tf32"}))
       ->capture_default_str();
   app.add_option("--resnet-batch", o.resnet_batch, "batch size of the ResNet-style net (0: none)")
       ->capture_default_str();
@@ -206,6 +261,11 @@ int main(int argc, char** argv) {
   } else {
     fmt::print("est device=/cpu:0 threads={}\n", o.threads);
   }
+  fmt::print(
+      "est precision: float32 rows run with TF32 off, tf32 rows with it on (cuBLAS math mode and "
+      "cuDNN convolution math, ops::enable_tensor_float_32_execution); the ResNet under {} with "
+      "TF32 {}\n",
+      o.resnet_policy, o.resnet_policy == "float32" ? "off" : "on");
   std::fflush(stdout);
 
   for (int64_t batch : o.cnn_batches) {
@@ -215,13 +275,23 @@ int main(int argc, char** argv) {
           [](est::ModelContext& ctx, const Tensor& x) { return examples::tutorial_cnn(ctx, x); },
           est::Shape{batch, 28, 28, 1});
     };
-    for (const char* mode : {"eager", "graph"})
-      measure(o, device, "cnn", batch, mode, "float32", o.steps, make);
+    for (const std::string& precision : o.precisions) {
+      est::ops::enable_tensor_float_32_execution(precision == "tf32");
+      for (const char* mode : {"eager", "graph"})
+        measure(o, device, "cnn", batch, mode, precision, o.steps, make);
+    }
   }
   if (o.resnet_batch > 0) {
     // The ResNet under a Keras dtype policy (mixed_bfloat16: bfloat16 compute, float32
     // variables), as torch's side runs under bfloat16 autocast.
     est::nn::mixed_precision::PolicyScope policy(o.resnet_policy);
+    const bool tensor_float_32 = o.resnet_policy != "float32" && device.is_cuda();
+    est::ops::enable_tensor_float_32_execution(tensor_float_32);
+    // How the convolutions compute: in float32 through casts under mixed_bfloat16 (the CUDA
+    // and reference convolutions have no bfloat16 kernel; see the header comment).
+    const std::string convs = o.resnet_policy == "float32"
+                                  ? "float32"
+                                  : (tensor_float_32 ? "tf32_via_casts" : "float32_via_casts");
     auto make = [&] {
       return std::make_unique<Trainer>(
           device,
@@ -230,8 +300,8 @@ int main(int argc, char** argv) {
           },
           est::Shape{o.resnet_batch, o.resnet_size, o.resnet_size, 3});
     };
-    measure(o, device, "resnet", o.resnet_batch, "eager", o.resnet_policy,
-            std::max(1, o.steps / 4), make);
+    measure(o, device, "resnet", o.resnet_batch, "eager", o.resnet_policy, std::max(1, o.steps / 4),
+            make, convs);
   }
   return 0;
 }

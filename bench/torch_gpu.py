@@ -1,14 +1,26 @@
 """The PyTorch half of bench/gpu_bench.sh (bench/gpu_bench.cpp is est's): training steps/s of
 the Estimator tutorial's CNN at each --cnn-batches size and of the ResNet-style net of
-bench/resnet_model.h at --resnet-batch, in eager PyTorch on one device, with the same shapes,
-synthetic batches already on the device (a ring of 8), SGD and cross-entropy. The ResNet runs
-channels_last (NHWC, as est's) under torch.autocast(dtype=torch.bfloat16) with
-torch.backends.cudnn.benchmark = True. Steady state: --warmup steps, then --repeats runs of
---steps steps with the device synchronised at the ends only; the median run is printed.
+bench/resnet_model.h at --resnet-batch, on one device, with the same shapes, synthetic batches
+already on the device (a ring of 8), SGD and cross-entropy, torch.backends.cudnn.benchmark =
+True. Steady state: --warmup steps, then --repeats runs of --steps steps with the device
+synchronised at the ends only; the median run is printed.
 
-Lines: `torch train model=<cnn|resnet> batch=<B> mode=eager precision=<p> steps_per_sec=<x>
-examples_per_sec=<y> loss=<last>` (or `error="..."`), after a `torch device=...` line; a
-device torch cannot use prints `torch device=... error="..."` and exits 0."""
+The same rows as est's, for a like-for-like comparison:
+  - mode=eager: plain PyTorch; mode=graph: the whole step (forward, backward, SGD update)
+    captured once in a torch.cuda.CUDAGraph and replayed after copying each batch into its
+    static inputs, as est's nn::CapturedStep does (GPU only);
+  - precision=float32: TF32 off for cuBLAS and cuDNN (PyTorch allows it for cuDNN convolutions
+    by default); precision=tf32: on for both (GPU only). Both set through
+    torch.backends.{cuda.matmul,cudnn.conv}.fp32_precision where this torch has it, else the
+    allow_tf32 flags, and said on the `torch precision` line;
+  - the ResNet channels_last (NHWC, as est's) under --resnet-policy: mixed_bfloat16 is
+    torch.autocast(dtype=torch.bfloat16) (precision=bfloat16, TF32 on for what stays float32),
+    float32 is plain float32 with TF32 off.
+
+Lines: `torch train model=<cnn|resnet> batch=<B> mode=<eager|graph> precision=<p>
+steps_per_sec=<x> examples_per_sec=<y> loss=<last>` (or `error="..."`/`skipped="..."`), after
+`torch device=...` and `torch precision ...` lines; a device torch cannot use prints
+`torch device=... error="..."` and exits 0."""
 import argparse
 import statistics
 import sys
@@ -53,8 +65,28 @@ def synchronize(device):
         torch.cuda.synchronize(device)
 
 
-def measure(args, device, name, batch, precision, steps, make_model, image_shape, channels_last):
-    key = f"torch train model={name} batch={batch} mode=eager precision={precision}"
+def set_tensor_float_32(enabled):
+    """TF32 for cuBLAS and cuDNN convolutions; returns how it was set, for the output."""
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision") and hasattr(torch.backends.cudnn, "conv"):
+        value = "tf32" if enabled else "ieee"
+        matmul.fp32_precision = value
+        torch.backends.cudnn.conv.fp32_precision = value
+        return f"fp32_precision={value}"
+    matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    return f"allow_tf32={enabled}"
+
+
+def measure(args, device, name, batch, mode, precision, steps, make_model, image_shape,
+            channels_last):
+    key = f"torch train model={name} batch={batch} mode={mode} precision={precision}"
+    if device.type != "cuda" and (mode == "graph" or precision == "tf32"):
+        why = "CUDA graphs need a GPU" if mode == "graph" else "TF32 is a GPU mode"
+        print(f'{key} skipped="{why}"', flush=True)
+        return
+    if device.type == "cuda":
+        set_tensor_float_32(precision != "float32")
     try:
         torch.manual_seed(0)
         net = make_model().to(device)
@@ -68,16 +100,45 @@ def measure(args, device, name, batch, precision, steps, make_model, image_shape
         autocast = precision == "bfloat16"
         state = {"next": 0, "loss": None}
 
-        def run(count):
+        def step(x, y):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+                loss = loss_fn(net(x), y)
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        def eager(count):
             for _ in range(count):
                 i = state["next"] % RING
                 state["next"] += 1
                 optimizer.zero_grad(set_to_none=True)
-                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-                    loss = loss_fn(net(images[i]), labels[i])
-                loss.backward()
-                optimizer.step()
-                state["loss"] = loss
+                state["loss"] = step(images[i], labels[i])
+
+        run = eager
+        if mode == "graph":  # torch.cuda.graphs' whole-network capture recipe
+            static_x, static_y = images[0].clone(), labels[0].clone()
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    optimizer.zero_grad(set_to_none=True)
+                    step(static_x, static_y)
+            torch.cuda.current_stream(device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            optimizer.zero_grad(set_to_none=True)
+            with torch.cuda.graph(graph):
+                static_loss = step(static_x, static_y)
+
+            def replay(count):
+                for _ in range(count):
+                    i = state["next"] % RING
+                    state["next"] += 1
+                    static_x.copy_(images[i])
+                    static_y.copy_(labels[i])
+                    graph.replay()
+                state["loss"] = static_loss
+
+            run = replay
 
         run(args.warmup)
         rates = []
@@ -102,10 +163,14 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cnn-batches", default="64,1024")
+    parser.add_argument("--precisions", default="float32,tf32",
+                        help="the CNN's: float32 (TF32 off), tf32 (TF32 on; GPU only)")
     parser.add_argument("--resnet-batch", type=int, default=256)
     parser.add_argument("--resnet-size", type=int, default=32)
     parser.add_argument("--resnet-width", type=int, default=64)
     parser.add_argument("--resnet-blocks", type=int, default=3)
+    parser.add_argument("--resnet-policy", choices=["mixed_bfloat16", "float32"],
+                        default="mixed_bfloat16")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -121,12 +186,29 @@ def main():
     else:
         device = torch.device("cpu")
         print(f"torch device=cpu threads={args.threads} torch={torch.__version__}", flush=True)
+    precisions = args.precisions.split(",")
+    for p in precisions:
+        if p not in ("float32", "tf32"):
+            parser.error(f"--precisions: {p!r} is not float32 or tf32")
+    how = ""
+    if device.type == "cuda":
+        how = (f"(float32: {set_tensor_float_32(False)}, tf32: {set_tensor_float_32(True)}, "
+               "for cuBLAS and cuDNN convolutions)")
+    resnet = "bfloat16 autocast, TF32 on" if args.resnet_policy == "mixed_bfloat16" else \
+        "float32, TF32 off"
+    print(f"torch precision: float32 rows run with TF32 off, tf32 rows with it on {how}; "
+          f"the ResNet under {resnet}", flush=True)
     for batch in (int(b) for b in args.cnn_batches.split(",")):
-        measure(args, device, "cnn", batch, "float32", args.steps, cnn, (1, 28, 28), False)
+        for precision in precisions:
+            for mode in ("eager", "graph"):
+                measure(args, device, "cnn", batch, mode, precision, args.steps, cnn,
+                        (1, 28, 28), False)
     if args.resnet_batch > 0:
         size = args.resnet_size
-        measure(args, device, "resnet", args.resnet_batch, "bfloat16", max(1, args.steps // 4),
-                lambda: ResNetish(args.resnet_width, args.resnet_blocks), (3, size, size), True)
+        precision = "bfloat16" if args.resnet_policy == "mixed_bfloat16" else "float32"
+        measure(args, device, "resnet", args.resnet_batch, "eager", precision,
+                max(1, args.steps // 4), lambda: ResNetish(args.resnet_width, args.resnet_blocks),
+                (3, size, size), True)
     return 0
 
 

@@ -25,6 +25,7 @@
 #include "estimator/hooks/session_run_hook.h"
 #include "estimator/params.h"
 #include "estimator/run_config.h"
+#include "estimator/serving_input.h"
 #include "estimator/specs.h"
 
 namespace est {
@@ -64,6 +65,17 @@ class Estimator {
   void predict(const InputFn& input_fn, const std::function<bool(Predictions)>& consume,
                const std::vector<std::string>& predict_keys = {}, const Hooks& hooks = {},
                const std::optional<std::string>& checkpoint_path = {});
+
+  // Writes the PREDICT model_fn of the latest checkpoint (or `checkpoint_path`) for serving, in
+  // TF's layout: <export_dir_base>/<timestamp>/ with model.onnx (estimator_export.cpp says how
+  // it is traced), signatures.json (serving_default and every export_outputs entry), assets/,
+  // and assets_extra's files (destination path -> source path) under assets.extra/. Returns the
+  // directory. NotFoundError when there is no checkpoint; UnimplementedError naming an op the
+  // export cannot express.
+  std::string export_saved_model(const std::string& export_dir_base,
+                                 const ServingInputReceiverFn& serving_input_receiver_fn,
+                                 const std::map<std::string, std::string>& assets_extra = {},
+                                 const std::optional<std::string>& checkpoint_path = {}) const;
 
   std::optional<std::string> latest_checkpoint() const;
   // From the latest checkpoint: NotFoundError when there is none yet.

@@ -1,15 +1,18 @@
-// LatestExporter: copy the checkpoint into a timestamped directory (written under a temporary
-// name, then renamed), record the eval result beside it, and drop the oldest exports.
+// LatestExporter, BestExporter and FinalExporter over Estimator::export_saved_model. Followed:
+// tensorflow/estimator's python/estimator/exporter.py (including the first-export rule of its
+// BestExporter: an evaluation already in the event files when the best is read back is exported
+// once) and gc.py (only ten-digit directories count as exports).
 #include "estimator/exporter.h"
 
-#include <fmt/format.h>
+#include <fnmatch.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
-#include "checkpoint/file_util.h"
+#include <fmt/format.h>
+
+#include "estimator/event_reader.h"
 #include "ops/error.h"
 #include "ops/logging.h"
 
@@ -19,68 +22,173 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The timestamped export directories under `export_path`, oldest first.
-std::vector<std::pair<int64_t, fs::path>> list_exports(const std::string& export_path) {
+void check_name(const std::string& exporter, const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos)
+    throw InvalidArgumentError(
+        fmt::format("{}: name '{}' must be non-empty and contain no '/'", exporter, name));
+}
+
+void check_exports_to_keep(const std::string& exporter, std::optional<int> exports_to_keep) {
+  if (exports_to_keep && *exports_to_keep <= 0)
+    throw InvalidArgumentError(fmt::format(
+        "{}: exports_to_keep, if given, must be a positive number (unset keeps all), got {}",
+        exporter, *exports_to_keep));
+}
+
+SavedModelExport checked_export(const std::string& exporter, std::string name,
+                                ServingInputReceiverFn fn,
+                                std::map<std::string, std::string> assets_extra) {
+  check_name(exporter, name);
+  if (!fn)
+    throw InvalidArgumentError(
+        fmt::format("{} '{}': serving_input_receiver_fn is empty", exporter, name));
+  return {std::move(name), std::move(fn), std::move(assets_extra)};
+}
+
+// Deletes all but the newest `keep` exports (directories named by ten digits) of `base`.
+void garbage_collect_exports(const std::string& base, std::optional<int> keep) {
+  if (!keep || !fs::is_directory(base)) return;
   std::vector<std::pair<int64_t, fs::path>> exports;
-  for (const auto& entry : fs::directory_iterator(export_path)) {
-    std::string stem = entry.path().filename().string();
-    if (!entry.is_directory() || stem.empty() || stem.size() > 18 ||
-        !std::all_of(stem.begin(), stem.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      continue;
-    exports.emplace_back(std::stoll(stem), entry.path());
+  for (const auto& entry : fs::directory_iterator(base)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name.size() == 10 &&
+        std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      exports.emplace_back(std::stoll(name), entry.path());
   }
   std::sort(exports.begin(), exports.end());
-  return exports;
+  for (size_t i = 0; i + static_cast<size_t>(*keep) < exports.size(); ++i) {
+    std::error_code error;
+    fs::remove_all(exports[i].second, error);
+    if (error)
+      log::warning("Can not delete {} recursively: {}", exports[i].second.string(),
+                   error.message());
+  }
+}
+
+// TF's first-export rule compares the best read back with this evaluation; event files hold
+// float32 values, so the comparison is at float32.
+bool same_as_in_events(const Metrics& from_events, const Metrics& eval_result) {
+  for (const auto& [tag, value] : from_events) {
+    auto found = eval_result.find(tag);
+    if (found == eval_result.end() ||
+        static_cast<float>(found->second) != static_cast<float>(value))
+      return false;
+  }
+  return !from_events.empty();
 }
 
 }  // namespace
 
-LatestExporter::LatestExporter(std::string name, int exports_to_keep)
-    : name_(std::move(name)), exports_to_keep_(exports_to_keep) {
-  if (name_.empty() || name_.find('/') != std::string::npos)
-    throw InvalidArgumentError(
-        fmt::format("LatestExporter: name '{}' must be non-empty and contain no '/'", name_));
-  if (exports_to_keep_ < 0)
-    throw InvalidArgumentError(fmt::format(
-        "LatestExporter: exports_to_keep must be >= 0 (0 keeps all), got {}", exports_to_keep_));
+std::string SavedModelExport::run(const Estimator& estimator, const std::string& export_path,
+                                  const std::string& checkpoint_path) const {
+  return estimator.export_saved_model(export_path, serving_input_receiver_fn, assets_extra,
+                                      checkpoint_path);
+}
+
+LatestExporter::LatestExporter(std::string name, ServingInputReceiverFn serving_input_receiver_fn,
+                               std::map<std::string, std::string> assets_extra,
+                               std::optional<int> exports_to_keep)
+    : export_(checked_export("LatestExporter", std::move(name),
+                             std::move(serving_input_receiver_fn), std::move(assets_extra))),
+      exports_to_keep_(exports_to_keep) {
+  check_exports_to_keep("LatestExporter", exports_to_keep_);
 }
 
 std::optional<std::string> LatestExporter::export_model(const Estimator& estimator,
                                                         const std::string& export_path,
                                                         const std::string& checkpoint_path,
-                                                        const Metrics& eval_result,
-                                                        bool /*is_the_final_export*/) {
-  if (!fs::is_regular_file(checkpoint_path))
-    throw NotFoundError(
-        fmt::format("LatestExporter '{}': checkpoint {} does not exist", name_, checkpoint_path));
-  fs::create_directories(export_path);
-  // Seconds since the epoch, and always after every existing export (several exports within
-  // one second, or a clock behind the newest), so the newest export sorts last.
-  std::vector<std::pair<int64_t, fs::path>> exports = list_exports(export_path);
-  auto timestamp = static_cast<int64_t>(estimator.config().now());
-  if (!exports.empty()) timestamp = std::max(timestamp, exports.back().first + 1);
-  fs::path final_dir = fs::path(export_path) / std::to_string(timestamp);
-  fs::path staging = fs::path(export_path) / fmt::format("temp-{}", timestamp);
-  fs::remove_all(staging);
-  fs::create_directories(staging);
-  fs::path file = fs::path(checkpoint_path).filename();
-  fs::copy_file(checkpoint_path, staging / file);
-  {
-    std::ofstream state(staging / "checkpoint");
-    state << "model_checkpoint_path: \"" << file.string() << "\"\n"
-          << "all_model_checkpoint_paths: \"" << file.string() << "\"\n";
-    std::ofstream result(staging / "eval_result.txt");
-    for (const auto& [key, value] : eval_result) result << key << " = " << value << "\n";
-  }
-  fs::rename(staging, final_dir);
-  log::info("Exported {} to {}", checkpoint_path, final_dir.string());
+                                                        const Metrics&, bool) {
+  std::string written = export_.run(estimator, export_path, checkpoint_path);
+  garbage_collect_exports(export_path, exports_to_keep_);
+  return written;
+}
 
-  if (exports_to_keep_ > 0) {
-    exports = list_exports(export_path);
-    for (size_t i = 0; i + static_cast<size_t>(exports_to_keep_) < exports.size(); ++i)
-      fs::remove_all(exports[i].second);
+bool loss_smaller(const Metrics& best_eval_result, const Metrics& current_eval_result) {
+  auto best = best_eval_result.find("loss");
+  if (best == best_eval_result.end())
+    throw InvalidArgumentError(
+        "loss_smaller: best_eval_result cannot be empty or no loss is "
+        "found in it");
+  auto current = current_eval_result.find("loss");
+  if (current == current_eval_result.end())
+    throw InvalidArgumentError(
+        "loss_smaller: current_eval_result cannot be empty or no loss is "
+        "found in it");
+  return best->second > current->second;
+}
+
+BestExporter::BestExporter(std::string name, ServingInputReceiverFn serving_input_receiver_fn,
+                           std::string event_file_pattern, CompareFn compare_fn,
+                           std::map<std::string, std::string> assets_extra,
+                           std::optional<int> exports_to_keep)
+    : export_(checked_export("BestExporter", std::move(name), std::move(serving_input_receiver_fn),
+                             std::move(assets_extra))),
+      event_file_pattern_(std::move(event_file_pattern)),
+      compare_fn_(std::move(compare_fn)),
+      exports_to_keep_(exports_to_keep) {
+  if (!compare_fn_) throw InvalidArgumentError("BestExporter: compare_fn must not be empty");
+  check_exports_to_keep("BestExporter", exports_to_keep_);
+}
+
+std::optional<Metrics> BestExporter::best_in_event_files(const std::string& model_dir) const {
+  const fs::path pattern = fs::path(model_dir) / event_file_pattern_;
+  const fs::path dir = pattern.parent_path();
+  const std::string file_glob = pattern.filename().string();
+  if (!fs::is_directory(dir)) return std::nullopt;
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.is_regular_file() &&
+        fnmatch(file_glob.c_str(), entry.path().filename().c_str(), 0) == 0)
+      files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  std::optional<Metrics> best;
+  for (const std::string& file : files) {
+    // One evaluation's scalars share a step: group them, in file order.
+    std::vector<std::pair<int64_t, Metrics>> results;
+    for (const ScalarEvent& event : read_events(file)) {
+      if (results.empty() || results.back().first != event.step)
+        results.push_back({event.step, {}});
+      results.back().second[event.tag] = event.value;
+    }
+    for (const auto& [step, result] : results)
+      if (!best || compare_fn_(*best, result)) best = result;
   }
-  return final_dir.string();
+  return best;
+}
+
+std::optional<std::string> BestExporter::export_model(const Estimator& estimator,
+                                                      const std::string& export_path,
+                                                      const std::string& checkpoint_path,
+                                                      const Metrics& eval_result, bool) {
+  if (model_dir_ != estimator.model_dir() && !event_file_pattern_.empty()) {
+    log::info("Loading best metric from event files.");
+    model_dir_ = estimator.model_dir();
+    best_eval_result_ = best_in_event_files(*model_dir_);
+  }
+  if (best_eval_result_ &&
+      !(!has_exported_ && same_as_in_events(*best_eval_result_, eval_result)) &&
+      !compare_fn_(*best_eval_result_, eval_result))
+    return std::nullopt;
+  log::info("Performing best model export.");
+  best_eval_result_ = eval_result;
+  std::string written = export_.run(estimator, export_path, checkpoint_path);
+  garbage_collect_exports(export_path, exports_to_keep_);
+  has_exported_ = true;
+  return written;
+}
+
+FinalExporter::FinalExporter(std::string name, ServingInputReceiverFn serving_input_receiver_fn,
+                             std::map<std::string, std::string> assets_extra)
+    : export_(checked_export("FinalExporter", std::move(name), std::move(serving_input_receiver_fn),
+                             std::move(assets_extra))) {}
+
+std::optional<std::string> FinalExporter::export_model(const Estimator& estimator,
+                                                       const std::string& export_path,
+                                                       const std::string& checkpoint_path,
+                                                       const Metrics&, bool is_the_final_export) {
+  if (!is_the_final_export) return std::nullopt;
+  log::info("Performing the final export in the end of training.");
+  return export_.run(estimator, export_path, checkpoint_path);
 }
 
 }  // namespace est

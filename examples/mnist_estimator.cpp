@@ -68,6 +68,7 @@ struct Options {
   double learning_rate = 0.05;
   std::string strategy = "none";
   std::vector<std::string> devices = {"/cpu:0", "/cpu:1"};
+  bool export_model = true;
 };
 
 std::shared_ptr<est::distribute::Strategy> make_strategy(const Options& options) {
@@ -96,6 +97,9 @@ void add_flags(CLI::App& app, Options& options) {
       ->capture_default_str();
   app.add_option("--devices", options.devices, "the strategy's devices, comma-separated")
       ->delimiter(',')
+      ->capture_default_str();
+  app.add_flag("--export,!--no-export", options.export_model,
+               "after training, export the model for serving to <model_dir>/export/<timestamp>/")
       ->capture_default_str();
 }
 
@@ -127,6 +131,16 @@ int main(int argc, char** argv) try {
       "TensorBoard summaries: {} (training) and {} (evaluation); view them with\n"
       "  tensorboard --logdir {}\n",
       classifier.model_dir(), classifier.eval_dir(), classifier.model_dir());
+  if (options.export_model) {
+    // What a request carries: a batch of 28x28x1 images, scaled to [0, 1] as input_fn does.
+    auto receiver = est::build_raw_serving_input_receiver_fn({{"image", {{-1, 28, 28, 1}}}});
+    const std::string base = classifier.model_dir() + "/export";
+    const std::string exported = classifier.export_saved_model(base, receiver);
+    fmt::print(
+        "Exported for serving: {} (model.onnx, signatures.json); serve it with\n"
+        "  build/tools/est-serve --model_base_path {} --model_name fashion --port 8501\n",
+        exported, base);
+  }
   return 0;
 } catch (const est::Error& error) {
   fmt::print(stderr, "error: {}\n", error.what());

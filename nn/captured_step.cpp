@@ -44,7 +44,6 @@ void CapturedStep::run(const std::vector<Tensor>& batch) {
   if (batch.size() != inputs_.size())
     throw InvalidArgumentError(fmt::format(
         "CapturedStep::run: {} batch tensors for {} static inputs", batch.size(), inputs_.size()));
-  ops::NoGradGuard no_grad;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (batch[i].shape() != inputs_[i].shape() || batch[i].dtype() != inputs_[i].dtype())
       throw InvalidArgumentError(fmt::format(
@@ -52,6 +51,7 @@ void CapturedStep::run(const std::vector<Tensor>& batch) {
           "captured step has fixed shapes (drop the last partial batch)",
           i, dtype_name(batch[i].dtype()), ops::shape_str(batch[i].shape()),
           dtype_name(inputs_[i].dtype()), ops::shape_str(inputs_[i].shape())));
+    ops::NoGradGuard no_grad;  // the copy only: the step itself records its tape
     inputs_[i].copy_from(batch[i]);
   }
   run();

@@ -9,7 +9,9 @@
 // values on the host (the capture fails with an error naming the copy), host-side state it
 // changes (the global step counter, a learning-rate schedule read on the host) changes once at
 // capture, not per replay, and tensors it leaves behind (the loss it stores) are updated in
-// place by each replay: read them after run() when needed, outside the graph.
+// place by each replay: read them after run() when needed, outside the graph. Random draws on
+// the GPU (dropout's masks) are the exception: each replay draws afresh and advances the
+// generator as an eager step would (ops/cuda/graph.h).
 //
 // On the CPU, or in a build without CUDA, there is nothing to capture: run() copies the batch
 // and calls the step eagerly, so the same training code runs everywhere.

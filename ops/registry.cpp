@@ -89,7 +89,15 @@ std::string targets_with_kernel(const KernelRegistry& registry, OpId id) {
       targets_with_kernel(registry, id)));
 }
 
+thread_local KernelObserver* t_kernel_observer = nullptr;  // the active KernelObserverGuard's
+
 }  // namespace
+
+KernelObserverGuard::KernelObserverGuard(KernelObserver& observer) : previous_(t_kernel_observer) {
+  t_kernel_observer = &observer;
+}
+KernelObserverGuard::~KernelObserverGuard() { t_kernel_observer = previous_; }
+KernelObserver* kernel_observer() { return t_kernel_observer; }
 
 OpInfo op_info(OpId id) {
   using K = OpKind;

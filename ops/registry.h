@@ -17,6 +17,12 @@
 // tf.debugging.set_log_device_placement(True). Ops whose backward needs state only one
 // backend's forward makes (oneDNN's max-pooling workspace) pass the backend that ran forward
 // to run_kernel_on for backward; every other backward looks its kernel up afresh.
+//
+// A KernelObserver (the export tracer, export/trace.h) sees every kernel run_kernel runs on the
+// thread that holds its KernelObserverGuard, after it ran, with its arguments. It is a scoped
+// execution mode of this thread's ops, like NoGradGuard and BackendGuard: the guard and the
+// observer live in one stack frame of the code that traces, and no layer reads another layer's
+// state through it.
 #pragma once
 
 #include <atomic>
@@ -24,6 +30,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "ops/backend.h"
@@ -108,7 +115,45 @@ bool set_log_device_placement_from_environment();
 // Kernels of each registry op run on each target by this process (all threads).
 int64_t kernel_dispatch_count(OpId id, KernelTarget target);
 
+// The arguments of op `id`'s kernel as a tuple of its parameter types (references stay
+// references): what a KernelObserver receives, type-erased, for that op.
+template <class Fn>
+struct KernelParameters;
+template <class... P>
+struct KernelParameters<void (*)(P...)> {
+  using Tuple = std::tuple<P...>;
+};
+template <OpId id>
+using KernelArgs = typename KernelParameters<KernelFn<id>>::Tuple;
+
+class KernelObserver {
+ public:
+  virtual ~KernelObserver() = default;
+  // Op `id` ran for the user-visible op `name`; `args` points at its KernelArgs<id>, valid
+  // during the call only.
+  virtual void kernel_ran(OpId id, const char* name, const void* args) = 0;
+};
+
+// Installs `observer` for the kernels run_kernel runs on this thread while the guard lives.
+class KernelObserverGuard {
+ public:
+  explicit KernelObserverGuard(KernelObserver& observer);
+  ~KernelObserverGuard();
+  KernelObserverGuard(const KernelObserverGuard&) = delete;
+  KernelObserverGuard& operator=(const KernelObserverGuard&) = delete;
+
+ private:
+  KernelObserver* previous_;
+};
+KernelObserver* kernel_observer();  // this thread's, or null
+
 namespace detail {
+template <OpId id, class... Args>
+void observe(KernelObserver& observer, const char* name, Args&... args) {
+  const KernelArgs<id> tuple(args...);
+  observer.kernel_ran(id, name, &tuple);
+}
+
 // The kernel run_kernel calls: the chosen target's, the reference as fallback (CPU only).
 struct Choice {
   void (*fn)();
@@ -145,7 +190,10 @@ KernelTarget call(const Choice& choice, const char* name, Device device, Args&..
 // it ran. Arguments are passed to the kernel as they are (outputs by reference).
 template <OpId id, class... Args>
 KernelTarget run_kernel(const char* name, Device device, DType dtype, Args&&... args) {
-  return detail::call<id>(detail::choose(id, name, device, dtype), name, device, args...);
+  const KernelTarget target =
+      detail::call<id>(detail::choose(id, name, device, dtype), name, device, args...);
+  if (KernelObserver* observer = kernel_observer()) detail::observe<id>(*observer, name, args...);
+  return target;
 }
 
 // Like run_kernel, on `backend` exactly (no fallback): the backward of an op whose forward made

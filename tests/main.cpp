@@ -5,6 +5,10 @@
 // skipped by the `* doctest::skip()` decorator prints its name too. It is the default reporter;
 // an explicit --reporters=... on the command line still chooses doctest's own. A suite built
 // with EST_TEST_REQUIRES_GPU (the GPU tests) exits 77, meson's "skipped", where no GPU can run.
+// The GPU suites compare GPU results with the float32 reference, so they turn TensorFloat-32 off
+// first, as TensorFlow's test cases do: it is on by default (ops/tensor_float_32.h) and rounds
+// float32 GEMM and convolution inputs to 10 mantissa bits (the op harness turns it off in its
+// gpu/cuda cases, tests/ops/harness_test.cpp).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -16,6 +20,9 @@
 #include "tests/skip.h"
 #ifdef EST_TEST_REQUIRES_GPU
 #include "ops/backend.h"
+#endif
+#ifdef EST_TEST_REQUIRES_GPU
+#include "ops/tensor_float_32.h"
 #endif
 
 namespace {
@@ -84,6 +91,7 @@ void skip(const std::string& reason) { g_skip_reason = reason; }
 
 int main(int argc, char** argv) {
 #ifdef EST_TEST_REQUIRES_GPU
+  est::ops::enable_tensor_float_32_execution(false);
   if (!est::ops::backend_available(est::ops::Backend::kCuda)) {
     std::cout << "SKIPPED: " << est::ops::backend_unavailable_reason(est::ops::Backend::kCuda)
               << std::endl;

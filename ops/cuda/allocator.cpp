@@ -38,7 +38,11 @@ class CudaSource final : public BlockSource {
   Event record_event(Stream stream) override { return cuda::record_event(device_, stream); }
   bool event_done(Event event) override { return cuda::event_done(event); }
   void release_event(Event event) override { cuda::release_event(device_, event); }
-  void synchronize() override { cuda::synchronize(device_); }
+  void synchronize() override {  // not cuda::synchronize: no id check's error inside the cache
+    DeviceGuard guard(device_);
+    EST_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(compute_stream(device_))));
+    EST_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(copy_stream(device_))));
+  }
 
  private:
   int device_;

@@ -37,8 +37,8 @@ void* BlockCache::allocate(size_t bytes, Stream stream) {
   ++stats_.allocations;
   stats_.bytes_in_use += static_cast<int64_t>(size);
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
-  if (auto active = pool_of_stream_.find(stream); active != pool_of_stream_.end())
-    return allocate_pooled_locked(size, stream, active->second);
+  if (const uint64_t pool = pool_for_locked(stream); pool != 0)
+    return allocate_pooled_locked(size, stream, pool);
   auto found = free_.find({size, stream});
   if (found != free_.end()) {
     std::vector<Block>& blocks = found->second.blocks;
@@ -95,9 +95,9 @@ void BlockCache::deallocate(void* ptr, Event pending) {
   block.other_streams.clear();
   const size_t size = block.size;
   stats_.bytes_in_use -= static_cast<int64_t>(size);
-  if (block.pool == 0) {  // freed while its stream is captured: the graph may still use it
-    if (auto active = pool_of_stream_.find(block.stream); active != pool_of_stream_.end()) {
-      block.pool = active->second;
+  if (block.pool == 0) {  // freed by the capture of its stream: the graph may still use it
+    if (const uint64_t pool = pool_for_locked(block.stream); pool != 0) {
+      block.pool = pool;
       pools_.at(block.pool).bytes += static_cast<int64_t>(size);
     }
   }
@@ -261,7 +261,7 @@ void BlockCache::begin_pool(uint64_t pool, Stream stream) {
   auto it = pools_.find(pool);
   if (it == pools_.end() || it->second.released)
     throw InternalError(fmt::format("begin_pool: {} has no private pool {}", what_, pool));
-  if (!pool_of_stream_.emplace(stream, pool).second)
+  if (!pool_of_stream_.emplace(stream, Capture{pool, std::this_thread::get_id()}).second)
     throw FailedPreconditionError(fmt::format(
         "a stream of {} already allocates from a private pool (a CUDA graph capture is under "
         "way on it): end that capture first",
@@ -278,7 +278,7 @@ void BlockCache::release_pool(uint64_t pool) {
   auto it = pools_.find(pool);
   if (it == pools_.end() || it->second.released) return;
   for (const auto& [stream, active] : pool_of_stream_)
-    if (active == pool)
+    if (active.pool == pool)
       throw InternalError(
           fmt::format("release_pool: private pool {} of {} is still in use", pool, what_));
   Pool& p = it->second;
@@ -301,6 +301,13 @@ int64_t BlockCache::pool_bytes(uint64_t pool) const {
   std::lock_guard lock(mutex_);
   auto it = pools_.find(pool);
   return it == pools_.end() ? 0 : it->second.bytes;
+}
+
+uint64_t BlockCache::pool_for_locked(Stream stream) const {
+  auto active = pool_of_stream_.find(stream);
+  if (active == pool_of_stream_.end() || active->second.thread != std::this_thread::get_id())
+    return 0;
+  return active->second.pool;
 }
 
 bool BlockCache::capturing() const {

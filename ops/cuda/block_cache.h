@@ -13,19 +13,23 @@
 // memory, the cache waits for the device, gives every cached block back and tries again.
 //
 // Private pools serve CUDA graph capture (graph.h), as PyTorch's graph mempools do: while a
-// stream is captured, its allocations come from the pool (fresh blocks from the source, or the
-// pool's own freed ones), and a block freed then joins the pool, whoever allocated it (the
-// graph's kernels may still touch it). The pool's blocks, in use or free, are never handed to
-// work outside the pool, so the addresses baked into the graph stay valid across replays; when
-// the graph goes (release_pool), the pool's free blocks go back to the source and the rest follow
-// as they are freed. While any stream is captured nothing is given back to the source (that
-// would synchronise the device, which capture forbids).
+// stream is captured, the capturing thread's allocations on it come from the pool (fresh blocks
+// from the source, or the pool's own freed ones), and a block that thread frees then joins the
+// pool, whoever allocated it (the graph's kernels may still touch it). Other threads allocating
+// for the same stream meanwhile (prefetch_to_device's worker staging the next batch) are served
+// by the shared cache, as PyTorch's pools filter by the allocating thread's capture: their
+// blocks are not the graph's and must not be held back for it. The pool's blocks, in use or free,
+// are never handed to work outside the pool, so the addresses baked into the graph stay valid
+// across replays; when the graph goes (release_pool), the pool's free blocks go back to the source
+// and the rest follow as they are freed. While any stream is captured nothing is given back to the
+// source (that would synchronise the device, which capture forbids).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -71,8 +75,8 @@ class BlockCache {
   void reset_peak();
 
   // Private pools (see above). create_pool returns a new pool's id (never 0); begin_pool makes
-  // the allocations for `stream` come from it until end_pool(stream). release_pool: the pool's
-  // owner is gone (InternalError while a stream still uses it).
+  // the calling thread's allocations for `stream` come from it until end_pool(stream).
+  // release_pool: the pool's owner is gone (InternalError while a stream still uses it).
   uint64_t create_pool();
   void begin_pool(uint64_t pool, Stream stream);
   void end_pool(Stream stream);
@@ -118,7 +122,13 @@ class BlockCache {
   int64_t limit_ = -1;
   uint64_t clock_ = 0;
   std::map<uint64_t, Pool> pools_;
-  std::map<Stream, uint64_t> pool_of_stream_;  // streams being captured
+  struct Capture {
+    uint64_t pool;
+    std::thread::id thread;  // the capturing thread: only its allocations use the pool
+  };
+  std::map<Stream, Capture> pool_of_stream_;  // streams being captured
+  // The pool serving this thread's allocations for `stream`, 0: the shared cache.
+  uint64_t pool_for_locked(Stream stream) const;
   uint64_t next_pool_ = 1;
 };
 

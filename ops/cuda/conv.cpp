@@ -10,12 +10,17 @@
 //     cropped;
 //   - the bias and activation are applied to the output in place (layer.cu), their gradients
 //     by the op (ops/conv.cpp) before the backward kernels, as on the CPU.
-// Descriptors and the algorithm of each direction are cached per (device, dtype, window); the
-// first call of each direction for a shape picks the algorithm from cuDNN's heuristics
-// (cudnnGet*Algorithm_v7: the first one that is supported, deterministic when one is, within
-// kMaxWorkspace), and workspaces come from the caching allocator. Where cuDNN has no algorithm
+// Descriptors and the algorithm of each direction are cached per (device, dtype, TF32 or not,
+// window); the first call of each direction for a shape picks the algorithm: by timing every
+// one (cudnnFind*Algorithm, as TensorFlow's autotuning and PyTorch's cudnn.benchmark do; on by
+// default, EST_CUDNN_AUTOTUNE=0 turns it off, and a shape first seen inside a CUDA graph
+// capture, which cannot time, falls back to) cuDNN's heuristics (cudnnGet*Algorithm_v7:
+// deterministic first); either way the fastest that fits kMaxWorkspace and the plan's math, and
+// each choice is logged once (direction, shape, algorithm, workspace, math). float32 runs on
+// TF32 tensor cores (CUDNN_TENSOR_OP_MATH) exactly when ops/tensor_float_32.h allows it, else
+// with FMA math. Workspaces come from the caching allocator. Where cuDNN has no algorithm
 // for a shape or dtype (or declines one when it runs), the direct kernels of conv_direct.cu run
-// instead, logged once per shape and direction (EST_CUDA_CONV_DIRECT=1 forces them for the
+// instead, warned once per shape and direction (EST_CUDA_CONV_DIRECT=1 forces them for the
 // shapes first seen while it is set). TensorFlow's
 // tensorflow/core/kernels/conv_ops.cc (explicit padding of the input for asymmetric SAME)
 // was followed for the padding.
@@ -31,11 +36,13 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/cudnn_context.h"
+#include "ops/cuda/graph.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/nn_launch.h"
 #include "ops/cuda/runtime.h"
 #include "ops/logging.h"
+#include "ops/tensor_float_32.h"
 
 namespace est::ops::cuda {
 namespace {
@@ -59,28 +66,46 @@ struct ConvPlan {
   std::optional<Algorithm> forward, backward_data, backward_filter;
 };
 
-using PlanKey = std::array<int64_t, 19>;
+using PlanKey = std::array<int64_t, 20>;
 
-PlanKey plan_key(int device, DType dtype, const Window2D& w) {
-  return {device,       static_cast<int64_t>(dtype),
-          w.batch,      w.in_h,
-          w.in_w,       w.in_c,
-          w.kernel_h,   w.kernel_w,
-          w.out_h,      w.out_w,
-          w.out_c,      w.stride_h,
-          w.stride_w,   w.dilation_h,
-          w.dilation_w, w.pad_top,
-          w.pad_left,   w.pad_bottom,
+PlanKey plan_key(int device, DType dtype, bool tensor_float_32, const Window2D& w) {
+  return {device,
+          static_cast<int64_t>(dtype),
+          tensor_float_32 ? 1 : 0,
+          w.batch,
+          w.in_h,
+          w.in_w,
+          w.in_c,
+          w.kernel_h,
+          w.kernel_w,
+          w.out_h,
+          w.out_w,
+          w.out_c,
+          w.stride_h,
+          w.stride_w,
+          w.dilation_h,
+          w.dilation_w,
+          w.pad_top,
+          w.pad_left,
+          w.pad_bottom,
           w.pad_right};
 }
 
-// Logs, once per shape and direction, that cuDNN has no algorithm and the direct kernel runs.
+// Warns, once per shape and direction, that cuDNN has no algorithm and the direct kernel runs
+// (a warning, so that a slow fall-back is never silent, EST_LOG_LEVEL=WARNING included).
 void log_direct(const char* direction, DType dtype, const Window2D& w, const char* why) {
-  log::info(
+  log::warning(
       "conv2d: {} for {} input [{}, {}, {}, {}], kernel {}x{}x{}x{}, strides {}x{}, dilations "
       "{}x{}: {}; using the direct CUDA kernel (slow)",
       direction, dtype_name(dtype), w.batch, w.in_h, w.in_w, w.in_c, w.kernel_h, w.kernel_w, w.in_c,
       w.out_c, w.stride_h, w.stride_w, w.dilation_h, w.dilation_w, why);
+}
+
+// Whether a new plan times cuDNN's algorithms (EST_CUDNN_AUTOTUNE unset or not "0", as
+// TensorFlow's TF_CUDNN_USE_AUTOTUNE) rather than trusting its heuristics.
+bool autotune() {
+  const char* value = std::getenv("EST_CUDNN_AUTOTUNE");
+  return value == nullptr || std::string_view(value) != "0";
 }
 
 // EST_CUDA_CONV_DIRECT=1 when a shape's plan is made: the direct kernels for every direction of
@@ -95,13 +120,15 @@ bool direct_forced() {
 ConvPlan& plan_for(int device, DType dtype, const Window2D& w) {
   static std::mutex mutex;
   static std::map<PlanKey, std::unique_ptr<ConvPlan>> plans;  // one per shape, kept
-  const PlanKey key = plan_key(device, dtype, w);
+  const bool tensor_float_32 = dtype == DType::kF32 && tensor_float_32_execution_enabled();
+  const PlanKey key = plan_key(device, dtype, tensor_float_32, w);
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = plans.find(key);
     if (it != plans.end()) return *it->second;
   }
-  const CudnnTypes types = cudnn_types(dtype, "conv2d");
+  CudnnTypes types = cudnn_types(dtype, "conv2d");
+  if (tensor_float_32) types.math = CUDNN_TENSOR_OP_MATH;
   auto plan = std::make_unique<ConvPlan>();
   plan->extra_h = w.pad_bottom - w.pad_top;  // TensorFlow's rule: 0 or 1, never negative
   plan->extra_w = w.pad_right - w.pad_left;
@@ -139,13 +166,27 @@ ConvPlan& plan_for(int device, DType dtype, const Window2D& w) {
   return *plans.emplace(key, std::move(plan)).first->second;
 }
 
-// The first heuristic result that cuDNN supports, fits kMaxWorkspace and does not ask for
-// tensor-op math the plan does not allow; deterministic ones first; the direct kernel when
-// there is none. `size_of` gives an algorithm's workspace or nullopt when cuDNN declines it.
+const char* math_name(cudnnMathType_t math) {
+  switch (math) {
+    case CUDNN_FMA_MATH:
+      return "FMA";
+    case CUDNN_TENSOR_OP_MATH:
+      return "tensor cores";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+      return "tensor cores with conversion";
+    default:
+      return "default";
+  }
+}
+
+// The first result (in cuDNN's order: fastest first when `timed`, else its heuristic ranking,
+// deterministic ones first) that cuDNN supports, fits kMaxWorkspace and does not ask for
+// tensor-op math the plan does not allow; the direct kernel when there is none. `size_of` gives
+// an algorithm's workspace or nullopt when cuDNN declines it. The choice is logged.
 template <class Perf, class SizeOf>
 Algorithm pick(const std::vector<Perf>& perf, int returned, cudnnMathType_t math, SizeOf size_of,
-               const char* direction, DType dtype, const Window2D& w) {
-  for (const bool deterministic_only : {true, false})
+               bool timed, const char* direction, DType dtype, const Window2D& w) {
+  for (const bool deterministic_only : {!timed, false})
     for (int i = 0; i < returned; ++i) {
       const Perf& p = perf[static_cast<size_t>(i)];
       if (p.status != CUDNN_STATUS_SUCCESS) continue;
@@ -155,6 +196,13 @@ Algorithm pick(const std::vector<Perf>& perf, int returned, cudnnMathType_t math
         continue;
       const std::optional<size_t> bytes = size_of(p.algo);
       if (!bytes || *bytes > kMaxWorkspace) continue;
+      log::info(
+          "conv2d: {} for {} input [{}, {}, {}, {}], kernel {}x{}x{}x{}: cuDNN algorithm {} "
+          "({}{}), "
+          "workspace {} bytes, {} math",
+          direction, dtype_name(dtype), w.batch, w.in_h, w.in_w, w.in_c, w.kernel_h, w.kernel_w,
+          w.in_c, w.out_c, static_cast<int>(p.algo), timed ? "timed: " : "heuristics",
+          timed ? fmt::format("{:.3f} ms", p.time) : std::string(), *bytes, math_name(p.mathType));
       return {static_cast<int>(p.algo), *bytes, false};
     }
   log_direct(direction, dtype, w, "cuDNN offers no algorithm");
@@ -193,15 +241,18 @@ ConvGeometry geometry(const Window2D& w) {
   return g;
 }
 
-Algorithm& forward_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType dtype, const Window2D& w) {
+Algorithm& forward_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType dtype, const Window2D& w,
+                             bool timed) {
   if (plan.forward) return *plan.forward;
   int count = 0, returned = 0;
   EST_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &count));
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(count));
-  if (!cudnn_usable(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan.x.get(), plan.w.get(),
-                                                           plan.conv.get(), plan.y.get(), count,
-                                                           &returned, perf.data()),
-                    "cudnnGetConvolutionForwardAlgorithm_v7"))
+  if (!cudnn_usable(
+          (timed ? cudnnFindConvolutionForwardAlgorithm : cudnnGetConvolutionForwardAlgorithm_v7)(
+              handle, plan.x.get(), plan.w.get(), plan.conv.get(), plan.y.get(), count, &returned,
+              perf.data()),
+          timed ? "cudnnFindConvolutionForwardAlgorithm"
+                : "cudnnGetConvolutionForwardAlgorithm_v7"))
     returned = 0;  // no algorithm: pick() chooses the direct kernel
   plan.forward = pick(
       perf, returned, plan.math,
@@ -213,20 +264,22 @@ Algorithm& forward_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType dtype, 
           return std::nullopt;
         return bytes;
       },
-      "forward", dtype, w);
+      timed, "forward", dtype, w);
   return *plan.forward;
 }
 
 Algorithm& backward_data_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType dtype,
-                                   const Window2D& w) {
+                                   const Window2D& w, bool timed) {
   if (plan.backward_data) return *plan.backward_data;
   int count = 0, returned = 0;
   EST_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &count));
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(count));
-  if (!cudnn_usable(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan.w.get(), plan.y.get(),
-                                                                plan.conv.get(), plan.x.get(),
-                                                                count, &returned, perf.data()),
-                    "cudnnGetConvolutionBackwardDataAlgorithm_v7"))
+  if (!cudnn_usable((timed ? cudnnFindConvolutionBackwardDataAlgorithm
+                           : cudnnGetConvolutionBackwardDataAlgorithm_v7)(
+                        handle, plan.w.get(), plan.y.get(), plan.conv.get(), plan.x.get(), count,
+                        &returned, perf.data()),
+                    timed ? "cudnnFindConvolutionBackwardDataAlgorithm"
+                          : "cudnnGetConvolutionBackwardDataAlgorithm_v7"))
     returned = 0;  // no algorithm: pick() chooses the direct kernel
   plan.backward_data = pick(
       perf, returned, plan.math,
@@ -238,20 +291,22 @@ Algorithm& backward_data_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType d
           return std::nullopt;
         return bytes;
       },
-      "backward-data", dtype, w);
+      timed, "backward-data", dtype, w);
   return *plan.backward_data;
 }
 
 Algorithm& backward_filter_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType dtype,
-                                     const Window2D& w) {
+                                     const Window2D& w, bool timed) {
   if (plan.backward_filter) return *plan.backward_filter;
   int count = 0, returned = 0;
   EST_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &count));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(count));
-  if (!cudnn_usable(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+  if (!cudnn_usable((timed ? cudnnFindConvolutionBackwardFilterAlgorithm
+                           : cudnnGetConvolutionBackwardFilterAlgorithm_v7)(
                         handle, plan.x.get(), plan.y.get(), plan.conv.get(), plan.w.get(), count,
                         &returned, perf.data()),
-                    "cudnnGetConvolutionBackwardFilterAlgorithm_v7"))
+                    timed ? "cudnnFindConvolutionBackwardFilterAlgorithm"
+                          : "cudnnGetConvolutionBackwardFilterAlgorithm_v7"))
     returned = 0;  // no algorithm: pick() chooses the direct kernel
   plan.backward_filter = pick(
       perf, returned, plan.math,
@@ -263,9 +318,13 @@ Algorithm& backward_filter_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType
           return std::nullopt;
         return bytes;
       },
-      "backward-filter", dtype, w);
+      timed, "backward-filter", dtype, w);
   return *plan.backward_filter;
 }
+
+// Whether a direction's first call on `device` times the algorithms: autotuning is on and the
+// device is not being captured (timing runs and synchronises, which a capture forbids).
+bool timed(int device) { return autotune() && !capturing(device); }
 
 // A convolution with something empty (no images, no input channels, no output positions) is
 // not cuDNN's business: its output is an empty sum.
@@ -300,8 +359,7 @@ void bias_sums(const Tensor& grad_pre, Tensor& grad_bias, Stream stream) {
   if (rows == 0)
     cuda::fill(grad_bias.dtype(), grad_bias.raw_data(), channels, 0.0, stream);
   else
-    reduce_pass(ReduceOp::kSum, grad_pre.dtype(), grad_pre.raw_data(), grad_bias.raw_data(), 1,
-                rows, channels, stream);
+    reduce_axis(ReduceOp::kSum, grad_pre, grad_bias, 1, rows, channels);
 }
 
 }  // namespace
@@ -319,7 +377,7 @@ void conv2d(const Tensor& input, const Tensor& kernel, const Tensor& bias, const
     CudnnContext& context = cudnn_context(device);
     std::lock_guard<std::mutex> lock(context.mutex);
     ConvPlan& plan = plan_for(device, dtype, w);
-    Algorithm& algorithm = forward_algorithm(plan, context.handle, dtype, w);
+    Algorithm& algorithm = forward_algorithm(plan, context.handle, dtype, w, timed(device));
     bool done = false;
     if (!algorithm.direct) {
       const Tensor x = padded_input(input, plan, w, stream);
@@ -357,7 +415,7 @@ void conv2d_backward_data(const Tensor& grad_pre, const Tensor& kernel,
   CudnnContext& context = cudnn_context(device);
   std::lock_guard<std::mutex> lock(context.mutex);
   ConvPlan& plan = plan_for(device, dtype, w);
-  Algorithm& algorithm = backward_data_algorithm(plan, context.handle, dtype, w);
+  Algorithm& algorithm = backward_data_algorithm(plan, context.handle, dtype, w, timed(device));
   if (!algorithm.direct) {
     const Tensor krsc =
         kernel_for_backward.defined() ? kernel_for_backward : to_krsc(kernel, w, stream);
@@ -401,7 +459,7 @@ void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const 
   CudnnContext& context = cudnn_context(device);
   std::lock_guard<std::mutex> lock(context.mutex);
   ConvPlan& plan = plan_for(device, dtype, w);
-  Algorithm& algorithm = backward_filter_algorithm(plan, context.handle, dtype, w);
+  Algorithm& algorithm = backward_filter_algorithm(plan, context.handle, dtype, w, timed(device));
   if (!algorithm.direct) {
     const Tensor x = padded_input(input, plan, w, stream);
     Tensor krsc =

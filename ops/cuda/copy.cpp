@@ -13,6 +13,7 @@
 #include "ops/cuda/allocator.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/graph.h"
+#include "ops/cuda/id_check.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/runtime.h"
 
@@ -52,6 +53,7 @@ void device_to_host(const Tensor& source, Tensor& target) {
   release_event(device, done);
   std::memcpy(target.raw_data(), staging, bytes);
   release_pinned_buffer(device, staging, nullptr);
+  raise_bad_ids(device);  // the compute work before the copy is done: its id checks are in
 }
 
 void between_devices(const Tensor& source, Tensor& target) {

@@ -4,28 +4,41 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <iterator>
 
 #include "ops/cuda/allocator.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/runtime.h"
+#include "ops/cuda/softmax_loss.h"
+#include "ops/cuda/xoshiro_jump.h"
 
 namespace est::ops::cuda {
 namespace {
 
 constexpr int kMaxDevices = 64;
-std::atomic<int> g_capturing[kMaxDevices];  // how many graphs capture each device (0 or 1)
+std::atomic<Graph*> g_capturing[kMaxDevices];  // the graph capturing each device, if any
+std::mutex g_capture_state[kMaxDevices];       // held while a capture begins or ends
 
 cudaStream_t compute(int device) { return static_cast<cudaStream_t>(compute_stream(device)); }
 
-void set_capturing(int device, bool on) {
-  if (device >= 0 && device < kMaxDevices) g_capturing[device].store(on ? 1 : 0);
+void set_capturing(int device, Graph* graph) {
+  if (device >= 0 && device < kMaxDevices) g_capturing[device].store(graph);
 }
 
 }  // namespace
 
-bool capturing(int device) {
-  return device >= 0 && device < kMaxDevices && g_capturing[device].load() != 0;
+bool capturing(int device) { return capturing_graph(device) != nullptr; }
+
+Graph* capturing_graph(int device) {
+  return device >= 0 && device < kMaxDevices ? g_capturing[device].load() : nullptr;
+}
+
+std::unique_lock<std::mutex> lock_capture_state(int device) {
+  if (device < 0 || device >= kMaxDevices) return {};
+  return std::unique_lock<std::mutex>(g_capture_state[device]);
 }
 
 void throw_host_access_in_capture(int device, std::string_view what, const Tensor& tensor) {
@@ -48,6 +61,7 @@ Graph::~Graph() {
       EST_CUDA_CHECK(cudaStreamSynchronize(compute(device_)));  // replays still in flight
       EST_CUDA_CHECK(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_)));
     }
+    for (const RandomSource& source : random_) EST_CUDA_CHECK(cudaFree(source.state));
     if (graph_ != nullptr) EST_CUDA_CHECK(cudaGraphDestroy(static_cast<cudaGraph_t>(graph_)));
     if (pool_ != 0) release_private_pool(device_, pool_);
   } catch (const std::exception& e) {
@@ -68,6 +82,7 @@ void Graph::begin_capture() {
   pool_ = create_private_pool(device_);
   begin_private_pool(device_, pool_);
   DeviceGuard guard(device_);
+  std::unique_lock lock = lock_capture_state(device_);
   const cudaError_t error = cudaStreamBeginCapture(compute(device_), cudaStreamCaptureModeRelaxed);
   if (error != cudaSuccess) {
     end_private_pool(device_);
@@ -75,7 +90,7 @@ void Graph::begin_capture() {
     EST_CUDA_CHECK(error);
   }
   capturing_ = true;
-  set_capturing(device_, true);
+  set_capturing(device_, this);
 }
 
 void Graph::end_capture() {
@@ -84,9 +99,11 @@ void Graph::end_capture() {
         fmt::format("end_capture on a CUDA graph of /gpu:{} that is not capturing", device_));
   DeviceGuard guard(device_);
   cudaGraph_t graph = nullptr;
+  std::unique_lock lock = lock_capture_state(device_);
   const cudaError_t error = cudaStreamEndCapture(compute(device_), &graph);
   capturing_ = false;
-  set_capturing(device_, false);
+  set_capturing(device_, nullptr);
+  lock.unlock();
   end_private_pool(device_);
   if (error != cudaSuccess) {
     cudaGetLastError();
@@ -109,12 +126,15 @@ void Graph::end_capture() {
 void Graph::abort_capture() noexcept {
   if (!capturing_) return;
   capturing_ = false;
-  set_capturing(device_, false);
   cudaGraph_t graph = nullptr;
   int previous = -1;
   cudaGetDevice(&previous);
   cudaSetDevice(device_);
-  cudaStreamEndCapture(compute(device_), &graph);  // invalidated or not: discarded
+  {
+    std::unique_lock lock = lock_capture_state(device_);
+    set_capturing(device_, nullptr);
+    cudaStreamEndCapture(compute(device_), &graph);  // invalidated or not: discarded
+  }
   if (graph != nullptr) cudaGraphDestroy(graph);
   cudaGetLastError();
   if (previous >= 0) cudaSetDevice(previous);
@@ -146,7 +166,34 @@ void Graph::replay() {
     throw FailedPreconditionError(fmt::format(
         "replay of a CUDA graph of /gpu:{} that was not captured: capture() it first", device_));
   DeviceGuard guard(device_);
+  for (RandomSource& source : random_) {  // each generator's state now, for the graph's kernels
+    const std::array<uint64_t, 4> state = source.generator->state();
+    write_generator_state(source.state, state.data(), compute_stream(device_));
+  }
   EST_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), compute(device_)));
+  for (RandomSource& source : random_) {  // where the eager steps would leave it
+    std::array<uint64_t, 4> state = source.generator->state();
+    xoshiro_jump(xoshiro_jump_table(), state.data(), source.draws);
+    source.generator->set_state(state);
+  }
+}
+
+CapturedDraws Graph::draw(Generator& generator, uint64_t count) {
+  if (!capturing_)
+    throw FailedPreconditionError(
+        fmt::format("Graph::draw on a CUDA graph of /gpu:{} that is not capturing", device_));
+  auto it = std::find_if(random_.begin(), random_.end(),
+                         [&](const RandomSource& s) { return s.generator == &generator; });
+  if (it == random_.end()) {
+    void* state = nullptr;
+    DeviceGuard guard(device_);
+    EST_CUDA_CHECK(cudaMalloc(&state, 4 * sizeof(uint64_t)));  // allowed: relaxed capture
+    random_.push_back({&generator, state, 0});
+    it = std::prev(random_.end());
+  }
+  const CapturedDraws where{static_cast<const uint64_t*>(it->state), it->draws};
+  it->draws += count;  // the generator itself moves at replay: the capture runs nothing
+  return where;
 }
 
 int64_t Graph::pool_bytes() const { return pool_ == 0 ? 0 : private_pool_bytes(device_, pool_); }

@@ -13,18 +13,39 @@
 // Capture is relaxed (cudaStreamCaptureModeRelaxed, so the pool may still call cudaMalloc) and
 // covers the compute stream only: copies between the host and the device and synchronize()
 // refuse to run on a capturing device with a FailedPreconditionError naming the copy (the host
-// part of such an op would run once at capture and never at replay). Only one thread should
-// use the device while it captures. The header names no CUDA type.
+// part of such an op would run once at capture and never at replay). Only the capturing thread
+// allocates from the graph's pool (BlockCache routes by stream and thread); other threads of
+// the process (prefetch_to_device's worker) keep allocating from the shared cache and must not
+// make their streams wait on the capturing compute stream (that would join them to the
+// capture): lock_capture_state() lets them check and wait atomically.
+//
+// Random numbers: a kernel that draws from a Generator inside a capture (dropout's mask) must
+// not bake the generator's state into its arguments, or every replay would draw the same
+// numbers. It asks draw() instead for a device slot and an offset: replay() writes each such
+// generator's current state into its slot before the graph runs and then advances the generator
+// by all the draws of the graph, so replays draw what the same eager steps would (after
+// PyTorch's CUDA graph RNG, which passes the philox offset the same way). The header names no
+// CUDA type.
 #pragma once
 
 #include <cstdint>
 #include <exception>
+#include <mutex>
 #include <string_view>
 #include <utility>
+#include <vector>
 
+#include "ops/random.h"
 #include "ops/tensor.h"
 
 namespace est::ops::cuda {
+
+// Where a captured kernel reads its generator state: the four words at `state` (device memory,
+// written before each replay) advanced by `offset` draws.
+struct CapturedDraws {
+  const uint64_t* state = nullptr;
+  uint64_t offset = 0;
+};
 
 class Graph {
  public:
@@ -46,8 +67,13 @@ class Graph {
   // synchronised the host or copied to pageable host memory) becomes a FailedPreconditionError
   // that says so and keeps the call, file and line of the op.
   [[noreturn]] void fail_capture(std::exception_ptr error);
-  // Launches the graph on the compute stream; the host returns at once.
+  // Launches the graph on the compute stream; the host returns at once. Generators the graph
+  // draws from (draw()) advance as the eager steps would have advanced them.
   void replay();
+  // While capturing: the slot and offset for a kernel drawing `count` numbers from `generator`
+  // (which must outlive the graph). The generator stays where it is (the capture runs nothing):
+  // each replay advances it, so replays draw what the same eager steps would, in order.
+  CapturedDraws draw(Generator& generator, uint64_t count);
 
   bool captured() const { return exec_ != nullptr; }
   int device() const { return device_; }
@@ -61,6 +87,12 @@ class Graph {
   void* exec_ = nullptr;   // cudaGraphExec_t
   bool capturing_ = false;
   int64_t nodes_ = 0;
+  struct RandomSource {
+    Generator* generator;
+    void* state;     // 4 words on the device
+    uint64_t draws;  // drawn by the captured kernels, per replay
+  };
+  std::vector<RandomSource> random_;
 };
 
 // Records `region()` into `graph`; an exception inside abandons the capture and propagates.
@@ -75,8 +107,12 @@ void capture(Graph& graph, F&& region) {
   graph.end_capture();
 }
 
-// Whether `device`'s compute stream is being captured now.
+// Whether `device`'s compute stream is being captured now, and by which graph (null: none).
 bool capturing(int device);
+Graph* capturing_graph(int device);
+// Holds off the beginning and end of captures of `device` while held: a thread other than the
+// capturing one checks capturing() and queues its stream waits under it.
+std::unique_lock<std::mutex> lock_capture_state(int device);
 // Throws FailedPreconditionError when `device` is capturing: `what` ("a copy from the host to
 // /gpu:0") of `tensor` would run on the host once at capture, never at replay.
 void throw_host_access_in_capture(int device, std::string_view what, const Tensor& tensor);

@@ -9,8 +9,11 @@
 
 #include <algorithm>
 
+#include <cuda_runtime.h>
+
 #include "ops/cuda/check.h"
 #include "ops/cuda/launch.h"
+#include "ops/cuda/reduce_plan.h"
 #include "ops/cuda/runtime.h"
 
 namespace est::ops::cuda {
@@ -150,8 +153,7 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, Tensor& 
         inner *= groups[i].size;
     }
     Tensor next = pass + 1 == passes ? out : Tensor::empty({outer * inner}, x.dtype(), x.device());
-    cuda::reduce_pass(op, x.dtype(), current.raw_data(), next.raw_data(), outer, r, inner,
-                      compute_stream(device));
+    reduce_axis(op, current, next, outer, r, inner);
     current = next;
     if (split < groups.size()) groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(split));
   }
@@ -192,9 +194,28 @@ void activation_gradient(const Tensor& grad, const Tensor& y, Activation activat
 void bias_gradient(const Tensor& grad, Tensor& out) {
   DeviceGuard guard(device_of(grad));
   const int64_t channels = out.numel();
-  cuda::reduce_pass(ReduceOp::kSum, grad.dtype(), grad.raw_data(), out.raw_data(), 1,
-                    channels == 0 ? 0 : grad.numel() / channels, channels,
-                    compute_stream(device_of(grad)));
+  reduce_axis(ReduceOp::kSum, grad, out, 1, channels == 0 ? 0 : grad.numel() / channels, channels);
+}
+
+void reduce_axis(ReduceOp op, const Tensor& in, Tensor& out, int64_t outer, int64_t r,
+                 int64_t inner) {
+  if (outer * inner == 0) return;
+  const int device = device_of(in);
+  DeviceGuard guard(device);
+  int multiprocessors = 0;
+  EST_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+  const Stream stream = compute_stream(device);
+  if (reduce_by_rows(outer, inner, multiprocessors)) {
+    reduce_pass(op, in.dtype(), in.raw_data(), out.raw_data(), outer, r, inner, nullptr, nullptr,
+                stream);
+    return;
+  }
+  const ColumnReducePlan plan = plan_column_reduce(outer, r, inner, multiprocessors);
+  Tensor partials;  // 8 bytes: the widest accumulator (double, int64)
+  if (plan.row_chunks > 1)
+    partials = Tensor::empty({plan.row_chunks * plan.columns * 8}, DType::kU8, in.device());
+  reduce_pass(op, in.dtype(), in.raw_data(), out.raw_data(), outer, r, inner, &plan,
+              partials.defined() ? partials.raw_data() : nullptr, stream);
 }
 
 }  // namespace est::ops::cuda

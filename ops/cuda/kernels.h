@@ -28,10 +28,18 @@ void bias_add(const Tensor& x, const Tensor& bias, Tensor& out);
 void activate(const Tensor& x, Activation activation, Tensor& y);
 void activation_gradient(const Tensor& grad, const Tensor& y, Activation activation, Tensor& dx);
 void bias_gradient(const Tensor& grad, Tensor& out);
+// One reduction pass, `in` [outer, r, inner] -> `out` [outer, inner], laid out by
+// ops/cuda/reduce_plan.h (the rows split across blocks when the columns are few: the conv
+// bias gradient).
+void reduce_axis(ReduceOp op, const Tensor& in, Tensor& out, int64_t outer, int64_t r,
+                 int64_t inner);
 
 // matmul.cpp
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
             const MatmulDims& dims, Activation activation);
+// cuBLAS handles made so far by the process's pool (all GPUs): threads that end give theirs
+// back for the next ones (ops/cuda/handle_pool.h).
+int64_t cublas_handles_created();
 
 // layout_kernels.cpp
 void transpose(const Tensor& x, const std::vector<int>& perm, Tensor& out);
@@ -41,9 +49,6 @@ void slice_gradient(const Tensor& grad, const std::vector<int64_t>& begin, Tenso
 void gather(const Tensor& params, const Tensor& indices, int axis, Tensor& out);
 void gather_gradient(const Tensor& grad, const Tensor& indices, int axis, Tensor& dparams);
 void one_hot(const Tensor& indices, double on_value, double off_value, Tensor& out);
-// Element `position` of an int32 or int64 GPU tensor, read after its device's compute stream
-// (for error messages that name a bad id).
-int64_t read_index(const Tensor& indices, int64_t position);
 
 // softmax_loss_kernels.cpp
 void dropout_mask(double rate, Generator& generator, Tensor& mask);

@@ -47,8 +47,11 @@ void unary_gradient(UnaryOp op, UnaryParams params, DType dtype, const void* gra
 void add_scaled(DType dtype, void* target, const void* x, double alpha, int64_t n, Stream stream);
 
 // reduce.cu: in [outer, r, inner] -> out [outer, inner]; float sums accumulate in double.
+// `plan` null: one block per row (inner must be 1); else the plan's layout, with `partials`
+// (8 * plan->row_chunks * plan->columns bytes) when it has more than one row chunk.
+struct ColumnReducePlan;
 void reduce_pass(ReduceOp op, DType dtype, const void* in, void* out, int64_t outer, int64_t r,
-                 int64_t inner, Stream stream);
+                 int64_t inner, const ColumnReducePlan* plan, void* partials, Stream stream);
 // The index of the first maximum along r (a NaN counts as larger than any number).
 void argmax(DType dtype, const void* in, int64_t* out, int64_t outer, int64_t r, int64_t inner,
             Stream stream);

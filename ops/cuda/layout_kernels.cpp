@@ -2,14 +2,15 @@
 // (ops/kernel_ops.h): transpose, concat, slice and its gradient, gather and its gradient,
 // one_hot. Shapes become the launch arguments of ops/cuda/layout.h (a strided view with its
 // dims merged where the strides allow, as ops/cpu/strided_copy.h plans them), and the kernels
-// run on the tensors' device's compute stream. Only gather waits for the GPU: it reads back the
-// position of the first id out of range and throws the reference's InvalidArgumentError
-// (ops/cpu/array_kernels.cpp), with the id read from the device.
+// run on the tensors' device's compute stream; none waits for the GPU. gather's ids are checked
+// on the device and a bad one is reported at the next synchronisation point, in the words of
+// the reference's InvalidArgumentError (ops/cpu/array_kernels.cpp; ops/cuda/id_check.h).
 #include <fmt/format.h>
 
 #include "ops/axis_layout.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/graph.h"
+#include "ops/cuda/id_check.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/layout.h"
 #include "ops/cuda/runtime.h"
@@ -63,19 +64,6 @@ int64_t window_offset(const Shape& shape, const std::vector<int64_t>& begin) {
 
 }  // namespace
 
-int64_t read_index(const Tensor& indices, int64_t position) {
-  const auto stream = static_cast<cudaStream_t>(compute_stream(device_of(indices)));
-  const size_t size = dtype_size(indices.dtype());
-  const auto* from = static_cast<const char*>(indices.raw_data()) + position * size;
-  int32_t narrow = 0;
-  int64_t wide = 0;
-  EST_CUDA_CHECK(cudaMemcpyAsync(
-      indices.dtype() == DType::kI32 ? static_cast<void*>(&narrow) : static_cast<void*>(&wide),
-      from, size, cudaMemcpyDeviceToHost, stream));
-  EST_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return indices.dtype() == DType::kI32 ? narrow : wide;
-}
-
 void transpose(const Tensor& x, const std::vector<int>& perm, Tensor& out) {
   DeviceGuard guard(device_of(x));
   const std::vector<int64_t> in_strides = contiguous_strides(x.shape());
@@ -124,17 +112,14 @@ void gather(const Tensor& params, const Tensor& indices, int axis, Tensor& out) 
   const int device = device_of(params);
   DeviceGuard guard(device);
   const AxisLayout layout = axis_layout(params.shape(), axis);
+  if (indices.numel() == 0) return;
   Tensor flag = Tensor::empty({1}, DType::kI64, params.device());
-  const int64_t bad =
-      cuda::gather(element_size(params), params.raw_data(), indices.dtype(), indices.raw_data(),
-                   out.raw_data(), layout.outer, layout.size, layout.inner, indices.numel(),
-                   static_cast<int64_t*>(flag.raw_data()), /*wait=*/!cuda::capturing(device),
-                   compute_stream(device));
-  if (bad >= 0)
-    throw InvalidArgumentError(fmt::format(
-        "gather: index {} at position {} of the indices is outside [0, {}) for axis {} of "
-        "params of shape {}; check the ids (vocabulary size, label range)",
-        read_index(indices, bad), bad, layout.size, axis, shape_str(params.shape())));
+  cuda::gather(element_size(params), params.raw_data(), indices.dtype(), indices.raw_data(),
+               out.raw_data(), layout.outer, layout.size, layout.inner, indices.numel(),
+               static_cast<int64_t*>(flag.raw_data()), /*wait=*/false, compute_stream(device));
+  // Checked at the next synchronisation point, not here (ops/cuda/id_check.h).
+  record_bad_id(device, IdCheckOp::kGather, static_cast<const int64_t*>(flag.raw_data()),
+                indices.dtype(), indices.raw_data(), layout.size, axis);
 }
 
 void gather_gradient(const Tensor& grad, const Tensor& indices, int axis, Tensor& dparams) {

@@ -9,30 +9,45 @@
 // [c, r] matrix with the same bytes, so C = op(A) op(B) (row-major) is computed as
 // C^T = op(B)^T op(A)^T (column-major): B is the first GEMM operand, A the second, and each is
 // transposed for cuBLAS exactly when it is transposed for the product. An operand that is not
-// batched is shared by every batch (stride 0). One cuBLAS handle per thread and GPU, bound to
-// that GPU's compute stream.
+// batched is shared by every batch (stride 0). Sizes reach cuBLAS's int API through
+// gemm_ints (ops/cuda/gemm_dims.h), which refuses what does not fit. Each thread uses its own
+// cuBLAS handle per GPU, lent by a process-wide pool and given back when the thread ends
+// (ops/cuda/handle_pool.h), bound to that GPU's compute stream; float32 products use TF32
+// tensor cores exactly when ops/tensor_float_32.h allows it (CUBLAS_TF32_TENSOR_OP_MATH, else
+// CUBLAS_DEFAULT_MATH, which never rounds float32 inputs), set on every call.
 #include <cublas_v2.h>
 
-#include <map>
-
 #include "ops/cuda/check.h"
+#include "ops/cuda/gemm_dims.h"
+#include "ops/cuda/handle_pool.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/runtime.h"
+#include "ops/tensor_float_32.h"
 
 namespace est::ops::cuda {
 namespace {
 
+// The pool outlives every thread (it is never destroyed: a thread may end after main returns).
+const std::shared_ptr<HandlePool<cublasHandle_t>>& cublas_pool() {
+  static const auto* pool = new std::shared_ptr<HandlePool<cublasHandle_t>>(
+      std::make_shared<HandlePool<cublasHandle_t>>([](int device) {
+        DeviceGuard guard(device);
+        cublasHandle_t handle = nullptr;
+        EST_CUBLAS_CHECK(cublasCreate(&handle));
+        return handle;
+      }));
+  return *pool;
+}
+
 cublasHandle_t handle_for(int device) {
-  thread_local std::map<int, cublasHandle_t> handles;  // not destroyed: cuBLAS may be unloaded
-  auto it = handles.find(device);
-  if (it == handles.end()) {
-    cublasHandle_t handle = nullptr;
-    EST_CUBLAS_CHECK(cublasCreate(&handle));
-    it = handles.emplace(device, handle).first;
-  }
-  EST_CUBLAS_CHECK(cublasSetStream(it->second, static_cast<cudaStream_t>(compute_stream(device))));
-  return it->second;
+  thread_local ThreadHandles<cublasHandle_t> handles(cublas_pool());
+  cublasHandle_t handle = handles.get(device);
+  EST_CUBLAS_CHECK(cublasSetStream(handle, static_cast<cudaStream_t>(compute_stream(device))));
+  EST_CUBLAS_CHECK(cublasSetMathMode(handle, tensor_float_32_execution_enabled()
+                                                 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                 : CUBLAS_DEFAULT_MATH));
+  return handle;
 }
 
 // The bfloat16 product (see the header comment); `handle` is bound to the device's stream.
@@ -45,10 +60,8 @@ void matmul_bfloat16(const Tensor& a, const Tensor& b, const Tensor& bias, Tenso
   } else {
     const cublasOperation_t op_a = dims.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_b = dims.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const int m = static_cast<int>(dims.m), n = static_cast<int>(dims.n),
-              k = static_cast<int>(dims.k);
-    const int lda = dims.transpose_a ? m : k;
-    const int ldb = dims.transpose_b ? k : n;
+    const GemmInts ints = gemm_ints(dims, "matmul");
+    const int m = ints.m, n = ints.n, k = ints.k, lda = ints.lda, ldb = ints.ldb;
     const long long stride_a = dims.a_batched ? static_cast<long long>(dims.m) * dims.k : 0;
     const long long stride_b = dims.b_batched ? static_cast<long long>(dims.k) * dims.n : 0;
     const long long stride_c = static_cast<long long>(dims.m) * dims.n;
@@ -56,8 +69,8 @@ void matmul_bfloat16(const Tensor& a, const Tensor& b, const Tensor& bias, Tenso
     EST_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         handle_for(device), op_b, op_a, n, m, k, &one, b.raw_data(), CUDA_R_16BF, ldb, stride_b,
         a.raw_data(), CUDA_R_16BF, lda, stride_a, &zero, product.raw_data(),
-        epilogue ? CUDA_R_32F : CUDA_R_16BF, n, stride_c, static_cast<int>(dims.batch),
-        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        epilogue ? CUDA_R_32F : CUDA_R_16BF, n, stride_c, ints.batch, CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT));
   }
   if (!epilogue) return;
   Tensor wide_bias;
@@ -74,6 +87,8 @@ void matmul_bfloat16(const Tensor& a, const Tensor& b, const Tensor& bias, Tenso
 
 }  // namespace
 
+int64_t cublas_handles_created() { return cublas_pool()->created(); }
+
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
             const MatmulDims& dims, Activation activation) {
   if (out.numel() == 0) return;
@@ -87,17 +102,16 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
   if (dims.k == 0) {
     cuda::fill(out.dtype(), out.raw_data(), out.numel(), 0.0, stream);  // an empty sum
   } else {
+    const GemmInts ints = gemm_ints(dims, "matmul");  // before any work is queued
     cublasHandle_t handle = handle_for(device);
     const cublasOperation_t op_a = dims.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_b = dims.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const int m = static_cast<int>(dims.m), n = static_cast<int>(dims.n),
-              k = static_cast<int>(dims.k);
-    const int lda = dims.transpose_a ? m : k;  // A's row length as stored
-    const int ldb = dims.transpose_b ? k : n;
+    const int m = ints.m, n = ints.n, k = ints.k;
+    const int lda = ints.lda, ldb = ints.ldb;  // A's and B's row lengths as stored
     const long long stride_a = dims.a_batched ? static_cast<long long>(dims.m) * dims.k : 0;
     const long long stride_b = dims.b_batched ? static_cast<long long>(dims.k) * dims.n : 0;
     const long long stride_c = static_cast<long long>(dims.m) * dims.n;
-    const int batch = static_cast<int>(dims.batch);
+    const int batch = ints.batch;
     if (out.dtype() == DType::kF32) {
       const float one = 1.0f, zero = 0.0f;
       EST_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, op_b, op_a, n, m, k, &one, b.data<float>(),

@@ -1,10 +1,12 @@
 // CUDA reductions, one [outer, r, inner] pass at a time (ops/cuda/kernels.cpp splits any set of
-// axes into passes, as the CPU kernels do). With inner == 1 each block reduces whole rows
-// (threads stride over r, then a tree in shared memory); with inner > 1 each thread owns one
-// output column and walks r, so neighbouring threads read neighbouring addresses. Float sums
-// accumulate in double, as the reference does; max keeps a NaN (any NaN wins), argmax returns
+// axes into passes, as the CPU kernels do). With many rows of inner == 1 each block reduces
+// whole rows (threads stride over r, then a tree in shared memory); otherwise the pass follows
+// a ColumnReducePlan (ops/cuda/reduce_plan.h): blocks of neighbouring columns by a chunk of
+// rows, the rows split across blocks when there are few columns, chunks combined in order. Float
+// sums accumulate in double, as the reference does; max keeps a NaN (any NaN wins), argmax returns
 // the first maximum and counts a NaN as larger than any number.
 #include "ops/cuda/device_common.cuh"
+#include "ops/cuda/reduce_plan.h"
 
 namespace est::ops::cuda {
 namespace {
@@ -20,11 +22,16 @@ template <class T>
 struct MaxOf {
   using Acc = T;
   __device__ static T init() {
-    if constexpr (std::is_same_v<T, float>) return -INFINITY;
-    else if constexpr (std::is_same_v<T, double>) return -static_cast<double>(INFINITY);
-    else if constexpr (std::is_same_v<T, int32_t>) return INT32_MIN;
-    else if constexpr (std::is_same_v<T, int64_t>) return INT64_MIN;
-    else return T(0);  // uint8
+    if constexpr (std::is_same_v<T, float>)
+      return -INFINITY;
+    else if constexpr (std::is_same_v<T, double>)
+      return -static_cast<double>(INFINITY);
+    else if constexpr (std::is_same_v<T, int32_t>)
+      return INT32_MIN;
+    else if constexpr (std::is_same_v<T, int64_t>)
+      return INT64_MIN;
+    else
+      return T(0);  // uint8
   }
   // A NaN on either side stays: once acc is NaN, neither test replaces it.
   __device__ static T combine(T acc, T v) { return (v > acc || v != v) ? v : acc; }
@@ -50,16 +57,48 @@ __global__ void reduce_rows_kernel(const T* in, T* out, int64_t outer, int64_t r
   }
 }
 
+// One block of the plan (ops/cuda/reduce_plan.h): blockDim.x neighbouring columns by
+// blockDim.y rows (a power of two) of the row chunk blockIdx.y; a tree over y in shared memory.
+// Writes the outputs (partials == nullptr) or the chunk's row of the partials.
 template <class Op, class T>
-__global__ void reduce_columns_kernel(const T* in, T* out, int64_t outer, int64_t r,
-                                      int64_t inner) {
+__global__ void reduce_columns_kernel(const T* in, T* out, typename Op::Acc* partials,
+                                      int64_t columns, int64_t r, int64_t inner,
+                                      int64_t rows_per_chunk) {
   using Acc = typename Op::Acc;
-  const int64_t n = outer * inner;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+  __shared__ Acc partial[kReduceBlockThreads];
+  const int64_t column = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t chunk = blockIdx.y;
+  const int64_t first = chunk * rows_per_chunk;
+  const int64_t last = first + rows_per_chunk < r ? first + rows_per_chunk : r;
+  Acc acc = Op::init();
+  if (column < columns) {
+    const T* base = in + (column / inner) * r * inner + column % inner;
+    for (int64_t j = first + threadIdx.y; j < last; j += blockDim.y)
+      acc = Op::combine(acc, static_cast<Acc>(base[j * inner]));
+  }
+  const unsigned t = threadIdx.y * blockDim.x + threadIdx.x;
+  partial[t] = acc;
+  __syncthreads();
+  for (unsigned width = blockDim.y / 2; width > 0; width /= 2) {
+    if (threadIdx.y < width) partial[t] = Op::combine(partial[t], partial[t + width * blockDim.x]);
+    __syncthreads();
+  }
+  if (threadIdx.y != 0 || column >= columns) return;
+  if (partials == nullptr)
+    out[column] = static_cast<T>(partial[t]);
+  else
+    partials[chunk * columns + column] = partial[t];
+}
+
+// out[i] = the chunks' partials of column i combined in chunk order.
+template <class Op, class T>
+__global__ void combine_chunks_kernel(const typename Op::Acc* partials, T* out, int64_t columns,
+                                      int64_t chunks) {
+  using Acc = typename Op::Acc;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < columns;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const int64_t o = i / inner, c = i % inner;
     Acc acc = Op::init();
-    for (int64_t j = 0; j < r; ++j) acc = Op::combine(acc, static_cast<Acc>(in[(o * r + j) * inner + c]));
+    for (int64_t k = 0; k < chunks; ++k) acc = Op::combine(acc, partials[k * columns + i]);
     out[i] = static_cast<T>(acc);
   }
 }
@@ -84,20 +123,30 @@ __global__ void argmax_kernel(const T* in, int64_t* out, int64_t outer, int64_t 
 }
 
 template <class Op, class T>
-void launch_pass(const T* in, T* out, int64_t outer, int64_t r, int64_t inner, Stream stream) {
-  if (inner == 1) {
+void launch_pass(const T* in, T* out, int64_t outer, int64_t r, int64_t inner,
+                 const ColumnReducePlan* plan, void* partials, Stream stream) {
+  if (plan == nullptr) {  // whole rows per block: enough rows to fill the GPU
     const unsigned blocks = static_cast<unsigned>(outer < 65536 ? outer : 65536);
     reduce_rows_kernel<Op, T><<<blocks, kThreads, 0, as_stream(stream)>>>(in, out, outer, r);
-  } else {
-    reduce_columns_kernel<Op, T><<<blocks_for(outer * inner), kThreads, 0, as_stream(stream)>>>(
-        in, out, outer, r, inner);
+    return;
   }
+  using Acc = typename Op::Acc;
+  Acc* chunk_partials = plan->row_chunks > 1 ? static_cast<Acc*>(partials) : nullptr;
+  const dim3 grid(static_cast<unsigned>(plan->column_blocks),
+                  static_cast<unsigned>(plan->row_chunks));
+  const dim3 block(static_cast<unsigned>(plan->column_threads),
+                   static_cast<unsigned>(plan->row_threads));
+  reduce_columns_kernel<Op, T><<<grid, block, 0, as_stream(stream)>>>(
+      in, out, chunk_partials, plan->columns, r, inner, plan->rows_per_chunk);
+  if (chunk_partials != nullptr)
+    combine_chunks_kernel<Op, T><<<blocks_for(plan->columns), kThreads, 0, as_stream(stream)>>>(
+        chunk_partials, out, plan->columns, plan->row_chunks);
 }
 
 }  // namespace
 
 void reduce_pass(ReduceOp op, DType dtype, const void* in, void* out, int64_t outer, int64_t r,
-                 int64_t inner, Stream stream) {
+                 int64_t inner, const ColumnReducePlan* plan, void* partials, Stream stream) {
   if (outer * inner == 0) return;
   dispatch_numeric(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -105,9 +154,9 @@ void reduce_pass(ReduceOp op, DType dtype, const void* in, void* out, int64_t ou
       const T* x = static_cast<const T*>(in);
       T* y = static_cast<T*>(out);
       if (op == ReduceOp::kSum)
-        launch_pass<SumOf<T>>(x, y, outer, r, inner, stream);
+        launch_pass<SumOf<T>>(x, y, outer, r, inner, plan, partials, stream);
       else
-        launch_pass<MaxOf<T>>(x, y, outer, r, inner, stream);
+        launch_pass<MaxOf<T>>(x, y, outer, r, inner, plan, partials, stream);
     }
   });
   EST_CUDA_LAUNCHED();

@@ -10,6 +10,7 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/graph.h"
+#include "ops/cuda/id_check.h"
 
 namespace est::ops::cuda {
 namespace {
@@ -159,6 +160,7 @@ void synchronize(int device) {
   DeviceState& s = state(device);
   EST_CUDA_CHECK(cudaStreamSynchronize(s.compute));
   EST_CUDA_CHECK(cudaStreamSynchronize(s.copy));
+  raise_bad_ids(device);  // the asynchronous id checks of the work just waited for
 }
 
 DeviceGuard::DeviceGuard(int device) : previous_(-1) {

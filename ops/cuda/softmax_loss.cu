@@ -23,6 +23,7 @@
 
 #include "ops/cuda/device_common.cuh"
 #include "ops/cuda/softmax_loss.h"
+#include "ops/cuda/id_check.h"
 #include "ops/cuda/xoshiro_jump.h"
 
 namespace est::ops::cuda {
@@ -281,9 +282,13 @@ __global__ void sigmoid_cross_entropy_gradient_kernel(const T* grad, const T* la
 
 template <class T>
 __global__ void dropout_mask_kernel(const XoshiroJumpTable* table, uint64_t s0, uint64_t s1,
-                                    uint64_t s2, uint64_t s3, double rate, T scale, T* mask,
-                                    int64_t n) {
-  const uint64_t start[4] = {s0, s1, s2, s3};
+                                    uint64_t s2, uint64_t s3, const uint64_t* device_state,
+                                    uint64_t offset, double rate, T scale, T* mask, int64_t n) {
+  uint64_t start[4] = {s0, s1, s2, s3};
+  if (device_state != nullptr) {  // captured: the state of this replay, `offset` draws on
+    for (int word = 0; word < 4; ++word) start[word] = device_state[word];
+    xoshiro_jump(*table, start, offset);
+  }
   const int64_t runs = (n + kDropoutRun - 1) / kDropoutRun;
   EST_GRID_STRIDE_LOOP(run, runs) {
     const int64_t first = run * kDropoutRun;
@@ -447,15 +452,53 @@ void sigmoid_cross_entropy_gradient(DType dtype, const void* grad, const void* l
 }
 
 void dropout_mask(DType dtype, const uint64_t start[4], const XoshiroJumpTable* device_table,
-                  double rate, void* mask, int64_t n, Stream stream) {
+                  double rate, void* mask, int64_t n, Stream stream, const uint64_t* device_state,
+                  uint64_t offset) {
   if (n == 0) return;
   const int64_t runs = (n + kDropoutRun - 1) / kDropoutRun;
   dispatch_floating(dtype, [&](auto tag) {
     using T = decltype(tag);
     dropout_mask_kernel<T><<<blocks_for(runs), kThreads, 0, as_stream(stream)>>>(
-        device_table, start[0], start[1], start[2], start[3], rate,
+        device_table, start[0], start[1], start[2], start[3], device_state, offset, rate,
         static_cast<T>(1.0 / (1.0 - rate)), static_cast<T*>(mask), n);
   });
+  EST_CUDA_LAUNCHED();
+}
+
+__global__ void queue_bad_id_record_kernel(const unsigned long long* flag, bool wide_ids,
+                                           const void* ids, IdCheckRecord* record, int32_t op,
+                                           int64_t limit, int32_t axis) {
+  const unsigned long long position = *flag;
+  if (position == ULLONG_MAX || record->op != 0) return;  // the first bad id is kept
+  record->axis = axis;
+  record->position = static_cast<int64_t>(position);
+  record->id = wide_ids ? static_cast<const int64_t*>(ids)[position]
+                        : static_cast<const int32_t*>(ids)[position];
+  record->limit = limit;
+  __threadfence_system();  // the fields before the op that says they are there
+  record->op = op;
+}
+
+void queue_bad_id_record(const int64_t* device_flag, bool wide_ids, const void* ids,
+                         void* device_record, int32_t op, int64_t limit, int32_t axis,
+                         Stream stream) {
+  queue_bad_id_record_kernel<<<1, 1, 0, as_stream(stream)>>>(
+      reinterpret_cast<const unsigned long long*>(device_flag), wide_ids, ids,
+      static_cast<IdCheckRecord*>(device_record), op, limit, axis);
+  EST_CUDA_LAUNCHED();
+}
+
+__global__ void write_generator_state_kernel(uint64_t* state, uint64_t s0, uint64_t s1, uint64_t s2,
+                                             uint64_t s3) {
+  state[0] = s0;
+  state[1] = s1;
+  state[2] = s2;
+  state[3] = s3;
+}
+
+void write_generator_state(void* device_state, const uint64_t state[4], Stream stream) {
+  write_generator_state_kernel<<<1, 1, 0, as_stream(stream)>>>(
+      static_cast<uint64_t*>(device_state), state[0], state[1], state[2], state[3]);
   EST_CUDA_LAUNCHED();
 }
 

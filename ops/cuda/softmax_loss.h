@@ -3,7 +3,7 @@
 // the registry's Tensors into these. Float32 and float64 (`dtype`); class ids int32 or int64
 // (`index_dtype`). Shared by g++ and nvcc, so plain headers only (as launch.h). Every function
 // queues its kernels on `stream` and returns at once, except the class-id check of the sparse
-// cross-entropy, which waits for its flag.
+// cross-entropy when asked to wait for its flag (the callers now never do: ops/cuda/id_check.h).
 #pragma once
 
 #include <cstdint>
@@ -47,8 +47,20 @@ void sigmoid_cross_entropy_gradient(DType dtype, const void* grad, const void* l
                                     Stream stream);
 
 // mask [n] from the generator state `start` (four xoshiro256** words) with the jump table in
-// device memory: the mask ops/cpu's dropout_mask draws from that state.
+// device memory: the mask ops/cpu's dropout_mask draws from that state. Inside a CUDA graph
+// capture the state is read on the device instead: `device_state` (four words, written before
+// each replay, graph.h) advanced by `offset` draws; `start` is then unused.
 void dropout_mask(DType dtype, const uint64_t start[4], const XoshiroJumpTable* device_table,
-                  double rate, void* mask, int64_t n, Stream stream);
+                  double rate, void* mask, int64_t n, Stream stream,
+                  const uint64_t* device_state = nullptr, uint64_t offset = 0);
+// ops/cuda/id_check.h's record: queues a one-thread kernel that, when *device_flag names a
+// position (not ULLONG_MAX) and the record (IdCheckRecord, device-visible) is empty, fills it
+// with `op`, the position, the id there (int64 when `wide_ids`, else int32), `limit` and `axis`.
+void queue_bad_id_record(const int64_t* device_flag, bool wide_ids, const void* ids,
+                         void* device_record, int32_t op, int64_t limit, int32_t axis,
+                         Stream stream);
+// Writes the four words of a generator state into `device_state` on `stream` (a one-thread
+// kernel whose arguments carry the words: nothing on the host must outlive the call).
+void write_generator_state(void* device_state, const uint64_t state[4], Stream stream);
 
 }  // namespace est::ops::cuda

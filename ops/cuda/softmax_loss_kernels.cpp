@@ -2,14 +2,17 @@
 // signatures (ops/kernel_ops.h), over ops/cuda/softmax_loss.h, on the tensors' device's
 // compute stream.
 //
-// The sparse cross-entropy waits for its kernel to learn whether a class id was out of range
-// and then throws the reference's InvalidArgumentError (ops/cpu/loss_kernels.cpp) with the id
-// read from the device. The dropout mask is the one the reference draws from the same
+// The sparse cross-entropy's class ids are checked by its kernel and reported at the next
+// synchronisation point with the reference's words (ops/cuda/id_check.h): the step does not
+// wait for the check. The dropout mask is the one the reference draws from the same
 // Generator: the kernel starts from the generator's state, and the generator is then jumped
 // ahead by one draw per element, where the reference's element-by-element draws leave it
 // (Generator::set_state, which also drops a pending next_normal spare; dropout's callers never
-// hold one, the tensor ops of ops/random.h never leave one). The jump table is copied to each
-// device once and kept for the process's lifetime, like the streams.
+// hold one, the tensor ops of ops/random.h never leave one). Inside a CUDA graph capture the
+// kernel reads the generator's state on the device, written before each replay (graph.h's
+// draw()), so each replay draws a fresh mask. The jump table is copied to each device once and
+// kept for the process's lifetime, like the streams; on a side stream when its first use is
+// inside a capture (waiting for the compute stream then would invalidate the capture).
 #include <fmt/format.h>
 
 #include <array>
@@ -19,6 +22,7 @@
 #include "ops/axis_layout.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/graph.h"
+#include "ops/cuda/id_check.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/softmax_loss.h"
@@ -39,12 +43,16 @@ const XoshiroJumpTable* device_jump_table(int device) {
   if (table == nullptr) {
     void* memory = nullptr;
     EST_CUDA_CHECK(cudaMalloc(&memory, sizeof(XoshiroJumpTable)));
-    // On the compute stream, waited for: a plain cudaMemcpy from pageable memory may return
-    // before the copy lands, and the compute stream need not wait for the legacy stream.
-    const auto stream = static_cast<cudaStream_t>(compute_stream(device));
-    EST_CUDA_CHECK(cudaMemcpyAsync(memory, &xoshiro_jump_table(), sizeof(XoshiroJumpTable),
-                                   cudaMemcpyHostToDevice, stream));
-    EST_CUDA_CHECK(cudaStreamSynchronize(stream));
+    // On a stream of its own, waited for: a plain cudaMemcpy from pageable memory may return
+    // before the copy lands, and the compute stream may be capturing (relaxed capture allows
+    // another stream's synchronisation, not its own).
+    cudaStream_t stream = nullptr;
+    EST_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const cudaError_t copied = cudaMemcpyAsync(
+        memory, &xoshiro_jump_table(), sizeof(XoshiroJumpTable), cudaMemcpyHostToDevice, stream);
+    const cudaError_t waited = copied == cudaSuccess ? cudaStreamSynchronize(stream) : copied;
+    cudaStreamDestroy(stream);
+    EST_CUDA_CHECK(waited);
     table = static_cast<XoshiroJumpTable*>(memory);
   }
   return table;
@@ -58,8 +66,14 @@ void dropout_mask(double rate, Generator& generator, Tensor& mask) {
   const std::array<uint64_t, 4> start = generator.state();
   const int64_t n = mask.numel();
   if (n == 0) return;
-  dropout_mask(mask.dtype(), start.data(), device_jump_table(device), rate, mask.raw_data(), n,
-               compute_stream(device));
+  const XoshiroJumpTable* table = device_jump_table(device);
+  if (Graph* graph = capturing_graph(device)) {  // each replay advances the generator
+    const CapturedDraws draws = graph->draw(generator, static_cast<uint64_t>(n));
+    dropout_mask(mask.dtype(), start.data(), table, rate, mask.raw_data(), n,
+                 compute_stream(device), draws.state, draws.offset);
+    return;
+  }
+  dropout_mask(mask.dtype(), start.data(), table, rate, mask.raw_data(), n, compute_stream(device));
   uint64_t next[4] = {start[0], start[1], start[2], start[3]};
   xoshiro_jump(xoshiro_jump_table(), next, static_cast<uint64_t>(n));
   generator.set_state({next[0], next[1], next[2], next[3]});
@@ -82,21 +96,19 @@ void softmax_gradient(const Tensor& grad, const Tensor& y, int axis, bool log, T
 }
 
 void sparse_cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& loss, Tensor& probs) {
-  constexpr const char* kName = "sparse_softmax_cross_entropy_with_logits";
   const int device = device_of(logits);
   DeviceGuard guard(device);
   const int64_t classes = logits.shape().back();
+  if (labels.numel() == 0) return;
   Tensor flag = Tensor::empty({1}, DType::kI64, logits.device());
-  const int64_t bad = cuda::sparse_cross_entropy(
-      logits.dtype(), labels.dtype(), labels.raw_data(), logits.raw_data(), loss.raw_data(),
-      probs.raw_data(), labels.numel(), classes, static_cast<int64_t*>(flag.raw_data()),
-      /*wait=*/!cuda::capturing(device), compute_stream(device));
-  if (bad < 0) return;
-  const int64_t id = read_index(labels, bad);
-  throw InvalidArgumentError(fmt::format(
-      "{}: label {} at index {} is outside [0, {}): the logits have {} classes; check the labels "
-      "or the number of output units",
-      kName, id, bad, classes, classes));
+  cuda::sparse_cross_entropy(logits.dtype(), labels.dtype(), labels.raw_data(), logits.raw_data(),
+                             loss.raw_data(), probs.raw_data(), labels.numel(), classes,
+                             static_cast<int64_t*>(flag.raw_data()), /*wait=*/false,
+                             compute_stream(device));
+  // Checked at the next synchronisation point, not here (ops/cuda/id_check.h).
+  record_bad_id(device, IdCheckOp::kSparseCrossEntropy,
+                static_cast<const int64_t*>(flag.raw_data()), labels.dtype(), labels.raw_data(),
+                classes, 0);
 }
 
 void sparse_cross_entropy_gradient(const Tensor& grad, const Tensor& labels, const Tensor& probs,

@@ -35,11 +35,12 @@ struct Program {
 
 const std::vector<Program> kPrograms = {
     {"examples/mnist_estimator",
-     {"--model_dir", "--max_steps", "--learning_rate", "--strategy", "--devices"}},
+     {"--model_dir", "--max_steps", "--learning_rate", "--strategy", "--devices", "--export"}},
     {"examples/train_cnn", {"--steps", "--batch", "--learning-rate", "--seed"}},
     {"examples/linear_regression", {"--model_dir"}},
     {"examples/custom_training_loop", {"--strategy", "--devices", "--steps", "--global_batch"}},
     {"tools/est-ckpt", {"PATH", "NAME", "--all", "--verify"}},
+    {"tools/est-serve", {"--model_base_path", "--model_name", "--port", "--address"}},
     {"bench/cnn_bench", {"--threads", "--repeats", "--examples"}},
     {"bench/data_bench", {}},
     {"bench/checkpoint_bench", {"DIR"}},
@@ -113,8 +114,8 @@ TEST_CASE("`--flag value` and `--flag=value` both reach the program") {
   for (const std::string_view form : {" --model_dir ", " --model_dir="}) {
     const std::string model_dir = dir / (form.back() == '=' ? "equals" : "space");
     CAPTURE(form);
-    ProgramResult result =
-        run_program(program("examples/linear_regression") + std::string(form) + shell_quote(model_dir));
+    ProgramResult result = run_program(program("examples/linear_regression") + std::string(form) +
+                                       shell_quote(model_dir));
     CHECK_MESSAGE(result.exit_code == 0, result.output);
     CHECK(contains(result.output, "Evaluation: loss = "));
     CHECK(std::filesystem::exists(std::filesystem::path(model_dir) / "checkpoint"));

@@ -5,11 +5,16 @@
 // (tests/main.cpp with EST_TEST_REQUIRES_GPU) exits 77, meson's skip, where no GPU can run.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "data/data.h"
 #include "ops/ops.h"
+#if EST_HAVE_CUDA
+#include "ops/cuda/graph.h"
+#endif
 #include "tests/data/test_util.h"
 
 using namespace est;
@@ -93,3 +98,37 @@ TEST_CASE("prefetch_to_device resumes exactly with elements buffered") {
     CHECK(on_host(rest_restored) == tail);
   }
 }
+
+#if EST_HAVE_CUDA
+TEST_CASE("prefetch_to_device stages batches while the main thread captures a CUDA graph") {
+  // Issue 22, defect 4: the worker's allocations were routed to the graph's pool (by stream) and
+  // its copy stream waited on the capturing compute stream, joining the capture. Now the
+  // capture holds only its own blocks, and the elements staged meanwhile are right.
+  const int64_t n = int64_t{1} << 18;  // 1 MiB per element
+  auto ds = Dataset::range(40)
+                .map([n](Element e) {
+                  std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a steady producer
+                  return Element(Tensor::full({n}, e.value.item() + 1));
+                })
+                .prefetch_to_device(kGpu, 2);
+  auto it = ds.iterator();
+  std::vector<double> firsts;
+  auto take = [&] {
+    auto e = it.next();
+    REQUIRE(e);
+    firsts.push_back(ops::sum(e->value).to(ops::Device::cpu()).item() / static_cast<double>(n));
+  };
+  take();  // the worker runs, refilling its queue during the capture below
+  const Tensor x = Tensor::full({256}, 1.0).to(kGpu);
+  Tensor y = Tensor::zeros({256}, DType::kF32, kGpu);
+  ops::cuda::Graph graph(0);
+  ops::cuda::capture(graph, [&] {
+    for (int i = 0; i < 2000; ++i) y.copy_from(ops::add(y, x));
+  });
+  graph.replay();
+  CHECK(y.to(ops::Device::cpu()).data<float>()[255] == 2000.0f);
+  CHECK(graph.pool_bytes() < n * 4);  // no 1 MiB element of the worker's in the graph's pool
+  while (firsts.size() < 40) take();
+  for (size_t i = 0; i < firsts.size(); ++i) CHECK(firsts[i] == doctest::Approx(i + 1.0));
+}
+#endif

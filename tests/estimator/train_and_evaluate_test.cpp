@@ -11,7 +11,9 @@ TEST_CASE("train_and_evaluate evaluates after each save but the first, then retu
   RunConfig config = quiet_config(dir.str());
   config.save_checkpoints_steps = 5;
   Estimator estimator(linear_model_fn, config);
-  auto exporter = std::make_shared<LatestExporter>("latest", 2);
+  auto exporter = std::make_shared<LatestExporter>(
+      "latest", build_raw_serving_input_receiver_fn({{"x", {{-1, 2}}}}),
+      std::map<std::string, std::string>{}, 2);
   auto [metrics, exports] = train_and_evaluate(
       estimator, {.input_fn = linear_input_fn(64, 4, false, -1), .max_steps = 20},
       {.input_fn = linear_input_fn(16, 4),
@@ -25,7 +27,7 @@ TEST_CASE("train_and_evaluate evaluates after each save but the first, then retu
   Metrics again = estimator.evaluate(linear_input_fn(16, 4), 2);
   CHECK(metrics.at("loss") == doctest::Approx(again.at("loss")));
   REQUIRE(exports.size() == 4);
-  CHECK(fs::exists(fs::path(exports.back()) / "model.ckpt-20.h5"));
+  CHECK(fs::exists(fs::path(exports.back()) / "model.onnx"));
   CHECK(files_with_prefix(dir / "export/latest", "").size() == 2);  // exports_to_keep
 }
 
@@ -65,7 +67,8 @@ TEST_CASE("train_and_evaluate checks its specs") {
   Estimator estimator(linear_model_fn, quiet_config(dir.str()));
   CHECK_THROWS_AS(train_and_evaluate(estimator, {}, {.input_fn = linear_input_fn()}),
                   InvalidArgumentError);
-  auto exporter = std::make_shared<LatestExporter>("same");
+  auto exporter = std::make_shared<LatestExporter>(
+      "same", build_raw_serving_input_receiver_fn({{"x", {{-1, 2}}}}));
   CHECK_THROWS_WITH_AS(
       train_and_evaluate(estimator, {.input_fn = linear_input_fn()},
                          {.input_fn = linear_input_fn(), .exporters = {exporter, exporter}}),

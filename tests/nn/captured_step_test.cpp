@@ -34,6 +34,32 @@ TEST_CASE("captured step: on the CPU every run copies the batch and runs the ste
   CHECK(calls == 5);
 }
 
+TEST_CASE("captured step: the step records its tape and trains (run with a batch, run without)") {
+  // A captured training step is forward, backward and update: copying the batch in must not
+  // leave the step under a NoGradGuard (issue 22, defect 2: the guard covered the step too).
+  Tensor input = Tensor::zeros({2, 3});
+  Tensor weight = Tensor::ones({3});
+  weight.set_requires_grad(true);
+  int recorded = 0;
+  nn::CapturedStep step({input}, [&] {
+    Tensor loss = ops::sum(ops::mul(input, weight));  // d loss / d weight = column sums
+    if (ops::grad_enabled() && loss.requires_grad()) ++recorded;
+    for (const Tensor& gradient : ops::gradients(loss, {weight})) {
+      ops::NoGradGuard no_grad;
+      ops::add_scaled_in_place(weight, gradient, -0.5);
+    }
+  });
+  step.run({Tensor::full({2, 3}, 1)});  // gradient 2 per element: weight 1 - 1 = 0
+  CHECK(recorded == 1);
+  CHECK(weight.data<float>()[0] == doctest::Approx(0));
+  step.run();  // the same batch again: weight 0 - 1 = -1
+  CHECK(recorded == 2);
+  CHECK(weight.data<float>()[2] == doctest::Approx(-1));
+  step.run({Tensor::full({2, 3}, 2)});  // gradient 4: weight -1 - 2 = -3
+  CHECK(recorded == 3);
+  CHECK(weight.data<float>()[1] == doctest::Approx(-3));
+}
+
 TEST_CASE("captured step: a batch that does not match the static inputs is refused") {
   Tensor input = Tensor::zeros({2, 3});
   nn::CapturedStep step({input}, [] {});

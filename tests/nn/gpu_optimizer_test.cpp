@@ -2,7 +2,9 @@
 // updated by one fused launch (gpu/cuda's kApplyAdam ... run once per step), and the values the
 // CPU computes for the same steps, within float32 rounding (the GPU kernel repeats the CPU's
 // operations with round-to-nearest intrinsics, so they are expected to agree exactly; the
-// tolerance is 1e-6 relative). Built everywhere; exits 77 (skipped) where no GPU can run.
+// tolerance is 1e-6 relative). The GPU store is made on /gpu:0 and every case asserts that what
+// it updates lives there (a store left on its default /cpu:0 would copy the variables back and
+// test the CPU twice). Built everywhere; exits 77 (skipped) where no GPU can run.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -62,12 +64,14 @@ TEST_CASE("optimizers on GPU variables match the CPU, one fused launch per step"
   for (const Rule& rule : rules) {
     CAPTURE(rule.name);
     ops::Generator generator(11);
-    VariableStore cpu_store, gpu_store;
+    VariableStore cpu_store, gpu_store(kGpu);
+    REQUIRE(gpu_store.device() == kGpu);  // a default store keeps its variables on the CPU
     std::vector<Tensor> cpu_vars, gpu_vars;
     for (size_t i = 0; i < kShapes.size(); ++i) {
       Tensor init = ops::random_uniform(kShapes[i], -1.0, 1.0, generator, DType::kF32);
       cpu_vars.push_back(cpu_store.create(variable_name(i), init.clone(), true));
       gpu_vars.push_back(gpu_store.create(variable_name(i), init.to(kGpu), true));
+      REQUIRE(gpu_vars.back().device() == kGpu);
     }
     const int64_t before = ops::kernel_dispatch_count(rule.op, cuda);
     for (int step = 0; step < 3; ++step) {
@@ -97,14 +101,17 @@ TEST_CASE("optimizers on GPU variables match the CPU, one fused launch per step"
 TEST_CASE("a step of more variables than one launch holds matches the CPU") {
   // 100 variables: three launches of up to 48 (ops/cuda/optimizer_launch.h).
   ops::Generator generator(12);
-  VariableStore cpu_store, gpu_store;
+  const ops::KernelTarget cuda{ops::DeviceType::kCUDA, ops::Backend::kCuda};
+  VariableStore cpu_store, gpu_store(kGpu);
   std::vector<Tensor> cpu_vars, gpu_vars;
   for (size_t i = 0; i < 100; ++i) {
     Tensor init = ops::random_uniform({static_cast<int64_t>(i % 7) * 5000 + 3}, -1.0, 1.0,
                                       generator, DType::kF32);
     cpu_vars.push_back(cpu_store.create(variable_name(i), init.clone(), true));
     gpu_vars.push_back(gpu_store.create(variable_name(i), init.to(kGpu), true));
+    REQUIRE(gpu_vars.back().device() == kGpu);
   }
+  const int64_t before = ops::kernel_dispatch_count(ops::OpId::kApplyAdam, cuda);
   for (int step = 0; step < 2; ++step) {
     std::vector<Tensor> cpu_grads, gpu_grads;
     for (const Tensor& v : cpu_vars) {
@@ -114,8 +121,11 @@ TEST_CASE("a step of more variables than one launch holds matches the CPU") {
     optim::adam(0.01).apply_gradients(cpu_store, cpu_grads, cpu_vars);
     optim::adam(0.01).apply_gradients(gpu_store, gpu_grads, gpu_vars);
   }
+  CHECK(ops::kernel_dispatch_count(ops::OpId::kApplyAdam, cuda) ==
+        before + 2);  // one fused dispatch per step
   for (size_t i = 0; i < cpu_vars.size(); ++i) {
     CAPTURE(i);
+    CHECK(gpu_vars[i].device() == kGpu);
     CHECK(relative_error(gpu_vars[i], cpu_vars[i]) <= 1e-6);
   }
 }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "ops/cuda/block_cache.h"
@@ -263,6 +264,37 @@ TEST_CASE("block cache: a block freed during capture joins the pool until it is 
   CHECK(cache.stats().system_frees == frees + 1);
   cache.release_pool(pool);
   CHECK(cache.pool_bytes(pool) == 0);
+}
+
+TEST_CASE("block cache: another thread allocating for a captured stream gets shared blocks") {
+  // prefetch_to_device's worker stages the next batch while the main thread captures a step:
+  // its blocks must not come from (nor be freed into) the graph's pool.
+  FakeSource source(size_t{1} << 30);
+  BlockCache cache(source, "memory of fake");
+  void* shared = cache.allocate(4096, stream(1));
+  cache.deallocate(shared);
+  const uint64_t pool = cache.create_pool();
+  cache.begin_pool(pool, stream(1));
+  void* captured = cache.allocate(4096, stream(1));
+  void* staged = nullptr;
+  std::thread worker([&] {
+    staged = cache.allocate(4096, stream(1));
+    void* temporary = cache.allocate(8192, stream(1));
+    cache.deallocate(temporary);  // back to the shared cache, not the pool
+  });
+  worker.join();
+  CHECK(staged == shared);  // the shared cache's free block
+  CHECK(captured != shared);
+  CHECK(cache.pool_bytes(pool) == static_cast<int64_t>(allocation_size(4096)));
+  cache.end_pool(stream(1));
+  void* eager = cache.allocate(8192, stream(1));  // the worker's freed block is shared again
+  CHECK(cache.stats().system_allocations == 3);
+  cache.deallocate(eager);
+  cache.deallocate(staged);
+  cache.deallocate(captured);
+  cache.release_pool(pool);
+  CHECK(cache.pool_bytes(pool) == 0);
+  CHECK(cache.stats().bytes_in_use == 0);
 }
 
 TEST_CASE("block cache: nothing goes back to the source while a stream is captured") {

@@ -64,6 +64,39 @@ double max_difference(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+TEST_CASE("gpu graph: dropout in a capture draws each replay the mask the eager step would") {
+  // Issue 22, defect 3: the generator's state was baked into the captured kernel's arguments
+  // (the same mask every replay), and the jump table's first copy to the GPU synchronised the
+  // capturing stream. This case comes first in the file, so that copy happens in the capture.
+  Generator gpu_generator(23), cpu_generator(23);
+  const Tensor ones = Tensor::ones({1000});
+  const Tensor ones_gpu = ones.to(kGpu);
+  Tensor mask = Tensor::zeros({1000}, DType::kF32, kGpu);
+  cuda::Graph graph(0);
+  cuda::capture(graph, [&] {
+    mask.copy_from(dropout(ones_gpu, 0.5, gpu_generator));
+    mask.copy_from(add(mask, dropout(ones_gpu, 0.25, gpu_generator)));  // a second draw
+  });
+  REQUIRE(graph.captured());
+  CHECK(gpu_generator.state() == cpu_generator.state());  // the capture ran nothing
+  std::vector<float> previous;
+  for (int replay = 0; replay < 3; ++replay) {
+    CAPTURE(replay);
+    graph.replay();
+    const Tensor first = dropout(ones, 0.5, cpu_generator);
+    const std::vector<float> expected =
+        add(first, dropout(ones, 0.25, cpu_generator)).to_vector<float>();
+    const std::vector<float> got = mask.to(Device::cpu()).to_vector<float>();
+    CHECK(got == expected);
+    CHECK(got != previous);
+    CHECK(gpu_generator.state() == cpu_generator.state());
+    previous = got;
+  }
+  // Eager draws after the replays go on from where the replays left the generator.
+  CHECK(dropout(ones_gpu, 0.5, gpu_generator).to_vector<float>() ==
+        dropout(ones, 0.5, cpu_generator).to_vector<float>());
+}
+
 TEST_CASE("gpu graph: a captured SGD step replayed N times equals N eager steps") {
   const Tensor x = values({32, 16}, 3).to(kGpu), y = values({32, 8}, 4).to(kGpu);
   constexpr int kSteps = 6, kWarmup = 2;
@@ -169,8 +202,9 @@ TEST_CASE("gpu graph: a host read, a host copy or a synchronisation inside captu
 }
 
 TEST_CASE("gpu graph: the sparse cross-entropy and gather capture; bad ids give NaN and zeros") {
-  // Eagerly these ops wait for their id check and throw (gpu_test.cpp); in a capture they
-  // cannot wait, so a bad id shows in the values, as with TensorFlow's GPU kernels.
+  // Their id checks are asynchronous (ops/cuda/id_check.h), in a replay as eagerly: a bad id
+  // shows in the values (NaN, zeros, as TensorFlow's GPU kernels) and the first one is reported
+  // at the next synchronisation point.
   Tensor logits = values({4, 5}, 3).to(kGpu);
   Tensor labels = Tensor::from_vector(std::vector<int64_t>{0, 4, 2, 1}, {4}).to(kGpu);
   Tensor params = values({6, 3}, 4).to(kGpu);
@@ -192,6 +226,8 @@ TEST_CASE("gpu graph: the sparse cross-entropy and gather capture; bad ids give 
   labels.copy_from(Tensor::from_vector(std::vector<int64_t>{0, 9, 2, 1}, {4}).to(kGpu));
   ids.copy_from(Tensor::from_vector(std::vector<int64_t>{5, -1, 2}, {3}).to(kGpu));
   graph.replay();
+  CHECK(contains(error_message<InvalidArgumentError>([&] { loss.to(Device::cpu()); }),
+                 "sparse_softmax_cross_entropy_with_logits: label 9 at index 1"));
   const std::vector<double> bad_loss = loss.to(Device::cpu()).to_vector<double>();
   CHECK(bad_loss[0] == eager_loss[0]);
   CHECK(std::isnan(bad_loss[1]));

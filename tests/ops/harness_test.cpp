@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "ops/tensor_float_32.h"
 #include "tests/ops/harness.h"
 #include "tests/skip.h"
 
@@ -267,6 +268,7 @@ TEST_CASE("every op in bfloat16 matches float32 within bfloat16 tolerance on cpu
 
 TEST_CASE("every op in bfloat16 matches float32 within bfloat16 tolerance on gpu/cuda") {
   if (const std::string why = unavailable(kCuda); !why.empty()) return skip(why);
+  ops::enable_tensor_float_32_execution(false);  // float32 tolerances: no TF32 rounding
   bfloat16_on(kCuda);
 }
 
@@ -284,6 +286,7 @@ TEST_CASE("every op matches the reference on cpu/onednn") {
 
 TEST_CASE("every op matches the reference on gpu/cuda") {
   if (const std::string why = unavailable(kCuda); !why.empty()) return skip(why);
+  ops::enable_tensor_float_32_execution(false);  // float32 tolerances: no TF32 rounding
   forward_on(kCuda);
 }
 
@@ -321,6 +324,7 @@ TEST_CASE("backend gradients match the reference on cpu/onednn") {
 
 TEST_CASE("backend gradients match the reference on gpu/cuda") {
   if (const std::string why = unavailable(kCuda); !why.empty()) return skip(why);
+  ops::enable_tensor_float_32_execution(false);  // float32 tolerances: no TF32 rounding
   gradients_on(kCuda);
 }
 

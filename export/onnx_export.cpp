@@ -1,0 +1,465 @@
+// Trace -> ONNX ModelProto: the structural check of the two traces, liveness, and one short
+// emitter per registry op (see onnx_export.h).
+#include "export/onnx_export.h"
+
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "onnx_subset.pb.h"
+#include "ops/error.h"
+#include "ops/registry.h"
+
+namespace est::serving {
+namespace {
+
+using ops::Activation;
+using ops::OpId;
+namespace onnx = est::serving::onnx;
+
+[[noreturn]] void refuse(const TracedNode& node, const std::string& why) {
+  throw UnimplementedError(fmt::format(
+      "export: op '{}' (registry op '{}') cannot be exported to ONNX: {}; keep it out of the "
+      "PREDICT path of model_fn (or compute it after serving)",
+      node.name, node.kind == NodeKind::kReshape ? "reshape" : ops::op_info(node.op).name, why));
+}
+
+class Emitter {
+ public:
+  Emitter(const Trace& trace, const Trace& other, onnx::GraphProto& graph)
+      : a_(trace), b_(other), graph_(graph) {}
+
+  std::string value_name(int id) const {
+    if (id < 0) return "";
+    auto input = input_names_.find(id);
+    if (input != input_names_.end()) return input->second;
+    auto named = a_.constant_names.find(id);
+    if (named != a_.constant_names.end()) return named->second;
+    return fmt::format("est/value_{}", id);
+  }
+  bool dynamic(int id, size_t axis) const {
+    return a_.values[id].shape[axis] != b_.values[id].shape[axis];
+  }
+  const Shape& shape(int id) const { return a_.values[id].shape; }
+
+  void set_inputs() {
+    for (const auto& [name, id] : a_.inputs) input_names_[id] = name;
+  }
+
+  void add_value_info(onnx::ValueInfoProto* info, const std::string& name, int id) {
+    info->set_name(name);
+    auto* tensor = info->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(onnx_dtype(a_.values[id].dtype));
+    auto* dims = tensor->mutable_shape();
+    for (size_t axis = 0; axis < shape(id).size(); ++axis) {
+      auto* dim = dims->add_dim();
+      if (dynamic(id, axis))
+        dim->set_dim_param(axis == 0 ? "batch" : fmt::format("{}_dim{}", name, axis));
+      else
+        dim->set_dim_value(shape(id)[axis]);
+    }
+  }
+
+  void add_initializer(const std::string& name, const Tensor& value) {
+    Tensor host = value.to(Device::cpu());
+    auto* tensor = graph_.add_initializer();
+    tensor->set_name(name);
+    tensor->set_data_type(onnx_dtype(host.dtype()));
+    for (int64_t dim : host.shape()) tensor->add_dims(dim);
+    tensor->set_raw_data(std::string(static_cast<const char*>(host.raw_data()), host.nbytes()));
+  }
+  std::string int64_constant(const std::vector<int64_t>& values) {
+    std::string name = fmt::format("est/shape_{}", counter_++);
+    add_initializer(name, Tensor::from_vector(values));
+    return name;
+  }
+  std::string scalar_constant(double value, DType dtype) {
+    std::string name = fmt::format("est/const_{}", counter_++);
+    add_initializer(name, Tensor::full({}, value, dtype));
+    return name;
+  }
+  std::string temporary() { return fmt::format("est/tmp_{}", counter_++); }
+
+  onnx::NodeProto* add(const std::string& op_type, std::vector<std::string> inputs,
+                       std::vector<std::string> outputs) {
+    auto* node = graph_.add_node();
+    node->set_op_type(op_type);
+    node->set_name(fmt::format("{}_{}", op_type, counter_++));
+    for (auto& input : inputs) node->add_input(input);
+    for (auto& output : outputs) node->add_output(output);
+    return node;
+  }
+  static void attribute(onnx::NodeProto* node, const std::string& name, int64_t value) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(value);
+  }
+  static void attribute(onnx::NodeProto* node, const std::string& name,
+                        const std::vector<int64_t>& values) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t v : values) a->add_ints(v);
+  }
+
+  // `x` through the fused activation into `output` (an Identity when there is none).
+  void activation(Activation activation, const std::string& x, const std::string& output) {
+    switch (activation) {
+      case Activation::kNone:
+        add("Identity", {x}, {output});
+        return;
+      case Activation::kRelu:
+        add("Relu", {x}, {output});
+        return;
+      case Activation::kSigmoid:
+        add("Sigmoid", {x}, {output});
+        return;
+      case Activation::kTanh:
+        add("Tanh", {x}, {output});
+        return;
+    }
+  }
+  std::string to_nchw(const std::string& x) {
+    std::string out = temporary();
+    attribute(add("Transpose", {x}, {out}), "perm", std::vector<int64_t>{0, 3, 1, 2});
+    return out;
+  }
+  void to_nhwc(const std::string& x, const std::string& output) {
+    attribute(add("Transpose", {x}, {output}), "perm", std::vector<int64_t>{0, 2, 3, 1});
+  }
+  static void window_attributes(onnx::NodeProto* node, const ops::cpu::Window2D& w) {
+    attribute(node, "kernel_shape", std::vector<int64_t>{w.kernel_h, w.kernel_w});
+    attribute(node, "strides", std::vector<int64_t>{w.stride_h, w.stride_w});
+    attribute(node, "pads", std::vector<int64_t>{w.pad_top, w.pad_left, w.pad_bottom, w.pad_right});
+  }
+  // Swaps the last two axes of `x` (value id `id`) when `transpose`.
+  std::string maybe_transposed(int id, bool transpose) {
+    if (!transpose) return value_name(id);
+    std::vector<int64_t> perm;
+    for (size_t i = 0; i < shape(id).size(); ++i) perm.push_back(static_cast<int64_t>(i));
+    std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+    std::string out = temporary();
+    attribute(add("Transpose", {value_name(id)}, {out}), "perm", perm);
+    return out;
+  }
+
+  void emit(const TracedNode& node);
+
+ private:
+  const Trace& a_;
+  const Trace& b_;
+  onnx::GraphProto& graph_;
+  std::map<int, std::string> input_names_;
+  int counter_ = 0;
+};
+
+void Emitter::emit(const TracedNode& node) {
+  auto in = [&](size_t i) { return value_name(node.inputs.at(i)); };
+  const int out_id = node.outputs.at(0);
+  const std::string out = value_name(out_id);
+  if (node.kind == NodeKind::kReshape) {
+    std::vector<int64_t> target;
+    int dynamic_axes = 0;
+    for (size_t axis = 0; axis < shape(out_id).size(); ++axis) {
+      if (dynamic(out_id, axis)) {
+        ++dynamic_axes;
+        target.push_back(-1);
+      } else {
+        if (shape(out_id)[axis] == 0) refuse(node, "a reshape to an empty dimension");
+        target.push_back(shape(out_id)[axis]);
+      }
+    }
+    if (dynamic_axes > 1) refuse(node, "a reshape with several batch-dependent dimensions");
+    add("Reshape", {in(0), int64_constant(target)}, {out});
+    return;
+  }
+  switch (node.op) {
+    case OpId::kCopy:
+      add("Identity", {in(0)}, {out});
+      return;
+    case OpId::kCast:
+      attribute(add("Cast", {in(0)}, {out}), "to", onnx_dtype(a_.values[out_id].dtype));
+      return;
+    case OpId::kBinary: {
+      static const char* const kTypes[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"};
+      const auto op = static_cast<ops::BinaryOp>(node.member);
+      if (op == ops::BinaryOp::kDiv && !is_floating(a_.values[out_id].dtype))
+        refuse(node, "integer division (ONNX rounds differently)");
+      if (op == ops::BinaryOp::kSquaredDifference) {
+        std::string difference = temporary();
+        add("Sub", {in(0), in(1)}, {difference});
+        add("Mul", {difference, difference}, {out});
+      } else {
+        add(kTypes[node.member], {in(0), in(1)}, {out});
+      }
+      return;
+    }
+    case OpId::kCompare: {
+      static const char* const kTypes[] = {"Equal", "Greater", "Less"};
+      add(kTypes[node.member], {in(0), in(1)}, {out});
+      return;
+    }
+    case OpId::kUnary: {
+      const DType dtype = a_.values[out_id].dtype;
+      switch (static_cast<ops::UnaryOp>(node.member)) {
+        case ops::UnaryOp::kNeg:
+          add("Neg", {in(0)}, {out});
+          return;
+        case ops::UnaryOp::kExp:
+          add("Exp", {in(0)}, {out});
+          return;
+        case ops::UnaryOp::kLog:
+          add("Log", {in(0)}, {out});
+          return;
+        case ops::UnaryOp::kSqrt:
+          add("Sqrt", {in(0)}, {out});
+          return;
+        case ops::UnaryOp::kSquare:
+          add("Mul", {in(0), in(0)}, {out});
+          return;
+        case ops::UnaryOp::kAbs:
+          add("Abs", {in(0)}, {out});
+          return;
+        case ops::UnaryOp::kRelu:
+          add("Relu", {in(0)}, {out});
+          return;
+        case ops::UnaryOp::kSigmoid:
+          add("Sigmoid", {in(0)}, {out});
+          return;
+        case ops::UnaryOp::kTanh:
+          add("Tanh", {in(0)}, {out});
+          return;
+        case ops::UnaryOp::kClip:
+          add("Clip",
+              {in(0), scalar_constant(node.reals[0], dtype), scalar_constant(node.reals[1], dtype)},
+              {out});
+          return;
+        case ops::UnaryOp::kPow:
+          add("Pow", {in(0), scalar_constant(node.reals[0], dtype)}, {out});
+          return;
+      }
+      break;
+    }
+    case OpId::kBroadcastTo:
+      for (size_t axis = 0; axis < shape(out_id).size(); ++axis)
+        if (dynamic(out_id, axis)) refuse(node, "a broadcast to a batch-dependent shape");
+      add("Expand", {in(0), int64_constant(shape(out_id))}, {out});
+      return;
+    case OpId::kReduce: {
+      if (node.ints.empty()) {
+        add("Identity", {in(0)}, {out});
+        return;
+      }
+      if (static_cast<ops::ReduceOp>(node.member) == ops::ReduceOp::kSum) {
+        attribute(add("ReduceSum", {in(0), int64_constant(node.ints)}, {out}), "keepdims", 0);
+      } else {
+        auto* reduce = add("ReduceMax", {in(0)}, {out});
+        attribute(reduce, "axes", node.ints);
+        attribute(reduce, "keepdims", 0);
+      }
+      return;
+    }
+    case OpId::kArgmax: {
+      auto* argmax = add("ArgMax", {in(0)}, {out});
+      attribute(argmax, "axis", node.ints[0]);
+      attribute(argmax, "keepdims", 0);
+      return;
+    }
+    case OpId::kTranspose:
+      attribute(add("Transpose", {in(0)}, {out}), "perm", node.ints);
+      return;
+    case OpId::kConcat: {
+      std::vector<std::string> inputs;
+      for (size_t i = 0; i < node.inputs.size(); ++i) inputs.push_back(in(i));
+      attribute(add("Concat", inputs, {out}), "axis", node.ints[0]);
+      return;
+    }
+    case OpId::kSlice: {
+      const int in_id = node.inputs[0];
+      std::vector<int64_t> ends, axes;
+      for (size_t axis = 0; axis < node.ints.size(); ++axis) {
+        axes.push_back(static_cast<int64_t>(axis));
+        if (dynamic(out_id, axis) || dynamic(in_id, axis)) {
+          if (node.ints[axis] != 0 || shape(out_id)[axis] != shape(in_id)[axis] ||
+              b_.values[out_id].shape[axis] != b_.values[in_id].shape[axis])
+            refuse(node, "a slice of part of the batch dimension");
+          ends.push_back(std::numeric_limits<int64_t>::max());
+        } else {
+          ends.push_back(node.ints[axis] + shape(out_id)[axis]);
+        }
+      }
+      add("Slice", {in(0), int64_constant(node.ints), int64_constant(ends), int64_constant(axes)},
+          {out});
+      return;
+    }
+    case OpId::kGather:
+      attribute(add("Gather", {in(0), in(1)}, {out}), "axis", node.ints[0]);
+      return;
+    case OpId::kSoftmax:
+      attribute(add(node.flag_a ? "LogSoftmax" : "Softmax", {in(0)}, {out}), "axis", node.ints[0]);
+      return;
+    case OpId::kMatmul: {
+      std::string product = temporary();
+      add("MatMul",
+          {maybe_transposed(node.inputs[0], node.flag_a),
+           maybe_transposed(node.inputs[1], node.flag_b)},
+          {product});
+      if (node.inputs[2] >= 0) {
+        std::string biased = temporary();
+        add("Add", {product, in(2)}, {biased});
+        product = biased;
+      }
+      activation(node.activation, product, out);
+      return;
+    }
+    case OpId::kBiasAdd:
+      add("Add", {in(0), in(1)}, {out});
+      return;
+    case OpId::kActivation:
+      activation(node.activation, in(0), out);
+      return;
+    case OpId::kConv2D: {
+      const auto& w = node.window;
+      const Shape& kernel = shape(node.inputs[1]);  // [KH, KW, IC / groups, OC]
+      std::string kernel_oihw = temporary();
+      attribute(add("Transpose", {in(1)}, {kernel_oihw}), "perm", std::vector<int64_t>{3, 2, 0, 1});
+      std::vector<std::string> inputs{to_nchw(in(0)), kernel_oihw};
+      if (node.inputs[2] >= 0) inputs.push_back(in(2));
+      std::string convolved = temporary();
+      auto* conv = add("Conv", inputs, {convolved});
+      window_attributes(conv, w);
+      attribute(conv, "dilations", std::vector<int64_t>{w.dilation_h, w.dilation_w});
+      attribute(conv, "group", w.in_c / kernel[2]);
+      std::string activated = temporary();
+      activation(node.activation, convolved, activated);
+      to_nhwc(activated, out);
+      return;
+    }
+    case OpId::kPool2D: {
+      const bool max = static_cast<ops::PoolKind>(node.member) == ops::PoolKind::kMax;
+      std::string pooled = temporary();
+      auto* pool = add(max ? "MaxPool" : "AveragePool", {to_nchw(in(0))}, {pooled});
+      window_attributes(pool, node.window);
+      if (!max) attribute(pool, "count_include_pad", 0);  // TF averages the valid inputs only
+      to_nhwc(pooled, out);
+      return;
+    }
+    default:
+      break;
+  }
+  refuse(node, "it has no ONNX form in est's exporter");
+}
+
+void check_same_structure(const Trace& a, const Trace& b) {
+  const size_t n = std::min(a.nodes.size(), b.nodes.size());
+  for (size_t i = 0; i < n; ++i)
+    if (!(a.nodes[i] == b.nodes[i]))
+      throw UnimplementedError(fmt::format(
+          "export: model_fn runs different ops at two batch sizes (op #{} is '{}' in one trace "
+          "and '{}' in the other); the export needs one graph for every batch size: keep "
+          "batch- and value-dependent branches out of the PREDICT path",
+          i, a.nodes[i].name, b.nodes[i].name));
+  if (a.nodes.size() != b.nodes.size() || a.values.size() != b.values.size() ||
+      a.inputs != b.inputs || a.outputs != b.outputs)
+    throw UnimplementedError(
+        "export: model_fn runs a different number of ops at two batch sizes; the export needs "
+        "one graph for every batch size");
+  for (size_t id = 0; id < a.values.size(); ++id)
+    if (a.values[id].shape.size() != b.values[id].shape.size() ||
+        a.values[id].dtype != b.values[id].dtype)
+      throw UnimplementedError(fmt::format(
+          "export: a tensor changes rank or dtype with the batch size ({} vs {}); the export "
+          "needs one graph for every batch size",
+          ops::shape_str(a.values[id].shape), ops::shape_str(b.values[id].shape)));
+}
+
+bool same_contents(const Tensor& x, const Tensor& y) {
+  if (x.shape() != y.shape() || x.dtype() != y.dtype()) return false;
+  Tensor hx = x.to(Device::cpu()), hy = y.to(Device::cpu());
+  return std::memcmp(hx.raw_data(), hy.raw_data(), hx.nbytes()) == 0;
+}
+
+}  // namespace
+
+int onnx_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return onnx::TensorProto::FLOAT;
+    case DType::kF64:
+      return onnx::TensorProto::DOUBLE;
+    case DType::kI32:
+      return onnx::TensorProto::INT32;
+    case DType::kI64:
+      return onnx::TensorProto::INT64;
+    case DType::kU8:
+      return onnx::TensorProto::UINT8;
+    case DType::kBool:
+      return onnx::TensorProto::BOOL;
+    case DType::kBF16:
+      return onnx::TensorProto::BFLOAT16;
+    case DType::kString:
+      return onnx::TensorProto::STRING;
+  }
+  throw InternalError("onnx_dtype: unknown dtype");
+}
+
+std::string to_onnx(const Trace& trace, const Trace& other, const std::string& graph_name) {
+  check_same_structure(trace, other);
+  // Liveness: the nodes the outputs depend on, found backwards from them.
+  std::map<int, size_t> producer;
+  for (size_t i = 0; i < trace.nodes.size(); ++i)
+    for (int id : trace.nodes[i].outputs) producer[id] = i;
+  std::set<int> live_values;
+  std::vector<int> pending;
+  for (const auto& [name, id] : trace.outputs) pending.push_back(id);
+  std::set<size_t> live_nodes;
+  while (!pending.empty()) {
+    const int id = pending.back();
+    pending.pop_back();
+    if (id < 0 || !live_values.insert(id).second) continue;
+    auto found = producer.find(id);
+    if (found == producer.end()) continue;
+    live_nodes.insert(found->second);
+    for (int input : trace.nodes[found->second].inputs) pending.push_back(input);
+  }
+
+  onnx::ModelProto model;
+  model.set_ir_version(kOnnxIrVersion);
+  model.set_producer_name("est");
+  model.set_producer_version("0.1.0");
+  auto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(kOnnxOpsetVersion);
+  onnx::GraphProto& graph = *model.mutable_graph();
+  graph.set_name(graph_name);
+  Emitter emitter(trace, other, graph);
+  emitter.set_inputs();
+  for (const auto& [name, id] : trace.inputs) emitter.add_value_info(graph.add_input(), name, id);
+  for (const auto& [id, value] : trace.constants) {
+    if (!live_values.count(id)) continue;
+    auto theirs = other.constants.find(id);
+    if (theirs == other.constants.end() || !same_contents(value, theirs->second))
+      throw UnimplementedError(fmt::format(
+          "export: a constant of shape {} {} changes with the batch size or the input values "
+          "(a tensor computed outside the ops, e.g. from values read on the host, or created "
+          "with the batch's shape); ONNX cannot hold it as an initializer",
+          ops::shape_str(value.shape()),
+          trace.constant_names.count(id) ? "('" + trace.constant_names.at(id) + "')" : ""));
+    emitter.add_initializer(emitter.value_name(id), value);
+  }
+  for (size_t i : live_nodes) {
+    if (trace.nodes[i].kind == NodeKind::kUnsupported)
+      refuse(trace.nodes[i], "it has no ONNX form in est's exporter");
+  }
+  for (size_t i : live_nodes) emitter.emit(trace.nodes[i]);
+  for (const auto& [name, id] : trace.outputs) {
+    emitter.add("Identity", {emitter.value_name(id)}, {name});
+    emitter.add_value_info(graph.add_output(), name, id);
+  }
+  return model.SerializeAsString();
+}
+
+}  // namespace est::serving

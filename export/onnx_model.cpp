@@ -1,0 +1,343 @@
+// Loading model.onnx and interpreting its nodes with est's ops (see onnx_model.h).
+#include "export/onnx_model.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "onnx_subset.pb.h"
+#include "ops/autograd.h"
+#include "ops/cpu/window.h"
+#include "ops/ops.h"
+
+namespace est::serving {
+
+struct Attribute {
+  int64_t i = 0;
+  std::vector<int64_t> ints;
+};
+
+struct Node {
+  std::string op_type;
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  std::map<std::string, Attribute> attributes;
+
+  int64_t attribute(const std::string& name, int64_t fallback) const {
+    auto found = attributes.find(name);
+    return found == attributes.end() ? fallback : found->second.i;
+  }
+  std::vector<int64_t> ints(const std::string& name) const {
+    auto found = attributes.find(name);
+    return found == attributes.end() ? std::vector<int64_t>{} : found->second.ints;
+  }
+};
+
+struct OnnxModel::Graph {
+  std::vector<Node> nodes;
+  std::map<std::string, Tensor> initializers;
+  std::vector<TensorInfo> inputs;
+  std::vector<TensorInfo> outputs;
+};
+
+namespace {
+
+using Values = std::map<std::string, Tensor>;
+
+Tensor tensor_of(const onnx::TensorProto& proto) {
+  const DType dtype = OnnxModel::dtype_of(proto.data_type());
+  Shape shape(proto.dims().begin(), proto.dims().end());
+  Tensor tensor = Tensor::empty(shape, dtype);
+  const size_t bytes = tensor.nbytes();
+  if (proto.has_raw_data()) {
+    if (proto.raw_data().size() != bytes)
+      throw DataLossError(fmt::format("ONNX initializer '{}' holds {} bytes, its shape {} needs {}",
+                                      proto.name(), proto.raw_data().size(), ops::shape_str(shape),
+                                      bytes));
+    std::memcpy(tensor.raw_data(), proto.raw_data().data(), bytes);
+    return tensor;
+  }
+  auto fill = [&](const auto& values) {
+    if (static_cast<int64_t>(values.size()) != tensor.numel())
+      throw DataLossError(fmt::format("ONNX initializer '{}' has {} values for shape {}",
+                                      proto.name(), values.size(), ops::shape_str(shape)));
+    std::vector<double> all(values.begin(), values.end());
+    Tensor from = Tensor::from_vector(all, shape);
+    tensor = ops::cast(from, dtype);
+  };
+  if (proto.float_data_size() > 0)
+    fill(proto.float_data());
+  else if (proto.int64_data_size() > 0)
+    fill(proto.int64_data());
+  else if (proto.int32_data_size() > 0)
+    fill(proto.int32_data());
+  else if (proto.double_data_size() > 0)
+    fill(proto.double_data());
+  else if (tensor.numel() > 0)
+    throw DataLossError(fmt::format("ONNX initializer '{}' has no data", proto.name()));
+  return tensor;
+}
+
+TensorInfo info_of(const onnx::ValueInfoProto& value) {
+  TensorInfo info{.name = value.name()};
+  const auto& type = value.type().tensor_type();
+  info.dtype = OnnxModel::dtype_of(type.elem_type());
+  for (const auto& dim : type.shape().dim())
+    info.shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+  return info;
+}
+
+std::vector<int> as_ints(const std::vector<int64_t>& values) {
+  return std::vector<int>(values.begin(), values.end());
+}
+
+// TF's padding of a window over NCHW input spatial dims (h, w): `same` or `valid`, from the
+// explicit pads ONNX holds; UnimplementedError for anything else.
+ops::Padding padding_of(const Node& node, const Shape& input, const std::vector<int64_t>& kernel,
+                        const std::vector<int64_t>& strides,
+                        const std::vector<int64_t>& dilations) {
+  std::vector<int64_t> pads = node.ints("pads");
+  if (pads.empty()) pads.assign(4, 0);
+  if (pads == std::vector<int64_t>(4, 0)) return ops::Padding::kValid;
+  for (int axis = 0; axis < 2; ++axis) {
+    auto dim = ops::cpu::window_dim(input[2 + axis], kernel[axis], static_cast<int>(strides[axis]),
+                                    static_cast<int>(dilations[axis]), ops::Padding::kSame,
+                                    node.op_type.c_str());
+    if (dim.pad_before != pads[axis] || dim.pad_after != pads[2 + axis])
+      throw UnimplementedError(fmt::format(
+          "{}: pads [{}] are neither TensorFlow's `same` nor `valid` padding for input {}",
+          node.op_type, fmt::join(pads, ", "), ops::shape_str(input)));
+  }
+  return ops::Padding::kSame;
+}
+
+std::array<int, 2> pair_of(const std::vector<int64_t>& values, int fallback) {
+  if (values.size() != 2) return {fallback, fallback};
+  return {static_cast<int>(values[0]), static_cast<int>(values[1])};
+}
+
+Tensor nchw_to_nhwc(const Tensor& x) { return ops::transpose(x, {0, 2, 3, 1}); }
+Tensor nhwc_to_nchw(const Tensor& x) { return ops::transpose(x, {0, 3, 1, 2}); }
+
+std::vector<Tensor> run_node(const Node& node, const std::vector<Tensor>& in) {
+  const std::string& op = node.op_type;
+  auto unary = [&](Tensor (*fn)(const Tensor&)) { return std::vector<Tensor>{fn(in[0])}; };
+  auto binary = [&](Tensor (*fn)(const Tensor&, const Tensor&)) {
+    return std::vector<Tensor>{fn(in[0], in[1])};
+  };
+  if (op == "Identity") return {in[0]};
+  if (op == "Cast")
+    return {ops::cast(in[0], OnnxModel::dtype_of(static_cast<int>(node.attribute("to", 1))))};
+  if (op == "Add") return binary(ops::add);
+  if (op == "Sub") return binary(ops::sub);
+  if (op == "Mul") return binary(ops::mul);
+  if (op == "Div") return binary(ops::div);
+  if (op == "Max") return binary(ops::maximum);
+  if (op == "Min") return binary(ops::minimum);
+  if (op == "Pow") return binary(ops::pow);
+  if (op == "Equal") return binary(ops::equal);
+  if (op == "Greater") return binary(ops::greater);
+  if (op == "Less") return binary(ops::less);
+  if (op == "Neg") return unary(ops::neg);
+  if (op == "Exp") return unary(ops::exp);
+  if (op == "Log") return unary(ops::log);
+  if (op == "Sqrt") return unary(ops::sqrt);
+  if (op == "Abs") return unary(ops::abs);
+  if (op == "Relu") return unary(ops::relu);
+  if (op == "Sigmoid") return unary(ops::sigmoid);
+  if (op == "Tanh") return unary(ops::tanh);
+  if (op == "Clip") return {ops::clip(in[0], in[1].item(), in[2].item())};
+  if (op == "Expand") return {ops::broadcast_to(in[0], in[1].to_vector<int64_t>())};
+  if (op == "ReduceSum")
+    return {ops::sum(in[0], as_ints(in[1].to_vector<int64_t>()), node.attribute("keepdims", 1))};
+  if (op == "ReduceMax")
+    return {ops::max(in[0], as_ints(node.ints("axes")), node.attribute("keepdims", 1))};
+  if (op == "ArgMax") {
+    const int axis = static_cast<int>(node.attribute("axis", 0));
+    Tensor result = ops::argmax(in[0], axis);
+    return {node.attribute("keepdims", 1) ? ops::expand_dims(result, axis) : result};
+  }
+  if (op == "Transpose") return {ops::transpose(in[0], as_ints(node.ints("perm")))};
+  if (op == "Concat") return {ops::concat(in, static_cast<int>(node.attribute("axis", 0)))};
+  if (op == "Gather")
+    return {ops::gather(in[0], in[1], static_cast<int>(node.attribute("axis", 0)))};
+  if (op == "Softmax") return {ops::softmax(in[0], static_cast<int>(node.attribute("axis", -1)))};
+  if (op == "LogSoftmax")
+    return {ops::log_softmax(in[0], static_cast<int>(node.attribute("axis", -1)))};
+  if (op == "MatMul")
+    return binary([](const Tensor& a, const Tensor& b) { return ops::matmul(a, b); });
+  if (op == "Reshape") {
+    Shape shape = in[1].to_vector<int64_t>();
+    for (size_t axis = 0; axis < shape.size(); ++axis)
+      if (shape[axis] == 0) shape[axis] = in[0].dim(static_cast<int>(axis));
+    return {in[0].reshape(shape)};
+  }
+  if (op == "Slice") {
+    const Shape& shape = in[0].shape();
+    std::vector<int64_t> begin(shape.size(), 0), size(shape);
+    const auto starts = in[1].to_vector<int64_t>(), ends = in[2].to_vector<int64_t>();
+    std::vector<int64_t> axes = in.size() > 3 ? in[3].to_vector<int64_t>() : std::vector<int64_t>{};
+    if (axes.empty())
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const int64_t dim = shape[axes[i]];
+      auto clamp = [&](int64_t v) { return std::clamp(v < 0 ? v + dim : v, int64_t{0}, dim); };
+      begin[axes[i]] = clamp(starts[i]);
+      size[axes[i]] = std::max<int64_t>(clamp(ends[i]) - begin[axes[i]], 0);
+    }
+    return {ops::slice(in[0], begin, size)};
+  }
+  if (op == "Conv") {
+    const std::vector<int64_t> kernel{in[1].dim(2), in[1].dim(3)};
+    std::vector<int64_t> strides = node.ints("strides"), dilations = node.ints("dilations");
+    if (strides.empty()) strides = {1, 1};
+    if (dilations.empty()) dilations = {1, 1};
+    ops::Conv2DParams params{.strides = pair_of(strides, 1),
+                             .padding = padding_of(node, in[0].shape(), kernel, strides, dilations),
+                             .dilations = pair_of(dilations, 1)};
+    Tensor bias = in.size() > 2 ? in[2] : Tensor();
+    return {nhwc_to_nchw(
+        ops::conv2d(nchw_to_nhwc(in[0]), ops::transpose(in[1], {2, 3, 1, 0}), bias, params))};
+  }
+  if (op == "MaxPool" || op == "AveragePool") {
+    const std::vector<int64_t> kernel = node.ints("kernel_shape");
+    std::vector<int64_t> strides = node.ints("strides");
+    if (strides.empty()) strides = {1, 1};
+    ops::Pool2DParams params{.window = pair_of(kernel, 1),
+                             .strides = pair_of(strides, 1),
+                             .padding = padding_of(node, in[0].shape(), kernel, strides, {1, 1})};
+    Tensor x = nchw_to_nhwc(in[0]);
+    return {
+        nhwc_to_nchw(op == "MaxPool" ? ops::max_pool2d(x, params) : ops::avg_pool2d(x, params))};
+  }
+  throw UnimplementedError("ONNX op " + op + " is not run by est");
+}
+
+// What load() checks about a node before any request: an op est runs, attributes it honours.
+void check_supported(const Node& node) {
+  static const std::set<std::string> kOps{
+      "Identity", "Cast",      "Add",    "Sub",    "Mul",       "Div",
+      "Max",      "Min",       "Pow",    "Equal",  "Greater",   "Less",
+      "Neg",      "Exp",       "Log",    "Sqrt",   "Abs",       "Relu",
+      "Sigmoid",  "Tanh",      "Clip",   "Expand", "ReduceSum", "ReduceMax",
+      "ArgMax",   "Transpose", "Concat", "Gather", "Softmax",   "LogSoftmax",
+      "MatMul",   "Reshape",   "Slice",  "Conv",   "MaxPool",   "AveragePool"};
+  if (!kOps.count(node.op_type))
+    throw UnimplementedError(fmt::format(
+        "ONNX op '{}' is not one est runs (est runs the ops its exporter writes)", node.op_type));
+  if (node.op_type == "Conv" && node.attribute("group", 1) != 1)
+    throw UnimplementedError("ONNX Conv with group != 1 is not run by est");
+  if (node.op_type == "AveragePool" && node.attribute("count_include_pad", 0) != 0)
+    throw UnimplementedError("ONNX AveragePool with count_include_pad is not run by est");
+  if (node.attributes.count("auto_pad"))
+    throw UnimplementedError("ONNX " + node.op_type + " with auto_pad is not run by est");
+  if (node.op_type == "Slice" && node.inputs.size() > 4)
+    throw UnimplementedError("ONNX Slice with steps is not run by est");
+}
+
+}  // namespace
+
+DType OnnxModel::dtype_of(int onnx_dtype) {
+  switch (onnx_dtype) {
+    case onnx::TensorProto::FLOAT:
+      return DType::kF32;
+    case onnx::TensorProto::DOUBLE:
+      return DType::kF64;
+    case onnx::TensorProto::INT32:
+      return DType::kI32;
+    case onnx::TensorProto::INT64:
+      return DType::kI64;
+    case onnx::TensorProto::UINT8:
+      return DType::kU8;
+    case onnx::TensorProto::BOOL:
+      return DType::kBool;
+    case onnx::TensorProto::BFLOAT16:
+      return DType::kBF16;
+    default:
+      throw UnimplementedError(fmt::format("ONNX data type {} has no est dtype", onnx_dtype));
+  }
+}
+
+OnnxModel OnnxModel::load(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw NotFoundError("OnnxModel: cannot open " + path);
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&file) || !model.has_graph())
+    throw DataLossError("OnnxModel: " + path + " is not an ONNX model (no ModelProto parses)");
+  auto graph = std::make_shared<Graph>();
+  for (const auto& initializer : model.graph().initializer())
+    graph->initializers[initializer.name()] = tensor_of(initializer);
+  for (const auto& input : model.graph().input())
+    if (!graph->initializers.count(input.name())) graph->inputs.push_back(info_of(input));
+  for (const auto& output : model.graph().output()) graph->outputs.push_back(info_of(output));
+  for (const auto& proto : model.graph().node()) {
+    Node node{.op_type = proto.op_type(),
+              .inputs = {proto.input().begin(), proto.input().end()},
+              .outputs = {proto.output().begin(), proto.output().end()}};
+    for (const auto& attribute : proto.attribute())
+      node.attributes[attribute.name()] = {attribute.i(),
+                                           {attribute.ints().begin(), attribute.ints().end()}};
+    if (!proto.domain().empty())
+      throw UnimplementedError("OnnxModel: " + path + ": op domain '" + proto.domain() +
+                               "' is not run by est");
+    try {
+      check_supported(node);
+    } catch (const UnimplementedError& error) {
+      throw UnimplementedError(path + ": " + error.what());
+    }
+    graph->nodes.push_back(std::move(node));
+  }
+  return OnnxModel(std::move(graph));
+}
+
+const std::vector<TensorInfo>& OnnxModel::inputs() const { return graph_->inputs; }
+const std::vector<TensorInfo>& OnnxModel::outputs() const { return graph_->outputs; }
+
+NamedTensors OnnxModel::run(const NamedTensors& inputs) const {
+  ops::NoGradGuard no_grad;
+  Values values = graph_->initializers;
+  for (const TensorInfo& info : graph_->inputs) {
+    auto found = inputs.find(info.name);
+    if (found == inputs.end())
+      throw InvalidArgumentError(fmt::format("input '{}' is missing", info.name));
+    const Tensor& tensor = found->second;
+    if (tensor.dtype() != info.dtype)
+      throw InvalidArgumentError(fmt::format("input '{}' must be {}, got {}", info.name,
+                                             dtype_name(info.dtype), dtype_name(tensor.dtype())));
+    bool fits = tensor.rank() == static_cast<int>(info.shape.size());
+    for (size_t axis = 0; fits && axis < info.shape.size(); ++axis)
+      fits = info.shape[axis] < 0 || info.shape[axis] == tensor.shape()[axis];
+    if (!fits)
+      throw InvalidArgumentError(fmt::format("input '{}' must have shape {} (-1: any), got {}",
+                                             info.name, ops::shape_str(info.shape),
+                                             ops::shape_str(tensor.shape())));
+    values[info.name] = tensor;
+  }
+  for (const Node& node : graph_->nodes) {
+    std::vector<Tensor> in;
+    for (const std::string& name : node.inputs) {
+      if (name.empty()) continue;
+      auto found = values.find(name);
+      if (found == values.end())
+        throw InvalidArgumentError(
+            fmt::format("ONNX node {} reads '{}', which no node wrote", node.op_type, name));
+      in.push_back(found->second);
+    }
+    std::vector<Tensor> out = run_node(node, in);
+    for (size_t i = 0; i < node.outputs.size() && i < out.size(); ++i)
+      values[node.outputs[i]] = out[i];
+  }
+  NamedTensors outputs;
+  for (const TensorInfo& info : graph_->outputs) outputs[info.name] = values.at(info.name);
+  return outputs;
+}
+
+}  // namespace est::serving

@@ -1,0 +1,37 @@
+// TensorFlow Serving's REST API (tensorflow_serving/g3doc/api_rest.md) over a ModelManager,
+// independent of the HTTP library (tools/est_serve.cpp puts it behind cpp-httplib):
+//   GET  /v1/models/NAME[/versions/V]            -> {"model_version_status": [...]}
+//   GET  /v1/models/NAME[/versions/V]/metadata   -> {"model_spec": ..., "metadata":
+//   {"signature_def": ...}} POST /v1/models/NAME[/versions/V]:predict    with {"signature_name"?,
+//   "instances": [...]} (row
+//        format, answered {"predictions": [...]}) or {"inputs": ...} (columnar, answered
+//        {"outputs": ...}); a single input or output is given without its name, as TF does.
+//   POST ...:classify / ...:regress              400 unless the signature has that method (est
+//        exports predict signatures only).
+// Errors are {"error": "..."} with the HTTP status of the error's cause: 400 for a malformed
+// body, a tensor of the wrong shape or dtype, an unknown signature; 404 for an unknown model,
+// version or path; 501 for what est does not do ({"b64": ...} values: est has no string
+// tensors); 500 otherwise. Nothing a client sends can crash the server.
+#pragma once
+
+#include <string>
+
+#include "export/batcher.h"
+#include "export/servable.h"
+
+namespace est::serving {
+
+struct RestResponse {
+  int status = 200;
+  std::string body;  // JSON
+};
+
+// `batcher`, when given, runs concurrent predict requests together (batcher.h).
+RestResponse handle_rest(const ModelManager& models, const std::string& method,
+                         const std::string& path, const std::string& body,
+                         Batcher* batcher = nullptr);
+
+// The HTTP status TF Serving answers for an error of `code`.
+int http_status_of(StatusCode code);
+
+}  // namespace est::serving

@@ -1,0 +1,65 @@
+// A served model: the versions under a base path (TF Serving's layout: <base>/<version>/, the
+// version a number, as export_saved_model writes them), the newest one loaded (TF Serving's
+// default version policy, "latest"), and its reload when a newer version appears.
+//
+// Requests take a shared_ptr to the current Servable; poll() swaps in a new one, so a request
+// in flight finishes on the version it started with and none is dropped. A version that fails to
+// load (half copied, an op est does not run) is logged and retried at the next poll while the
+// old version keeps serving.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "export/onnx_model.h"
+
+namespace est::serving {
+
+// One signature of signatures.json: method name, inputs and outputs by key (TensorInfo's name
+// is the ONNX graph's input or output).
+struct SignatureDef {
+  std::string method_name;
+  std::map<std::string, TensorInfo> inputs;
+  std::map<std::string, TensorInfo> outputs;
+};
+using Signatures = std::map<std::string, SignatureDef>;
+
+// Parses signatures.json (DataLossError naming the file and the field when malformed).
+Signatures load_signatures(const std::string& path);
+// TF's dtype names ("DT_FLOAT") and back (InvalidArgumentError for an unknown name).
+std::string tf_dtype_name(DType dtype);
+DType dtype_from_tf_name(const std::string& name);
+
+struct Servable {
+  int64_t version = 0;
+  std::string path;
+  OnnxModel model;
+  Signatures signatures;
+};
+
+// The newest version directory under `base_path` holding a model.onnx, or nullopt.
+std::optional<std::pair<int64_t, std::string>> newest_version(const std::string& base_path);
+
+class ModelManager {
+ public:
+  ModelManager(std::string name, std::string base_path);
+  // Loads the newest version when it is newer than the one served; true when it changed.
+  bool poll();
+  // The version served now (null before the first one loaded).
+  std::shared_ptr<const Servable> current() const;
+  const std::string& name() const { return name_; }
+  const std::string& base_path() const { return base_path_; }
+
+ private:
+  std::string name_;
+  std::string base_path_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<const Servable> current_;
+  int64_t failed_version_ = -1;  // logged once
+};
+
+}  // namespace est::serving

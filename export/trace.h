@@ -1,0 +1,68 @@
+// Trace: the ops a function of tensors runs, recorded kernel by kernel, for the ONNX export.
+//
+// trace() installs a Tracer (an ops::KernelObserver) on the calling thread for the duration of
+// one call of the function, so that every kernel the function's ops run is recorded with its
+// inputs, outputs and attributes (ops/registry.h explains the observer). Tensors are matched by
+// their storage: a kernel's output is a new value; a tensor that shares a known value's storage
+// with another shape is that value reshaped (Tensor::reshape makes views without a kernel); a
+// tensor never produced by a traced kernel is a constant (a variable, a literal), kept by value.
+// Every tensor seen stays alive until the trace ends, so no storage is reused under a name.
+// Kernels the export cannot express are still recorded (as unsupported nodes naming the op), so
+// that only the ones the outputs depend on are refused (onnx_export.h).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ops/kernel_ops.h"
+#include "ops/tensor.h"
+
+namespace est::serving {
+
+using NamedTensors = std::map<std::string, Tensor>;
+
+struct TracedValue {
+  Shape shape;
+  DType dtype = DType::kF32;
+};
+
+enum class NodeKind : uint8_t {
+  kKernel,       // a registry op (op)
+  kReshape,      // a view with another shape (no kernel)
+  kUnsupported,  // a kernel the export does not express: its outputs are poisoned
+};
+
+struct TracedNode {
+  NodeKind kind = NodeKind::kKernel;
+  ops::OpId op = ops::OpId::kFill;
+  std::string name;          // the user-visible op ("conv2d", "dense", "argmax")
+  std::vector<int> inputs;   // value ids; -1 for an absent optional input (a conv without bias)
+  std::vector<int> outputs;  // value ids
+  int member = 0;            // the family member: BinaryOp, UnaryOp, CompareOp, ReduceOp, PoolKind
+  ops::Activation activation = ops::Activation::kNone;
+  std::vector<int64_t> ints;  // axes, perm, slice begin, argmax/softmax/concat/gather axis
+  std::vector<double> reals;  // unary parameters
+  bool flag_a = false;        // log softmax; matmul transpose_a
+  bool flag_b = false;        // matmul transpose_b
+  ops::cpu::Window2D window;  // conv2d, pool2d
+  bool operator==(const TracedNode& other) const;  // equal but for shapes (window.batch)
+};
+
+struct Trace {
+  std::vector<TracedValue> values;
+  std::vector<TracedNode> nodes;
+  std::map<int, Tensor> constants;            // value id -> its value (a copy)
+  std::map<int, std::string> constant_names;  // value id -> variable name, where known
+  std::map<std::string, int> inputs;          // input name -> value id
+  std::map<std::string, int> outputs;         // output name -> value id
+};
+
+// Calls fn(inputs) once with the tracer on, and returns what it ran. `names` names constants
+// by their storage (a variable store's variables, so initializers keep their names).
+// Exceptions from fn propagate.
+Trace trace(const std::function<NamedTensors(const NamedTensors&)>& fn, const NamedTensors& inputs,
+            const std::vector<std::pair<std::string, Tensor>>& names = {});
+
+}  // namespace est::serving

@@ -1,0 +1,152 @@
+// The ONNX export of traced functions: a small CNN (conv2d + bias + relu, max pooling, flatten,
+// dense layers, softmax, argmax, cast) and an MLP are traced, written as ONNX, checked by
+// onnx.checker (Debian's python3-onnx) and run by onnxruntime-node, whose outputs must equal
+// est's within 1e-5 at a batch size the trace never saw. Ops that ONNX cannot get are refused
+// with their name.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "export/onnx_export.h"
+#include "export/onnx_model.h"
+#include "export/trace.h"
+#include "ops/ops.h"
+#include "tests/export/onnx_tools.h"
+
+namespace {
+
+using est::Tensor;
+using est::serving::NamedTensors;
+namespace ops = est::ops;
+
+Tensor random_tensor(const est::Shape& shape, unsigned seed, float scale = 1.0f) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> uniform(-scale, scale);
+  std::vector<float> values(static_cast<size_t>(ops::num_elements(shape)));
+  for (float& v : values) v = uniform(generator);
+  return Tensor::from_vector(values, shape);
+}
+
+struct Cnn {
+  Tensor kernel = random_tensor({3, 3, 2, 4}, 1, 0.5f);
+  Tensor conv_bias = random_tensor({4}, 2, 0.1f);
+  Tensor dense_kernel = random_tensor({4 * 4 * 4, 8}, 3, 0.3f);
+  Tensor dense_bias = random_tensor({8}, 4, 0.1f);
+  Tensor logits_kernel = random_tensor({8, 3}, 5, 0.3f);
+
+  NamedTensors operator()(const NamedTensors& features) const {
+    Tensor x = ops::conv2d(features.at("image"), kernel, conv_bias,
+                           {.padding = ops::Padding::kSame, .activation = ops::Activation::kRelu});
+    x = ops::max_pool2d(x, {});
+    x = ops::linear(ops::flatten(x), dense_kernel, dense_bias, ops::Activation::kRelu);
+    Tensor logits = ops::matmul(x, logits_kernel);
+    Tensor classes = ops::argmax(logits, 1);
+    return {{"logits", logits},
+            {"probabilities", ops::softmax(logits)},
+            {"classes", classes},
+            {"classes_f", ops::cast(classes, est::DType::kF32)}};
+  }
+};
+
+struct Mlp {
+  Tensor hidden = random_tensor({5, 6}, 7, 0.5f);
+  Tensor bias = random_tensor({6}, 8, 0.1f);
+  Tensor out = random_tensor({6, 2}, 9, 0.5f);
+
+  NamedTensors operator()(const NamedTensors& features) const {
+    Tensor x = ops::tanh(ops::add(ops::matmul(features.at("x"), hidden), bias));
+    x = ops::sub(ops::mul(ops::relu(x), 2.0), ops::sigmoid(x));
+    return {{"y", ops::matmul(x, out)}, {"sum", ops::sum(x, {1})}};
+  }
+};
+
+std::string export_model(const std::function<NamedTensors(const NamedTensors&)>& fn,
+                         const std::string& input, const est::Shape& row_shape) {
+  auto inputs_at = [&](int64_t batch, unsigned seed) {
+    est::Shape shape{batch};
+    shape.insert(shape.end(), row_shape.begin(), row_shape.end());
+    return NamedTensors{{input, random_tensor(shape, seed)}};
+  };
+  auto first = est::serving::trace(fn, inputs_at(2, 11));
+  auto second = est::serving::trace(fn, inputs_at(3, 12));
+  return est::serving::to_onnx(first, second, "serving_default");
+}
+
+// Checks `model` with onnx.checker and compares onnxruntime's outputs with fn's on `inputs`;
+// skips (with the reason) when either tool is missing.
+void cross_check(const std::string& model,
+                 const std::function<NamedTensors(const NamedTensors&)>& fn,
+                 const NamedTensors& inputs) {
+  est::testing::ScratchDir dir;
+  const std::string path = dir / "model.onnx";
+  std::ofstream(path, std::ios::binary) << model;
+  // est's own interpreter of the file (what est-serve runs) first: it needs no outside tool.
+  ops::NoGradGuard no_grad;
+  NamedTensors expected = fn(inputs);
+  NamedTensors interpreted = est::serving::OnnxModel::load(path).run(inputs);
+  REQUIRE(interpreted.size() == expected.size());
+  for (const auto& [name, tensor] : expected) {
+    INFO("output ", name, " (est's interpreter)");
+    REQUIRE(interpreted.count(name) == 1);
+    REQUIRE(interpreted.at(name).shape() == tensor.shape());
+    std::vector<double> theirs = interpreted.at(name).to_vector<double>();
+    std::vector<double> ours = tensor.to_vector<double>();
+    for (size_t i = 0; i < ours.size(); ++i)
+      CHECK(theirs[i] == doctest::Approx(ours[i]).epsilon(1e-5));
+  }
+  if (!est::testing::check_with_onnx_checker(path)) return;
+  nlohmann::json results;
+  if (!est::testing::run_onnxruntime(path, inputs, dir, results)) return;
+  REQUIRE(results.size() == expected.size());
+  for (const auto& [name, tensor] : expected) {
+    INFO("output ", name);
+    REQUIRE(results.contains(name));
+    est::testing::check_close(results[name], tensor);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("export: a CNN traced to ONNX runs in onnxruntime like est, at another batch size") {
+  Cnn cnn;
+  const std::string model = export_model(cnn, "image", {8, 8, 2});
+  CHECK(!model.empty());
+  cross_check(model, cnn, {{"image", random_tensor({5, 8, 8, 2}, 21)}});
+}
+
+TEST_CASE("export: an MLP with elementwise ops and a reduction matches est in onnxruntime") {
+  Mlp mlp;
+  const std::string model = export_model(mlp, "x", {5});
+  cross_check(model, mlp, {{"x", random_tensor({4, 5}, 31)}});
+}
+
+TEST_CASE("export: an op with no ONNX form is refused with its name, unless nothing uses it") {
+  Tensor weights = random_tensor({4, 3}, 41);
+  auto uses_one_hot = [&](const NamedTensors& features) {
+    Tensor ids = ops::argmax(features.at("x"), 1);
+    return NamedTensors{{"y", ops::matmul(ops::one_hot(ids, 4), weights)}};
+  };
+  try {
+    export_model(uses_one_hot, "x", {4});
+    FAIL("one_hot was exported");
+  } catch (const est::UnimplementedError& error) {
+    CHECK(std::string(error.what()).find("one_hot") != std::string::npos);
+  }
+  auto dead_one_hot = [&](const NamedTensors& features) {
+    Tensor unused = ops::one_hot(ops::argmax(features.at("x"), 1), 4);
+    return NamedTensors{{"y", ops::matmul(features.at("x"), weights)}};
+  };
+  CHECK(!export_model(dead_one_hot, "x", {4}).empty());
+}
+
+TEST_CASE("export: a constant that depends on the input values is refused") {
+  auto host_values = [](const NamedTensors& features) {
+    // Read on the host and fed back: the trace cannot see where the values came from.
+    std::vector<float> values = features.at("x").to_vector<float>();
+    Tensor copy = Tensor::from_vector(std::vector<float>(values.begin(), values.begin() + 4));
+    return NamedTensors{{"y", ops::add(features.at("x"), copy)}};
+  };
+  CHECK_THROWS_AS(export_model(host_values, "x", {4}), est::UnimplementedError);
+}

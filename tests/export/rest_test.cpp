@@ -1,0 +1,324 @@
+// est-serve from the outside: TF Serving's REST API asked by independent clients (curl, and
+// python3's urllib for the load), on 127.0.0.1 and a port the server picks (--port 0, read
+// from its "Exporting HTTP/REST API at:" line). Models come from Estimator::export_saved_model:
+// TF Serving's half_plus_two (its documentation's request and answer) and a small classifier
+// whose answers must equal Estimator::predict's. Every wait is bounded; the server is stopped
+// by its pid.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "estimator/estimator.h"
+#include "nn/nn.h"
+#include "tests/command.h"
+#include "tests/skip.h"
+
+namespace {
+
+using namespace est;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// y = a * x + b, TF Serving's half_plus_two when a = 0.5 and b = 2.
+ModelFn plus_model_fn(double a, double b) {
+  return [a, b](const Features& features, const Tensor& labels, ModeKeys mode, ModelContext& ctx) {
+    Tensor va = ctx.get_variable("a", {}, DType::kF32, nn::constant(a));
+    Tensor vb = ctx.get_variable("b", {}, DType::kF32, nn::constant(b));
+    Tensor y = ops::add(ops::mul(features.at("x"), va), vb);
+    if (mode == ModeKeys::kPredict) return EstimatorSpec::predict({{"y", y}});
+    Tensor loss = nn::mean_squared_error(labels, y);
+    return EstimatorSpec::train(loss, nn::optim::sgd(0.0).minimize(loss, ctx));
+  };
+}
+
+RunConfig quiet(const std::string& dir) {
+  return {.model_dir = dir,
+          .save_summary_steps = 0,
+          .save_checkpoints_secs = std::nullopt,
+          .log_step_count_steps = 1000};
+}
+
+// Trains `model_fn` one step on `features` and exports it under `base`; returns the export.
+std::string export_model(const ModelFn& model_fn, const std::string& model_dir,
+                         const std::string& base, const Features& features, const Tensor& labels,
+                         const std::map<std::string, TensorSpec>& specs) {
+  Estimator estimator(model_fn, quiet(model_dir));
+  estimator.train(
+      [&](ModeKeys, const InputContext*) {
+        return data::Dataset::from_tensor_slices(features, labels).batch(2);
+      },
+      {}, 1);
+  return estimator.export_saved_model(base, build_raw_serving_input_receiver_fn(specs));
+}
+
+std::string export_half_plus_two(const std::string& dir, const std::string& base, double a = 0.5,
+                                 double b = 2.0) {
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4});
+  return export_model(plus_model_fn(a, b), dir, base, {{"x", x}}, x, {{"x", {{-1}}}});
+}
+
+class Server {
+ public:
+  Server(const std::string& base, const testing::ScratchDir& dir,
+         std::vector<std::string> extra = {}) {
+    log_ = dir / "server.log";
+    std::vector<std::string> args{EST_SERVE,
+                                  "--model_base_path",
+                                  base,
+                                  "--model_name",
+                                  "half_plus_two",
+                                  "--port",
+                                  "0",
+                                  "--address",
+                                  "127.0.0.1",
+                                  "--file_system_poll_wait_seconds",
+                                  "0.2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::fflush(stdout);  // else the child's copy of the buffer is written twice
+    std::fflush(stderr);
+    pid_ = fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      FILE* out = std::freopen(log_.c_str(), "w", stdout);
+      if (out == nullptr || dup2(fileno(stdout), 2) < 0) _exit(127);
+      std::vector<char*> argv;
+      for (auto& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    const std::string marker = "Exporting HTTP/REST API at:127.0.0.1:";
+    for (int i = 0; i < 600 && port_ == 0; ++i) {  // at most 60 s
+      std::ifstream file(log_);
+      std::string text((std::istreambuf_iterator<char>(file)), {});
+      if (auto at = text.find(marker); at != std::string::npos)
+        port_ = std::stoi(text.substr(at + marker.size()));
+      else if (waitpid(pid_, nullptr, WNOHANG) == pid_)
+        FAIL("est-serve exited: " << text);
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (port_ == 0) {  // the destructor does not run for a constructor that throws
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      FAIL("est-serve did not start within 60 s");
+    }
+  }
+  ~Server() {
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 100; ++i) {  // at most 10 s, then SIGKILL
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string log_;
+};
+
+struct Reply {
+  int status = 0;
+  json body;
+};
+
+// One request with curl; `body` empty: GET.
+Reply http(const Server& server, const std::string& path, const std::string& body = {},
+           const testing::ScratchDir* dir = nullptr) {
+  std::string command = "curl -s -m 30 -w '\\n%{http_code}' ";
+  if (!body.empty()) {
+    REQUIRE(dir != nullptr);
+    std::ofstream(*dir / "body.json", std::ios::binary) << body;
+    command += "-X POST -H 'Content-Type: application/json' --data-binary @" +
+               testing::shell_quote(*dir / "body.json") + " ";
+  }
+  auto result = testing::run_program(command + testing::shell_quote(server.url(path)), 60);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  const auto newline = result.output.rfind('\n');
+  Reply reply{std::stoi(result.output.substr(newline + 1)), {}};
+  reply.body = json::parse(result.output.substr(0, newline), nullptr, false);
+  return reply;
+}
+
+bool have_curl() { return testing::run_program("curl --version", 10).exit_code == 0; }
+
+}  // namespace
+
+TEST_CASE("est-serve: TF Serving's documented half_plus_two request, and every endpoint") {
+  if (!have_curl()) return est::testing::skip("curl is not installed (apt-get install curl)");
+  testing::ScratchDir dir;
+  const std::string exported = export_half_plus_two(dir / "model", dir / "serving");
+  const std::string version = fs::path(exported).filename().string();
+  Server server(dir / "serving", dir);
+
+  // From TF Serving's REST API documentation (api_rest.md).
+  Reply doc =
+      http(server, "/v1/models/half_plus_two:predict", R"({"instances": [1.0, 2.0, 5.0]})", &dir);
+  CHECK(doc.status == 200);
+  CHECK(doc.body == json::parse(R"({"predictions": [2.5, 3.0, 4.5]})"));
+  Reply columnar =
+      http(server, "/v1/models/half_plus_two/versions/" + version + ":predict",
+           R"({"signature_name": "serving_default", "inputs": [1.0, 2.0, 5.0]})", &dir);
+  CHECK(columnar.status == 200);
+  CHECK(columnar.body == json::parse(R"({"outputs": [2.5, 3.0, 4.5]})"));
+  Reply named = http(server, "/v1/models/half_plus_two:predict",
+                     R"({"instances": [{"x": 1.0}, {"x": 2.0}]})", &dir);
+  CHECK(named.body == json::parse(R"({"predictions": [2.5, 3.0]})"));
+
+  Reply status = http(server, "/v1/models/half_plus_two");
+  CHECK(status.status == 200);
+  CHECK(status.body["model_version_status"][0]["version"] == version);
+  CHECK(status.body["model_version_status"][0]["state"] == "AVAILABLE");
+  CHECK(http(server, "/v1/models/half_plus_two/versions/" + version).status == 200);
+  Reply metadata = http(server, "/v1/models/half_plus_two/metadata");
+  CHECK(metadata.status == 200);
+  CHECK(metadata.body["model_spec"]["version"] == version);
+  const json& signature =
+      metadata.body["metadata"]["signature_def"]["signature_def"]["serving_default"];
+  CHECK(signature["method_name"] == "tensorflow/serving/predict");
+  CHECK(signature["inputs"]["x"]["dtype"] == "DT_FLOAT");
+  CHECK(signature["inputs"]["x"]["tensor_shape"]["dim"][0]["size"] == "-1");
+  CHECK(signature["outputs"].contains("y"));
+
+  // Unknown model, version and path: 404 with an error.
+  for (const char* path : {"/v1/models/other", "/v1/models/half_plus_two/versions/1",
+                           "/v2/whatever", "/v1/models/half_plus_two/versions/x"}) {
+    CAPTURE(path);
+    Reply reply = http(server, path);
+    CHECK(reply.status == 404);
+    CHECK(reply.body.contains("error"));
+  }
+}
+
+TEST_CASE("est-serve: malformed requests get 400 (or 413, 501) with a reason, never a crash") {
+  if (!have_curl()) return est::testing::skip("curl is not installed (apt-get install curl)");
+  testing::ScratchDir dir;
+  export_half_plus_two(dir / "model", dir / "serving");
+  Server server(dir / "serving", dir, {"--max_request_bytes", "2000"});
+  const std::string predict = "/v1/models/half_plus_two:predict";
+  const std::vector<std::pair<std::string, int>> cases{
+      {"{not json", 400},
+      {"[1, 2]", 400},
+      {R"({"instances": [[1.0, 2.0]]})", 400},                     // wrong shape
+      {R"({"instances": ["one", "two"]})", 400},                   // wrong dtype
+      {R"({"instances": [1.0, [2.0]]})", 400},                     // ragged
+      {R"({"instances": [1.0], "inputs": [1.0]})", 400},           // both
+      {R"({"signature_name": "nope", "instances": [1.0]})", 400},  // unknown signature
+      {R"({"instances": []})", 400},
+      {R"({"something": 1})", 400},
+      {R"({"instances": [{"b64": "AAEC"}]})", 501},                    // no string tensors
+      {R"({"instances": [)" + std::string(3000, ' ') + "1.0]}", 413},  // over the limit
+  };
+  for (const auto& [body, expected] : cases) {
+    CAPTURE(body.substr(0, 60));
+    Reply reply = http(server, predict, body, &dir);
+    CHECK(reply.status == expected);
+    CHECK(reply.body.contains("error"));
+  }
+  Reply classify =
+      http(server, "/v1/models/half_plus_two:classify", R"({"examples": [{"x": 1.0}]})", &dir);
+  CHECK(classify.status == 400);
+  // Still serving after all that.
+  CHECK(http(server, predict, R"({"instances": [1.0]})", &dir).status == 200);
+}
+
+TEST_CASE("est-serve: a classifier's answers equal Estimator::predict's") {
+  if (!have_curl()) return est::testing::skip("curl is not installed (apt-get install curl)");
+  testing::ScratchDir dir;
+  auto model_fn = [](const Features& features, const Tensor& labels, ModeKeys mode,
+                     ModelContext& ctx) {
+    Tensor logits = nn::dense(ctx, features.at("x"), {.units = 3, .name = "logits"});
+    if (mode == ModeKeys::kPredict)
+      return EstimatorSpec::predict({{"logits", logits}, {"classes", ops::argmax(logits, 1)}});
+    Tensor loss = nn::sparse_softmax_cross_entropy(labels, logits);
+    return EstimatorSpec::train(loss, nn::optim::sgd(0.1).minimize(loss, ctx));
+  };
+  Tensor x = Tensor::from_vector(
+      std::vector<float>{0.1f, 0.7f, -0.3f, 0.2f, 0.9f, -1.0f, 0.5f, 0.4f}, {4, 2});
+  Tensor y = Tensor::from_vector(std::vector<int32_t>{0, 1, 2, 1});
+  Estimator estimator(model_fn, quiet(dir / "model"));
+  estimator.train(
+      [&](ModeKeys, const InputContext*) {
+        return data::Dataset::from_tensor_slices(Features{{"x", x}}, y).batch(2);
+      },
+      {}, 3);
+  estimator.export_saved_model(dir / "serving",
+                               build_raw_serving_input_receiver_fn({{"x", {{-1, 2}}}}));
+  Server server(dir / "serving", dir);
+  Reply reply = http(server, "/v1/models/half_plus_two:predict",
+                     R"({"instances": [[0.1, 0.7], [-0.3, 0.2], [0.9, -1.0], [0.5, 0.4]]})", &dir);
+  REQUIRE(reply.status == 200);
+  auto expected = estimator.predict([&](ModeKeys, const InputContext*) {
+    return data::Dataset::from_tensor_slices(Features{{"x", x}}).batch(4);
+  });
+  REQUIRE(reply.body["predictions"].size() == expected.size());
+  for (size_t row = 0; row < expected.size(); ++row) {
+    const json& answer = reply.body["predictions"][row];
+    CHECK(answer["classes"] == expected[row].at("classes").to_vector<int64_t>()[0]);
+    std::vector<float> logits = expected[row].at("logits").to_vector<float>();
+    for (size_t i = 0; i < logits.size(); ++i)
+      CHECK(answer["logits"][i].get<double>() == doctest::Approx(logits[i]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("est-serve: a new version is loaded under load without a failed request") {
+  if (!have_curl()) return est::testing::skip("curl is not installed (apt-get install curl)");
+  testing::ScratchDir dir;
+  const std::string first = export_half_plus_two(dir / "model", dir / "serving");
+  Server server(dir / "serving", dir);
+  // Version 2 (a = 1, b = 3) is exported elsewhere, then moved in while clients send requests.
+  const std::string next = export_half_plus_two(dir / "model2", dir / "staging", 1.0, 3.0);
+  auto load = std::async(std::launch::async, [&] {
+    return testing::run_program(
+        "/usr/bin/python3 " +
+            testing::shell_quote(std::string(EST_SOURCE_ROOT) + "/tests/export/rest_load.py") +
+            " " + server.url("/v1/models/half_plus_two:predict") + " 4 4",
+        60);
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const int64_t version = std::stoll(fs::path(first).filename().string()) + 1;
+  fs::rename(next, fs::path(dir / "serving") / std::to_string(version));
+  auto result = load.get();
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  json summary = json::parse(result.output.substr(result.output.rfind('{')));
+  CHECK(summary["failed"].empty());
+  CHECK(summary["ok"].get<int>() > 0);
+  // Both versions answered: 0.5 x + 2 before the move, x + 3 after.
+  CHECK(summary["answers"] == json::array({"[2.5, 3.0, 4.5]", "[4.0, 5.0, 8.0]"}));
+  CHECK(http(server, "/v1/models/half_plus_two").body["model_version_status"][0]["version"] ==
+        std::to_string(version));
+}
+
+TEST_CASE("est-serve: with --enable_batching, concurrent requests still get their own answers") {
+  testing::ScratchDir dir;
+  export_half_plus_two(dir / "model", dir / "serving");
+  Server server(dir / "serving", dir,
+                {"--enable_batching", "--max_batch_size", "12", "--batch_timeout_micros", "20000"});
+  auto result = testing::run_program(
+      "/usr/bin/python3 " +
+          testing::shell_quote(std::string(EST_SOURCE_ROOT) + "/tests/export/rest_load.py") + " " +
+          server.url("/v1/models/half_plus_two:predict") + " 2 6",
+      60);
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+  json summary = json::parse(result.output.substr(result.output.rfind('{')));
+  CHECK(summary["failed"].empty());
+  CHECK(summary["ok"].get<int>() > 0);
+  CHECK(summary["answers"] == json::array({"[2.5, 3.0, 4.5]"}));
+}
