@@ -110,6 +110,7 @@ Hid file_type(ops::DType dtype) {
     case ops::DType::kBool:
       return bool_enum(H5T_STD_I8LE);
     case ops::DType::kBF16:
+    case ops::DType::kString:
       break;  // refused by the writer, naming the tensor
   }
   throw InternalError("checkpoint: unknown dtype");
@@ -130,6 +131,7 @@ Hid memory_type(ops::DType dtype) {
     case ops::DType::kBool:
       return bool_enum(H5T_NATIVE_INT8);
     case ops::DType::kBF16:
+    case ops::DType::kString:
       break;  // never read: no stored type maps to it
   }
   throw InternalError("checkpoint: unknown dtype");

@@ -6,14 +6,15 @@ set -euo pipefail
 
 BUILD_DIR=${BUILD_DIR:-build}
 # What the build, the tests and ./run.sh use, and nothing else: the compiler and Meson (cmake
-# finds doctest), the libraries, the data set, the Python modules the tests run h5py with, and
-# the export tests' checkers: python3-onnx (onnx.checker) and node + npm (onnxruntime-node).
+# finds doctest), the libraries, the data set, the Python modules the tests run h5py and (for the
+# Example interop test) protobuf with, and the export tests' checkers: python3-onnx
+# (onnx.checker) and node + npm (onnxruntime-node).
 packages=(
   meson ninja-build pkg-config cmake g++
   libeigen3-dev libdnnl-dev libfmt-dev doctest-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
-  libhdf5-dev libprotobuf-dev protobuf-compiler libisal-dev
+  libhdf5-dev libprotobuf-dev protobuf-compiler libisal-dev libfarmhash-dev
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio openssl
-  dataset-fashion-mnist python3-h5py python3-numpy
+  dataset-fashion-mnist python3-h5py python3-numpy python3-protobuf
   python3-onnx nodejs libcpp-httplib-dev curl
 )
 
