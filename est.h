@@ -1,15 +1,18 @@
 // The umbrella header: `#include <est/est.h>` gives a training program everything it uses:
 // tensors and ops, the log, model building (layers, losses, optimizers, metrics), input
-// pipelines, checkpoints, distribution strategies, and the Estimator with its specs, hooks and
-// train_and_evaluate.
-// Each part also has its own header (ops/ops.h, nn/nn.h, data/data.h, checkpoint/checkpoint.h,
-// distribute/distribute.h, estimator/estimator.h) for code that needs less.
+// pipelines, feature columns, checkpoints, distribution strategies, and the Estimator with its
+// specs, hooks and train_and_evaluate.
+// Each part also has its own header (ops/ops.h, nn/nn.h, data/data.h,
+// feature_column/feature_column.h, checkpoint/checkpoint.h, distribute/distribute.h,
+// estimator/estimator.h) for code that needs less.
 #pragma once
 
 #include "checkpoint/checkpoint.h"
 #include "data/data.h"
 #include "distribute/distribute.h"
+#include "estimator/canned/head.h"
 #include "estimator/estimator.h"
+#include "feature_column/feature_column.h"
 #include "nn/metrics.h"
 #include "nn/nn.h"
 #include "ops/error.h"

@@ -150,6 +150,11 @@ echo "== est, median of $rounds rounds"
 echo "$ours"
 echo "== torch, median of $rounds rounds"
 if [[ -n "$missing" ]]; then echo "torch: missing: $missing"; else echo "$peer"; fi
+case $missing in
+  "PyTorch is not installed"* | "no Python interpreter"*)
+    echo "torch: to install PyTorch: apt-get install python3-torch (Debian's, seen by" \
+      "/usr/bin/python3), or pip install torch into the python3 on PATH" ;;
+esac
 
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 quoted() { sed -n "s/.* $1=\"\([^\"]*\)\".*/\1/p" <<<"$2"; }  # error="..." and skipped="..."

@@ -8,6 +8,11 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 threads=${THREADS:-2}
 
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  echo "run_cnn_bench.sh: PyTorch (the peer) is not installed for /usr/bin/python3;" \
+    "install Debian's: apt-get install python3-torch" >&2
+  exit 2
+fi
 ours=$(OMP_NUM_THREADS=$threads "$build/bench/cnn_bench" --threads "$threads")
 peer=$(OMP_NUM_THREADS=$threads LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \
   /usr/bin/python3 bench/torch_cnn.py --threads "$threads")

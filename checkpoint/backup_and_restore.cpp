@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <filesystem>
+#include <vector>
 
 #include "checkpoint/log.h"
 
@@ -74,11 +75,27 @@ void BackupAndRestore::on_epoch_end(int64_t epoch, const TensorBundle& state) {
 }
 
 void BackupAndRestore::on_train_end() {
-  manager_.wait();
-  if (!options_.delete_checkpoint || !options_.is_chief) return;
+  manager_.wait();  // a worker's own workertemp_<task_id> is written and deleted by now
+  if (!options_.delete_checkpoint) return;
+  namespace fs = std::filesystem;
   std::error_code error;
-  std::filesystem::remove_all(options_.backup_dir, error);
-  if (error)
+  if (options_.is_chief) {
+    // Another worker may be writing its workertemp_* right now: that one is its to delete.
+    std::vector<fs::path> mine;
+    for (const fs::directory_entry& entry : fs::directory_iterator(options_.backup_dir, error))
+      if (!entry.path().filename().string().starts_with("workertemp_")) mine.push_back(entry);
+    for (const fs::path& path : mine)
+      if (fs::remove_all(path, error); error) break;
+    if (error && error != std::errc::no_such_file_or_directory) {
+      log_warning(fmt::format("Could not delete the backup in {}: {}", options_.backup_dir,
+                              error.message()));
+      return;
+    }
+  }
+  // The last task out removes the directory; it is not empty while another still writes.
+  fs::remove(options_.backup_dir, error);
+  if (error && error != std::errc::directory_not_empty &&
+      error != std::errc::no_such_file_or_directory)
     log_warning(fmt::format("Could not delete the backup directory {}: {}", options_.backup_dir,
                             error.message()));
 }

@@ -43,7 +43,10 @@ class BackupAndRestore {
   void on_step_end(const TensorBundle& state);
   // After epoch `epoch` (0-based) finished: remembers it, and backs up when saving per epoch.
   void on_epoch_end(int64_t epoch, const TensorBundle& state);
-  // Training finished successfully: waits for the last backup and deletes the directory.
+  // Training finished successfully: waits for the last backup and deletes the directory. In a
+  // multi-worker job the tasks finish in any order: the chief deletes its backup but leaves the
+  // other workers' workertemp_* (each worker deletes its own once written), and whichever task
+  // finishes last removes the then empty directory.
   void on_train_end();
 
   CheckpointManager& manager() { return manager_; }

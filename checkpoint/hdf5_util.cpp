@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 
 namespace est::checkpoint::detail {
 
@@ -35,7 +37,24 @@ herr_t collect_error(unsigned /*n*/, const H5E_error2_t* error, void* data) {
 
 }  // namespace
 
+namespace {
+
+// Once HDF5 has failed to load damaged metadata it keeps some internal blocks, and the
+// library's own atexit handler then cannot finish closing: it prints "HDF5: infinite loop
+// closing library" and a line of package names (only while HDF5's automatic error printing is
+// on; every handle of ours is closed by then). A handler registered after HDF5's runs before
+// it and turns that printing off, so a program that met a damaged file ends with its own
+// message only.
+void quiet_hdf5_termination() {
+  static std::once_flag registered;
+  std::call_once(registered,
+                 [] { std::atexit([] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }); });
+}
+
+}  // namespace
+
 std::string hdf5_error_text() {
+  quiet_hdf5_termination();  // every failure HDF5 reports passes here
   std::vector<std::string> messages;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &messages);
   if (messages.empty()) return "no details";
@@ -91,6 +110,7 @@ Hid file_type(ops::DType dtype) {
     case ops::DType::kBool:
       return bool_enum(H5T_STD_I8LE);
     case ops::DType::kBF16:
+    case ops::DType::kString:
       break;  // refused by the writer, naming the tensor
   }
   throw InternalError("checkpoint: unknown dtype");
@@ -111,6 +131,7 @@ Hid memory_type(ops::DType dtype) {
     case ops::DType::kBool:
       return bool_enum(H5T_NATIVE_INT8);
     case ops::DType::kBF16:
+    case ops::DType::kString:
       break;  // never read: no stored type maps to it
   }
   throw InternalError("checkpoint: unknown dtype");

@@ -63,6 +63,7 @@ class Hdf5Quiet {
 };
 
 // The innermost messages of this thread's HDF5 error stack ("truncated file: eof = 1024, ...").
+// The first call also keeps HDF5's shutdown at exit quiet (see hdf5_util.cpp).
 std::string hdf5_error_text();
 
 // Throws `ErrorType(message + ": " + hdf5_error_text())` when id < 0; returns the id owned.

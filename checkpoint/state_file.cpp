@@ -112,6 +112,13 @@ CheckpointState parse_checkpoint_state(std::string_view text, const std::string&
 
 std::optional<CheckpointState> read_checkpoint_state(const std::string& directory) {
   std::filesystem::path path = std::filesystem::path(directory) / kStateFileName;
+  std::error_code is_directory_error;
+  if (std::filesystem::is_directory(path, is_directory_error))  // opens, then reads as empty
+    throw FailedPreconditionError(fmt::format(
+        "The state file {} is a directory, not a file: the checkpoints beside it cannot be "
+        "found through it. Move that directory away (TensorFlow's state file `checkpoint` is a "
+        "text file written by training)",
+        path.string()));
   std::ifstream file(path);
   if (!file) {
     std::error_code error;

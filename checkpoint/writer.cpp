@@ -94,7 +94,8 @@ class FileWriter {
 
 // A bfloat16 tensor is refused, naming it: under mixed_bfloat16 the variables (the master
 // weights) stay float32 (nn/mixed_precision.h), so a checkpoint holds float32 as Keras's does;
-// HDF5 has no bfloat16 type that h5py or TensorFlow's readers would understand.
+// HDF5 has no bfloat16 type that h5py or TensorFlow's readers would understand. String and
+// sparse tensors are refused too (no variable is one).
 void check_storable(const TensorBundle& bundle) {
   for (const TensorEntry& entry : bundle.tensors)
     if (entry.value.dtype() == ops::DType::kBF16)
@@ -103,6 +104,12 @@ void check_storable(const TensorBundle& bundle) {
           "in float32 (mixed_bfloat16 does: its variables are float32 and only computation is "
           "bfloat16) or cast it to float32 first",
           entry.kind == EntryKind::kVariable ? "variable" : "slot", entry.name));
+    else if (entry.value.dtype() == ops::DType::kString || entry.value.is_sparse())
+      throw InvalidArgumentError(fmt::format(
+          "checkpoint: {} \"{}\" is a {} tensor, which checkpoints do not store; variables and "
+          "slots are dense numeric tensors",
+          entry.kind == EntryKind::kVariable ? "variable" : "slot", entry.name,
+          entry.value.is_sparse() ? "sparse" : "string"));
 }
 
 void write_bundle(FileWriter& writer, const TensorBundle& bundle, double timestamp) {

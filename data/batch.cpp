@@ -1,5 +1,8 @@
 // batch, padded_batch and ragged_batch: gather elements, check that they share a structure, and
-// copy each component into one new tensor with memcpy (no per-value work on the dense path).
+// copy each component into one new tensor with memcpy (no per-value work on the dense path;
+// strings are assigned element by element, see copy_elements). Sparse components are batched as
+// tf.data batches SparseTensors: the element's index goes in front of each entry's indices and
+// the dense shape is [batch, largest of each dimension].
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -61,20 +64,59 @@ Tensor stack_dense(const std::vector<const Tensor*>& parts, std::string_view nam
   out_shape.insert(out_shape.end(), shape.begin(), shape.end());
   Tensor out = Tensor::empty(out_shape, parts[0]->dtype());
   size_t bytes = parts[0]->nbytes();
-  char* dst = static_cast<char*>(out.raw_data());
+  char* dst = element_pointer(out);
   for (const Tensor* part : parts) {
-    if (bytes) std::memcpy(dst, part->raw_data(), bytes);
+    copy_elements(dst, element_pointer(*part), bytes, out.dtype());
     dst += bytes;
   }
   return out;
 }
 
+// SparseTensors of equal rank: entries concatenated with the element's index prepended.
+Tensor stack_sparse(const std::vector<const Tensor*>& parts, std::string_view name, Kind kind) {
+  if (kind != Kind::kDense)
+    throw InvalidArgumentError(stage_name(kind) + ": component '" + std::string(name) +
+                               "' is a sparse tensor, which only batch() combines (as tf.data "
+                               "does); convert it with sparse::to_dense first");
+  const size_t rank = parts[0]->shape().size();
+  Shape dense{static_cast<int64_t>(parts.size())};
+  dense.resize(rank + 1, 0);
+  int64_t total = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!parts[i]->is_sparse() || parts[i]->shape().size() != rank)
+      throw InvalidArgumentError(
+          "batch: component '" + std::string(name) + "' of element " + std::to_string(i) + " is " +
+          (parts[i]->is_sparse() ? "sparse of rank " + std::to_string(parts[i]->rank())
+                                 : std::string("dense")) +
+          " but element 0's is sparse of rank " + std::to_string(rank));
+    for (size_t a = 0; a < rank; ++a) dense[a + 1] = std::max(dense[a + 1], parts[i]->shape()[a]);
+    total += parts[i]->indices().dim(0);
+  }
+  Tensor indices = Tensor::empty({total, static_cast<int64_t>(rank) + 1}, DType::kI64);
+  Tensor values = Tensor::empty({total}, parts[0]->dtype());
+  int64_t* index = indices.data<int64_t>();
+  char* dst = element_pointer(values);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor part_indices = parts[i]->indices().to(ops::Device::cpu());
+    const Tensor part_values = parts[i]->values().to(ops::Device::cpu());
+    const int64_t* in = part_indices.data<int64_t>();
+    for (int64_t e = 0; e < part_indices.dim(0); ++e) {
+      *index++ = static_cast<int64_t>(i);
+      for (size_t a = 0; a < rank; ++a) *index++ = in[static_cast<size_t>(e) * rank + a];
+    }
+    copy_elements(dst, element_pointer(part_values), part_values.nbytes(), values.dtype());
+    dst += part_values.nbytes();
+  }
+  return Tensor::sparse(indices, values, dense);
+}
+
 // Copies a row-major block of shape `src_shape` into the top-left corner of `dst_shape`.
 void copy_padded(const char* src, const Shape& src_shape, char* dst, const Shape& dst_shape,
-                 size_t element_size, size_t axis) {
+                 DType dtype, size_t axis) {
+  const size_t element_size = ops::dtype_size(dtype);
   if (axis + 1 >= src_shape.size()) {
     size_t count = src_shape.empty() ? 1 : static_cast<size_t>(src_shape[axis]);
-    if (count) std::memcpy(dst, src, count * element_size);
+    copy_elements(dst, src, count * element_size, dtype);
     return;
   }
   size_t src_stride = element_size, dst_stride = element_size;
@@ -83,8 +125,7 @@ void copy_padded(const char* src, const Shape& src_shape, char* dst, const Shape
     dst_stride *= static_cast<size_t>(dst_shape[a]);
   }
   for (int64_t i = 0; i < src_shape[axis]; ++i)
-    copy_padded(src + i * src_stride, src_shape, dst + i * dst_stride, dst_shape, element_size,
-                axis + 1);
+    copy_padded(src + i * src_stride, src_shape, dst + i * dst_stride, dst_shape, dtype, axis + 1);
 }
 
 Tensor stack_padded(const std::vector<const Tensor*>& parts, std::string_view name,
@@ -119,15 +160,19 @@ Tensor stack_padded(const std::vector<const Tensor*>& parts, std::string_view na
   auto value = config.padding_values.find(std::string(name));
   Shape out_shape{static_cast<int64_t>(parts.size())};
   out_shape.insert(out_shape.end(), target.begin(), target.end());
-  Tensor out = Tensor::full(out_shape, value == config.padding_values.end() ? 0.0 : value->second,
-                            parts[0]->dtype());
+  // Strings pad with "" as in tf.data (padding_values holds numbers only).
+  Tensor out =
+      parts[0]->dtype() == DType::kString
+          ? Tensor::empty(out_shape, DType::kString)
+          : Tensor::full(out_shape, value == config.padding_values.end() ? 0.0 : value->second,
+                         parts[0]->dtype());
   size_t element_size = ops::dtype_size(out.dtype());
   size_t slot_bytes = static_cast<size_t>(ops::num_elements(target)) * element_size;
-  char* dst = static_cast<char*>(out.raw_data());
+  char* dst = element_pointer(out);
   for (size_t i = 0; i < parts.size(); ++i)
     if (parts[i]->numel() > 0)
-      copy_padded(static_cast<const char*>(parts[i]->raw_data()), parts[i]->shape(),
-                  dst + i * slot_bytes, target, element_size, 0);
+      copy_padded(element_pointer(*parts[i]), parts[i]->shape(), dst + i * slot_bytes, target,
+                  out.dtype(), 0);
   return out;
 }
 
@@ -154,11 +199,11 @@ std::pair<Tensor, Tensor> stack_ragged(const std::vector<const Tensor*>& parts,
   Tensor values = Tensor::empty(values_shape, parts[0]->dtype());
   Tensor splits = Tensor::empty({static_cast<int64_t>(parts.size()) + 1}, DType::kI64);
   int64_t* split = splits.data<int64_t>();
-  char* dst = static_cast<char*>(values.raw_data());
+  char* dst = element_pointer(values);
   split[0] = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     size_t bytes = parts[i]->nbytes();
-    if (bytes) std::memcpy(dst, parts[i]->raw_data(), bytes);
+    copy_elements(dst, element_pointer(*parts[i]), bytes, values.dtype());
     dst += bytes;
     split[i + 1] = split[i] + parts[i]->shape()[0];
   }
@@ -168,6 +213,12 @@ std::pair<Tensor, Tensor> stack_ragged(const std::vector<const Tensor*>& parts,
 Tensor stack(const std::vector<const Tensor*>& parts, std::string_view name,
              const BatchConfig& config) {
   check_dtype(parts, name, config.kind);
+  if (parts[0]->is_sparse()) return stack_sparse(parts, name, config.kind);
+  for (size_t i = 1; i < parts.size(); ++i)
+    if (parts[i]->is_sparse())
+      throw InvalidArgumentError(stage_name(config.kind) + ": component '" + std::string(name) +
+                                 "' of element " + std::to_string(i) +
+                                 " is sparse but element 0's is dense");
   if (config.kind == Kind::kPadded) return stack_padded(parts, name, config);
   return stack_dense(parts, name);
 }
@@ -189,9 +240,9 @@ void warm_up(const std::vector<Element>& elements) {
     if (t.defined()) __builtin_prefetch(t.impl());
   });
   each_tensor([](const Tensor& t) {
-    if (!t.defined()) return;
+    if (!t.defined() || t.is_sparse()) return;
     __builtin_prefetch(t.shape().data());
-    __builtin_prefetch(t.raw_data());
+    __builtin_prefetch(element_pointer(t));
   });
 }
 
@@ -211,6 +262,10 @@ Element batch_elements(const std::vector<Element>& elements, const BatchConfig& 
       parts[i] = &elements[i].features.find(name)->second;
     if (ragged.count(name)) {
       check_dtype(parts, name, config.kind);
+      for (const Tensor* part : parts)
+        if (part->is_sparse())
+          throw InvalidArgumentError("ragged_batch: feature '" + name +
+                                     "' is sparse; batch() combines sparse tensors");
       auto [values, splits] = stack_ragged(parts, name);
       out.features[name] = values;
       out.features[name + "/row_splits"] = splits;
@@ -284,10 +339,10 @@ class BatchIterator final : public IteratorBase {
       Shape shape{count};
       shape.insert(shape.end(), column.row_shape.begin(), column.row_shape.end());
       Tensor batch = Tensor::empty(shape, column.dtype);
-      char* dst = static_cast<char*>(batch.raw_data());
+      char* dst = element_pointer(batch);
       if (column.row_bytes)
         for (int64_t row : rows_) {
-          std::memcpy(dst, store.row_data(column, row), column.row_bytes);
+          copy_elements(dst, store.row_data(column, row), column.row_bytes, column.dtype);
           dst += column.row_bytes;
         }
       switch (column.role) {

@@ -200,7 +200,10 @@ class CsvFileReader final : public FileReader {
     const CsvColumn& column = columns_[i];
     const std::string& text = fields_[i];
     bool empty = text.empty() || (!options_.na_value.empty() && text == options_.na_value);
-    if (column.dtype == DType::kU8)  // text: an empty field is "" unless a default is given
+    // Text: an empty field is "" unless a default is given (make_csv_dataset's inferred default).
+    if (column.dtype == DType::kString)
+      return string_tensor({empty ? column.default_text.value_or("") : text}, {});
+    if (column.dtype == DType::kU8)
       return bytes_tensor(empty ? column.default_text.value_or("") : text);
     if (empty && !column.default_value)
       throw InvalidArgumentError(where() + ", column '" + column.name +
@@ -223,9 +226,10 @@ class CsvFileReader final : public FileReader {
                                      : parse_number<int64_t>(text, column);
         break;
       default:
-        throw InvalidArgumentError("csv_dataset: column '" + column.name + "' has dtype " +
-                                   std::string(ops::dtype_name(column.dtype)) +
-                                   "; use float32, float64, int32, int64 or uint8 (text)");
+        throw InvalidArgumentError(
+            "csv_dataset: column '" + column.name + "' has dtype " +
+            std::string(ops::dtype_name(column.dtype)) +
+            "; use float32, float64, int32, int64, string or uint8 (text as bytes)");
     }
     return out;
   }
@@ -254,10 +258,11 @@ Dataset csv_dataset(std::vector<std::string> paths, CsvOptions options) {
     throw InvalidArgumentError("csv_dataset: the delimiter cannot be '\"' while quoting is on");
   for (const CsvColumn& column : options.columns)
     if (column.dtype != DType::kF32 && column.dtype != DType::kF64 && column.dtype != DType::kI32 &&
-        column.dtype != DType::kI64 && column.dtype != DType::kU8)
-      throw InvalidArgumentError("csv_dataset: column '" + column.name + "' has dtype " +
-                                 std::string(ops::dtype_name(column.dtype)) +
-                                 "; use float32, float64, int32, int64 or uint8 (text)");
+        column.dtype != DType::kI64 && column.dtype != DType::kU8 && column.dtype != DType::kString)
+      throw InvalidArgumentError(
+          "csv_dataset: column '" + column.name + "' has dtype " +
+          std::string(ops::dtype_name(column.dtype)) +
+          "; use float32, float64, int32, int64, string or uint8 (text as bytes)");
   auto shared = std::make_shared<const CsvOptions>(std::move(options));
   return Dataset(make_file_source_node(
       std::move(paths),

@@ -2,9 +2,9 @@
 // naming the columns, per-column types and defaults, quoted fields, skipped leading lines.
 //
 // Each record becomes an element whose features are scalar tensors named after the columns
-// (text columns: uint8 [length]); `label_name` moves one column to the labels. A record with the
-// wrong number of fields, a field that does not parse, or an empty field without a default is
-// an InvalidArgumentError naming the file, line and column.
+// (text columns: a string scalar, or uint8 [length] bytes for kU8); `label_name` moves one column
+// to the labels. A record with the wrong number of fields, a field that does not parse, or an empty
+// field without a default is an InvalidArgumentError naming the file, line and column.
 #pragma once
 
 #include <optional>
@@ -17,10 +17,10 @@
 namespace est::data {
 
 struct CsvColumn {
-  std::string name;                     // empty: the header's name, or "column<i>" without a header
-  DType dtype = DType::kF32;            // kF32, kF64, kI32, kI64, or kU8 for the raw text
-  std::optional<double> default_value;  // for empty fields; none: the field is required
-  std::optional<std::string> default_text;  // the same for kU8 columns
+  std::string name;           // empty: the header's name, or "column<i>" without a header
+  DType dtype = DType::kF32;  // kF32, kF64, kI32, kI64, kString (tf.string), kU8 (text as bytes)
+  std::optional<double> default_value;      // for empty fields; none: the field is required
+  std::optional<std::string> default_text;  // the same for kString / kU8 columns (else "")
 };
 
 struct CsvOptions {

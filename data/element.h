@@ -5,6 +5,11 @@
 // yields before parsing. Tensors in an element are treated as immutable: stages share them
 // (cache, shuffle buffers) rather than copy them, so a map function must return new tensors
 // instead of writing into its input's storage.
+//
+// A component may be a string tensor (DType::kString, tf.string) or a sparse tensor
+// (Tensor::sparse, tf.SparseTensor), as TensorFlow's input pipelines carry them: the stages copy
+// strings element by element (copy_elements) and never byte by byte, and sparse components are
+// batched as tf.data batches SparseTensors.
 #pragma once
 
 #include <functional>
@@ -46,11 +51,25 @@ inline constexpr std::string_view kValueName = "value";
 void for_each_component(const Element& element,
                         const std::function<void(std::string_view, const Tensor&)>& fn);
 
-// Byte strings travel as uint8 [length] tensors: this framework's tensors have no string dtype.
+// One byte string as a uint8 [length] tensor (what TFRecord readers yield before parsing;
+// image bytes); a string-typed element is a DType::kString tensor instead (string_tensor).
 Tensor bytes_tensor(std::string_view bytes);
-std::string tensor_bytes(const Tensor& tensor);  // the raw bytes of a uint8 (or any) tensor
+// The raw bytes of a uint8 (or any numeric) tensor, or the single string of a string tensor.
+std::string tensor_bytes(const Tensor& tensor);
+// A string tensor (tf.constant of strings): `values` laid out row-major in `shape` (default: a
+// vector of them).
+Tensor string_tensor(std::vector<std::string> values);
+Tensor string_tensor(const std::vector<std::string>& values, const Shape& shape);
 
-// Copies row `row` of a tensor of shape [n, ...] into a new tensor of shape [...].
+// The elements of a dense tensor as bytes (std::string objects for a string tensor), for
+// stages that move whole rows; copy_elements copies `bytes` of them from `src` to `dst`, by
+// assignment for strings and by memcpy otherwise. Raw memcpy of a string tensor's elements
+// would share and later free the same heap buffers twice.
+char* element_pointer(Tensor& tensor);
+const char* element_pointer(const Tensor& tensor);
+void copy_elements(char* dst, const char* src, size_t bytes, DType dtype);
+
+// Copies row `row` of a dense tensor of shape [n, ...] into a new tensor of shape [...].
 Tensor slice_row(const Tensor& tensor, int64_t row);
 
 // "features {image: uint8 [28, 28, 1]}, labels int64 []" for error messages.

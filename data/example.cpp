@@ -1,6 +1,7 @@
 // Example parsing and building over the generated Protobuf classes.
 #include "data/example.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "data/stages.h"
@@ -30,10 +31,8 @@ std::string expected_list(DType dtype) {
       return "float_list";
     case DType::kI64:
       return "int64_list";
-    case DType::kU8:
-      return "bytes_list";
     default:
-      return "?";
+      return "bytes_list";
   }
 }
 
@@ -43,11 +42,20 @@ std::string found_list(const pb::Feature& feature) {
       return "float_list";
     case pb::Feature::kInt64List:
       return "int64_list";
-    case pb::Feature::kBytesList:
-      return "bytes_list";
     default:
-      return "empty feature";
+      return "bytes_list";
   }
+}
+
+// A default's count: one (broadcast) or one per element of the shape.
+void check_default_count(const std::string& name, size_t count, const Shape& shape,
+                         const char* field) {
+  if (count != 1 && static_cast<int64_t>(count) != ops::num_elements(shape))
+    throw InvalidArgumentError("feature spec '" + name + "': " + field + " has " +
+                               std::to_string(count) +
+                               " values; give one, or one per element "
+                               "of shape " +
+                               ops::shape_str(shape));
 }
 
 void check_spec(const std::string& name, const FeatureSpec& spec) {
@@ -57,8 +65,9 @@ void check_spec(const std::string& name, const FeatureSpec& spec) {
                                allowed);
   };
   if (const auto* fixed = std::get_if<FixedLenFeature>(&spec)) {
-    if (fixed->dtype != DType::kF32 && fixed->dtype != DType::kI64 && fixed->dtype != DType::kU8)
-      bad_dtype(fixed->dtype, "float32, int64 or uint8 (bytes)");
+    if (fixed->dtype != DType::kF32 && fixed->dtype != DType::kI64 &&
+        fixed->dtype != DType::kString && fixed->dtype != DType::kU8)
+      bad_dtype(fixed->dtype, "float32, int64, string, or uint8 (one byte string)");
     for (int64_t d : fixed->shape)
       if (d < 0)
         throw InvalidArgumentError(
@@ -67,38 +76,52 @@ void check_spec(const std::string& name, const FeatureSpec& spec) {
     if (fixed->dtype == DType::kU8 && fixed->shape.size() > 1)
       throw InvalidArgumentError("feature spec '" + name +
                                  "': bytes features take shape {} or {k}");
-    if (fixed->default_value && fixed->default_value->size() != 1 &&
-        static_cast<int64_t>(fixed->default_value->size()) != ops::num_elements(fixed->shape))
-      throw InvalidArgumentError("feature spec '" + name + "': default_value has " +
-                                 std::to_string(fixed->default_value->size()) +
-                                 " values; give one, or one per element of shape " +
-                                 ops::shape_str(fixed->shape));
+    if (fixed->default_value) {
+      check_default_count(name, fixed->default_value->size(), fixed->shape, "default_value");
+      if (fixed->dtype == DType::kI64)
+        for (double v : *fixed->default_value)
+          if (v != static_cast<double>(static_cast<int64_t>(v)) || std::abs(v) > 0x1p53)
+            throw InvalidArgumentError("feature spec '" + name + "': int64 default_value " +
+                                       std::to_string(v) +
+                                       " is not an integer a double holds "
+                                       "exactly; give it as default_int64");
+    }
+    if (fixed->default_int64)
+      check_default_count(name, fixed->default_int64->size(), fixed->shape, "default_int64");
+    if (fixed->default_strings)
+      check_default_count(name, fixed->default_strings->size(), fixed->shape, "default_strings");
   } else {
     DType dtype = std::get<VarLenFeature>(spec).dtype;
-    if (dtype == DType::kU8)
-      throw UnimplementedError("feature spec '" + name +
-                               "': variable-length bytes features are "
-                               "not supported; use FixedLenFeature{{}, kU8} for one string");
-    if (dtype != DType::kF32 && dtype != DType::kI64) bad_dtype(dtype, "float32 or int64");
+    if (dtype != DType::kF32 && dtype != DType::kI64 && dtype != DType::kString)
+      bad_dtype(dtype, "float32, int64 or string");
   }
 }
 
-// The number of values in a float or int64 feature.
-int64_t numeric_count(const pb::Feature& feature, DType dtype) {
-  return dtype == DType::kF32 ? feature.float_list().value_size()
-                              : feature.int64_list().value_size();
+// The number of values in a feature's list of the spec's kind.
+int64_t value_count(const pb::Feature& feature, DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return feature.float_list().value_size();
+    case DType::kI64:
+      return feature.int64_list().value_size();
+    default:
+      return feature.bytes_list().value_size();
+  }
 }
 
-// The values of a float or int64 feature in wire order, as a tensor of `shape` (which holds
-// exactly numeric_count() values; {n} for variable-length features).
-Tensor numeric_values(const pb::Feature& feature, DType dtype, const Shape& shape) {
+// The values of a feature in wire order, as a tensor of `shape` (which holds exactly
+// value_count() values; {n} for variable-length features).
+Tensor list_values(const pb::Feature& feature, DType dtype, const Shape& shape) {
   Tensor out = Tensor::empty(shape, dtype);
   if (dtype == DType::kF32) {
     const auto& list = feature.float_list().value();
     if (list.size()) std::memcpy(out.raw_data(), list.data(), sizeof(float) * list.size());
-  } else {
+  } else if (dtype == DType::kI64) {
     const auto& list = feature.int64_list().value();
     if (list.size()) std::memcpy(out.raw_data(), list.data(), sizeof(int64_t) * list.size());
+  } else {
+    std::string* dst = out.data<std::string>();
+    for (const std::string& value : feature.bytes_list().value()) *dst++ = value;
   }
   return out;
 }
@@ -110,27 +133,22 @@ bool kind_matches(const pb::Feature& feature, DType dtype) {
     case pb::Feature::kInt64List:
       return dtype == DType::kI64;
     case pb::Feature::kBytesList:
-      return dtype == DType::kU8;
+      return dtype == DType::kU8 || dtype == DType::kString;
     default:
-      return true;  // a feature with no list set reads as an empty list
+      return false;  // no list set: the callers treat the feature as missing
   }
 }
 
 Tensor bytes_values(const pb::Feature& feature, const FixedLenFeature& spec,
                     const std::string& name, const Where& where) {
   const auto& list = feature.bytes_list().value();
-  int64_t expected = ops::num_elements(spec.shape);
-  if (list.size() != expected)
-    throw InvalidArgumentError(where.str() + ": feature '" + name + "' has " +
-                               std::to_string(list.size()) + " byte strings; the spec's shape " +
-                               ops::shape_str(spec.shape) + " needs " + std::to_string(expected));
   if (spec.shape.empty()) return bytes_tensor(list.Get(0));
   size_t length = list.empty() ? 0 : list.Get(0).size();
   for (const std::string& s : list)
     if (s.size() != length)
       throw InvalidArgumentError(where.str() + ": feature '" + name +
                                  "' holds byte strings of different lengths; a {k} bytes feature "
-                                 "needs equal lengths (parse them one per feature instead)");
+                                 "needs equal lengths (use dtype kString instead)");
   Tensor out = Tensor::empty({list.size(), static_cast<int64_t>(length)}, DType::kU8);
   char* dst = static_cast<char*>(out.raw_data());
   for (const std::string& s : list) {
@@ -140,61 +158,88 @@ Tensor bytes_values(const pb::Feature& feature, const FixedLenFeature& spec,
   return out;
 }
 
+// Element i of a default holding one value (broadcast) or one per element.
+template <class T>
+const T& default_at(const std::vector<T>& values, int64_t i) {
+  return values.size() == 1 ? values[0] : values[static_cast<size_t>(i)];
+}
+
 Tensor default_tensor(const FixedLenFeature& spec, const std::string& name, const Where& where) {
+  auto missing = [&](const char* field) {
+    return InvalidArgumentError(where.str() + ": feature '" + name +
+                                "' is missing and its spec has no " + field +
+                                "; add one or fix the data");
+  };
   if (spec.dtype == DType::kU8) {
-    if (!spec.default_bytes)
-      throw InvalidArgumentError(where.str() + ": feature '" + name +
-                                 "' is missing and its spec has no default_bytes");
+    if (!spec.default_bytes) throw missing("default_bytes");
     if (!spec.shape.empty())
       throw InvalidArgumentError(where.str() + ": feature '" + name +
                                  "' is missing; default_bytes fills shape {} features only");
     return bytes_tensor(*spec.default_bytes);
   }
-  if (!spec.default_value)
-    throw InvalidArgumentError(where.str() + ": feature '" + name +
-                               "' is missing and its spec has no default_value; add one or fix "
-                               "the data");
-  const std::vector<double>& values = *spec.default_value;
   Tensor out = Tensor::empty(spec.shape, spec.dtype);
-  int64_t n = out.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    double v = values.size() == 1 ? values[0] : values[static_cast<size_t>(i)];
-    if (spec.dtype == DType::kF32)
-      out.data<float>()[i] = static_cast<float>(v);
-    else
-      out.data<int64_t>()[i] = static_cast<int64_t>(v);
+  const int64_t n = out.numel();
+  if (spec.dtype == DType::kString) {
+    if (!spec.default_strings) throw missing("default_strings");
+    for (int64_t i = 0; i < n; ++i)
+      out.data<std::string>()[i] = default_at(*spec.default_strings, i);
+  } else if (spec.dtype == DType::kI64 && spec.default_int64) {
+    for (int64_t i = 0; i < n; ++i) out.data<int64_t>()[i] = default_at(*spec.default_int64, i);
+  } else {
+    if (!spec.default_value) throw missing("default_value");
+    for (int64_t i = 0; i < n; ++i) {
+      double v = default_at(*spec.default_value, i);
+      if (spec.dtype == DType::kF32)
+        out.data<float>()[i] = static_cast<float>(v);
+      else
+        out.data<int64_t>()[i] = static_cast<int64_t>(v);  // exact: check_spec made sure
+    }
   }
   return out;
+}
+
+// A 1-D sparse tensor of dense shape [n] holding all of `values` [n].
+Tensor sparse_vector(const Tensor& values) {
+  const int64_t n = values.dim(0);
+  Tensor indices = Tensor::empty({n, 1}, DType::kI64);
+  for (int64_t i = 0; i < n; ++i) indices.data<int64_t>()[i] = i;
+  return Tensor::sparse(indices, values, {n});
 }
 
 Tensor parse_feature(const pb::Features& features, const std::string& name, const FeatureSpec& spec,
                      const Where& where) {
   auto found = features.feature().find(name);
-  if (const auto* fixed = std::get_if<FixedLenFeature>(&spec)) {
-    if (found == features.feature().end()) return default_tensor(*fixed, name, where);
-    const pb::Feature& feature = found->second;
-    if (!kind_matches(feature, fixed->dtype))
+  // A feature with no list set counts as missing (example_proto_fast_parsing.cc).
+  const bool missing =
+      found == features.feature().end() || found->second.kind_case() == pb::Feature::KIND_NOT_SET;
+  auto check_kind = [&](DType dtype) {
+    if (!kind_matches(found->second, dtype))
       throw InvalidArgumentError(where.str() + ": feature '" + name + "' is a " +
-                                 found_list(feature) + " but the spec asks for " +
-                                 std::string(ops::dtype_name(fixed->dtype)) + " (" +
-                                 expected_list(fixed->dtype) + ")");
-    if (fixed->dtype == DType::kU8) return bytes_values(feature, *fixed, name, where);
-    int64_t count = numeric_count(feature, fixed->dtype);
+                                 found_list(found->second) + " but the spec asks for " +
+                                 std::string(ops::dtype_name(dtype)) + " (" + expected_list(dtype) +
+                                 ")");
+  };
+  if (const auto* fixed = std::get_if<FixedLenFeature>(&spec)) {
+    if (missing) return default_tensor(*fixed, name, where);
+    check_kind(fixed->dtype);
+    int64_t count = value_count(found->second, fixed->dtype);
     if (count != ops::num_elements(fixed->shape))
       throw InvalidArgumentError(where.str() + ": feature '" + name + "' has " +
                                  std::to_string(count) + " values; the spec's shape " +
                                  ops::shape_str(fixed->shape) + " needs " +
                                  std::to_string(ops::num_elements(fixed->shape)));
-    return numeric_values(feature, fixed->dtype, fixed->shape);
+    if (fixed->dtype == DType::kU8) return bytes_values(found->second, *fixed, name, where);
+    return list_values(found->second, fixed->dtype, fixed->shape);
   }
   const auto& var = std::get<VarLenFeature>(spec);
-  if (found == features.feature().end()) return Tensor::empty({0}, var.dtype);
-  if (!kind_matches(found->second, var.dtype))
-    throw InvalidArgumentError(where.str() + ": feature '" + name + "' is a " +
-                               found_list(found->second) + " but the spec asks for " +
-                               std::string(ops::dtype_name(var.dtype)) + " (" +
-                               expected_list(var.dtype) + ")");
-  return numeric_values(found->second, var.dtype, {numeric_count(found->second, var.dtype)});
+  Tensor values;
+  if (missing) {
+    values = Tensor::empty({0}, var.dtype);
+  } else {
+    check_kind(var.dtype);
+    values = list_values(found->second, var.dtype, {value_count(found->second, var.dtype)});
+  }
+  return var.mode == VarLenMode::kSparse ? sparse_vector(values) : values;
 }
 
 // Each thread parses into a protobuf arena that is reset per record: the map entries, strings
@@ -246,66 +291,6 @@ Features parse_single_example(std::string_view serialized, const FeatureSpecs& s
                               std::string_view where) {
   for (const auto& [name, spec] : specs) check_spec(name, spec);
   return parse_record(serialized, specs, Where{.text = where});
-}
-
-Features parse_example(std::span<const std::string> serialized, const FeatureSpecs& specs) {
-  std::vector<Features> parsed;
-  parsed.reserve(serialized.size());
-  for (size_t i = 0; i < serialized.size(); ++i)
-    parsed.push_back(
-        parse_single_example(serialized[i], specs, "serialized example " + std::to_string(i)));
-  int64_t batch = static_cast<int64_t>(serialized.size());
-  Features out;
-  for (const auto& [name, spec] : specs) {
-    const auto* var = std::get_if<VarLenFeature>(&spec);
-    if (!var || var->mode == VarLenMode::kPadded) {
-      // Fixed features: stack. Padded: [batch, longest], filled with padding_value first.
-      Shape inner;
-      if (var) {
-        int64_t longest = 0;
-        for (const Features& f : parsed) longest = std::max(longest, f.at(name).numel());
-        inner = {longest};
-      } else {
-        inner = parsed.empty() ? std::get<FixedLenFeature>(spec).shape : parsed[0].at(name).shape();
-        for (size_t i = 1; i < parsed.size(); ++i)
-          if (parsed[i].at(name).shape() != inner)
-            throw InvalidArgumentError("parse_example: bytes feature '" + name + "' of example " +
-                                       std::to_string(i) + " has shape " +
-                                       ops::shape_str(parsed[i].at(name).shape()) +
-                                       " but example 0's has " + ops::shape_str(inner) +
-                                       "; byte strings batched together need equal lengths");
-      }
-      Shape shape{batch};
-      shape.insert(shape.end(), inner.begin(), inner.end());
-      DType dtype = var ? var->dtype : std::get<FixedLenFeature>(spec).dtype;
-      Tensor stacked = Tensor::full(shape, var ? var->padding_value : 0.0, dtype);
-      size_t slot = static_cast<size_t>(ops::num_elements(inner)) * ops::dtype_size(dtype);
-      char* dst = static_cast<char*>(stacked.raw_data());
-      for (int64_t i = 0; i < batch; ++i) {
-        const Tensor& part = parsed[static_cast<size_t>(i)].at(name);
-        if (part.nbytes())
-          std::memcpy(dst + static_cast<size_t>(i) * slot, part.raw_data(), part.nbytes());
-      }
-      out.emplace(name, stacked);
-    } else {
-      int64_t total = 0;
-      for (const Features& f : parsed) total += f.at(name).numel();
-      Tensor values = Tensor::empty({total}, var->dtype);
-      Tensor splits = Tensor::empty({batch + 1}, DType::kI64);
-      int64_t* split = splits.data<int64_t>();
-      split[0] = 0;
-      char* dst = static_cast<char*>(values.raw_data());
-      for (int64_t i = 0; i < batch; ++i) {
-        const Tensor& part = parsed[static_cast<size_t>(i)].at(name);
-        if (part.nbytes()) std::memcpy(dst, part.raw_data(), part.nbytes());
-        dst += part.nbytes();
-        split[i + 1] = split[i] + part.numel();
-      }
-      out.emplace(name, values);
-      out.emplace(name + "/row_splits", splits);
-    }
-  }
-  return out;
 }
 
 namespace {
@@ -366,13 +351,17 @@ class ExampleFileReader final : public FileReader {
 MapFn example_parser(FeatureSpecs specs, std::string label_key) {
   check_specs(specs, label_key);
   return [specs = std::move(specs), label_key = std::move(label_key)](Element element) {
-    if (!element.value.defined() || element.value.dtype() != DType::kU8)
+    const Tensor& value = element.value;
+    const bool one_string = value.defined() && value.dtype() == DType::kString &&
+                            !value.is_sparse() && value.numel() == 1;
+    if (!one_string && (!value.defined() || value.is_sparse() || value.dtype() != DType::kU8))
       throw InvalidArgumentError(
-          "example_parser: expected elements holding a serialised Example "
-          "as a uint8 value (what tfrecord_dataset yields), got " +
+          "example_parser: expected elements holding a serialised Example as a uint8 value "
+          "(what tfrecord_dataset yields) or one string, got " +
           structure_str(element));
-    std::string_view record(static_cast<const char*>(element.value.raw_data()),
-                            element.value.nbytes());
+    std::string_view record =
+        one_string ? std::string_view(value.data<std::string>()[0])
+                   : std::string_view(static_cast<const char*>(value.raw_data()), value.nbytes());
     Where where{.text = "serialized example"};
     return parse_element(record, specs, label_key, where);
   };
@@ -390,71 +379,6 @@ Dataset example_dataset(std::vector<std::string> paths, FeatureSpecs specs,
         return std::make_unique<ExampleFileReader>(path, shared->second, shared->first);
       },
       "tfrecord_examples", "example_dataset"));
-}
-
-// --- Building ---
-
-struct ExampleBuilder::Impl {
-  pb::Example example;
-};
-
-ExampleBuilder::ExampleBuilder() : impl_(std::make_unique<Impl>()) {}
-ExampleBuilder::~ExampleBuilder() = default;
-ExampleBuilder::ExampleBuilder(ExampleBuilder&&) noexcept = default;
-ExampleBuilder& ExampleBuilder::operator=(ExampleBuilder&&) noexcept = default;
-
-ExampleBuilder& ExampleBuilder::add_floats(const std::string& name, std::span<const float> values) {
-  auto* list = (*impl_->example.mutable_features()->mutable_feature())[name].mutable_float_list();
-  list->mutable_value()->Add(values.begin(), values.end());
-  return *this;
-}
-
-ExampleBuilder& ExampleBuilder::add_int64s(const std::string& name,
-                                           std::span<const int64_t> values) {
-  auto* list = (*impl_->example.mutable_features()->mutable_feature())[name].mutable_int64_list();
-  list->mutable_value()->Add(values.begin(), values.end());
-  return *this;
-}
-
-ExampleBuilder& ExampleBuilder::add_bytes(const std::string& name,
-                                          const std::vector<std::string>& values) {
-  auto* list = (*impl_->example.mutable_features()->mutable_feature())[name].mutable_bytes_list();
-  for (const std::string& value : values) list->add_value(value);
-  return *this;
-}
-
-std::string ExampleBuilder::serialize() const {
-  std::string out;
-  impl_->example.SerializeToString(&out);
-  return out;
-}
-
-std::string serialize_example(const Features& features) {
-  ExampleBuilder builder;
-  for (const auto& [name, tensor] : features) {
-    switch (tensor.dtype()) {
-      case DType::kF32:
-        builder.add_floats(name,
-                           std::span(tensor.data<float>(), static_cast<size_t>(tensor.numel())));
-        break;
-      case DType::kF64:
-      case DType::kBF16:
-        builder.add_floats(name, tensor.to_vector<float>());
-        break;
-      case DType::kI64:
-        builder.add_int64s(name,
-                           std::span(tensor.data<int64_t>(), static_cast<size_t>(tensor.numel())));
-        break;
-      case DType::kI32:
-      case DType::kBool:
-        builder.add_int64s(name, tensor.to_vector<int64_t>());
-        break;
-      case DType::kU8:
-        builder.add_bytes(name, {tensor_bytes(tensor)});
-        break;
-    }
-  }
-  return builder.serialize();
 }
 
 }  // namespace est::data

@@ -2,8 +2,11 @@
 // and building/serialising examples for writers and tests.
 //
 // Parsing uses the Protobuf classes generated from data/proto/example.proto (wire-compatible
-// with TensorFlow's). Output dtypes: float_list -> float32, int64_list -> int64, bytes_list ->
-// uint8 (this framework has no string dtype; a byte string is a uint8 [length] tensor).
+// with TensorFlow's) and follows tensorflow/core/util/example_proto_fast_parsing.cc: output
+// dtypes float_list -> float32, int64_list -> int64 (kept exact, never through a double),
+// bytes_list -> string (tf.string), or for a kU8 spec one byte string as uint8 [length] (raw
+// bytes such as encoded images). A feature that is present but has no list set counts as
+// missing, so its default applies, as in TF.
 #pragma once
 
 #include <optional>
@@ -21,21 +24,27 @@ namespace est::data {
 // A feature with the same number of values in every example.
 struct FixedLenFeature {
   Shape shape;                // per example; {} for a single value
-  DType dtype = DType::kF32;  // kF32, kI64, or kU8 for bytes
-  // Used when an example lacks the feature; without one a missing feature is an error.
-  std::optional<std::vector<double>> default_value;  // one value (broadcast) or shape's count
-  std::optional<std::string> default_bytes;          // for kU8
+  DType dtype = DType::kF32;  // kF32, kI64, kString, or kU8 for bytes as uint8
+  // Used when an example lacks the feature; without one a missing feature is an error. Each
+  // holds one value (broadcast) or shape's count.
+  std::optional<std::vector<double>> default_value;   // kF32; kI64 where a double holds it exactly
+  std::optional<std::string> default_bytes;           // for kU8
+  std::optional<std::vector<int64_t>> default_int64;  // kI64, exact
+  std::optional<std::vector<std::string>> default_strings;  // kString
 };
-// Bytes features: shape {} gives uint8 [length]; shape {k} gives uint8 [k, length] and needs
+// kU8 features: shape {} gives uint8 [length]; shape {k} gives uint8 [k, length] and needs
 // strings of equal length.
 
-// A feature whose length varies. One example gives a 1-D tensor [n]; a batch (parse_example)
-// gives either ragged values plus `name/row_splits` (int64 [batch + 1]), or a dense
-// [batch, longest] tensor padded with `padding_value`.
-enum class VarLenMode { kRagged, kPadded };
+// A feature whose length varies. kSparse (tf.io.VarLenFeature): one example gives a sparse
+// tensor of dense shape [n] (indices [n, 1]); a batch (parse_example, or batch() of parsed
+// examples) gives indices [total, 2] of (example, position) and dense shape [batch, longest].
+// The other modes give one example a dense [n]; a batch either ragged values plus
+// `name/row_splits` (int64 [batch + 1]), or a dense [batch, longest] tensor padded with
+// `padding_value` ("" for strings).
+enum class VarLenMode { kSparse, kRagged, kPadded };
 struct VarLenFeature {
-  DType dtype = DType::kF32;  // kF32 or kI64
-  VarLenMode mode = VarLenMode::kRagged;
+  DType dtype = DType::kF32;  // kF32, kI64 or kString
+  VarLenMode mode = VarLenMode::kSparse;
   double padding_value = 0.0;
 };
 
@@ -45,7 +54,8 @@ using FeatureSpecs = std::map<std::string, FeatureSpec>;
 // One serialised Example. `where` ("'train.tfrecord' record 17") prefixes error messages.
 Features parse_single_example(std::string_view serialized, const FeatureSpecs& specs,
                               std::string_view where = "serialized example");
-// A batch of serialised Examples: fixed features [batch, ...shape], variable ones as above.
+// A batch of serialised Examples: fixed features [batch, ...shape], variable ones as above
+// (example_batch.cpp).
 Features parse_example(std::span<const std::string> serialized, const FeatureSpecs& specs);
 
 // For ds.map: parses element.value (a TFRecord record), moving `label_key` (when not empty)
@@ -72,6 +82,8 @@ class ExampleBuilder {
   ExampleBuilder& add_floats(const std::string& name, std::span<const float> values);
   ExampleBuilder& add_int64s(const std::string& name, std::span<const int64_t> values);
   ExampleBuilder& add_bytes(const std::string& name, const std::vector<std::string>& values);
+  // A feature present with no list set (which parsing treats as missing).
+  ExampleBuilder& add_empty(const std::string& name);
   std::string serialize() const;
 
  private:
@@ -80,7 +92,7 @@ class ExampleBuilder {
 };
 
 // An Example holding each tensor flattened: float32/float64 as float_list, integer and bool
-// types as int64_list, uint8 as a single bytes value.
+// types as int64_list, strings as bytes_list, uint8 as a single bytes value.
 std::string serialize_example(const Features& features);
 
 }  // namespace est::data

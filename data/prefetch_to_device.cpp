@@ -6,7 +6,8 @@
 // up to n elements wait in a bounded queue. next() hands one out after making the compute
 // stream wait for its event (ops/cuda/async_copy.h), so the copy of the next batch overlaps the
 // current step and neither the step nor the host waits for a copy it does not need. On a CPU
-// device it is prefetch(n): the tensors are already there.
+// device it is prefetch(n): the tensors are already there. A sparse tensor moves as its
+// indices and values; a string tensor cannot leave the CPU (Tensor::empty says so).
 //
 // State (state.h) is prefetch's: the queued elements, from the host copies kept beside the
 // device ones, then the input's position, which is past them; restoring queues their copies
@@ -29,6 +30,9 @@ namespace {
 
 Tensor to_device(const Tensor& host, ops::Device device) {
   if (!host.defined()) return host;
+  if (host.is_sparse())
+    return Tensor::sparse(to_device(host.indices(), device), to_device(host.values(), device),
+                          host.shape());
   Tensor target = Tensor::empty(host.shape(), host.dtype(), device);
   ops::cuda::copy_to_device_async(host, target);
   return target;

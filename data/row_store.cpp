@@ -28,7 +28,7 @@ RowStore RowStore::from_columns(const Element& columns, int64_t rows) {
     column.row_bytes =
         static_cast<size_t>(ops::num_elements(column.row_shape)) * ops::dtype_size(column.dtype);
     column.chunks.push_back(tensor);
-    column.data.push_back(static_cast<const char*>(tensor.raw_data()));
+    column.data.push_back(element_pointer(tensor));
     store.columns.push_back(std::move(column));
   });
   return store;
@@ -39,7 +39,7 @@ std::optional<RowStore> RowStore::shaped_like(const Element& element, size_t chu
   size_t bytes_per_row = 0;
   bool on_cpu = true;
   for_each_role(element, [&](Role role, const std::string& name, const Tensor& tensor) {
-    if (!tensor.defined() || !tensor.device().is_cpu()) {
+    if (!tensor.defined() || tensor.is_sparse() || !tensor.device().is_cpu()) {
       on_cpu = false;
       return;
     }
@@ -62,9 +62,9 @@ bool RowStore::matches(const Element& element) const {
   bool same = true;
   for_each_role(element, [&](Role role, const std::string& name, const Tensor& tensor) {
     const Column& column = columns[index++];
-    same = same && tensor.defined() && column.role == role && column.name == name &&
-           column.dtype == tensor.dtype() && column.row_shape == tensor.shape() &&
-           tensor.device().is_cpu();
+    same = same && tensor.defined() && !tensor.is_sparse() && column.role == role &&
+           column.name == name && column.dtype == tensor.dtype() &&
+           column.row_shape == tensor.shape() && tensor.device().is_cpu();
   });
   return same;
 }
@@ -78,12 +78,11 @@ void RowStore::append(const Element& element) {
       Shape shape{chunk_rows};
       shape.insert(shape.end(), column.row_shape.begin(), column.row_shape.end());
       column.chunks.push_back(Tensor::empty(shape, column.dtype));
-      column.data.push_back(static_cast<const char*>(column.chunks.back().raw_data()));
+      column.data.push_back(element_pointer(column.chunks.back()));
     }
-    if (column.row_bytes)
-      std::memcpy(
-          const_cast<char*>(column.data.back()) + static_cast<size_t>(offset) * column.row_bytes,
-          tensor.raw_data(), column.row_bytes);
+    copy_elements(
+        const_cast<char*>(column.data.back()) + static_cast<size_t>(offset) * column.row_bytes,
+        element_pointer(tensor), column.row_bytes, column.dtype);
   });
   ++rows;
 }
@@ -92,7 +91,7 @@ Element RowStore::row(int64_t index) const {
   Element out;
   for (const Column& column : columns) {
     Tensor tensor = Tensor::empty(column.row_shape, column.dtype);
-    if (column.row_bytes) std::memcpy(tensor.raw_data(), row_data(column, index), column.row_bytes);
+    copy_elements(element_pointer(tensor), row_data(column, index), column.row_bytes, column.dtype);
     switch (column.role) {
       case Role::kFeature:
         out.features.emplace(column.name, std::move(tensor));

@@ -35,6 +35,10 @@ class SlicesNode final : public DatasetNode {
                                      first + "' has " + std::to_string(rows) + " rows, '" +
                                      std::string(name) + "' has " + std::to_string(t.dim(0)));
         }
+        if (t.is_sparse())
+          throw UnimplementedError(what_ + ": component '" + std::string(name) +
+                                   "' is a sparse tensor; slice its dense form "
+                                   "(sparse::to_dense) or build the rows with from_elements");
         if (!t.device().is_cpu())
           throw UnimplementedError(what_ + ": component '" + std::string(name) + "' is on " +
                                    t.device().str() + "; input pipelines read host tensors");

@@ -1,4 +1,8 @@
 // Little-endian, length-prefixed encoding of iterator state and elements.
+//
+// A tensor is a kind (0 undefined, 1 dense, 2 sparse: older states hold only 0 and 1), then for
+// a dense one its dtype, rank, dimensions and data: the bytes as one string, or for a string
+// tensor each element as a string; a sparse one is its dense shape, indices and values.
 #include "data/state.h"
 
 #include <cstring>
@@ -21,15 +25,27 @@ void StateWriter::write_string(std::string_view value) {
 }
 
 void StateWriter::write_tensor(const Tensor& tensor) {
-  write_bool(tensor.defined());
+  write_u64(!tensor.defined() ? 0 : tensor.is_sparse() ? 2 : 1);
   if (!tensor.defined()) return;
   if (!tensor.device().is_cpu())
     throw UnimplementedError("saving a dataset element that lives on " + tensor.device().str() +
                              ": iterator state and caches hold host tensors only; move the "
                              "copy to the device after the input pipeline");
+  if (tensor.is_sparse()) {
+    write_u64(static_cast<uint64_t>(tensor.rank()));
+    for (int64_t d : tensor.shape()) write_i64(d);
+    write_tensor(tensor.indices());
+    write_tensor(tensor.values());
+    return;
+  }
   write_u64(static_cast<uint64_t>(tensor.dtype()));
   write_u64(static_cast<uint64_t>(tensor.rank()));
   for (int64_t d : tensor.shape()) write_i64(d);
+  if (tensor.dtype() == DType::kString) {
+    const std::string* values = tensor.data<std::string>();
+    for (int64_t i = 0; i < tensor.numel(); ++i) write_string(values[i]);
+    return;
+  }
   write_string(std::string_view(static_cast<const char*>(tensor.raw_data()), tensor.nbytes()));
 }
 
@@ -76,11 +92,7 @@ std::string StateReader::read_string() {
   return value;
 }
 
-Tensor StateReader::read_tensor() {
-  if (!read_bool()) return {};
-  uint64_t dtype = read_u64();
-  if (dtype > static_cast<uint64_t>(DType::kBool))
-    throw DataLossError(what_ + " is damaged: unknown dtype code " + std::to_string(dtype));
+Shape StateReader::read_shape() {
   uint64_t rank = read_u64();
   if (rank > kMaxRank)
     throw DataLossError(what_ + " is damaged: tensor rank " + std::to_string(rank));
@@ -88,6 +100,42 @@ Tensor StateReader::read_tensor() {
   for (auto& d : shape) {
     d = read_i64();
     if (d < 0) throw DataLossError(what_ + " is damaged: negative dimension");
+  }
+  return shape;
+}
+
+Tensor StateReader::read_tensor() {
+  uint64_t kind = read_u64();
+  if (kind == 0) return {};
+  if (kind > 2)
+    throw DataLossError(what_ + " is damaged: unknown tensor kind " + std::to_string(kind) +
+                        " at byte " + std::to_string(position_ - 8));
+  if (kind == 2) {
+    Shape dense_shape = read_shape();
+    Tensor indices = read_tensor();
+    Tensor values = read_tensor();
+    if (!indices.defined() || !values.defined() || indices.is_sparse() || values.is_sparse())
+      throw DataLossError(what_ + " is damaged: a sparse tensor without dense indices and values");
+    try {
+      return Tensor::sparse(indices, values, dense_shape);
+    } catch (const InvalidArgumentError& e) {
+      throw DataLossError(what_ + " is damaged: " + e.what());
+    }
+  }
+  uint64_t dtype = read_u64();
+  if (dtype > static_cast<uint64_t>(DType::kString))
+    throw DataLossError(what_ + " is damaged: unknown dtype code " + std::to_string(dtype));
+  Shape shape = read_shape();
+  if (dtype == static_cast<uint64_t>(DType::kString)) {
+    long double count = 1;
+    for (int64_t d : shape) count *= static_cast<long double>(d);
+    if (count * 8 > static_cast<long double>(bytes_.size() - position_))  // before allocating
+      throw DataLossError(what_ + " is damaged: a string tensor of shape " + ops::shape_str(shape) +
+                          " cannot fit in the bytes that remain");
+    Tensor tensor = Tensor::empty(shape, DType::kString);
+    std::string* values = tensor.data<std::string>();
+    for (int64_t i = 0; i < tensor.numel(); ++i) values[i] = read_string();
+    return tensor;
   }
   uint64_t size = read_u64();
   need(size, "tensor data");

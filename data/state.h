@@ -44,6 +44,7 @@ class StateReader {
   bool read_bool();
   std::string read_string();
   Tensor read_tensor();
+  Shape read_shape();  // rank then dimensions
   Element read_element();
   // Reads a stage tag; InvalidArgumentError when it is not `stage`.
   void expect_stage(std::string_view stage);

@@ -112,8 +112,12 @@ ClusterRuntime::~ClusterRuntime() {
   ring_.reset();   // joins the sender thread
   plane_.reset();  // closes the links
   client_.reset();  // stops the heartbeats
-  if (server_) server_->stop(shut_down_ ? std::chrono::milliseconds(2000)
-                                        : std::chrono::milliseconds(500));
+  // After a failure the service stays up until every task has fetched the error (a task not in
+  // a collective learns it only at its next heartbeat, or joins late), for at most two
+  // heartbeat intervals and a second.
+  if (server_)
+    server_->stop(shut_down_ ? std::chrono::milliseconds(2000)
+                             : 2 * options_.heartbeat_interval + std::chrono::milliseconds(1000));
 }
 
 HealthCheck ClusterRuntime::health() const {

@@ -38,6 +38,21 @@ std::string canonical_address(const HostPort& host_port) {
 
 }  // namespace
 
+std::string printable_quoted(std::string_view text) {
+  constexpr std::string_view kSpecial = "\"\\\a\b\f\n\r\t\v";
+  constexpr std::string_view kEscape = "\"\\abfnrtv";  // what follows the backslash
+  std::string out = "\"";
+  for (char c : text) {
+    if (size_t at = kSpecial.find(c); at != std::string_view::npos)
+      out += std::string{'\\', kEscape[at]};
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
 std::string_view task_type_name(TaskType type) {
   switch (type) {
     case TaskType::kChief:
@@ -62,16 +77,16 @@ std::optional<TaskType> task_type_from_name(std::string_view name) {
 
 TaskType parse_task_type(std::string_view name, std::string_view where) {
   if (auto type = task_type_from_name(name)) return *type;
-  throw InvalidArgumentError(
-      fmt::format("{}: unknown task type \"{}\"; use one of {}", where, name, kValidNames));
+  throw InvalidArgumentError(fmt::format("{}: unknown task type {}; use one of {}", where,
+                                         printable_quoted(name), kValidNames));
 }
 
 HostPort parse_host_port(std::string_view address, std::string_view where) {
   auto fail = [&](std::string_view what) -> HostPort {
     throw InvalidArgumentError(
-        fmt::format("{}: address \"{}\" {}; write it as host:port, e.g. \"localhost:2222\" or "
+        fmt::format("{}: address {} {}; write it as host:port, e.g. \"localhost:2222\" or "
                     "\"[::1]:2222\"",
-                    where, address, what));
+                    where, printable_quoted(address), what));
   };
   if (address.find("://") != std::string_view::npos)
     return fail("has a scheme (TF_CONFIG addresses have none; drop the \"grpc://\")");
@@ -98,7 +113,7 @@ HostPort parse_host_port(std::string_view address, std::string_view where) {
   auto [ptr, error] = std::from_chars(port_text.data(), end, result.port);
   if (error != std::errc() || ptr != end || port_text.front() == '+' || result.port < 1 ||
       result.port > 65535)
-    return fail(fmt::format("has port \"{}\", not a number in 1..65535", port_text));
+    return fail(fmt::format("has port {}, not a number in 1..65535", printable_quoted(port_text)));
   return result;
 }
 
@@ -112,10 +127,11 @@ ClusterSpec::ClusterSpec(Jobs jobs, std::string_view origin) {
       std::string canonical = canonical_address(parse_host_port(addresses[i], where));
       auto [it, inserted] = seen.emplace(canonical, fmt::format("cluster.{}[{}]", name, i));
       if (!inserted)
-        throw InvalidArgumentError(fmt::format(
-            "{}: address \"{}\" is listed twice, as {} and as {}; every task needs its own "
-            "host:port",
-            origin, addresses[i], it->second, fmt::format("cluster.{}[{}]", name, i)));
+        throw InvalidArgumentError(
+            fmt::format("{}: address {} is listed twice, as {} and as {}; every task needs its own "
+                        "host:port",
+                        origin, printable_quoted(addresses[i]), it->second,
+                        fmt::format("cluster.{}[{}]", name, i)));
     }
     bool single =
         type == TaskType::kChief || type == TaskType::kMaster || type == TaskType::kEvaluator;

@@ -29,6 +29,11 @@ namespace est::distribute {
 
 enum class TaskType { kChief, kMaster, kWorker, kPs, kEvaluator };
 
+// `text` in double quotes as an error message shows a value read from the configuration:
+// quotes, backslashes and control characters escaped ("\a", "\n", "\x7f"), so that a stray
+// control character is seen, not executed by the terminal.
+std::string printable_quoted(std::string_view text);
+
 // TensorFlow's names: "chief", "master", "worker", "ps", "evaluator".
 std::string_view task_type_name(TaskType type);
 // The TaskType of a name (exact, lowercase as in TF_CONFIG); nullopt for any other string.

@@ -139,10 +139,12 @@ CoordinationServer::~CoordinationServer() { stop(std::chrono::milliseconds(0)); 
 void CoordinationServer::stop(std::chrono::milliseconds grace) {
   if (stopping_.exchange(true)) return;
   if (watchdog_.joinable()) watchdog_.join();
-  // Tasks still in the shutdown barrier get their answer first (up to `grace`); then every
-  // call still waiting is woken with an error, so that the server's threads can return.
+  // Tasks still in the shutdown barrier get their answer first, and after a failure every task
+  // gets the job's error (up to `grace`); then every call still waiting is woken with an
+  // error, so that the server's threads can return.
   auto until = std::chrono::steady_clock::now() + grace;
-  while (!state_->all_shut_down() && std::chrono::steady_clock::now() < until)
+  while (!state_->all_shut_down() && !state_->error_reached_every_task() &&
+         std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   state_->close(JobStatus::error(StatusCode::kUnavailable,
                                  fmt::format("the coordination service on port {} stopped: the "

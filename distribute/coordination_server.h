@@ -35,7 +35,8 @@ class CoordinationServer {
 
   CoordinationState& state() { return *state_; }
   int port() const { return port_; }
-  // Stops serving; calls in progress get up to `grace` to finish. Idempotent.
+  // Stops serving; calls in progress get up to `grace` to finish, and after a failure the tasks
+  // that have not yet been told the job's error get up to `grace` to ask. Idempotent.
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
 
  private:

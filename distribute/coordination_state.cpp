@@ -92,6 +92,7 @@ RendezvousResult CoordinationState::register_task(const TaskRegistration& regist
                     "--max-restarts does), they resume from the last checkpoint",
                     describe(task), registration.pid, registration.host),
         registration.task));
+    told_error_.insert(registration.task);
     return {.status = error_};
   }
   task.registration = registration;
@@ -114,6 +115,7 @@ RendezvousResult CoordinationState::register_task(const TaskRegistration& regist
                                         missing_tasks(arrived)));
   });
   RendezvousResult result{.status = status, .job_incarnation = job_incarnation_};
+  if (!error_.ok()) told_error_.insert(registration.task);
   if (!status.ok()) return result;
   rendezvous_complete_ = true;
   auto now = std::chrono::steady_clock::now();
@@ -142,6 +144,7 @@ HeartbeatResult CoordinationState::heartbeat(const std::string& task, uint64_t i
         task));
   entry.last_heartbeat = std::chrono::steady_clock::now();
   HeartbeatResult result{.status = error_};
+  if (!error_.ok()) told_error_.insert(task);
   for (const Task& t : tasks_)
     if (t.finished) result.finished.push_back(t.name);
   return result;
@@ -174,13 +177,15 @@ JobStatus CoordinationState::barrier(const std::string& id, const std::string& t
   std::set<std::string>& arrived = barriers_[id];
   arrived.insert(task);
   changed_.notify_all();
-  return wait(
+  JobStatus status = wait(
       lock, deadline, [&] { return arrived.size() == tasks_.size(); },
       [&] {
         return JobStatus::error(StatusCode::kDeadlineExceeded,
                                 fmt::format("barrier '{}' timed out on {}: still waiting for {}",
                                             id, task, missing_tasks(arrived)));
       });
+  if (!error_.ok()) told_error_.insert(task);
+  return status;
 }
 
 void CoordinationState::report_error(const std::string& task, const JobStatus& error) {
@@ -189,6 +194,7 @@ void CoordinationState::report_error(const std::string& task, const JobStatus& e
   if (reported.origin.empty()) reported.origin = task;
   if (reported.ok()) reported.code = StatusCode::kUnknown;
   fail_locked(std::move(reported));
+  told_error_.insert(task);  // it knows: it failed, or it already learned of the job's error
 }
 
 void CoordinationState::set(const std::string& key, const std::string& value) {
@@ -230,12 +236,21 @@ JobStatus CoordinationState::shutdown(const std::string& task, SteadyTime deadli
                                         task, missing_tasks(arrived)));
   });
   if (status.ok()) shut_down_.insert(task);
+  if (!error_.ok()) told_error_.insert(task);
   return status;
 }
 
 bool CoordinationState::all_shut_down() const {
   std::lock_guard lock(mutex_);
   return shut_down_.size() == tasks_.size();
+}
+
+bool CoordinationState::error_reached_every_task() const {
+  std::lock_guard lock(mutex_);
+  if (error_.ok()) return false;
+  for (const Task& task : tasks_)
+    if (!told_error_.count(task.name) && !shut_down_.count(task.name)) return false;
+  return true;
 }
 
 void CoordinationState::close(const JobStatus& reason) {

@@ -87,6 +87,11 @@ class CoordinationState {
   void check_heartbeats();
   // Whether every task has passed the shutdown barrier (the leader may then stop serving).
   bool all_shut_down() const;
+  // Whether the job has failed and every task has been answered with its error (or had passed
+  // the shutdown barrier): until then the leader keeps serving it, for a bounded time, so that
+  // a task that polls only at its next heartbeat, or joins late, still learns why the job
+  // stopped instead of finding the service gone.
+  bool error_reached_every_task() const;
   JobStatus job_status() const;
   // The leader is going away: every waiting call returns `reason` now.
   void close(const JobStatus& reason);
@@ -121,6 +126,7 @@ class CoordinationState {
   std::map<std::string, std::set<std::string>> barriers_;  // id -> arrived tasks
   std::map<std::string, std::string> values_;
   std::set<std::string> shut_down_;  // tasks whose shutdown call has returned ok
+  std::set<std::string> told_error_;  // tasks that have been answered with error_
 };
 
 }  // namespace est::distribute

@@ -1,8 +1,10 @@
 // Sharding the dataset for this worker (data::auto_shard) and splitting its batches into
 // per-replica batches: each slice is copied into its own tensor (ops::slice) so replicas never
-// share input storage.
+// share input storage; string batches are copied row by row and sparse ones split by their
+// entries' first index (rows renumbered from 0, dense shape [per replica, ...]).
 #include "distribute/distributed_dataset.h"
 
+#include <algorithm>
 #include <string>
 
 #include "ops/array_ops.h"
@@ -32,8 +34,49 @@ int64_t batch_size_of(const data::Element& element) {
   return size;
 }
 
+// Rows [begin, begin + count) of a sparse batch: its entries there, rows renumbered from 0.
+Tensor sparse_rows(const Tensor& tensor, int64_t begin, int64_t count) {
+  const Tensor indices = tensor.indices().to(ops::Device::cpu());
+  const Tensor values = tensor.values().to(ops::Device::cpu());
+  const int64_t rank = indices.dim(1);
+  const int64_t* index = indices.data<int64_t>();
+  std::vector<int64_t> kept, kept_indices;
+  for (int64_t e = 0; e < indices.dim(0); ++e)
+    if (index[e * rank] >= begin && index[e * rank] < begin + count) {
+      kept.push_back(e);
+      for (int64_t a = 0; a < rank; ++a)
+        kept_indices.push_back(index[e * rank + a] - (a == 0 ? begin : 0));
+    }
+  const int64_t n = static_cast<int64_t>(kept.size());
+  Tensor part = Tensor::empty({n}, values.dtype());
+  char* dst = data::element_pointer(part);
+  const char* src = data::element_pointer(values);
+  const size_t size = ops::dtype_size(values.dtype());
+  for (int64_t i = 0; i < n; ++i)
+    data::copy_elements(dst + static_cast<size_t>(i) * size,
+                        src + static_cast<size_t>(kept[static_cast<size_t>(i)]) * size, size,
+                        values.dtype());
+  Shape shape = tensor.shape();
+  shape[0] = count;
+  return Tensor::sparse(Tensor::from_vector(kept_indices, {n, rank}), part, shape);
+}
+
+// Rows of a string batch (host memory; no kernel copies strings).
+Tensor string_rows(const Tensor& tensor, int64_t begin, int64_t count) {
+  Shape shape = tensor.shape();
+  shape[0] = count;
+  Tensor out = Tensor::empty(shape, DType::kString);
+  const size_t row_bytes = out.nbytes() / static_cast<size_t>(std::max<int64_t>(count, 1));
+  data::copy_elements(data::element_pointer(out),
+                      data::element_pointer(tensor) + static_cast<size_t>(begin) * row_bytes,
+                      out.nbytes(), DType::kString);
+  return out;
+}
+
 Tensor rows(const Tensor& tensor, int64_t begin, int64_t count) {
   if (!tensor.defined()) return tensor;
+  if (tensor.is_sparse()) return sparse_rows(tensor, begin, count);
+  if (tensor.dtype() == DType::kString) return string_rows(tensor, begin, count);
   std::vector<int64_t> start(static_cast<size_t>(tensor.rank()), 0);
   std::vector<int64_t> size(tensor.shape().begin(), tensor.shape().end());
   start[0] = begin;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "distribute/multi_worker_util.h"
 #include "ops/error.h"
@@ -53,8 +54,11 @@ json parse_json(std::string_view text) {
     // the offending part even when the parser's own message does not.
     size_t stop = std::min(static_cast<size_t>(error.byte), text.size());
     size_t start = stop > 40 ? stop - 40 : 0;
-    std::string near =
-        fmt::format("{}{}", start > 0 ? "..." : "", text.substr(start, stop - start));
+    std::string near = start > 0 ? "..." : "";
+    for (char c : text.substr(start, stop - start))  // control characters shown, not sent
+      near += static_cast<unsigned char>(c) < 0x20 || c == 0x7f
+                  ? fmt::format("\\x{:02x}", static_cast<unsigned char>(c))
+                  : std::string(1, c);
     fail(
         fmt::format("is not valid JSON: {}{}; the parser stopped after: {} <-- here. TF_CONFIG is "
                     "a JSON object such as {}",
@@ -69,14 +73,17 @@ std::string string_field(const json& root, const char* key) {
   return value.get<std::string>();
 }
 
-ClusterSpec parse_cluster(const json& cluster) {
+// `empty_jobs` gets the task types listed with no address: ClusterSpec leaves them out, and
+// parse_task refuses a task in one (TensorFlow's "task_id exceeds the maximum id").
+ClusterSpec parse_cluster(const json& cluster, std::set<TaskType>& empty_jobs) {
   if (!cluster.is_object())
     fail(fmt::format(
         "\"cluster\" must be an object mapping task types to lists of \"host:port\", got {} {}",
         type_word(cluster), quote(cluster)));
   ClusterSpec::Jobs jobs;
   for (const auto& [name, addresses] : cluster.items()) {
-    TaskType type = parse_task_type(name, fmt::format("TF_CONFIG cluster key \"{}\"", name));
+    TaskType type =
+        parse_task_type(name, fmt::format("TF_CONFIG cluster key {}", printable_quoted(name)));
     if (!addresses.is_array())
       fail(fmt::format("cluster.{} must be a list of \"host:port\" strings, got {} {}", name,
                        type_word(addresses), quote(addresses)));
@@ -87,6 +94,7 @@ ClusterSpec parse_cluster(const json& cluster) {
                          type_word(addresses[i]), quote(addresses[i])));
       list.push_back(addresses[i].get<std::string>());
     }
+    if (list.empty()) empty_jobs.insert(type);
   }
   return ClusterSpec(std::move(jobs), "TF_CONFIG");
 }
@@ -112,9 +120,24 @@ int parse_index(const json& index, const json& task) {
   return static_cast<int>(value);
 }
 
-std::optional<TaskSpec> parse_task(const json& root, const ClusterSpec& cluster) {
+// A task in a job that TF_CONFIG lists with no address (TensorFlow's multi_worker_util refuses
+// it: the index exceeds the job's size), named.
+[[noreturn]] void fail_empty_job(TaskType type, const json& task) {
+  fail(
+      fmt::format("cluster.{} is an empty list, so \"task\": {} is not in it; list the job's "
+                  "\"host:port\" addresses (this task's among them) or correct \"task\"",
+                  type, quote(task)));
+}
+
+std::optional<TaskSpec> parse_task(const json& root, const ClusterSpec& cluster,
+                                   const std::set<TaskType>& empty_jobs) {
   auto it = root.find("task");
   if (it == root.end() || it->is_null()) {
+    if (cluster.empty() && !empty_jobs.empty())
+      fail(
+          fmt::format("has a \"cluster\" whose every job is an empty list (cluster.{}); list "
+                      "each job's \"host:port\" addresses",
+                      *empty_jobs.begin()));
     if (cluster.empty()) return std::nullopt;
     if (cluster.num_tasks() == 1) {
       TaskType only = cluster.jobs().front();
@@ -139,12 +162,15 @@ std::optional<TaskSpec> parse_task(const json& root, const ClusterSpec& cluster)
       fail(fmt::format("task.type must be a string, got {} in \"task\": {}", quote(*type),
                        quote(task)));
     spec.type = parse_task_type(type->get<std::string>(), "TF_CONFIG task.type");
+    if (empty_jobs.count(spec.type)) fail_empty_job(spec.type, task);
   } else if (!cluster.empty()) {
     fail(
         fmt::format("\"task\": {} has no \"type\"; a task in a cluster needs one of the "
                     "cluster's types ({})",
                     quote(task), cluster.to_string()));
   }
+  if (empty_jobs.count(spec.type) && (type == task.end() || type->is_null()))
+    fail_empty_job(spec.type, task);
   if (index != task.end() && !index->is_null()) {
     spec.index = parse_index(*index, task);
   } else if (!cluster.empty()) {
@@ -200,9 +226,10 @@ TfConfig parse_tf_config(std::string_view text) {
     fail(fmt::format("must be a JSON object such as {}, got {} {}", kExample, type_word(root),
                      quote(root)));
   TfConfig config;
+  std::set<TaskType> empty_jobs;
   if (auto it = root.find("cluster"); it != root.end() && !it->is_null())
-    config.cluster = parse_cluster(*it);
-  config.task = parse_task(root, config.cluster);
+    config.cluster = parse_cluster(*it, empty_jobs);
+  config.task = parse_task(root, config.cluster, empty_jobs);
   if (root.contains("rpc_layer")) config.rpc_layer = string_field(root, "rpc_layer");
   if (root.contains("environment")) config.environment = string_field(root, "environment");
   if (root.contains("session_master")) config.session_master = string_field(root, "session_master");

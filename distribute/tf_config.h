@@ -34,6 +34,10 @@
 //   - An evaluator listed in the cluster must use an index below the number listed (TF does not
 //     bound the evaluator's index).
 //   - An empty or blank TF_CONFIG reads as "{}" (json.loads('') raises in TF).
+//   - A job listed with no address is left out of the cluster; a task in it is an error naming
+//     the job (as TF's multi_worker_util: the index exceeds the job's size), and so is a
+//     cluster whose every job is empty. Strings are quoted with their control characters
+//     escaped (distribute::printable_quoted).
 //   - "environment" is read and ignored; "service" (TF's service key) is ignored.
 #pragma once
 

@@ -11,6 +11,7 @@
 #include "checkpoint/model_dir.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/state_file.h"
+#include "distribute/strategy.h"
 #include "ops/error.h"
 #include "ops/logging.h"
 
@@ -24,6 +25,27 @@ std::string make_temporary_model_dir() {
         "Estimator: could not create a temporary model directory like {}; set RunConfig::model_dir",
         pattern));
   return pattern;
+}
+
+// A task of a multi-worker cluster whose training stays in this process (an in-process
+// strategy such as MirroredStrategy, or task fields with no strategy) trains alone on its whole
+// input, and only the chief saves: TensorFlow does the same, silently. Said once, naming what
+// to use instead.
+void warn_if_training_alone(const RunConfig& config) {
+  const auto& strategy = config.train_distribute;
+  bool trains = config.task_type == distribute::TaskType::kChief ||
+                config.task_type == distribute::TaskType::kMaster ||
+                config.task_type == distribute::TaskType::kWorker;
+  bool in_cluster = trains && (config.num_worker_replicas > 1 || !config.is_chief);
+  if (!in_cluster || (strategy && strategy->num_workers() > 1)) return;
+  log::warning(
+      "{} {} is a task of a multi-worker cluster, but {} trains in this process only: this task "
+      "trains alone on its whole input{}, not together with the others. To train as one job, "
+      "set RunConfig::train_distribute to MultiWorkerMirroredStrategy::from_env() on every task",
+      config.task_type, config.task_id,
+      strategy ? fmt::format("{} (an in-process strategy)", strategy->name())
+               : std::string("training without a distribution strategy"),
+      config.is_chief ? "" : " and saves nothing (only the chief saves)");
 }
 
 }  // namespace
@@ -74,6 +96,7 @@ Estimator::Estimator(ModelFn model_fn, const std::string& model_dir, RunConfig c
       config_.keep_checkpoint_every_n_hours, config_.log_step_count_steps, config_.task_type,
       config_.task_id, config_.is_chief ? "True" : "False", config_.num_worker_replicas,
       config_.num_ps_replicas);
+  warn_if_training_alone(config_);
 }
 
 std::string Estimator::eval_dir(const std::string& name) const {

@@ -51,6 +51,46 @@ std::vector<ScalarEvent> read_events(const std::string& path) {
   return out;
 }
 
+std::vector<SummaryEvent> read_summaries(const std::string& path) {
+  std::vector<SummaryEvent> out;
+  for_each_event(path, [&](const estimator::proto::Event& event, int64_t) {
+    if (!event.has_summary()) return true;
+    for (const auto& value : event.summary().value()) {
+      SummaryEvent entry{.wall_time = event.wall_time(),
+                         .step = event.step(),
+                         .tag = value.tag(),
+                         .kind = SummaryEvent::Kind::kOther};
+      if (value.has_metadata()) entry.plugin_name = value.metadata().plugin_data().plugin_name();
+      if (value.has_simple_value()) {
+        entry.kind = SummaryEvent::Kind::kScalar;
+        entry.scalar = value.simple_value();
+      } else if (value.has_histo()) {
+        const auto& h = value.histo();
+        entry.kind = SummaryEvent::Kind::kHistogram;
+        entry.histogram = {.min = h.min(),
+                           .max = h.max(),
+                           .num = h.num(),
+                           .sum = h.sum(),
+                           .sum_squares = h.sum_squares(),
+                           .bucket_limit = {h.bucket_limit().begin(), h.bucket_limit().end()},
+                           .bucket = {h.bucket().begin(), h.bucket().end()}};
+      } else if (value.has_image()) {
+        entry.kind = SummaryEvent::Kind::kImage;
+        entry.image_height = value.image().height();
+        entry.image_width = value.image().width();
+        entry.image_colorspace = value.image().colorspace();
+        entry.image_png = value.image().encoded_image_string();
+      } else if (value.has_tensor() && entry.plugin_name == "text") {
+        entry.kind = SummaryEvent::Kind::kText;
+        if (value.tensor().string_val_size() > 0) entry.text = value.tensor().string_val(0);
+      }
+      out.push_back(std::move(entry));
+    }
+    return true;
+  });
+  return out;
+}
+
 std::string read_file_version(const std::string& path) {
   std::string version;
   bool seen = false;

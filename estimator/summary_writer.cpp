@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "data/tfrecord.h"
+#include "estimator/summary_encoding.h"
 #include "event.pb.h"
 #include "ops/error.h"
 #include "ops/logging.h"
@@ -86,12 +87,64 @@ void SummaryWriter::add_scalar(const std::string& tag, double value, int64_t ste
   estimator::proto::Summary::Value* summary_value = event.mutable_summary()->add_value();
   summary_value->set_tag(tag);
   summary_value->set_simple_value(static_cast<float>(value));
-  std::string serialized = event.SerializeAsString();
+  append(event.SerializeAsString(), "add_scalar", tag);
+}
 
+void SummaryWriter::add_histogram(const std::string& tag, const std::vector<double>& values,
+                                  int64_t step) {
+  const Histogram histogram = histogram_of(values, tag);
+  estimator::proto::Event event;
+  event.set_wall_time(now());
+  event.set_step(step);
+  estimator::proto::Summary::Value* summary_value = event.mutable_summary()->add_value();
+  summary_value->set_tag(tag);
+  estimator::proto::HistogramProto* proto = summary_value->mutable_histo();
+  proto->set_min(histogram.min);
+  proto->set_max(histogram.max);
+  proto->set_num(histogram.num);
+  proto->set_sum(histogram.sum);
+  proto->set_sum_squares(histogram.sum_squares);
+  for (double limit : histogram.bucket_limit) proto->add_bucket_limit(limit);
+  for (double count : histogram.bucket) proto->add_bucket(count);
+  append(event.SerializeAsString(), "add_histogram", tag);
+}
+
+void SummaryWriter::add_image(const std::string& tag, const std::vector<uint8_t>& pixels,
+                              int64_t height, int64_t width, int channels, int64_t step) {
+  estimator::proto::Event event;
+  event.set_wall_time(now());
+  event.set_step(step);
+  estimator::proto::Summary::Value* summary_value = event.mutable_summary()->add_value();
+  summary_value->set_tag(tag);
+  estimator::proto::Summary::Image* image = summary_value->mutable_image();
+  image->set_height(static_cast<int32_t>(height));
+  image->set_width(static_cast<int32_t>(width));
+  image->set_colorspace(channels);
+  image->set_encoded_image_string(encode_png(pixels, height, width, channels));
+  append(event.SerializeAsString(), "add_image", tag);
+}
+
+void SummaryWriter::add_text(const std::string& tag, const std::string& text, int64_t step) {
+  constexpr int kDtString = 7;  // TensorFlow's DT_STRING
+  estimator::proto::Event event;
+  event.set_wall_time(now());
+  event.set_step(step);
+  estimator::proto::Summary::Value* summary_value = event.mutable_summary()->add_value();
+  summary_value->set_tag(tag);
+  summary_value->mutable_metadata()->mutable_plugin_data()->set_plugin_name("text");
+  estimator::proto::TensorProto* tensor = summary_value->mutable_tensor();
+  tensor->set_dtype(kDtString);
+  tensor->mutable_tensor_shape();  // a scalar: present, no dimensions
+  tensor->add_string_val(text);
+  append(event.SerializeAsString(), "add_text", tag);
+}
+
+void SummaryWriter::append(const std::string& serialized, const char* what,
+                           const std::string& tag) {
   std::lock_guard lock(mutex_);
   if (!writer_)
     throw FailedPreconditionError(fmt::format(
-        "SummaryWriter: add_scalar('{}') after close() of {}; open a new writer", tag, path_));
+        "SummaryWriter: {}('{}') after close() of {}; open a new writer", what, tag, path_));
   write_event(serialized);
   if (pending_ >= options_.max_queue || now() - last_flush_ >= options_.flush_secs) flush_locked();
 }

@@ -1,5 +1,6 @@
-// SummaryWriter: scalar summaries into a TensorBoard event file, like tf.compat.v1.summary.
-// FileWriter.
+// SummaryWriter: summaries into a TensorBoard event file, like tf.compat.v1.summary.FileWriter:
+// scalars, histograms (HistogramProto over TF's default buckets), images (PNG in
+// Summary.Image) and text (a string tensor for TensorBoard's text plugin).
 //
 // The file is `<logdir>/events.out.tfevents.<unix seconds, 10 digits>.<hostname>`; each record is
 // a TFRecord-framed `Event` proto (estimator/proto/event.proto), the first one carrying
@@ -14,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace est {
 
@@ -41,6 +43,15 @@ class SummaryWriter {
 
   // One Event with one simple_value (stored as float32, as TensorFlow does).
   void add_scalar(const std::string& tag, double value, int64_t step);
+  // One Event with a HistogramProto of `values` (see summary_encoding.h); NaN or infinity is an
+  // InvalidArgumentError naming the tag.
+  void add_histogram(const std::string& tag, const std::vector<double>& values, int64_t step);
+  // One Event with a Summary.Image: `pixels` row-major [height, width, channels], channels 1
+  // (grayscale), 2 (+ alpha), 3 (RGB) or 4 (RGBA), PNG-encoded.
+  void add_image(const std::string& tag, const std::vector<uint8_t>& pixels, int64_t height,
+                 int64_t width, int channels, int64_t step);
+  // One Event with a scalar string tensor and plugin metadata "text", as tf.summary.text.
+  void add_text(const std::string& tag, const std::string& text, int64_t step);
   // Hands buffered events to the OS.
   void flush();
   // Flushes and closes; later add_scalar calls are a FailedPreconditionError.
@@ -50,6 +61,9 @@ class SummaryWriter {
   const std::string& logdir() const { return logdir_; }
 
  private:
+  // Writes a serialized Event, flushing by the queue and clock policy; `what` and `tag` name it
+  // in the error after close().
+  void append(const std::string& serialized, const char* what, const std::string& tag);
   void write_event(const std::string& serialized);  // under mutex_
   void flush_locked();
   double now() const;

@@ -400,6 +400,8 @@ int onnx_dtype(DType dtype) {
       return onnx::TensorProto::BOOL;
     case DType::kBF16:
       return onnx::TensorProto::BFLOAT16;
+    case DType::kString:
+      return onnx::TensorProto::STRING;
   }
   throw InternalError("onnx_dtype: unknown dtype");
 }

@@ -65,6 +65,13 @@ class ModelContext {
   // `seed` is the run's seed (RunConfig::tf_random_seed): initializers draw from one generator
   // seeded with it, dropout and other random ops from a second one derived from it.
   explicit ModelContext(VariableStore& store, Mode mode = Mode::kTrain, uint64_t seed = 0);
+  // Virtual: the Estimator's EstimatorContext derives from it and is owned (and deleted) as a
+  // ModelContext by the strategies' replicas.
+  virtual ~ModelContext() = default;
+  ModelContext(const ModelContext&) = default;
+  ModelContext& operator=(const ModelContext&) = default;
+  ModelContext(ModelContext&&) = default;
+  ModelContext& operator=(ModelContext&&) = default;
 
   VariableStore& store() { return *store_; }
   const VariableStore& store() const { return *store_; }

@@ -11,6 +11,8 @@
 //   rmsprop:  ms = d ms + (1-d) g^2; mom = mu mom + lr g / sqrt(ms + eps); var -= mom
 //             slots RMSProp (ms, starts at 1), RMSProp_1 (mom); centered adds mg = d mg +
 //             (1-d) g, divides by sqrt(ms - mg^2 + eps), and shifts mom to RMSProp_2
+//   ftrl:     FTRL-proximal (see nn/ftrl.cpp); slots Ftrl (accumulator, starts at 0.1),
+//             Ftrl_1 (linear)
 #pragma once
 
 #include "nn/optimizer.h"
@@ -25,5 +27,15 @@ Optimizer adam(LearningRate learning_rate = 0.001, double beta1 = 0.9, double be
                double epsilon = 1e-8);
 Optimizer rmsprop(LearningRate learning_rate, double decay = 0.9, double momentum = 0.0,
                   double epsilon = 1e-10, bool centered = false);
+
+// tf.compat.v1.train.FtrlOptimizer's arguments after learning_rate, with its defaults.
+struct FtrlOptions {
+  double learning_rate_power = -0.5;  // <= 0; 0 keeps the learning rate fixed
+  double initial_accumulator_value = 0.1;
+  double l1_regularization_strength = 0.0;
+  double l2_regularization_strength = 0.0;
+  double l2_shrinkage_regularization_strength = 0.0;  // a magnitude penalty on the weights
+};
+Optimizer ftrl(LearningRate learning_rate, const FtrlOptions& options = {});
 
 }  // namespace est::nn::optim

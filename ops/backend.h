@@ -18,16 +18,22 @@
 //      and cgroup CPU quota) divided among the processes that share the host. A launcher that
 //      starts N workers on one machine sets EST_LOCAL_PROCESSES=N (default 1) in each.
 // Bad values (not a positive integer) are an InvalidArgumentError naming the variable.
-// Why not simply use every core: OpenMP threads spin while they wait for work (libgomp spins up
-// to 300,000 iterations before sleeping), so two processes that each run a team of every core
-// take turns at a spin-wait, and training runs 10-100x slower (bench/threads_bench: 0.03 of the
-// one-process rate each on 2 cores). libgomp reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, when
-// it is loaded, so no library call can change the wait afterwards; what a library can do is size
-// the teams so that processes x threads <= cores (a team of one thread never waits for another),
-// and what a launcher can do is start its children with a short spin: GOMP_SPINCOUNT=10000 costs
-// nothing on idle cores and is 4x faster than the default beside a busy neighbour, where
-// OMP_WAIT_POLICY=passive is faster still but makes every small parallel op pay a thread wake-up
-// (a step 1.4x slower on idle cores). thread_environment_for_children gives the variables.
+// Why not simply use every core, always: OpenMP threads spin while they wait for work (libgomp
+// spins up to 300,000 iterations before sleeping, and reads OMP_WAIT_POLICY and GOMP_SPINCOUNT
+// once, when it is loaded, so no library call can shorten the wait afterwards), so two processes
+// that each run a team of every core take turns at a spin-wait and train 10-100x slower, and one
+// beside a busy neighbour takes the core the neighbour needs. What a library can do is size its
+// teams: a team of one thread never waits for another. So, by default, the count above is a
+// maximum: the process's thread governor (ops/thread_governor.h) watches how long its threads
+// wait for a core and how idle its CPUs are, sheds threads while the cores are contended (by
+// other est processes that know nothing of this one, or by any other program) and takes them
+// back when the cores are idle again. EST_ADAPTIVE_THREADS=0 keeps the count fixed (the tests
+// do, so that results do not depend on the machine's load). Dividing the cores with
+// EST_LOCAL_PROCESSES, as a launcher does, still avoids the first contended moments; its children
+// also get GOMP_SPINCOUNT=10000, which costs nothing on idle cores and shortens each wait beside
+// a busy neighbour, where OMP_WAIT_POLICY=passive would make every small parallel op pay a
+// thread wake-up. thread_environment_for_children gives the variables. Work too small to pay
+// for a team runs on the calling thread whatever the count (ops/cpu/parallel.h).
 // configure_threads() applies the rule to the process (every thread that runs a kernel picks it
 // up, unless it called set_num_threads itself) and logs a warning when the host is
 // oversubscribed; the first kernel, num_threads() or a strategy calls it, so users rarely do.
@@ -115,6 +121,7 @@ struct ThreadPlan {
   bool explicit_count = false;  // EST_NUM_THREADS or OMP_NUM_THREADS chose `threads`
   bool oversubscribed = false;  // threads x local processes > cores
   bool short_spin = false;      // OMP_WAIT_POLICY=passive or GOMP_SPINCOUNT <= 100000
+  bool adaptive = true;         // the governor may shrink the count (EST_ADAPTIVE_THREADS != 0)
 };
 
 // Looks up an environment variable: its value, or nullptr when unset.
@@ -138,13 +145,17 @@ int threads_for_local_processes(int local_processes);
 std::vector<std::pair<std::string, std::string>> thread_environment_for_children(
     int local_processes);
 
-// Intra-op threads for CPU kernels (OpenMP) on the calling thread: the configured count unless
-// this thread set its own. A strategy with several CPU replicas gives each replica thread its
-// share (configure_threads().threads / replicas).
+// Intra-op threads for CPU kernels (OpenMP) that the calling thread asks for: the configured count
+// unless this thread set its own. A strategy with several CPU replicas gives each replica thread
+// its share (configure_threads().threads / replicas).
 int num_threads();
 void set_num_threads(int threads);
-// Gives the calling thread the process's configured count if it has not set one (the
-// dispatchers call it; cheap after the first call on a thread).
+// The threads the calling thread's kernels use now: num_threads(), scaled down by the governor
+// while the cores are contended (the same as num_threads() when adaptation is off). Kernels
+// split their work into this many chunks at most.
+int active_threads();
+// Gives the calling thread its active count as OpenMP's (oneDNN's) thread count; the dispatchers
+// call it before every CPU kernel (a clock read when nothing changed).
 void apply_thread_count();
 
 }  // namespace est::ops

@@ -19,6 +19,8 @@ size_t dtype_size(DType dtype) {
       return 1;
     case DType::kBF16:
       return 2;
+    case DType::kString:
+      return sizeof(std::string);
   }
   return 0;
 }
@@ -39,6 +41,8 @@ std::string_view dtype_name(DType dtype) {
       return "bool";
     case DType::kBF16:
       return "bfloat16";
+    case DType::kString:
+      return "string";
   }
   return "unknown";
 }

@@ -13,4 +13,5 @@
 #include "ops/nn_ops.h"
 #include "ops/random.h"
 #include "ops/registry.h"
+#include "ops/sparse.h"
 #include "ops/tensor.h"

@@ -1,5 +1,6 @@
 // A block of device memory shared by tensors, returned to its allocator when the last tensor
-// using it goes away.
+// using it goes away. A string tensor's block holds constructed std::string objects (host
+// memory only), destroyed with it.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,8 @@ namespace est::ops {
 class Storage {
  public:
   Storage(size_t bytes, Device device);
+  // `count` empty strings in host memory.
+  static std::shared_ptr<Storage> strings(size_t count);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -27,6 +30,7 @@ class Storage {
   size_t bytes_;
   Device device_;
   Allocator* allocator_;
+  size_t strings_ = 0;  // std::string objects constructed in data_
 };
 
 }  // namespace est::ops

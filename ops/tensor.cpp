@@ -1,5 +1,6 @@
 // Tensor handles, creation, host-side access and printing. fill, clone and copy_from run the
-// registry's kFill / kCopy kernels on the tensor's device.
+// registry's kFill / kCopy kernels on the tensor's device; string and sparse tensors, which no
+// kernel handles, are copied here element by element.
 #include "ops/tensor.h"
 
 #include <fmt/format.h>
@@ -14,7 +15,9 @@ namespace est::ops {
 struct TensorImpl {
   Shape shape;
   DType dtype = DType::kF32;
-  std::shared_ptr<Storage> storage;
+  std::shared_ptr<Storage> storage;  // null for a sparse tensor
+  Tensor sparse_indices;             // int64 [n, rank]; defined only for a sparse tensor
+  Tensor sparse_values;              // [n]
   bool requires_grad = false;
   std::shared_ptr<GradNode> grad_node;
   Tensor grad;
@@ -25,7 +28,25 @@ Storage::Storage(size_t bytes, Device device)
   data_ = allocator_->allocate(bytes);
 }
 
-Storage::~Storage() { allocator_->deallocate(data_, bytes_); }
+std::shared_ptr<Storage> Storage::strings(size_t count) {
+  auto storage = std::make_shared<Storage>(count * sizeof(std::string), Device::cpu());
+  auto* first = static_cast<std::string*>(storage->data_);
+  for (size_t i = 0; i < count; ++i) new (first + i) std::string();
+  storage->strings_ = count;
+  return storage;
+}
+
+Storage::~Storage() {
+  auto* first = static_cast<std::string*>(data_);
+  for (size_t i = 0; i < strings_; ++i) first[i].~basic_string();
+  allocator_->deallocate(data_, bytes_);
+}
+
+void throw_numeric_op_on_strings() {
+  throw InvalidArgumentError(
+      "this operation takes numeric tensors but was given a string tensor (tf.string); strings "
+      "are read with data<std::string>() or turned into ids first (feature columns, lookups)");
+}
 
 int64_t num_elements(const Shape& shape) {
   int64_t n = 1;
@@ -47,9 +68,69 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = shape;
   impl->dtype = dtype;
-  impl->storage = std::make_shared<Storage>(
-      static_cast<size_t>(num_elements(shape)) * dtype_size(dtype), device);
+  if (dtype == DType::kString) {
+    if (!device.is_cpu())
+      throw InvalidArgumentError(
+          "string tensors (tf.string) live on the CPU only; cannot create "
+          "one of shape " +
+          shape_str(shape) + " on " + device.str() +
+          ": keep strings in the input pipeline and send ids to the device");
+    impl->storage = Storage::strings(static_cast<size_t>(num_elements(shape)));
+  } else {
+    impl->storage = std::make_shared<Storage>(
+        static_cast<size_t>(num_elements(shape)) * dtype_size(dtype), device);
+  }
   return Tensor(std::move(impl));
+}
+
+Tensor Tensor::sparse(Tensor indices, Tensor values, Shape dense_shape) {
+  check_shape(dense_shape);
+  if (!indices.defined() || !values.defined())
+    throw InvalidArgumentError("Tensor::sparse: indices and values must be defined tensors");
+  if (indices.is_sparse() || values.is_sparse())
+    throw InvalidArgumentError("Tensor::sparse: indices and values must be dense tensors");
+  const int64_t rank = static_cast<int64_t>(dense_shape.size());
+  if (indices.dtype() != DType::kI64 || indices.rank() != 2 || indices.dim(1) != rank)
+    throw InvalidArgumentError(fmt::format(
+        "Tensor::sparse: indices must be int64 [n, {}] for dense shape {}, got {} {}", rank,
+        shape_str(dense_shape), dtype_name(indices.dtype()), shape_str(indices.shape())));
+  if (values.rank() != 1 || values.dim(0) != indices.dim(0))
+    throw InvalidArgumentError(
+        fmt::format("Tensor::sparse: values must be [{}] to match indices {}, got {}",
+                    indices.dim(0), shape_str(indices.shape()), shape_str(values.shape())));
+  if (indices.device() != values.device())
+    throw InvalidArgumentError("Tensor::sparse: indices on " + indices.device().str() +
+                               " but values on " + values.device().str());
+  const Tensor host = indices.device().is_cpu() ? indices : indices.to(Device::cpu());
+  const int64_t* index = host.data<int64_t>();
+  for (int64_t i = 0; i < host.dim(0); ++i)
+    for (int64_t a = 0; a < rank; ++a) {
+      int64_t v = index[i * rank + a];
+      if (v < 0 || v >= dense_shape[static_cast<size_t>(a)])
+        throw InvalidArgumentError(
+            fmt::format("Tensor::sparse: index {} of entry {} is out of range for dense shape {}",
+                        v, i, shape_str(dense_shape)));
+    }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = std::move(dense_shape);
+  impl->dtype = values.dtype();
+  impl->sparse_indices = std::move(indices);
+  impl->sparse_values = std::move(values);
+  return Tensor(std::move(impl));
+}
+
+bool Tensor::is_sparse() const { return impl_ && impl_->sparse_indices.defined(); }
+
+const Tensor& Tensor::indices() const {
+  if (!is_sparse())
+    throw InvalidArgumentError("indices(): the tensor is dense; only a sparse tensor has indices");
+  return impl_->sparse_indices;
+}
+
+const Tensor& Tensor::values() const {
+  if (!is_sparse())
+    throw InvalidArgumentError("values(): the tensor is dense; only a sparse tensor has values");
+  return impl_->sparse_values;
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
@@ -91,18 +172,29 @@ DType Tensor::dtype() const {
 
 Device Tensor::device() const {
   if (!impl_) throw FailedPreconditionError("use of an undefined Tensor");
+  if (!impl_->storage) return impl_->sparse_values.device();
   return impl_->storage->device();
 }
 
-void* Tensor::raw_data() {
+void* Tensor::element_data() const {
   if (!impl_) throw FailedPreconditionError("use of an undefined Tensor");
+  if (!impl_->storage)
+    throw InvalidArgumentError(
+        "a sparse tensor of dense shape " + shape_str(impl_->shape) +
+        " has no dense buffer: read indices() and values(), or convert it with sparse::to_dense");
   return impl_->storage->data();
 }
 
-const void* Tensor::raw_data() const {
-  if (!impl_) throw FailedPreconditionError("use of an undefined Tensor");
-  return impl_->storage->data();
+void* Tensor::raw_data() {
+  void* data = element_data();
+  if (impl_->dtype == DType::kString)
+    throw InvalidArgumentError(
+        "the raw bytes of a string tensor (tf.string) are std::string "
+        "objects, not data: read its elements with data<std::string>()");
+  return data;
 }
+
+const void* Tensor::raw_data() const { return const_cast<Tensor*>(this)->raw_data(); }
 
 void Tensor::check_type(DType requested) const {
   if (dtype() != requested)
@@ -141,6 +233,7 @@ double Tensor::item() const {
 }
 
 Tensor Tensor::clone() const {
+  if (is_sparse()) return sparse(indices().clone(), values().clone(), shape());
   Tensor copy = empty(shape(), dtype(), device());
   copy.copy_from(*this);
   return copy;
@@ -151,6 +244,8 @@ void Tensor::copy_from(const Tensor& source) {
     throw InvalidArgumentError(fmt::format("copy_from: source {} {} does not match {} {}",
                                            dtype_name(source.dtype()), shape_str(source.shape()),
                                            dtype_name(dtype()), shape_str(shape())));
+  if (is_sparse() || source.is_sparse())
+    throw InvalidArgumentError("copy_from: sparse tensors are not copied in place; use clone()");
   copy_between(source, *this);
 }
 
@@ -164,14 +259,17 @@ Tensor Tensor::detach() const {
   impl->shape = impl_->shape;
   impl->dtype = impl_->dtype;
   impl->storage = impl_->storage;
+  impl->sparse_indices = impl_->sparse_indices;
+  impl->sparse_values = impl_->sparse_values;
   return Tensor(std::move(impl));
 }
 
 bool Tensor::shares_storage(const Tensor& other) const {
-  return impl_ && other.impl_ && impl_->storage == other.impl_->storage;
+  return impl_ && other.impl_ && impl_->storage && impl_->storage == other.impl_->storage;
 }
 
 Tensor Tensor::reshape(const Shape& new_shape) const {
+  if (is_sparse()) throw InvalidArgumentError("reshape: the tensor is sparse; use sparse::reshape");
   Shape resolved = new_shape;
   int64_t known = 1;
   int inferred = -1;
@@ -234,6 +332,12 @@ namespace {
 std::string leading_values(const Tensor& host, int max_elements) {
   std::string values;
   const int64_t n = std::min<int64_t>(host.numel(), max_elements);
+  if (host.dtype() == DType::kString) {
+    const std::string* in = host.data<std::string>();
+    for (int64_t i = 0; i < n; ++i) values += fmt::format("{}\"{}\"", i ? ", " : "", in[i]);
+    if (host.numel() > n) values += ", ...";
+    return values;
+  }
   dispatch_dtype(host.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* in = static_cast<const T*>(host.raw_data());
@@ -254,6 +358,9 @@ std::string leading_values(const Tensor& host, int max_elements) {
 
 std::string Tensor::str(int max_elements) const {
   if (!impl_) return "Tensor(undefined)";
+  if (is_sparse())
+    return fmt::format("SparseTensor(indices={}, values={}, dense_shape={})",
+                       indices().str(max_elements), values().str(max_elements), shape_str(shape()));
   const std::string values =
       leading_values(device().is_cpu() ? *this : to(Device::cpu()), max_elements);
   return fmt::format("Tensor({}, shape={}, dtype={}, device={})",

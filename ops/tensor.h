@@ -4,6 +4,12 @@
 // shared storage and the autograd links. Copying a Tensor shares everything, as in TensorFlow
 // and PyTorch. Data is always contiguous and row-major; views that would need strides (slice,
 // transpose) are materialised by their ops instead, which keeps every kernel simple.
+//
+// Two kinds of tensor carry no plain bytes, and raw_data() refuses them (so no byte-copying
+// code can duplicate or leak what they hold): string tensors (DType::kString, tf.string: CPU
+// only, elements read with data<std::string>()), and sparse tensors (tf.SparseTensor: int64
+// indices [n, rank] and values [n] of a dense shape, read with indices() and values(); the
+// sparse:: functions in ops/sparse.h work on them).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +48,9 @@ class Tensor {
   static Tensor full(const Shape& shape, double value, DType dtype = DType::kF32,
                      Device device = {});
   static Tensor scalar(double value, DType dtype = DType::kF32);
+  // A sparse tensor of dense shape `dense_shape`: `indices` int64 [n, rank], `values` [n] on the
+  // same device. Indices are checked to lie inside the shape; their order is kept as given.
+  static Tensor sparse(Tensor indices, Tensor values, Shape dense_shape);
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape);
   template <class T>
@@ -58,25 +67,31 @@ class Tensor {
   Device device() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
 
-  // Raw access. data<T>() checks that T matches the dtype.
+  // Sparse tensors: shape() is the dense shape, dtype() and device() the values'.
+  bool is_sparse() const;
+  const Tensor& indices() const;  // int64 [n, rank]; an InvalidArgumentError on a dense tensor
+  const Tensor& values() const;   // [n]; the same
+
+  // Raw access. data<T>() checks that T matches the dtype. raw_data() is an
+  // InvalidArgumentError on string and sparse tensors (see the top of this file).
   void* raw_data();
   const void* raw_data() const;
   template <class T>
   T* data() {
     check_type(dtype_of<T>());
-    return static_cast<T*>(raw_data());
+    return static_cast<T*>(element_data());
   }
   template <class T>
   const T* data() const {
     check_type(dtype_of<T>());
-    return static_cast<const T*>(raw_data());
+    return static_cast<const T*>(element_data());
   }
   // Element access for tests and small host-side work; converts to double. A tensor on a GPU
   // is copied to the host first (an explicit read, never done inside an op).
   double at(std::initializer_list<int64_t> index) const;
   double item() const;  // the single element of a one-element tensor
   template <class T>
-  std::vector<T> to_vector() const;  // converts from any dtype
+  std::vector<T> to_vector() const;  // converts from any numeric dtype; strings as they are
 
   // Same storage, new shape (one dimension may be -1). Keeps autograd links.
   Tensor reshape(const Shape& shape) const;
@@ -109,10 +124,15 @@ class Tensor {
  private:
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
   void check_type(DType requested) const;
+  void* element_data() const;  // the elements of a dense tensor of any dtype
   std::shared_ptr<TensorImpl> impl_;
 };
 
-// Calls `fn(T{})` with T the C++ type of `dtype`; `fn` returns the same type for every T.
+// The error of a numeric kernel handed a string tensor.
+[[noreturn]] void throw_numeric_op_on_strings();
+
+// Calls `fn(T{})` with T the C++ type of `dtype`, for the numeric dtypes; `fn` returns the same
+// type for every T. A string dtype is an InvalidArgumentError (no numeric op takes strings).
 template <class Fn>
 decltype(auto) dispatch_dtype(DType dtype, Fn&& fn) {
   switch (dtype) {
@@ -130,6 +150,8 @@ decltype(auto) dispatch_dtype(DType dtype, Fn&& fn) {
       return fn(bool{});
     case DType::kBF16:
       return fn(bfloat16{});
+    case DType::kString:
+      throw_numeric_op_on_strings();
   }
   throw InternalError("unknown dtype");
 }
@@ -171,14 +193,19 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  if (!device().is_cpu()) return to(Device::cpu()).to_vector<T>();
-  std::vector<T> out(static_cast<size_t>(numel()));
-  dispatch_dtype(dtype(), [&](auto tag) {
-    using S = decltype(tag);
-    const S* in = static_cast<const S*>(raw_data());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(in[i]);
-  });
-  return out;
+  if constexpr (std::is_same_v<T, std::string>) {
+    const std::string* in = data<std::string>();
+    return std::vector<std::string>(in, in + numel());
+  } else {
+    if (!device().is_cpu()) return to(Device::cpu()).to_vector<T>();
+    std::vector<T> out(static_cast<size_t>(numel()));
+    dispatch_dtype(dtype(), [&](auto tag) {
+      using S = decltype(tag);
+      const S* in = static_cast<const S*>(raw_data());
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(in[i]);
+    });
+    return out;
+  }
 }
 
 }  // namespace est::ops

@@ -1,17 +1,22 @@
 // Intra-op thread counts: the rule of ops/backend.h (EST_NUM_THREADS, OMP_NUM_THREADS, cores /
-// EST_LOCAL_PROCESSES), the cores a process may use, and applying the count to each thread.
+// EST_LOCAL_PROCESSES), the cores a process may use, the process's thread governor
+// (ops/thread_governor.h), and applying the count to each thread.
 //
 // OpenMP keeps the thread count per thread (an ICV of the thread's task): a new std::thread starts
 // with libgomp's process default (OMP_NUM_THREADS or every CPU), not with what another thread
-// set. So the configured count is applied lazily, once per thread, by the first kernel the
-// thread dispatches (apply_thread_count), unless the thread chose its own (set_num_threads:
-// replica threads do).
+// set. So every kernel dispatch applies the count to its own thread (apply_thread_count): the
+// thread's requested count (the configured one, or its own from set_num_threads: replica threads
+// set theirs) scaled down by the governor's cap while the cores are contended. The governor
+// samples at most once per kGovernorWindow, on whichever dispatching thread comes first; other
+// threads read its cap from an atomic, so the hot path is a clock read and a compare.
 #include <fmt/format.h>
 #include <omp.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -22,13 +27,17 @@
 #include "ops/backend.h"
 #include "ops/error.h"
 #include "ops/logging.h"
+#include "ops/thread_governor.h"
 
 namespace est::ops {
 namespace {
 
 constexpr int kMaxThreads = 1 << 16;
 
-thread_local bool t_thread_count_set = false;
+constexpr std::chrono::nanoseconds kGovernorWindow = std::chrono::milliseconds(100);
+
+thread_local int t_requested_threads = 0;  // set_num_threads's count; 0: the configured one
+thread_local int t_applied_threads = 0;    // what omp_set_num_threads last got on this thread
 
 // A positive integer from an environment variable, nullopt when unset or empty. OpenMP's
 // OMP_NUM_THREADS may be a list (one count per nesting level): `first_of_list` takes its first.
@@ -93,12 +102,65 @@ int cgroup_quota_cores() {
   return static_cast<int>((quota + period - 1) / period);
 }
 
+// EST_ADAPTIVE_THREADS: unset, empty, 1/true/on: the governor runs; 0/false/off: it does not.
+bool adaptive_threads(const EnvLookup& env) {
+  const char* raw = env("EST_ADAPTIVE_THREADS");
+  if (raw == nullptr || *raw == '\0') return true;
+  const std::string value = lower(raw);
+  if (value == "1" || value == "true" || value == "on") return true;
+  if (value == "0" || value == "false" || value == "off") return false;
+  throw InvalidArgumentError(fmt::format(
+      "EST_ADAPTIVE_THREADS='{}' is not 0 or 1: set it to 0 to keep the thread count fixed "
+      "whatever else runs on the cores, or unset it to shrink the count while they are contended",
+      raw));
+}
+
+// The process's governor: the cap on intra-op threads for the coming window (plan.threads when
+// adaptation is off, the plan has one thread, or /proc cannot be read).
+int governed_cap(const ThreadPlan& plan) {
+  if (!plan.adaptive || plan.threads <= 1) return plan.threads;
+  struct Governed {
+    explicit Governed(int max_threads) : governor(max_threads), cap(max_threads) {}
+    std::mutex mutex;  // held by the thread that samples
+    ContentionSampler sampler;
+    ThreadGovernor governor;
+    std::atomic<int> cap;
+    std::atomic<int64_t> next_sample_ns{0};
+  };
+  static Governed governed(plan.threads);
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  if (now < governed.next_sample_ns.load(std::memory_order_relaxed))
+    return governed.cap.load(std::memory_order_relaxed);
+  std::unique_lock lock(governed.mutex, std::try_to_lock);
+  if (!lock || now < governed.next_sample_ns.load(std::memory_order_relaxed))
+    return governed.cap.load(std::memory_order_relaxed);
+  governed.next_sample_ns.store(
+      now +
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(kGovernorWindow).count(),
+      std::memory_order_relaxed);
+  if (const std::optional<ContentionSample> sample = governed.sampler.sample()) {
+    const int before = governed.cap.load(std::memory_order_relaxed);
+    const int cap = governed.governor.update(*sample);
+    if (cap != before)
+      log::debug(
+          "Intra-op threads: {} -> {} (threads waiting for a core: {:.2f}, idle cores: {:.2f})",
+          before, cap, sample->waiting_threads, sample->idle_cores);
+    governed.cap.store(cap, std::memory_order_relaxed);
+  } else if (!governed.sampler.available()) {
+    governed.next_sample_ns.store(INT64_MAX, std::memory_order_relaxed);
+    log::debug("Intra-op threads: no scheduler statistics in /proc; the count stays at {}",
+               plan.threads);
+  }
+  return governed.cap.load(std::memory_order_relaxed);
+}
+
 }  // namespace
 
 ThreadPlan plan_threads(const EnvLookup& env, int cores) {
   ThreadPlan plan;
   plan.cores = std::max(1, cores);
   plan.short_spin = spin_is_short(env);
+  plan.adaptive = adaptive_threads(env);
   plan.local_processes =
       positive_integer(env, "EST_LOCAL_PROCESSES", false,
                        "set it to the number of processes that share this host's cores (the "
@@ -135,14 +197,13 @@ int available_cores() {
   return std::max(1, cores);
 }
 
-const ThreadPlan& configure_threads() {
-  static std::mutex mutex;
-  static std::optional<ThreadPlan> configured;
-  std::lock_guard lock(mutex);
-  if (configured) return *configured;
-  configured = plan_threads([](const char* name) { return std::getenv(name); }, available_cores());
-  const ThreadPlan& plan = *configured;
-  log::debug("Intra-op threads: {} ({})", plan.threads, plan.rule);
+namespace {
+
+ThreadPlan configure_process() {
+  const ThreadPlan plan =
+      plan_threads([](const char* name) { return std::getenv(name); }, available_cores());
+  log::debug("Intra-op threads: {} ({}{})", plan.threads, plan.rule,
+             plan.adaptive ? ", fewer while other work contends for the cores" : "");
   if (plan.oversubscribed)
     log::warning(
         "{} thread{} x {} local process{} on {} cores ({}): the host is oversubscribed; set "
@@ -152,6 +213,13 @@ const ThreadPlan& configure_threads() {
         plan.short_spin ? ""
                         : ". OpenMP threads also spin while they wait, which slows every process: "
                           "set GOMP_SPINCOUNT=10000 or OMP_WAIT_POLICY=passive before starting");
+  return plan;
+}
+
+}  // namespace
+
+const ThreadPlan& configure_threads() {
+  static const ThreadPlan plan = configure_process();  // a throw leaves it for the next call
   return plan;
 }
 
@@ -175,12 +243,20 @@ std::vector<std::pair<std::string, std::string>> thread_environment_for_children
 }
 
 void apply_thread_count() {
-  if (t_thread_count_set || omp_in_parallel()) return;
-  omp_set_num_threads(configure_threads().threads);
-  t_thread_count_set = true;
+  if (omp_in_parallel()) return;
+  const ThreadPlan& plan = configure_threads();
+  const int requested = t_requested_threads > 0 ? t_requested_threads : plan.threads;
+  const int threads = scaled_thread_count(requested, governed_cap(plan), plan.threads);
+  if (threads == t_applied_threads) return;
+  omp_set_num_threads(threads);
+  t_applied_threads = threads;
 }
 
 int num_threads() {
+  return t_requested_threads > 0 ? t_requested_threads : configure_threads().threads;
+}
+
+int active_threads() {
   apply_thread_count();
   return omp_get_max_threads();
 }
@@ -189,8 +265,8 @@ void set_num_threads(int threads) {
   if (threads < 1)
     throw InvalidArgumentError("set_num_threads: need at least one thread, got " +
                                std::to_string(threads));
-  omp_set_num_threads(threads);
-  t_thread_count_set = true;
+  t_requested_threads = threads;
+  apply_thread_count();
 }
 
 }  // namespace est::ops

@@ -6,21 +6,26 @@ set -euo pipefail
 
 BUILD_DIR=${BUILD_DIR:-build}
 # What the build, the tests and ./run.sh use, and nothing else: the compiler and Meson (cmake
-# finds doctest), the libraries, the data set, the Python modules the tests run h5py with, and
-# the export tests' checkers: python3-onnx (onnx.checker) and node + npm (onnxruntime-node).
+# finds doctest), the libraries, the data set, the Python modules the tests run h5py and (for the
+# Example interop test) protobuf with, and the export tests' checkers: python3-onnx
+# (onnx.checker) and node + npm (onnxruntime-node).
 packages=(
   meson ninja-build pkg-config cmake g++
   libeigen3-dev libdnnl-dev libfmt-dev doctest-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
-  libhdf5-dev libprotobuf-dev protobuf-compiler libisal-dev
+  libhdf5-dev libprotobuf-dev protobuf-compiler libisal-dev libfarmhash-dev
   libgrpc++-dev protobuf-compiler-grpc python3-grpcio openssl
-  dataset-fashion-mnist python3-h5py python3-numpy
-  python3-onnx nodejs npm libcpp-httplib-dev curl
+  dataset-fashion-mnist python3-h5py python3-numpy python3-protobuf
+  python3-onnx nodejs libcpp-httplib-dev curl
 )
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm (the ONNX runtime the export tests compare against comes from npm): Debian's package,
+# unless the nodejs installed already brings the command (NodeSource's does, and conflicts with
+# Debian's npm).
+command -v npm >/dev/null || missing+=(npm)
 if ((${#missing[@]})); then
   if [ "$(id -u)" -eq 0 ]; then
     echo "Installing missing packages: ${missing[*]}"

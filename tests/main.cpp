@@ -5,6 +5,10 @@
 // skipped by the `* doctest::skip()` decorator prints its name too. It is the default reporter;
 // an explicit --reporters=... on the command line still chooses doctest's own. A suite built
 // with EST_TEST_REQUIRES_GPU (the GPU tests) exits 77, meson's "skipped", where no GPU can run.
+// Suites keep their intra-op thread count fixed (EST_ADAPTIVE_THREADS=0, inherited by the
+// processes they start) unless the environment says otherwise: results that depend on the
+// thread count (the order of a sum) must not depend on how busy the machine is. The thread
+// governor has its own tests (tests/ops/thread_governor_test.cpp).
 // The GPU suites compare GPU results with the float32 reference, so they turn TensorFloat-32 off
 // first, as TensorFlow's test cases do: it is on by default (ops/tensor_float_32.h) and rounds
 // float32 GEMM and convolution inputs to 10 mantissa bits (the op harness turns it off in its
@@ -12,6 +16,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -90,6 +95,7 @@ void skip(const std::string& reason) { g_skip_reason = reason; }
 }  // namespace est::testing
 
 int main(int argc, char** argv) {
+  ::setenv("EST_ADAPTIVE_THREADS", "0", /*overwrite=*/0);
 #ifdef EST_TEST_REQUIRES_GPU
   est::ops::enable_tensor_float_32_execution(false);
   if (!est::ops::backend_available(est::ops::Backend::kCuda)) {

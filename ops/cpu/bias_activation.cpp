@@ -171,7 +171,7 @@ void column_sums(const Tensor& x, Tensor& out) {
     T* po = out.data<T>();
     const int64_t grain = std::max<int64_t>(1, kGrain / channels);
     const int64_t chunks =
-        std::max<int64_t>(1, std::min<int64_t>(num_threads(), (rows + grain - 1) / grain));
+        std::max<int64_t>(1, std::min<int64_t>(active_threads(), (rows + grain - 1) / grain));
     // Each chunk of rows sums into its own row of `partial` (double, for float32's sake).
     Tensor partial = Tensor::zeros({chunks, channels}, DType::kF64);
     double* pp = partial.data<double>();

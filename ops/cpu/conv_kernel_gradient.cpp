@@ -178,7 +178,7 @@ void conv2d_kernel_gradient_fused(const Tensor& input, const Tensor& grad_output
   const int64_t rows_per_block = std::max<int64_t>(1, kBlockPositions / w.out_w);
   const int64_t pt_stride = rows_per_block * w.out_w;  // positions per block
   const int64_t scratch = rows * pt_stride + pt_stride * channels;
-  const int64_t chunks = std::min<int64_t>(num_threads(), out_rows);
+  const int64_t chunks = std::min<int64_t>(active_threads(), out_rows);
   Tensor partial = Tensor::zeros({chunks, rows, channels});  // acc of each chunk
   Tensor buffers = Tensor::empty({chunks, scratch});         // pt and g of each chunk
   const float* x = input.data<float>();

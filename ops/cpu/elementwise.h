@@ -15,9 +15,6 @@
 
 namespace est::ops::cpu {
 
-// Elements per thread below which a loop runs inline.
-constexpr int64_t kElementwiseGrain = int64_t{1} << 15;
-
 template <class T, class Out, class Op>
 void unary_map(const T* in, Out* out, int64_t n, Op op) {
   parallel_for(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {

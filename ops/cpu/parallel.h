@@ -1,4 +1,8 @@
-// Splitting loops over the intra-op threads (OpenMP, the runtime oneDNN uses on Debian).
+// Splitting loops over the intra-op threads (OpenMP, the runtime oneDNN uses on Debian), and the
+// work below which splitting does not pay. Waking a team and meeting it at the closing barrier
+// costs microseconds on idle cores (spinning threads) and far more where the cores are shared,
+// so small work runs on the calling thread: the thresholds are where `threads_bench --grain`
+// found one thread and every core equal (bench/README.md has the figures).
 #pragma once
 
 #include <omp.h>
@@ -10,9 +14,35 @@
 
 namespace est::ops::cpu {
 
+// Elements at most which an elementwise loop runs inline: an add of 2^14 floats took as long on
+// one thread as split over two (0.95-1.02), of 2^15 split 0.75-0.78 of one (2 cores, spinning
+// OpenMP threads).
+inline constexpr int64_t kElementwiseGrain = int64_t{1} << 14;
+
+// Makes OpenMP (and so oneDNN) use one thread on the calling thread for the scope's lifetime
+// when `serial`; restores the thread's count after. oneDNN kernels take it for work below their
+// threshold (ops/onednn/kernels.h).
+class SerialScope {
+ public:
+  explicit SerialScope(bool serial) {
+    if (!serial || omp_in_parallel() || omp_get_max_threads() <= 1) return;
+    previous_ = omp_get_max_threads();
+    omp_set_num_threads(1);
+  }
+  ~SerialScope() {
+    if (previous_ > 0) omp_set_num_threads(previous_);
+  }
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  int previous_ = 0;  // the count to restore; 0: nothing changed
+};
+
 // Calls fn(begin, end) on disjoint chunks covering [0, n); runs inline when n is below `grain`
 // or only one thread is allowed, so small tensors pay no threading cost. The thread count is
-// ops::num_threads(): the configured one (ops/backend.h) unless this thread set its own.
+// ops::active_threads(): the configured one (ops/backend.h) unless this thread set its own,
+// fewer while the cores are contended.
 template <class Fn>
 void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
   if (n <= 0) return;
@@ -20,7 +50,7 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
     fn(int64_t{0}, n);
     return;
   }
-  const int threads = num_threads();
+  const int threads = active_threads();
   if (threads <= 1) {
     fn(int64_t{0}, n);
     return;

@@ -1,7 +1,10 @@
 // Engine, stream and primitive cache, one set per thread.
 #include "ops/onednn/context.h"
 
+#include <omp.h>
+
 #include <atomic>
+#include <map>
 
 #include "ops/backend.h"
 
@@ -35,8 +38,16 @@ void count_hit() { g_hits.fetch_add(1, std::memory_order_relaxed); }
 
 namespace detail {
 std::unordered_map<std::string, CacheEntry>& thread_cache() {
-  thread_local std::unordered_map<std::string, CacheEntry> cache;
-  return cache;
+  using Cache = std::unordered_map<std::string, CacheEntry>;
+  thread_local std::map<int, Cache> caches;  // by OpenMP thread count; nodes never move
+  thread_local int threads = 0;
+  thread_local Cache* cache = nullptr;
+  const int now = omp_get_max_threads();
+  if (now != threads || cache == nullptr) {
+    cache = &caches[now];
+    threads = now;
+  }
+  return *cache;
 }
 }  // namespace detail
 

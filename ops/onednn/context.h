@@ -1,6 +1,10 @@
 // oneDNN plumbing shared by the CPU kernels: one engine and stream per thread, and a per-thread
 // cache of primitives and reorders keyed by a string describing op, shapes, dtype and
 // attributes. Each thread (a replica) builds its own primitives once; no lock on the hot path.
+// A primitive keeps the thread count it was built under (oneDNN sizes its work split then, and
+// its own primitive cache keys on it too), so the cache is one map per thread count: when the
+// thread governor (ops/thread_governor.h) shrinks a team, the kernels build, once, primitives
+// that run on the smaller one.
 #pragma once
 
 #include <dnnl.hpp>

@@ -29,6 +29,12 @@ void softmax_forward(const Tensor& logits, bool log, Tensor& out);
 // d(loss)/d(logits) from d(loss)/d(output) and the forward output.
 void softmax_backward(const Tensor& grad_output, const Tensor& output, bool log, Tensor& dx);
 
+// Floating-point operations (2 x batch x M x N x K) below which a matmul runs on the calling
+// thread alone: [64, k] x [k, n] took 1.23-1.38x as long split over two threads as on one at
+// 2e4-8e4 flops, 0.99 at 2^19, 0.84-0.88 at 2^20 (threads_bench --grain, bench/README.md).
+inline constexpr int64_t kSerialMatmulFlops = int64_t{1} << 19;
+bool matmul_runs_serially(const cpu::MatmulDims& dims);
+
 // out [batch, M, N] = activation(op(a) @ op(b) + bias); bias [N] or undefined.
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
             const cpu::MatmulDims& dims, Activation activation);

@@ -2,6 +2,7 @@
 // strides (no copies), bias and activation fused as post-ops. A non-batched operand of a
 // batched product is broadcast through a batch dimension of 1. float32, or bfloat16 throughout
 // (operands, bias, output) where the CPU has AVX-512 (ops/onednn/register.cpp checks).
+#include "ops/cpu/parallel.h"
 #include "ops/onednn/context.h"
 #include "ops/onednn/kernel_util.h"
 #include "ops/onednn/kernels.h"
@@ -50,8 +51,14 @@ MatmulPlan make_plan(const cpu::MatmulDims& d, bool has_bias, Activation activat
 
 }  // namespace
 
+bool matmul_runs_serially(const cpu::MatmulDims& d) {
+  return 2 * d.batch * d.m * d.n * d.k < kSerialMatmulFlops;
+}
+
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
             const cpu::MatmulDims& d, Activation activation) {
+  // Small products on the calling thread (the plan is cached per thread count, context.h).
+  const cpu::SerialScope serial(matmul_runs_serially(d));
   const bool has_bias = bias.defined();
   const memory::data_type type = data_type_of(out.dtype());
   const std::string key = make_key(

@@ -114,3 +114,40 @@ TEST_CASE("BackupAndRestore on a worker writes nothing into the backup directory
   worker.on_train_end();
   CHECK((!fs::exists(backup_dir) || list_dir(backup_dir).empty()));
 }
+
+TEST_CASE("BackupAndRestore in a multi-worker job: the chief leaves a worker's workertemp_*") {
+  // The tasks finish in any order. The chief deletes its backup but not another worker's
+  // temporary directory, which that worker may be writing right now; whichever task finishes
+  // last removes the empty directory.
+  for (bool chief_first : {true, false}) {
+    CAPTURE(chief_first);
+    TempDir dir;
+    const std::string backup_dir = dir / "backup";
+    BackupAndRestore chief({.backup_dir = backup_dir, .save_freq_steps = 1, .async = false});
+    BackupAndRestore worker({.backup_dir = backup_dir,
+                             .save_freq_steps = 1,
+                             .is_chief = false,
+                             .task_id = 1,
+                             .async = false});
+    Trainer trainer;
+    trainer.train_step();
+    chief.on_step_end(trainer.state());
+    worker.on_step_end(trainer.state());  // written to workertemp_1, then deleted
+    CHECK_FALSE(fs::exists(backup_dir + "/workertemp_1"));
+    if (chief_first) {
+      // The worker's last backup is still being written when the chief finishes.
+      fs::create_directories(backup_dir + "/workertemp_1");
+      std::ofstream(backup_dir + "/workertemp_1/backup.ckpt-2.h5.tmp") << "being written";
+      chief.on_train_end();
+      CHECK(fs::exists(backup_dir + "/workertemp_1/backup.ckpt-2.h5.tmp"));
+      CHECK(list_dir(backup_dir) == std::vector<std::string>{"workertemp_1"});
+      fs::remove_all(backup_dir + "/workertemp_1");  // the worker's write ends, as its own do
+      worker.on_train_end();
+    } else {
+      worker.on_train_end();  // the chief's backup is still there: the directory stays
+      CHECK(fs::exists(backup_dir + "/backup.ckpt-1.h5"));
+      chief.on_train_end();
+    }
+    CHECK_FALSE(fs::exists(backup_dir));
+  }
+}

@@ -152,3 +152,23 @@ TEST_CASE("latest_checkpoint reads the state file and checks the file exists") {
   // A directory path resolves to its latest checkpoint.
   CHECK(read_info(dir.str()).global_step == 2);
 }
+
+TEST_CASE("a state file that is a directory is reported as one, not as an empty file") {
+  TempDir dir;
+  fs::create_directory(dir / "checkpoint");
+  for (const auto& call : std::vector<std::function<void()>>{
+           [&] { read_checkpoint_state(dir.str()); }, [&] { latest_checkpoint(dir.str()); },
+           [&] { CheckpointManager manager({.directory = dir.str(), .async = false}); }}) {
+    try {
+      call();
+      FAIL("expected FailedPreconditionError");
+    } catch (const FailedPreconditionError& error) {
+      std::string what = error.what();
+      CAPTURE(what);
+      CHECK(what.find(dir / "checkpoint") != std::string::npos);
+      CHECK(what.find("is a directory") != std::string::npos);
+      CHECK(what.find("the file is empty") == std::string::npos);
+    }
+  }
+  CHECK(fs::is_directory(dir / "checkpoint"));  // left as found
+}

@@ -53,7 +53,8 @@ TEST_CASE("Examples parse from hand-encoded TensorFlow wire bytes, and serialise
   std::vector<float> floats{1.5f, -2.0f};
   CHECK(ExampleBuilder().add_floats("f", floats).serialize() == kFloatExample);
 
-  auto b = parse_single_example(kUnpackedExample, {{"b", VarLenFeature{DType::kI64}}});
+  auto b = parse_single_example(kUnpackedExample,
+                                {{"b", VarLenFeature{DType::kI64, VarLenMode::kRagged}}});
   CHECK(b.at("b").to_vector<int64_t>() == std::vector<int64_t>{5, 7});
 
   auto s = parse_single_example(kBytesExample, {{"s", FixedLenFeature{{}, DType::kU8}}});
@@ -75,7 +76,7 @@ TEST_CASE("feature specs: shapes, defaults, missing features, type and count err
                      {"weight", FixedLenFeature{{}, DType::kF32, std::vector<double>{0.5}}},
                      {"box", FixedLenFeature{{2}, DType::kI64, std::vector<double>{1, 2}}},
                      {"name", FixedLenFeature{{}, DType::kU8, std::nullopt, "none"}},
-                     {"tokens", VarLenFeature{DType::kI64}}};
+                     {"tokens", VarLenFeature{DType::kI64, VarLenMode::kRagged}}};
   auto parsed = parse_single_example(record, specs);
   CHECK(parsed.at("image").shape() == Shape{2, 3, 1});
   CHECK(parsed.at("image").to_vector<float>() == pixels);
@@ -131,8 +132,8 @@ TEST_CASE("parse_example batches fixed features and makes variable ones ragged o
     std::vector<float> x{static_cast<float>(n), static_cast<float>(-n)};
     records.push_back(ExampleBuilder().add_int64s("tokens", tokens).add_floats("x", x).serialize());
   }
-  auto ragged = parse_example(
-      records, {{"tokens", VarLenFeature{DType::kI64}}, {"x", FixedLenFeature{{2}, DType::kF32}}});
+  auto ragged = parse_example(records, {{"tokens", VarLenFeature{DType::kI64, VarLenMode::kRagged}},
+                                        {"x", FixedLenFeature{{2}, DType::kF32}}});
   CHECK(ragged.at("x").shape() == Shape{3, 2});
   CHECK(ragged.at("x").to_vector<float>() == std::vector<float>{0, 0, 1, -1, 2, -2});
   CHECK(ragged.at("tokens").to_vector<int64_t>() == std::vector<int64_t>{1, 2, 2});

@@ -108,7 +108,8 @@ TEST_CASE("ring all-reduce sums over every task, bitwise the same on each") {
       }
       for (int r = 0; r < world; ++r) {
         CHECK(results[static_cast<size_t>(r)] == expected);
-        CHECK(std::memcmp(results[r].data(), results[0].data(), n * sizeof(float)) == 0);
+        // Bitwise; memcmp takes no null pointer, even for 0 bytes (an empty vector's data()).
+        if (n > 0) CHECK(std::memcmp(results[r].data(), results[0].data(), n * sizeof(float)) == 0);
       }
     }
   }
@@ -200,6 +201,37 @@ TEST_CASE("a task whose step fails stops every other task with its error") {
     CHECK(messages[static_cast<size_t>(r)].find("worker 2") != std::string::npos);
     CHECK(messages[static_cast<size_t>(r)].find("injected") != std::string::npos);
   }
+}
+
+TEST_CASE("the leader's error reaches a task that learns it only from its next heartbeat") {
+  // Worker 1 is in no collective: it hears of the job's failure only from its heartbeats, one
+  // a second. The leader reports an error and leaves; its service must stay up until worker 1
+  // has fetched the error, or worker 1 reports the service gone instead of the leader's error.
+  ClusterSpec cluster = loopback_cluster(2, false);
+  auto slow = [&](int index) {
+    ClusterRuntime::Options options = options_for(cluster, {TaskType::kWorker, index});
+    options.heartbeat_interval = 1000ms;
+    options.heartbeat_timeout = 5000ms;
+    return options;
+  };
+  auto worker = std::async(std::launch::async, [&]() -> std::string {
+    ClusterRuntime runtime(slow(1));
+    auto until = std::chrono::steady_clock::now() + 20s;
+    while (!runtime.coordination().has_error() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(20ms);
+    auto error = runtime.coordination().job_error();
+    return error ? error->message : "no error";
+  });
+  {
+    ClusterRuntime leader(slow(0));
+    std::this_thread::sleep_for(300ms);  // past worker 1's first heartbeat, sent on joining
+    leader.report_error(InvalidArgumentError("model_dir /tmp/x is in use (injected)"));
+  }  // the leader leaves: its service stops
+  REQUIRE(worker.wait_for(40s) == std::future_status::ready);
+  std::string message = worker.get();
+  CAPTURE(message);
+  CHECK(message.find("worker 0") != std::string::npos);
+  CHECK(message.find("is in use (injected)") != std::string::npos);
 }
 
 TEST_CASE("a task that never joins is named when the rendezvous times out") {

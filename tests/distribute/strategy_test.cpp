@@ -230,6 +230,27 @@ TEST_CASE("distribute: NcclAllReduce on CPU devices is an InvalidArgumentError n
                  "/cpu:3"));
 }
 
+TEST_CASE("distribute: split_batch splits string and sparse batches by rows") {
+  // Sparse [4, 3]: row 0 has two entries, row 1 none, row 2 one, row 3 one.
+  Tensor sparse = Tensor::sparse(Tensor::from_vector<int64_t>({0, 0, 0, 2, 2, 1, 3, 0}, {4, 2}),
+                                 data::string_tensor({"a", "b", "c", "d"}), {4, 3});
+  data::Element batch({{"tags", sparse}, {"city", data::string_tensor({"p", "q", "r", "s"})}},
+                      Tensor::from_vector<int64_t>({0, 1, 2, 3}));
+  std::vector<data::Element> parts = split_batch(batch, 2);
+  REQUIRE(parts.size() == 2);
+  CHECK(parts[0].features.at("city").to_vector<std::string>() ==
+        std::vector<std::string>{"p", "q"});
+  CHECK(parts[1].features.at("city").to_vector<std::string>() ==
+        std::vector<std::string>{"r", "s"});
+  const Tensor& first = parts[0].features.at("tags");
+  const Tensor& second = parts[1].features.at("tags");
+  CHECK(first.shape() == Shape{2, 3});
+  CHECK(first.indices().to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0, 2});
+  CHECK(first.values().to_vector<std::string>() == std::vector<std::string>{"a", "b"});
+  CHECK(second.indices().to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1, 0});
+  CHECK(second.values().to_vector<std::string>() == std::vector<std::string>{"c", "d"});
+  CHECK(parts[1].labels.to_vector<int64_t>() == std::vector<int64_t>{2, 3});
+}
 TEST_CASE("distribute: split_batch names both numbers when the batch does not divide") {
   data::Element batch({{"x", Tensor::zeros({5, 2})}}, Tensor::zeros({5}, DType::kI64));
   std::string message = error_message<InvalidArgumentError>([&] { split_batch(batch, 2); });

@@ -318,3 +318,45 @@ TEST_CASE("tf_config: every malformed cluster or task is an InvalidArgumentError
     }
   }
 }
+
+TEST_CASE("tf_config: a task in a job listed empty is an error naming the job, as in TF") {
+  // TensorFlow's multi_worker_util refuses the task (its index exceeds the job's size); a local
+  // run here would train alone and exit 0.
+  std::string alone =
+      parse_error(R"({"cluster": {"worker": []}, "task": {"type": "worker", "index": 0}})");
+  CHECK(alone.rfind("TF_CONFIG", 0) == 0);
+  CHECK(contains(alone, "cluster.worker is an empty list"));
+  CHECK(contains(alone, R"({"index":0,"type":"worker"})"));
+  std::string beside = parse_error(
+      R"({"cluster": {"chief": ["c:1"], "worker": []}, "task": {"type": "worker", "index": 0}})");
+  CHECK(contains(beside, "cluster.worker is an empty list"));
+  CHECK(contains(parse_error(R"({"cluster": {"worker": []}})"), "cluster.worker"));
+  // An empty job the task is not in is left out, as TensorFlow's ClusterSpec counts it 0.
+  TfConfig config = parse_tf_config(
+      R"({"cluster": {"chief": ["c:1"], "ps": []}, "task": {"type": "chief", "index": 0}})");
+  CHECK(config.cluster.num_tasks() == 1);
+  CHECK_FALSE(config.cluster.has_job(TaskType::kPs));
+}
+
+TEST_CASE("tf_config: control characters in TF_CONFIG's strings are shown escaped, not sent") {
+  // "\u0007" in JSON is a BEL in the string: the message shows it as \a.
+  std::string port = parse_error(
+      R"({"cluster": {"worker": ["localhost:2222\u0007"]}, "task": {"type": "worker", "index": 0}})");
+  CAPTURE(port);
+  CHECK(contains(port, R"(port "2222\a", not a number)"));
+  CHECK(port.find('\a') == std::string::npos);
+  std::string type = parse_error(
+      R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker\u001b[2J", "index": 0}})");
+  CAPTURE(type);
+  CHECK(contains(type, R"(unknown task type "worker\x1b[2J")"));
+  CHECK(type.find('\x1b') == std::string::npos);
+  std::string key = parse_error(R"({"cluster": {"wor\nker": ["a:1"]}})");
+  CHECK(contains(key, R"(cluster key "wor\nker")"));
+  CHECK(key.find('\n') == std::string::npos);
+  // Raw control characters are not valid JSON; the text quoted from where the parser stopped
+  // shows them escaped too.
+  std::string raw = parse_error("{\"cluster\": {\"worker\": [\"a:1\a\"]}}");
+  CAPTURE(raw);
+  CHECK(contains(raw, "not valid JSON"));
+  CHECK(raw.find('\a') == std::string::npos);
+}

@@ -2,6 +2,7 @@
 // each new checkpoint until the one at max_steps, skips a checkpoint that retention deleted
 // before it could be read, waits with a bound; a worker trains and returns nothing; a ps task
 // is an error naming ParameterServerStrategy.
+#include "distribute/mirrored_strategy.h"
 #include "estimator/evaluator.h"
 #include "estimator_test_util.h"
 
@@ -108,4 +109,42 @@ TEST_CASE("train_and_evaluate: a worker trains and returns nothing, a ps task is
   CHECK_THROWS_WITH_AS(train_and_evaluate(ps, {.input_fn = linear_input_fn(), .max_steps = 4},
                                           {.input_fn = linear_input_fn(16, 4)}),
                        doctest::Contains("ParameterServerStrategy"), InvalidArgumentError);
+}
+
+TEST_CASE("a task of a multi-worker cluster that would train alone says so once, naming MWMS") {
+  TempDir dir;
+  const std::string kAdvice = "MultiWorkerMirroredStrategy::from_env()";
+  {  // hand-filled task fields and no strategy: the worker trains alone and saves nothing
+    RunConfig config = quiet_config(dir.str());
+    config.read_tf_config = false;
+    config.task_type = distribute::TaskType::kWorker;
+    config.task_id = 1;
+    config.is_chief = false;
+    LogCapture log;
+    Estimator worker(linear_model_fn, config);
+    worker.train(linear_input_fn(64, 4, false, -1), {}, std::nullopt, 2);
+    CHECK(log.count(kAdvice) == 1);
+    CHECK(
+        log.contains("worker 1 is a task of a multi-worker cluster, but training without a "
+                     "distribution strategy trains in this process only"));
+    CHECK(log.contains("saves nothing"));
+  }
+  {  // MirroredStrategy (in-process) on the chief of a two-worker cluster
+    RunConfig config = quiet_config(dir / "mirrored");
+    config.read_tf_config = false;
+    config.task_type = distribute::TaskType::kChief;
+    config.num_worker_replicas = 2;
+    config.train_distribute =
+        std::make_shared<distribute::MirroredStrategy>(std::vector<std::string>{"/cpu:0"});
+    LogCapture log;
+    Estimator chief(linear_model_fn, config);
+    CHECK(log.count(kAdvice) == 1);
+    CHECK(log.contains("MirroredStrategy (an in-process strategy)"));
+    CHECK_FALSE(log.contains("saves nothing"));
+  }
+  {  // a local run is not warned
+    LogCapture log;
+    Estimator local(linear_model_fn, quiet_config(dir / "local"));
+    CHECK_FALSE(log.contains(kAdvice));
+  }
 }

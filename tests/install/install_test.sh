@@ -63,6 +63,10 @@ export PKG_CONFIG_PATH=$pc_dir
 flags=$(pkg-config --cflags --libs est) || fail "pkg-config --cflags --libs est failed"
 case $flags in *"$build"* | *"$source_dir"*) fail "est.pc points into the build or source tree: $flags" ;; esac
 echo "pkg-config --cflags --libs est: $flags"
+# A sanitized build's library needs the sanitizers' runtime in the program too; est.pc does
+# not carry build options, so they are passed here as `meson configure` reports them.
+sanitize=$(option b_sanitize)
+case $sanitize in none | "") ;; *) flags="-fsanitize=$sanitize $flags" ;; esac
 # shellcheck disable=SC2086 # the flags are words
 (cd "$work" && timeout 600 c++ -std=c++20 app.cpp $flags -o app) ||
   fail "the README's program does not build against the installed headers and libraries"

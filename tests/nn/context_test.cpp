@@ -3,7 +3,9 @@
 // averages applied at once or deferred, and contexts that share one store.
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nn/nn.h"
@@ -308,4 +310,24 @@ TEST_CASE("contexts sharing a store keep their initializer streams in step") {
     build(first, true);
     CHECK((shared.get("dense_1/kernel").value.to_vector<float>() == expected) == shares);
   }
+}
+
+TEST_CASE("a context derived from ModelContext is destroyed whole through a ModelContext pointer") {
+  // The strategies own their replicas' contexts as unique_ptr<ModelContext>, and the Estimator's
+  // are EstimatorContexts: without a virtual destructor the derived part would never be
+  // destroyed (and ASan reports a new-delete-type-mismatch).
+  CHECK(std::has_virtual_destructor_v<ModelContext>);
+  struct Flag {
+    bool* destroyed;
+    ~Flag() { *destroyed = true; }
+  };
+  struct Derived : ModelContext {
+    Derived(VariableStore& store, bool* destroyed) : ModelContext(store), flag{destroyed} {}
+    Flag flag;
+  };
+  VariableStore store;
+  bool destroyed = false;
+  std::unique_ptr<ModelContext> context = std::make_unique<Derived>(store, &destroyed);
+  context.reset();
+  CHECK(destroyed);
 }

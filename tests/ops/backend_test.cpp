@@ -1,16 +1,24 @@
 // Backend selection and intra-op threads: each op kind runs on the backend the table prefers
 // (seen through the dispatch counters), a BackendGuard overrides the table for every kind, and
 // the thread-count rule of ops/backend.h (EST_NUM_THREADS, OMP_NUM_THREADS, cores /
-// EST_LOCAL_PROCESSES) with its error messages.
+// EST_LOCAL_PROCESSES) with its error messages, and the work below which kernels do not split.
 #include <doctest/doctest.h>
+
+#include <omp.h>
 
 #include <array>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "ops/backend_table.h"
+#include "ops/cpu/parallel.h"
+#if EST_HAVE_ONEDNN
+#include "ops/onednn/kernels.h"
+#endif
 #include "ops/ops.h"
 #include "tests/ops/expect_error.h"
 
@@ -239,3 +247,67 @@ TEST_CASE("threads: a strategy told of more local processes divides the cores am
     CHECK(threads_for_local_processes(processes) == expected);
   }
 }
+
+TEST_CASE("threads: loops at most the grain run inline on the calling thread, larger ones split") {
+  // The suites keep the count fixed (tests/main.cpp), so two requested threads are two.
+  struct Call {
+    int64_t begin, end;
+    std::thread::id thread;
+  };
+  const auto calls_of = [](int64_t n) {
+    std::vector<Call> calls;
+    std::mutex mutex;
+    std::thread([&] {
+      set_num_threads(2);
+      cpu::parallel_for(n, cpu::kElementwiseGrain, [&](int64_t begin, int64_t end) {
+        std::lock_guard lock(mutex);
+        calls.push_back({begin, end, std::this_thread::get_id()});
+      });
+      std::lock_guard lock(mutex);
+      calls.push_back({-1, -1, std::this_thread::get_id()});  // the caller, last
+    }).join();
+    return calls;
+  };
+  const std::vector<Call> small = calls_of(cpu::kElementwiseGrain);
+  REQUIRE(small.size() == 2);
+  CHECK(small[0].begin == 0);
+  CHECK(small[0].end == cpu::kElementwiseGrain);
+  CHECK(small[0].thread == small[1].thread);
+
+  const std::vector<Call> large = calls_of(4 * cpu::kElementwiseGrain);
+  REQUIRE(large.size() == 3);
+  std::set<std::pair<int64_t, int64_t>> chunks{{large[0].begin, large[0].end},
+                                               {large[1].begin, large[1].end}};
+  CHECK(chunks == std::set<std::pair<int64_t, int64_t>>{
+                      {0, 2 * cpu::kElementwiseGrain},
+                      {2 * cpu::kElementwiseGrain, 4 * cpu::kElementwiseGrain}});
+  CHECK(large[0].thread != large[1].thread);
+}
+
+TEST_CASE("threads: a SerialScope runs OpenMP on one thread for its lifetime only") {
+  std::thread([] {
+    omp_set_num_threads(3);
+    {
+      cpu::SerialScope serial(true);
+      CHECK(omp_get_max_threads() == 1);
+    }
+    CHECK(omp_get_max_threads() == 3);
+    {
+      cpu::SerialScope not_serial(false);
+      CHECK(omp_get_max_threads() == 3);
+    }
+  }).join();
+}
+
+#if EST_HAVE_ONEDNN
+TEST_CASE("threads: small oneDNN matmuls run on the calling thread") {
+  using onednn::kSerialMatmulFlops;
+  using onednn::matmul_runs_serially;
+  CHECK(matmul_runs_serially({.batch = 1, .m = 64, .n = 10, .k = 64}));  // the CNN's last dense
+  CHECK_FALSE(matmul_runs_serially({.batch = 1, .m = 64, .n = 64, .k = 5408}));  // its first
+  // The threshold counts 2 x batch x m x n x k floating-point operations.
+  const int64_t k = kSerialMatmulFlops / (2 * 4 * 8);
+  CHECK(matmul_runs_serially({.batch = 2, .m = 4, .n = 4, .k = k - 1}));
+  CHECK_FALSE(matmul_runs_serially({.batch = 2, .m = 4, .n = 4, .k = k}));
+}
+#endif

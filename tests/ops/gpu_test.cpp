@@ -2,7 +2,8 @@
 // dtype, a large one ordered against a kernel on the other stream, between two GPUs), the
 // caching allocator's steady state and trim, the placement checks and log with GPU tensors, and
 // a dense layer trained on the GPU as on the CPU, gather's and the sparse cross-entropy's bad ids
-// reported as the reference reports them, dropout's mask and generator as on the CPU. Built
+// reported as the reference reports them, dropout's mask and generator as on the CPU, sparse
+// tensors moved as their parts and string tensors kept on the CPU. Built
 // everywhere; its main (tests/main.cpp
 // with EST_TEST_REQUIRES_GPU) exits 77, meson's skip, where no GPU can run. Every op against
 // the reference on the GPU is the op harness's gpu/cuda cases (test_ops).
@@ -79,6 +80,20 @@ TEST_CASE("gpu: tensors of every dtype go to the GPU and back unchanged") {
   }
   CHECK(Tensor::full({4}, 2.5, DType::kF32, kGpu).to_vector<float>() ==
         std::vector<float>(4, 2.5f));
+}
+
+TEST_CASE("gpu: a sparse tensor moves as its parts; a string tensor cannot leave the CPU") {
+  const Tensor host = Tensor::sparse(Tensor::from_vector<int64_t>({0, 1, 2, 0}, {2, 2}),
+                                     Tensor::from_vector<float>({5, 7}), {3, 2});
+  const Tensor gpu = host.to(kGpu);
+  CHECK(gpu.is_sparse());
+  CHECK(gpu.device() == kGpu);
+  CHECK(gpu.values().device() == kGpu);
+  CHECK(gpu.shape() == Shape{3, 2});
+  CHECK(gpu.clone().values().to_vector<float>() == std::vector<float>{5, 7});
+  CHECK(sparse::to_dense(gpu).to_vector<float>() == std::vector<float>{0, 5, 0, 0, 7, 0});
+  const Tensor strings = Tensor::from_vector<std::string>({"a", "b"}, {2});
+  CHECK(contains(error_message<InvalidArgumentError>([&] { (void)strings.to(kGpu); }), "CPU only"));
 }
 
 TEST_CASE("gpu: a copy and the kernels after it run in order across the two streams") {

@@ -117,6 +117,7 @@ TEST_CASE("gpu_bench.sh without PyTorch: est's figures and why each ratio is mis
                  "torch: missing: PyTorch is not installed for /usr/bin/python3 \\(ImportError: No "
                  "module named 'torch'\\)"));
   CHECK(has_line(out, "est train model=cnn batch=4 mode=graph precision=float32" + kCapturedOnCpu));
+  CHECK(out.find("torch: to install PyTorch: apt-get install python3-torch") != std::string::npos);
   CHECK(has_line(out, R"(cnn batch=4 float32 steps/s \(est eager / torch eager\) +[0-9.]+ +- +-  )"
                       R"(ratio missing: PyTorch is not installed for /usr/bin/python3 .*)"));
   CHECK(has_line(out,

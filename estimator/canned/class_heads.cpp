@@ -1,0 +1,177 @@
+// The classification heads, following tensorflow/estimator head/binary_class_head.py,
+// multi_class_head.py and multi_label_head.py (v2): their labels checks, per-example losses,
+// predictions and metrics. AUCs are Keras's defaults as those heads build them: 200
+// thresholds, trapezoidal for ROC and careful interpolation for PR ("interpolation").
+#include <fmt/format.h>
+
+#include "estimator/canned/head.h"
+#include "estimator/canned/head_util.h"
+#include "ops/array_ops.h"
+#include "ops/math.h"
+#include "ops/nn_ops.h"
+
+namespace est::canned {
+namespace {
+
+namespace metrics = nn::metrics;
+
+metrics::MetricOp roc_auc(const Tensor& labels, const Tensor& scores, const Tensor& weights) {
+  return metrics::auc(labels, scores, weights, 200, metrics::AucCurve::kROC,
+                      metrics::AucSummation::kTrapezoidal);
+}
+metrics::MetricOp pr_auc(const Tensor& labels, const Tensor& scores, const Tensor& weights) {
+  return metrics::auc(labels, scores, weights, 200, metrics::AucCurve::kPR,
+                      metrics::AucSummation::kCarefulInterpolation);
+}
+
+class BinaryClassHead final : public Head {
+ public:
+  using Head::Head;
+  int64_t logits_dimension() const override { return 1; }
+
+  Predictions predictions(const Tensor& logits) const override {
+    check_logits(logits);
+    Tensor two_class_logits =
+        ops::concat({Tensor::zeros(logits.shape(), logits.dtype(), logits.device()), logits}, -1);
+    Tensor class_ids = ops::expand_dims(ops::argmax(two_class_logits, -1), -1);
+    return {{"logits", logits},
+            {"logistic", ops::sigmoid(logits)},
+            {"probabilities", ops::softmax(two_class_logits, -1)},
+            {"class_ids", class_ids},
+            {"classes", class_ids},
+            {"all_class_ids", detail::all_class_ids(logits.dim(0), 2)}};
+  }
+
+ protected:
+  const char* kind() const override { return "binary_class_head"; }
+  Tensor processed_labels(const Tensor& labels, const Tensor& logits) const override {
+    Tensor out = ops::cast(detail::reshape_labels(labels, logits, 1, kind()), logits.dtype());
+    detail::check_label_range(out, 0, 2, /*high_inclusive=*/false, kind());
+    return out;
+  }
+  Tensor unweighted_loss(const Tensor& labels, const Tensor& logits) const override {
+    return ops::sigmoid_cross_entropy_with_logits(labels, logits);
+  }
+  MetricOps head_metrics(const LossParts& parts, const Tensor& logits) const override {
+    const Predictions predicted = predictions(logits);
+    const Tensor& class_ids = predicted.at("class_ids");
+    const Tensor& logistic = predicted.at("logistic");
+    const Tensor& w = parts.weights;
+    MetricOps out;
+    out["average_loss"] = metrics::mean(parts.unweighted_loss, w);
+    out["accuracy"] = metrics::accuracy(parts.labels, class_ids, w);
+    out["precision"] = metrics::precision(parts.labels, class_ids, w);
+    out["recall"] = metrics::recall(parts.labels, class_ids, w);
+    out["prediction/mean"] = metrics::mean(logistic, w);
+    out["label/mean"] = metrics::mean(parts.labels, w);
+    out["accuracy_baseline"] = detail::accuracy_baseline(out["label/mean"]);
+    out["auc"] = roc_auc(parts.labels, logistic, w);
+    out["auc_precision_recall"] = pr_auc(parts.labels, logistic, w);
+    return out;
+  }
+};
+
+class MultiClassHead final : public Head {
+ public:
+  MultiClassHead(int64_t n_classes, HeadOptions options)
+      : Head(std::move(options)), n_classes_(n_classes) {}
+  int64_t logits_dimension() const override { return n_classes_; }
+
+  Predictions predictions(const Tensor& logits) const override {
+    check_logits(logits);
+    Tensor class_ids = ops::expand_dims(ops::argmax(logits, -1), -1);
+    return {{"logits", logits},
+            {"probabilities", ops::softmax(logits, -1)},
+            {"class_ids", class_ids},
+            {"classes", class_ids},
+            {"all_class_ids", detail::all_class_ids(logits.dim(0), n_classes_)}};
+  }
+
+ protected:
+  const char* kind() const override { return "multi_class_head"; }
+  Tensor processed_labels(const Tensor& labels, const Tensor& logits) const override {
+    Tensor out = detail::reshape_labels(labels, logits, 1, kind());
+    if (!ops::is_integral(out.dtype()))
+      throw InvalidArgumentError(fmt::format(
+          "multi_class_head: labels must be integer class ids, got {}; cast them in the input_fn",
+          ops::dtype_name(out.dtype())));
+    detail::check_label_range(out, 0, double(n_classes_), /*high_inclusive=*/false, kind());
+    return out;
+  }
+  Tensor unweighted_loss(const Tensor& labels, const Tensor& logits) const override {
+    Tensor ids = ops::reshape(labels, {labels.dim(0)});
+    return ops::reshape(ops::sparse_softmax_cross_entropy_with_logits(ids, logits),
+                        {labels.dim(0), 1});
+  }
+  MetricOps head_metrics(const LossParts& parts, const Tensor& logits) const override {
+    const Predictions predicted = predictions(logits);
+    MetricOps out;
+    out["average_loss"] = metrics::mean(parts.unweighted_loss, parts.weights);
+    out["accuracy"] = metrics::accuracy(parts.labels, predicted.at("class_ids"), parts.weights);
+    return out;
+  }
+
+ private:
+  int64_t n_classes_;
+};
+
+class MultiLabelHead final : public Head {
+ public:
+  MultiLabelHead(int64_t n_classes, HeadOptions options)
+      : Head(std::move(options)), n_classes_(n_classes) {}
+  int64_t logits_dimension() const override { return n_classes_; }
+
+  Predictions predictions(const Tensor& logits) const override {
+    check_logits(logits);
+    return {{"logits", logits},
+            {"probabilities", ops::sigmoid(logits)},
+            {"all_class_ids", detail::all_class_ids(logits.dim(0), n_classes_)}};
+  }
+
+ protected:
+  const char* kind() const override { return "multi_label_head"; }
+  Tensor processed_labels(const Tensor& labels, const Tensor& logits) const override {
+    Tensor out =
+        ops::cast(detail::reshape_labels(labels, logits, n_classes_, kind()), logits.dtype());
+    detail::check_label_range(out, 0, 1, /*high_inclusive=*/true, kind());
+    return out;
+  }
+  // The mean over the classes of the elementwise sigmoid cross-entropy: [batch, 1].
+  Tensor unweighted_loss(const Tensor& labels, const Tensor& logits) const override {
+    return ops::mean(ops::sigmoid_cross_entropy_with_logits(labels, logits), {-1}, true);
+  }
+  MetricOps head_metrics(const LossParts& parts, const Tensor& logits) const override {
+    const Tensor probabilities = ops::sigmoid(logits);
+    MetricOps out;
+    out["average_loss"] = metrics::mean(parts.unweighted_loss, parts.weights);
+    out["auc"] = roc_auc(parts.labels, probabilities, parts.weights);
+    out["auc_precision_recall"] = pr_auc(parts.labels, probabilities, parts.weights);
+    return out;
+  }
+
+ private:
+  int64_t n_classes_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Head> binary_class_head(HeadOptions options) {
+  return std::make_shared<BinaryClassHead>(std::move(options));
+}
+
+std::shared_ptr<const Head> multi_class_head(int64_t n_classes, HeadOptions options) {
+  if (n_classes <= 2)
+    throw InvalidArgumentError(fmt::format(
+        "multi_class_head: n_classes must be > 2, got {}; use binary_class_head for two",
+        n_classes));
+  return std::make_shared<MultiClassHead>(n_classes, std::move(options));
+}
+
+std::shared_ptr<const Head> multi_label_head(int64_t n_classes, HeadOptions options) {
+  if (n_classes < 2)
+    throw InvalidArgumentError(
+        fmt::format("multi_label_head: n_classes must be >= 2, got {}", n_classes));
+  return std::make_shared<MultiLabelHead>(n_classes, std::move(options));
+}
+
+}  // namespace est::canned

@@ -1,0 +1,34 @@
+// What the heads share besides the Head base class (tensorflow/estimator head/base_head.py's
+// helpers): label and weight checks with messages naming the head, all_class_ids, and the
+// derived accuracy_baseline metric.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "nn/metrics.h"
+#include "ops/tensor.h"
+
+namespace est::canned::detail {
+
+using ops::Tensor;
+
+// Labels [batch] or [batch, labels_dimension] (batch as the logits'), returned as
+// [batch, labels_dimension]: base_head.check_dense_labels_match_logits_and_reshape.
+Tensor reshape_labels(const Tensor& labels, const Tensor& logits, int64_t labels_dimension,
+                      const char* head);
+// Every label in [low, high) (or [low, high] when high_inclusive), or InvalidArgumentError
+// naming the first outside.
+void check_label_range(const Tensor& labels, double low, double high, bool high_inclusive,
+                       const char* head);
+// Weights [batch], [batch, 1] (or [batch, logits_dimension] where per-logit weights are
+// allowed) as the logits' dtype, rank 2.
+Tensor reshape_weights(const Tensor& weights, const Tensor& logits, bool allow_per_logit,
+                       const char* head);
+// [batch, n_classes] int32 rows 0, 1, ..., n_classes - 1 (base_head.all_class_ids).
+Tensor all_class_ids(int64_t batch, int64_t n_classes);
+// max(label_mean, 1 - label_mean) over the stream: the accuracy of always predicting the more
+// frequent class, computed from the `label/mean` metric's statistics.
+nn::metrics::MetricOp accuracy_baseline(const nn::metrics::MetricOp& label_mean);
+
+}  // namespace est::canned::detail

@@ -1,0 +1,130 @@
+// An Example TFRecord file written by an independent writer, Google's Python protobuf runtime
+// (python3-protobuf) with classes that protoc generates from data/proto/example.proto at test
+// time and TFRecord framing (masked CRC-32C) written in Python, parsed with every feature kind
+// this framework supports. Skipped, with the reason, where /usr/bin/python3 lacks protobuf or
+// protoc is missing.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "data/example.h"
+#include "ops/sparse.h"
+#include "tests/data/test_util.h"
+#include "tests/skip.h"
+
+using namespace est;
+using namespace est::data;
+using est::testing::drain;
+using est::testing::scratch_dir;
+
+namespace {
+
+constexpr const char* kWriter = R"(
+import os, struct, subprocess, sys, tempfile
+proto_dir, out_path = sys.argv[1], sys.argv[2]
+gen = tempfile.mkdtemp()
+subprocess.check_call(['protoc', '--proto_path=' + proto_dir, '--python_out=' + gen,
+                       os.path.join(proto_dir, 'example.proto')])
+sys.path.insert(0, gen)
+import example_pb2
+
+def crc32c(data):
+    crc = 0xffffffff
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82f63b78 if crc & 1 else 0)
+    return crc ^ 0xffffffff
+
+def masked(data):
+    crc = crc32c(data)
+    return ((((crc >> 15) | (crc << 17)) & 0xffffffff) + 0xa282ead8) & 0xffffffff
+
+def example(i):
+    ex = example_pb2.Example()
+    f = ex.features.feature
+    f['weight'].float_list.value.extend([0.5 * i, -1.25])
+    f['id'].int64_list.value.append((1 << 62) + 3 - i)
+    f['city'].bytes_list.value.append(('city%d' % i).encode())
+    f['image'].bytes_list.value.append(bytes([i, 255, 0]))
+    f['floats'].float_list.value.extend([float(j) for j in range(i)])
+    f['ints'].int64_list.value.extend([-j for j in range(i)])
+    f['words'].bytes_list.value.extend([b'w%d' % j for j in range(i)])
+    if i == 1:
+        f['note'].CopyFrom(example_pb2.Feature())  # present, no list set
+    elif i == 2:
+        f['note'].bytes_list.value.append(b'hello')
+    return ex.SerializeToString()
+
+with open(out_path, 'wb') as out:
+    for i in range(3):
+        data = example(i)
+        length = struct.pack('<Q', len(data))
+        out.write(length + struct.pack('<I', masked(length)) + data + struct.pack('<I', masked(data)))
+print('wrote 3 examples')
+)";
+
+struct Result {
+  int status;
+  std::string output;
+};
+
+Result run(const std::string& command) {
+  Result result{-1, ""};
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return result;
+  char buffer[512];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
+  result.status = ::pclose(pipe);
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("Examples written by Python protobuf parse with every feature kind") {
+  if (run("/usr/bin/python3 -c 'import google.protobuf'").status != 0)
+    return est::testing::skip(
+        "/usr/bin/python3 cannot import google.protobuf (Debian: "
+        "python3-protobuf)");
+  if (run("protoc --version").status != 0)
+    return est::testing::skip("protoc is missing (Debian: protobuf-compiler)");
+  const std::string script = (scratch_dir() / "write_examples.py").string();
+  const std::string path = (scratch_dir() / "python.tfrecord").string();
+  std::ofstream(script) << kWriter;
+  Result written = run("/usr/bin/python3 " + script + " " EST_SOURCE_ROOT "/data/proto " + path);
+  INFO(written.output);
+  REQUIRE(written.status == 0);
+
+  FeatureSpecs specs{{"weight", FixedLenFeature{{2}, DType::kF32}},
+                     {"id", FixedLenFeature{{}, DType::kI64}},
+                     {"city", FixedLenFeature{{}, DType::kString}},
+                     {"image", FixedLenFeature{{}, DType::kU8}},
+                     {"note", FixedLenFeature{.shape = {},
+                                              .dtype = DType::kString,
+                                              .default_strings = std::vector<std::string>{"none"}}},
+                     {"floats", VarLenFeature{DType::kF32}},
+                     {"ints", VarLenFeature{DType::kI64}},
+                     {"words", VarLenFeature{DType::kString}},
+                     {"ragged_ints", VarLenFeature{DType::kI64, VarLenMode::kRagged}}};
+  auto batches = drain(example_dataset({path}, specs).batch(3));
+  REQUIRE(batches.size() == 1);
+  const Features& f = batches[0].features;
+  CHECK(f.at("weight").to_vector<float>() ==
+        std::vector<float>{0, -1.25f, 0.5f, -1.25f, 1, -1.25f});
+  const int64_t big = (int64_t{1} << 62) + 3;
+  CHECK(f.at("id").to_vector<int64_t>() == std::vector<int64_t>{big, big - 1, big - 2});
+  CHECK(f.at("city").to_vector<std::string>() ==
+        std::vector<std::string>{"city0", "city1", "city2"});
+  CHECK(f.at("image").shape() == Shape{3, 3});
+  CHECK(f.at("image").to_vector<int>() == std::vector<int>{0, 255, 0, 1, 255, 0, 2, 255, 0});
+  CHECK(f.at("note").to_vector<std::string>() == std::vector<std::string>{"none", "none", "hello"});
+  CHECK(f.at("floats").shape() == Shape{3, 2});
+  CHECK(f.at("floats").indices().to_vector<int64_t>() == std::vector<int64_t>{1, 0, 2, 0, 2, 1});
+  CHECK(f.at("floats").values().to_vector<float>() == std::vector<float>{0, 0, 1});
+  CHECK(sparse::to_dense(f.at("ints")).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 0, 0, 0, 0, -1});
+  CHECK(f.at("words").values().to_vector<std::string>() ==
+        std::vector<std::string>{"w0", "w0", "w1"});
+  CHECK(f.at("ragged_ints").shape() == Shape{3, 0});  // missing everywhere: empty rows
+}

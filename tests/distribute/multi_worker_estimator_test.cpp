@@ -1,0 +1,115 @@
+// The Estimator's multi-worker loop (estimator/estimator_train.cpp with estimator/worker_sync.h)
+// on worker threads of this process: where every worker's input stands in the chief's last
+// checkpoint when a hook stops training. The workers agree on a stop at the step after the
+// request; the position saved must be the one after the last trained batch, not after a batch
+// read for a step that never ran.
+#include <doctest/doctest.h>
+
+#include <future>
+
+#include "checkpoint/checkpoint.h"
+#include "distribute/distribute.h"
+#include "estimator/estimator.h"
+#include "nn/nn.h"
+#include "tests/command.h"
+#include "tests/process_group.h"
+
+using namespace est;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int64_t kPerWorkerBatch = 2;
+constexpr int64_t kStopAfter = 3;  // steps
+
+// Example i has x = i: the first feature of a batch tells where the input stands.
+InputFn counting_input() {
+  return [](ModeKeys, const InputContext* ctx) {
+    std::vector<float> x(64);
+    std::vector<int64_t> y(64);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = static_cast<float>(i);
+      y[i] = static_cast<int64_t>(i % 3);
+    }
+    data::Dataset ds = data::Dataset::from_tensor_slices(
+        {{"x", Tensor::from_vector<float>(x, {64, 1})}}, Tensor::from_vector<int64_t>(y));
+    if (ctx) ds = ds.shard(ctx->num_input_pipelines, ctx->input_pipeline_id);
+    return ds.batch(kPerWorkerBatch);
+  };
+}
+
+EstimatorSpec model_fn(const Features& features, const Tensor& labels, ModeKeys,
+                       ModelContext& ctx) {
+  Tensor logits = nn::dense(ctx, features.at("x"), {.units = 3});
+  Tensor loss = nn::sparse_softmax_cross_entropy(labels, logits);
+  return EstimatorSpec::train(loss, optim::sgd(0.01).minimize(loss, ctx));
+}
+
+// Asks to stop once kStopAfter steps have run, on every worker (as a loss-threshold hook on
+// the all-reduced loss would).
+class StopAfter : public SessionRunHook {
+ public:
+  void after_run(SessionRunContext& context, const SessionRunValues&) override {
+    if (context.global_step() + 1 >= kStopAfter) context.request_stop();
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "multi-worker Estimator: a hook's stop saves every worker's position after its last step") {
+  testing::ScratchDir dir;
+  distribute::ClusterSpec::Jobs jobs;
+  for (int i = 0; i < 2; ++i)
+    jobs[distribute::TaskType::kWorker].push_back("127.0.0.1:" +
+                                                  std::to_string(testing::free_port()));
+  distribute::ClusterSpec cluster(jobs);
+  std::vector<std::future<void>> workers;
+  for (int w = 0; w < 2; ++w)
+    workers.push_back(std::async(std::launch::async, [&, w] {
+      distribute::TfConfig tf_config{
+          .cluster = cluster, .task = distribute::TaskSpec{distribute::TaskType::kWorker, w}};
+      auto strategy = std::make_shared<distribute::MultiWorkerMirroredStrategy>(
+          tf_config, distribute::CommunicationOptions{},
+          distribute::MultiWorkerOptions{.token = "multi-worker-estimator-test-0123",
+                                         .session_creation_timeout = 30s,
+                                         .heartbeat_interval = 200ms,
+                                         .heartbeat_timeout = 3000ms,
+                                         .devices = {"/cpu:0"}});
+      RunConfig config{.model_dir = dir.str(),
+                       .tf_random_seed = 5,
+                       .save_summary_steps = 0,
+                       .save_checkpoints_steps = 1000,
+                       .save_checkpoints_secs = std::nullopt,
+                       .log_step_count_steps = 1000,
+                       .train_distribute = strategy};
+      config.read_tf_config = false;
+      config.cluster_spec = cluster;
+      config.task_id = w;
+      config.is_chief = w == 0;
+      config.num_worker_replicas = 2;
+      Estimator estimator(model_fn, config);
+      estimator.train(counting_input(), {std::make_shared<StopAfter>()});
+    }));
+  for (auto& worker : workers) {
+    REQUIRE(worker.wait_for(120s) == std::future_status::ready);
+    worker.get();
+  }
+  checkpoint::TensorBundle saved = checkpoint::load(dir.str());
+  CHECK(saved.global_step == kStopAfter);
+  for (int w = 0; w < 2; ++w) {
+    CAPTURE(w);
+    const checkpoint::Blob* position = saved.find_blob("iterator/worker_" + std::to_string(w));
+    REQUIRE(position != nullptr);
+    InputContext context{
+        .num_input_pipelines = 2, .input_pipeline_id = w, .num_replicas_in_sync = 2};
+    data::Iterator resumed = counting_input()(ModeKeys::kTrain, &context).iterator();
+    resumed.restore_state(position->bytes);
+    std::optional<data::Element> next = resumed.next();
+    REQUIRE(next.has_value());
+    // Worker w's shard is w, w + 2, w + 4, ...; after kStopAfter batches of 2 it stands at
+    // example kStopAfter * 2 of its shard.
+    CHECK(next->features.at("x").to_vector<double>().front() ==
+          static_cast<double>(w + 2 * kPerWorkerBatch * kStopAfter));
+  }
+}
