@@ -1,4 +1,4 @@
-// CUDA kernels of softmax, the fused cross-entropies and dropout's mask
+// CUDA kernels of softmax and the fused cross-entropies
 // (ops/cuda/softmax_loss.h), computing what ops/cpu/softmax.h and ops/cpu/loss_kernels.cpp do.
 //
 // A softmax over the last axis (inner == 1) and every cross-entropy row get one thread block
@@ -14,17 +14,14 @@
 // [0, classes) computes nothing and lowers a flag (atomicMin of its row), which the host reads
 // back after the kernel to throw the reference's error. Its loss and probabilities are NaN,
 // which is all a caller that does not wait for the flag (a CUDA graph capture) sees, as with
-// TensorFlow's GPU kernel. The dropout mask gives each thread a
-// run of kDropoutRun elements: it jumps the generator's state to its first element
-// (ops/cuda/xoshiro_jump.h) and draws from there, so the mask is the CPU's mask.
+// TensorFlow's GPU kernel. Dropout's mask is in dropout.cu.
 #include <math_constants.h>
 
 #include <climits>
 
 #include "ops/cuda/device_common.cuh"
-#include "ops/cuda/softmax_loss.h"
 #include "ops/cuda/id_check.h"
-#include "ops/cuda/xoshiro_jump.h"
+#include "ops/cuda/softmax_loss.h"
 
 namespace est::ops::cuda {
 namespace {
@@ -34,7 +31,6 @@ namespace {
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
 constexpr int kWarp = 32;
-constexpr int64_t kDropoutRun = 128;
 
 template <class T>
 __device__ inline T negative_infinity() {
@@ -280,24 +276,6 @@ __global__ void sigmoid_cross_entropy_gradient_kernel(const T* grad, const T* la
   }
 }
 
-template <class T>
-__global__ void dropout_mask_kernel(const XoshiroJumpTable* table, uint64_t s0, uint64_t s1,
-                                    uint64_t s2, uint64_t s3, const uint64_t* device_state,
-                                    uint64_t offset, double rate, T scale, T* mask, int64_t n) {
-  uint64_t start[4] = {s0, s1, s2, s3};
-  if (device_state != nullptr) {  // captured: the state of this replay, `offset` draws on
-    for (int word = 0; word < 4; ++word) start[word] = device_state[word];
-    xoshiro_jump(*table, start, offset);
-  }
-  const int64_t runs = (n + kDropoutRun - 1) / kDropoutRun;
-  EST_GRID_STRIDE_LOOP(run, runs) {
-    const int64_t first = run * kDropoutRun;
-    const int64_t length = n - first < kDropoutRun ? n - first : kDropoutRun;
-    dropout_mask_range(*table, start, static_cast<uint64_t>(first), static_cast<uint64_t>(length),
-                       rate, scale, mask);
-  }
-}
-
 // Threads for one block per row: the classes rounded up to whole warps, at most kThreads.
 unsigned row_threads(int64_t classes) {
   const int64_t warps = (classes + kWarp - 1) / kWarp;
@@ -451,20 +429,6 @@ void sigmoid_cross_entropy_gradient(DType dtype, const void* grad, const void* l
   EST_CUDA_LAUNCHED();
 }
 
-void dropout_mask(DType dtype, const uint64_t start[4], const XoshiroJumpTable* device_table,
-                  double rate, void* mask, int64_t n, Stream stream, const uint64_t* device_state,
-                  uint64_t offset) {
-  if (n == 0) return;
-  const int64_t runs = (n + kDropoutRun - 1) / kDropoutRun;
-  dispatch_floating(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    dropout_mask_kernel<T><<<blocks_for(runs), kThreads, 0, as_stream(stream)>>>(
-        device_table, start[0], start[1], start[2], start[3], device_state, offset, rate,
-        static_cast<T>(1.0 / (1.0 - rate)), static_cast<T*>(mask), n);
-  });
-  EST_CUDA_LAUNCHED();
-}
-
 __global__ void queue_bad_id_record_kernel(const unsigned long long* flag, bool wide_ids,
                                            const void* ids, IdCheckRecord* record, int32_t op,
                                            int64_t limit, int32_t axis) {
@@ -485,20 +449,6 @@ void queue_bad_id_record(const int64_t* device_flag, bool wide_ids, const void* 
   queue_bad_id_record_kernel<<<1, 1, 0, as_stream(stream)>>>(
       reinterpret_cast<const unsigned long long*>(device_flag), wide_ids, ids,
       static_cast<IdCheckRecord*>(device_record), op, limit, axis);
-  EST_CUDA_LAUNCHED();
-}
-
-__global__ void write_generator_state_kernel(uint64_t* state, uint64_t s0, uint64_t s1, uint64_t s2,
-                                             uint64_t s3) {
-  state[0] = s0;
-  state[1] = s1;
-  state[2] = s2;
-  state[3] = s3;
-}
-
-void write_generator_state(void* device_state, const uint64_t state[4], Stream stream) {
-  write_generator_state_kernel<<<1, 1, 0, as_stream(stream)>>>(
-      static_cast<uint64_t*>(device_state), state[0], state[1], state[2], state[3]);
   EST_CUDA_LAUNCHED();
 }
 
