@@ -1,14 +1,16 @@
 // An Example TFRecord file written by an independent writer, Google's Python protobuf runtime
 // (python3-protobuf) with classes that protoc generates from data/proto/example.proto at test
 // time and TFRecord framing (masked CRC-32C) written in Python, parsed with every feature kind
-// this framework supports. Skipped, with the reason, where /usr/bin/python3 lacks protobuf or
-// protoc is missing.
+// this framework supports (FixedLenFeature, VarLenFeature, SparseFeature and
+// FixedLenSequenceFeature, each with the outputs tf.io.parse_example documents). Skipped, with the
+// reason, where /usr/bin/python3 lacks protobuf or protoc is missing.
 #include <doctest/doctest.h>
 
 #include <cstdio>
 #include <fstream>
 
 #include "data/example.h"
+#include "data/tfrecord.h"
 #include "ops/sparse.h"
 #include "tests/data/test_util.h"
 #include "tests/skip.h"
@@ -51,6 +53,11 @@ def example(i):
     f['floats'].float_list.value.extend([float(j) for j in range(i)])
     f['ints'].int64_list.value.extend([-j for j in range(i)])
     f['words'].bytes_list.value.extend([b'w%d' % j for j in range(i)])
+    # SparseFeature: values with their indices, out of order; FixedLenSequenceFeature of
+    # shape [2]: i elements (none in example 0).
+    f['sp_val'].float_list.value.extend([10.0 + i, 20.0 + i])
+    f['sp_ix'].int64_list.value.extend([7 - i, i])
+    f['pairs'].int64_list.value.extend([100 * i + j for j in range(2 * i)])
     if i == 1:
         f['note'].CopyFrom(example_pb2.Feature())  # present, no list set
     elif i == 2:
@@ -127,4 +134,24 @@ TEST_CASE("Examples written by Python protobuf parse with every feature kind") {
   CHECK(f.at("words").values().to_vector<std::string>() ==
         std::vector<std::string>{"w0", "w0", "w1"});
   CHECK(f.at("ragged_ints").shape() == Shape{3, 0});  // missing everywhere: empty rows
+
+  // SparseFeature and FixedLenSequenceFeature through parse_example on the file's records.
+  std::vector<std::string> records;
+  TFRecordReader reader(path);
+  for (std::string record; reader.read(record);) records.push_back(record);
+  REQUIRE(records.size() == 3);
+  FeatureSpecs more{
+      {"sp", SparseFeature{{"sp_ix"}, "sp_val", DType::kF32, {8}}},
+      {"pairs",
+       FixedLenSequenceFeature{
+           .shape = {2}, .dtype = DType::kI64, .allow_missing = true, .default_int64 = -1}}};
+  Features g = parse_example(records, more);
+  CHECK(g.at("sp").shape() == Shape{3, 8});
+  // Example i holds 10+i at index 7-i and 20+i at index i, sorted by index.
+  CHECK(g.at("sp").indices().to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 0, 0, 7, 1, 1, 1, 6, 2, 2, 2, 5});
+  CHECK(g.at("sp").values().to_vector<float>() == std::vector<float>{20, 10, 21, 11, 22, 12});
+  CHECK(g.at("pairs").shape() == Shape{3, 2, 2});
+  CHECK(g.at("pairs").to_vector<int64_t>() ==
+        std::vector<int64_t>{-1, -1, -1, -1, 100, 101, -1, -1, 200, 201, 202, 203});
 }
