@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data/example.h"
+#include "data/sequence_example.h"
 #include "example.pb.h"
 
 namespace est::data::detail {
@@ -68,5 +69,14 @@ Tensor batch_sparse(const std::vector<const Tensor*>& parts, DType dtype, size_t
 // Parsed examples (each a Features of `specs`) combined as tf.io.parse_example combines them
 // (example_batch.cpp).
 Features batch_parsed(const std::vector<Features>& parsed, const FeatureSpecs& specs);
+
+// SequenceExample specs checked once (sequence_example.cpp), and one record parsed with
+// checked specs.
+void check_sequence_example_specs(const FeatureSpecs& context_features,
+                                  const FeatureSpecs& sequence_features);
+ParsedSequenceExample parse_sequence_record(std::string_view serialized,
+                                            const FeatureSpecs& context_features,
+                                            const FeatureSpecs& sequence_features,
+                                            const Where& where);
 
 }  // namespace est::data::detail
