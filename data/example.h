@@ -69,6 +69,9 @@ struct SparseFeature {
 // here) TF requires allow_missing = true, and a missing feature gives n = 0. In a
 // SequenceExample's sequence features (sequence_example.h) each entry of the feature list is
 // one element of `shape`; allow_missing lets the list be missing, and TF allows no default.
+// Parsed one example at a time (example_dataset, example_parser), lengths differ: batch such
+// elements with padded_batch (which pads with 0 or ""), or parse whole batches with
+// parse_example to pad with the default.
 struct FixedLenSequenceFeature {
   Shape shape;                // per element; {} for one value
   DType dtype = DType::kF32;  // kF32, kI64 or kString
