@@ -39,6 +39,8 @@ const std::vector<Program> kPrograms = {
     {"examples/train_cnn", {"--steps", "--batch", "--learning-rate", "--seed"}},
     {"examples/linear_regression", {"--model_dir"}},
     {"examples/custom_training_loop", {"--strategy", "--devices", "--steps", "--global_batch"}},
+    {"examples/iris_dnn", {"--model_dir", "--data_dir", "--steps"}},
+    {"examples/census_wide_deep", {"--model_dir", "--data_dir", "--steps"}},
     {"tools/est-ckpt", {"PATH", "NAME", "--all", "--verify"}},
     {"tools/est-serve", {"--model_base_path", "--model_name", "--port", "--address"}},
     {"bench/cnn_bench", {"--threads", "--repeats", "--examples"}},
