@@ -1,6 +1,6 @@
-// Every canned estimator trains under MirroredStrategy over two CPU replicas, through
-// train_and_evaluate (evaluation under the same strategy), and must reach the metric it
-// reaches alone; a string-label classifier included (labels split over the replicas).
+// Every canned estimator trains under MirroredStrategy and CentralStorageStrategy over two CPU
+// replicas, through train_and_evaluate (evaluation under the same strategy), and must reach the
+// metric it reaches alone; a string-label classifier included (labels split over the replicas).
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -93,16 +93,19 @@ std::vector<Case> cases() {
   };
 }
 
-}  // namespace
+std::shared_ptr<distribute::Strategy> make_strategy(bool central) {
+  const std::vector<std::string> devices{"/cpu:0", "/cpu:1"};
+  if (central) return std::make_shared<distribute::CentralStorageStrategy>(devices);
+  return std::make_shared<distribute::MirroredStrategy>(devices);
+}
 
-TEST_CASE("every canned estimator trains under MirroredStrategy through train_and_evaluate") {
+void train_every_estimator(bool central) {
   for (const Case& c : cases()) {
     CAPTURE(c.name);
     TempDir dir;
     RunConfig run_config = config(dir.str());
     run_config.save_checkpoints_steps = 100;
-    auto strategy = std::make_shared<distribute::MirroredStrategy>(
-        std::vector<std::string>{"/cpu:0", "/cpu:1"});
+    auto strategy = make_strategy(central);
     run_config.train_distribute = strategy;
     run_config.eval_distribute = strategy;
     std::unique_ptr<Estimator> estimator = c.make(run_config);
@@ -116,4 +119,14 @@ TEST_CASE("every canned estimator trains under MirroredStrategy through train_an
     else
       CHECK(metrics.at("average_loss") < c.bound);
   }
+}
+
+}  // namespace
+
+TEST_CASE("every canned estimator trains under MirroredStrategy through train_and_evaluate") {
+  train_every_estimator(false);
+}
+
+TEST_CASE("every canned estimator trains under CentralStorageStrategy") {
+  train_every_estimator(true);
 }

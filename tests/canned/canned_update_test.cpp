@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "checkpoint/reader.h"
 #include "tests/canned/canned_test_util.h"
@@ -78,6 +79,46 @@ TEST_CASE("weight_column scales each example's loss") {
   regressor.train(tiny_input(0, true), {}, 1);
   CHECK(value(regressor, "linear/linear_model/x0/weights") == Approx(ftrl_first_step(-19, 0.2)));
   CHECK(value(regressor, "linear/linear_model/bias_weights") == Approx(ftrl_first_step(-10, 0.2)));
+}
+
+TEST_CASE("sparse_combiner: sum or mean of a multivalent column's weights") {
+  // Example 1 has tags {a, b} and label 1, example 2 tags {a} (the "" is dropped) and label 3.
+  // At zero weights dL/dlogit is -1 and -3. sum: logit = w_a + w_b, so g_a = -4, g_b = -1;
+  // mean: logit = (w_a + w_b) / 2 for example 1, so g_a = -0.5 - 3 = -3.5, g_b = -0.5.
+  InputFn tags = [](ModeKeys, const InputContext*) {
+    Features features{{"tags", Tensor::from_vector<std::string>({"a", "b", "a", ""}, {2, 2})}};
+    return data::Dataset::from_tensor_slices(features, Tensor::from_vector<float>({1, 3})).batch(2);
+  };
+  const std::vector<fc::ColumnPtr> columns{
+      fc::categorical_column_with_vocabulary_list("tags", std::vector<std::string>{"a", "b"})};
+  for (auto [combiner, g_a, g_b] :
+       {std::tuple{fc::Combiner::kSum, -4.0, -1.0}, std::tuple{fc::Combiner::kMean, -3.5, -0.5}}) {
+    TempDir dir;
+    LinearRegressor regressor(
+        {.feature_columns = columns, .config = config(dir.str()), .sparse_combiner = combiner});
+    regressor.train(tags, {}, 1);
+    const std::vector<double> w =
+        regressor.get_variable_value("linear/linear_model/tags/weights").to_vector<double>();
+    REQUIRE(w.size() == 2);
+    CHECK(w[0] == Approx(ftrl_first_step(g_a, 0.2)));
+    CHECK(w[1] == Approx(ftrl_first_step(g_b, 0.2)));
+  }
+}
+
+TEST_CASE("warm_start_from: a new estimator starts from another's trained weights") {
+  TempDir first_dir, second_dir;
+  LinearRegressor first({.feature_columns = numeric_columns(1), .config = config(first_dir.str())});
+  first.train(tiny_input(), {}, 1);
+  LinearRegressor second({.feature_columns = numeric_columns(1),
+                          .config = config(second_dir.str()),
+                          .warm_start_from = checkpoint::WarmStartSettings{
+                              .ckpt_to_initialize_from = first_dir.str()}});
+  second.train(tiny_input(), {}, 1);
+  // The second model's step-0 checkpoint holds the first one's trained weight.
+  checkpoint::TensorBundle start = checkpoint::load(second_dir.str() + "/model.ckpt-0.h5");
+  const checkpoint::TensorEntry* weight = start.find("linear/linear_model/x0/weights");
+  REQUIRE(weight != nullptr);
+  CHECK(weight->value.item() == Approx(ftrl_first_step(-7, 0.2)));
 }
 
 TEST_CASE("BaselineRegressor's first Ftrl step uses learning rate 0.3") {
