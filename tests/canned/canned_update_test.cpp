@@ -140,9 +140,10 @@ TEST_CASE("the wide part of DNNLinearCombinedRegressor uses Ftrl at min(0.005, 1
 namespace {
 
 // The first Adagrad step (learning rate lr) of a DNN regressor with one hidden layer of two
-// relu units over x0, from the values in the step-0 checkpoint, by hand: the variables
+// relu (or tanh) units over x0, from the values in the step-0 checkpoint, by hand: the variables
 // expected after the step, by name.
-std::map<std::string, double> dnn_first_step(const std::string& model_dir, double lr) {
+std::map<std::string, double> dnn_first_step(const std::string& model_dir, double lr,
+                                             bool tanh_units) {
   checkpoint::TensorBundle start = checkpoint::load(model_dir + "/model.ckpt-0.h5");
   auto read = [&](const std::string& name) {
     const checkpoint::TensorEntry* entry = start.find(name);
@@ -157,14 +158,15 @@ std::map<std::string, double> dnn_first_step(const std::string& model_dir, doubl
     double pre[2], h[2], out = b1[0];
     for (int j = 0; j < 2; ++j) {
       pre[j] = x[i] * k0[j] + b0[j];
-      h[j] = pre[j] > 0 ? pre[j] : 0;
+      h[j] = tanh_units ? std::tanh(pre[j]) : pre[j] > 0 ? pre[j] : 0;
       out += h[j] * k1[j];
     }
     const double d_out = (out - y[i]);  // d/d out of sum (out - y)^2 / 2
     gb1[0] += d_out;
     for (int j = 0; j < 2; ++j) {
       gk1[j] += d_out * h[j];
-      const double d_pre = pre[j] > 0 ? d_out * k1[j] : 0;
+      const double slope = tanh_units ? 1 - h[j] * h[j] : pre[j] > 0 ? 1 : 0;
+      const double d_pre = d_out * k1[j] * slope;
       gk0[j] += d_pre * x[i];
       gb0[j] += d_pre;
     }
@@ -183,8 +185,8 @@ std::map<std::string, double> dnn_first_step(const std::string& model_dir, doubl
   return expected;
 }
 
-void check_dnn_step(const Estimator& estimator, double lr) {
-  for (const auto& [key, expected] : dnn_first_step(estimator.model_dir(), lr)) {
+void check_dnn_step(const Estimator& estimator, double lr, bool tanh_units = false) {
+  for (const auto& [key, expected] : dnn_first_step(estimator.model_dir(), lr, tanh_units)) {
     const std::string name = key.substr(0, key.find('['));
     const size_t index = std::stoul(key.substr(key.find('[') + 1));
     CAPTURE(key);
@@ -202,6 +204,15 @@ TEST_CASE("DNNRegressor's first Adagrad step is TF's, learning rate 0.05") {
       {.hidden_units = {2}, .feature_columns = {fc::numeric_column("x0")}, .config = run_config});
   dnn.train(tiny_input(), {}, 1);
   check_dnn_step(dnn, 0.05);
+
+  // activation_fn = tanh: the same step through tanh's derivative.
+  TempDir dir_tanh;
+  DNNRegressor dnn_tanh({.hidden_units = {2},
+                         .feature_columns = {fc::numeric_column("x0")},
+                         .activation_fn = nn::tanh,
+                         .config = config(dir_tanh.str())});
+  dnn_tanh.train(tiny_input(), {}, 1);
+  check_dnn_step(dnn_tanh, 0.05, true);
 }
 
 TEST_CASE("the deep part of DNNLinearCombinedRegressor uses Adagrad at 0.001") {
