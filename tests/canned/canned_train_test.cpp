@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "export/onnx_model.h"
 #include "tests/canned/canned_test_util.h"
 
 using namespace canned_test;
@@ -191,4 +192,42 @@ TEST_CASE("optimizer names map to TF1's optimizers with the estimator's learning
   }
   // An optimizer given as an object is used as it is.
   CHECK(canned::get_optimizer_instance(optim::adam(0.5), 0.125).learning_rate().at(0) == 0.5);
+}
+
+TEST_CASE("a DNNClassifier over numeric columns exports for serving, binary and 3 classes") {
+  const std::vector<float> x1{0.5f, -1.0f, 1.5f}, x2{-0.2f, 0.3f, 1.0f};
+  InputFn three = [&](ModeKeys, const InputContext*) {
+    return data::Dataset::from_tensor_slices(
+               {{"x1", Tensor::from_vector(x1)}, {"x2", Tensor::from_vector(x2)}})
+        .batch(3);
+  };
+  for (int64_t n_classes : {2, 3}) {
+    CAPTURE(n_classes);
+    TempDir dir;
+    DNNClassifier classifier(
+        {.hidden_units = {4},
+         .feature_columns = {fc::numeric_column("x1"), fc::numeric_column("x2")},
+         .n_classes = n_classes,
+         .config = config(dir.str())});
+    classifier.train(train_input(n_classes == 2 ? Task::kBinary : Task::kThreeClasses), {}, 20);
+    const std::string exported = classifier.export_saved_model(
+        dir / "export", build_raw_serving_input_receiver_fn({{"x1", {{-1}}}, {"x2", {{-1}}}}));
+    // The exported graph, run on its own, predicts what the estimator predicts.
+    serving::OnnxModel model = serving::OnnxModel::load(exported + "/model.onnx");
+    serving::NamedTensors outputs =
+        model.run({{"x1", Tensor::from_vector(x1, {3})}, {"x2", Tensor::from_vector(x2, {3})}});
+    std::vector<Predictions> expected = classifier.predict(three);
+    REQUIRE(expected.size() == 3);
+    REQUIRE(outputs.count("probabilities") == 1);
+    REQUIRE(outputs.count("all_class_ids") == 1);
+    const std::vector<double> probabilities = outputs.at("probabilities").to_vector<double>();
+    const std::vector<double> ids = outputs.at("all_class_ids").to_vector<double>();
+    for (size_t i = 0; i < 3; ++i) {
+      const std::vector<double> want = expected[i].at("probabilities").to_vector<double>();
+      for (size_t k = 0; k < want.size(); ++k) {
+        CHECK(probabilities.at(i * want.size() + k) == doctest::Approx(want[k]).epsilon(1e-5));
+        CHECK(ids.at(i * want.size() + k) == double(k));
+      }
+    }
+  }
 }
