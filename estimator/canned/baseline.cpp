@@ -74,7 +74,20 @@ ModelFn regressor_model_fn(const BaselineRegressorOptions& options, nn::Reductio
                                  baseline_optimizer(options.optimizer));
 }
 
+ModelFn estimator_model_fn(const BaselineEstimatorOptions& options) {
+  if (!options.head)
+    throw InvalidArgumentError(
+        "BaselineEstimator: head is required; BaselineClassifier and BaselineRegressor choose "
+        "theirs");
+  // The head's weight column is not known here: every feature counts for the batch size.
+  return canned::canned_model_fn(baseline_logit_fn({}), options.head,
+                                 baseline_optimizer(options.optimizer));
+}
+
 }  // namespace
+
+BaselineEstimator::BaselineEstimator(BaselineEstimatorOptions options)
+    : Estimator(estimator_model_fn(options), options.model_dir, std::move(options.config)) {}
 
 BaselineClassifier::BaselineClassifier(BaselineClassifierOptions options)
     : BaselineClassifier(std::move(options), nn::Reduction::kSumOverBatchSize) {}

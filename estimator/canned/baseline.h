@@ -1,6 +1,6 @@
-// BaselineClassifier and BaselineRegressor (tf.estimator's, after tensorflow/estimator
-// canned/baseline.py): a model that ignores its features and learns one bias per logit, so it
-// predicts the (weighted) prior of the labels, the number a real model must beat.
+// BaselineClassifier, BaselineRegressor and BaselineEstimator (tf.estimator's, after
+// tensorflow/estimator canned/baseline.py): a model that ignores its features and learns one bias
+// per logit, so it predicts the (weighted) prior of the labels, the number a real model must beat.
 //
 // Its one variable is baseline/bias [logits_dimension] (zeros); the logits are that bias for
 // every example of the batch (the batch size read from the first feature that is not the
@@ -39,6 +39,19 @@ struct BaselineRegressorOptions {
   canned::OptimizerArg optimizer = std::string("Ftrl");
   RunConfig config;
   std::optional<nn::Reduction> loss_reduction;
+};
+
+// tf.estimator.BaselineEstimator: the learned bias over any head.
+struct BaselineEstimatorOptions {
+  std::shared_ptr<const canned::Head> head;  // required
+  std::string model_dir;
+  canned::OptimizerArg optimizer = std::string("Ftrl");
+  RunConfig config;
+};
+
+class BaselineEstimator : public Estimator {
+ public:
+  explicit BaselineEstimator(BaselineEstimatorOptions options);
 };
 
 class BaselineClassifier : public Estimator {

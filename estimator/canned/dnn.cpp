@@ -107,7 +107,27 @@ ModelFn regressor_model_fn(const DNNRegressorOptions& options, nn::Reduction def
       [optimizer] { return canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate); });
 }
 
+ModelFn estimator_model_fn(const DNNEstimatorOptions& options) {
+  const char* kName = "DNNEstimator";
+  if (!options.head)
+    throw InvalidArgumentError(
+        "DNNEstimator: head is required (e.g. canned::multi_label_head(3)); DNNClassifier and "
+        "DNNRegressor choose theirs");
+  canned::DnnNetwork network{options.hidden_units, options.feature_columns, options.activation_fn,
+                             options.dropout, options.batch_norm};
+  canned::check_network(network, kName);
+  canned::OptimizerArg optimizer = options.optimizer;
+  canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate);
+  return canned::canned_model_fn(
+      canned::dnn_logit_fn(std::move(network)), options.head,
+      [optimizer] { return canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate); });
+}
+
 }  // namespace
+
+DNNEstimator::DNNEstimator(DNNEstimatorOptions options)
+    : Estimator(estimator_model_fn(options), options.model_dir, std::move(options.config), {},
+                std::move(options.warm_start_from)) {}
 
 DNNClassifier::DNNClassifier(DNNClassifierOptions options)
     : DNNClassifier(std::move(options), nn::Reduction::kSumOverBatchSize) {}

@@ -1,5 +1,5 @@
-// DNNClassifier and DNNRegressor (tf.estimator's, after tensorflow/estimator canned/dnn.py):
-// a feed-forward network over dense feature columns, then a head.
+// DNNClassifier, DNNRegressor and DNNEstimator (tf.estimator's, after tensorflow/estimator
+// canned/dnn.py): a feed-forward network over dense feature columns, then a head.
 //
 // Variables are named as TF1's _DNNModel names them, so checkpoints map one to one:
 //   dnn/input_from_feature_columns/input_layer/<column>/...   (embedding columns)
@@ -78,6 +78,26 @@ struct DNNRegressorOptions {
   std::optional<checkpoint::WarmStartSettings> warm_start_from;
   std::optional<nn::Reduction> loss_reduction;
   bool batch_norm = false;
+};
+
+// tf.estimator.DNNEstimator: the DNN over any head (multi_label_head, a regression head with
+// its own options, ...); the head carries weight_column and loss_reduction.
+struct DNNEstimatorOptions {
+  std::shared_ptr<const canned::Head> head;  // required
+  std::vector<int64_t> hidden_units;
+  std::vector<feature_column::DenseColumnPtr> feature_columns;
+  std::string model_dir;
+  canned::OptimizerArg optimizer = std::string("Adagrad");
+  nn::Activation activation_fn = nn::relu;
+  std::optional<double> dropout;
+  RunConfig config;
+  std::optional<checkpoint::WarmStartSettings> warm_start_from;
+  bool batch_norm = false;
+};
+
+class DNNEstimator : public Estimator {
+ public:
+  explicit DNNEstimator(DNNEstimatorOptions options);
 };
 
 class DNNClassifier : public Estimator {

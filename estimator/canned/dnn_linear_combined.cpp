@@ -112,7 +112,19 @@ ModelFn regressor_model_fn(const DNNLinearCombinedRegressorOptions& options,
   return combined_model_fn(combined(options), std::move(head), {}, "DNNLinearCombinedRegressor");
 }
 
+ModelFn estimator_model_fn(const DNNLinearCombinedEstimatorOptions& options) {
+  if (!options.head)
+    throw InvalidArgumentError(
+        "DNNLinearCombinedEstimator: head is required; DNNLinearCombinedClassifier and "
+        "DNNLinearCombinedRegressor choose theirs");
+  return combined_model_fn(combined(options), options.head, {}, "DNNLinearCombinedEstimator");
+}
+
 }  // namespace
+
+DNNLinearCombinedEstimator::DNNLinearCombinedEstimator(DNNLinearCombinedEstimatorOptions options)
+    : Estimator(estimator_model_fn(options), options.model_dir, std::move(options.config), {},
+                std::move(options.warm_start_from)) {}
 
 DNNLinearCombinedClassifier::DNNLinearCombinedClassifier(DNNLinearCombinedClassifierOptions options)
     : DNNLinearCombinedClassifier(std::move(options), nn::Reduction::kSumOverBatchSize) {}

@@ -1,8 +1,9 @@
-// DNNLinearCombinedClassifier and DNNLinearCombinedRegressor, "wide & deep" (tf.estimator's,
-// after tensorflow/estimator canned/dnn_linear_combined.py): the logits of a linear model over
-// linear_feature_columns plus those of a DNN over dnn_feature_columns, trained by two
-// optimizers, each over its own variables (linear/... and dnn/..., named as in linear.h and
-// dnn.h), in one step that counts the global step once.
+// DNNLinearCombinedClassifier, DNNLinearCombinedRegressor and DNNLinearCombinedEstimator (any
+// head), "wide & deep" (tf.estimator's, after tensorflow/estimator
+// canned/dnn_linear_combined.py): the logits of a linear model over linear_feature_columns plus
+// those of a DNN over dnn_feature_columns, trained by two optimizers, each over its own
+// variables (linear/... and dnn/..., named as in linear.h and dnn.h), in one step that counts
+// the global step once.
 //
 // Defaults as TF's: linear_optimizer Ftrl with learning rate min(0.005, 1 / sqrt(number of
 // linear columns)), dnn_optimizer Adagrad with 0.001, dnn_activation_fn relu. Either column
@@ -65,6 +66,28 @@ struct DNNLinearCombinedRegressorOptions {
   std::optional<nn::Reduction> loss_reduction;
   bool batch_norm = false;
   feature_column::Combiner linear_sparse_combiner = feature_column::Combiner::kSum;
+};
+
+// tf.estimator.DNNLinearCombinedEstimator: wide & deep over any head.
+struct DNNLinearCombinedEstimatorOptions {
+  std::shared_ptr<const canned::Head> head;  // required
+  std::string model_dir;
+  std::vector<feature_column::ColumnPtr> linear_feature_columns;
+  canned::OptimizerArg linear_optimizer = std::string("Ftrl");
+  std::vector<feature_column::DenseColumnPtr> dnn_feature_columns;
+  canned::OptimizerArg dnn_optimizer = std::string("Adagrad");
+  std::vector<int64_t> dnn_hidden_units;
+  nn::Activation dnn_activation_fn = nn::relu;
+  std::optional<double> dnn_dropout;
+  RunConfig config;
+  bool batch_norm = false;
+  feature_column::Combiner linear_sparse_combiner = feature_column::Combiner::kSum;
+  std::optional<checkpoint::WarmStartSettings> warm_start_from;
+};
+
+class DNNLinearCombinedEstimator : public Estimator {
+ public:
+  explicit DNNLinearCombinedEstimator(DNNLinearCombinedEstimatorOptions options);
 };
 
 class DNNLinearCombinedClassifier : public Estimator {

@@ -74,7 +74,19 @@ ModelFn regressor_model_fn(const LinearRegressorOptions& options, nn::Reduction 
   return linear_model_fn(options, std::move(head), {}, "LinearRegressor");
 }
 
+ModelFn estimator_model_fn(const LinearEstimatorOptions& options) {
+  if (!options.head)
+    throw InvalidArgumentError(
+        "LinearEstimator: head is required (e.g. canned::regression_head(2)); LinearClassifier "
+        "and LinearRegressor choose theirs");
+  return linear_model_fn(options, options.head, {}, "LinearEstimator");
+}
+
 }  // namespace
+
+LinearEstimator::LinearEstimator(LinearEstimatorOptions options)
+    : Estimator(estimator_model_fn(options), options.model_dir, std::move(options.config), {},
+                std::move(options.warm_start_from)) {}
 
 LinearClassifier::LinearClassifier(LinearClassifierOptions options)
     : LinearClassifier(std::move(options), nn::Reduction::kSumOverBatchSize) {}

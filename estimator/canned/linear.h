@@ -1,5 +1,5 @@
-// LinearClassifier and LinearRegressor (tf.estimator's, after tensorflow/estimator
-// canned/linear.py): linear_model over any feature columns, then a head.
+// LinearClassifier, LinearRegressor and LinearEstimator (tf.estimator's, after
+// tensorflow/estimator canned/linear.py): linear_model over any feature columns, then a head.
 //
 // Variables are named as TF1's _linear_model_fn names them:
 //   linear/linear_model/<column>/weights   [num_buckets or elements, logits_dimension], zeros
@@ -53,6 +53,22 @@ struct LinearRegressorOptions {
   std::optional<checkpoint::WarmStartSettings> warm_start_from;
   std::optional<nn::Reduction> loss_reduction;
   feature_column::Combiner sparse_combiner = feature_column::Combiner::kSum;
+};
+
+// tf.estimator.LinearEstimator: the linear model over any head.
+struct LinearEstimatorOptions {
+  std::shared_ptr<const canned::Head> head;  // required
+  std::vector<feature_column::ColumnPtr> feature_columns;
+  std::string model_dir;
+  canned::OptimizerArg optimizer = std::string("Ftrl");
+  RunConfig config;
+  feature_column::Combiner sparse_combiner = feature_column::Combiner::kSum;
+  std::optional<checkpoint::WarmStartSettings> warm_start_from;
+};
+
+class LinearEstimator : public Estimator {
+ public:
+  explicit LinearEstimator(LinearEstimatorOptions options);
 };
 
 class LinearClassifier : public Estimator {
