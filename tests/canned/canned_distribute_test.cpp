@@ -130,3 +130,40 @@ TEST_CASE("every canned estimator trains under MirroredStrategy through train_an
 TEST_CASE("every canned estimator trains under CentralStorageStrategy") {
   train_every_estimator(true);
 }
+
+TEST_CASE(
+    "the first step under MirroredStrategy is the unreplicated step, SUM and SUM_OVER_BATCH_SIZE") {
+  // Two replicas of batch 1 each see the rows that one unreplicated batch of 2 sees; for either
+  // loss reduction (v2's mean, v1's sum) the update must be the same.
+  auto input = [](int64_t batch) {
+    return [batch](ModeKeys, const InputContext*) {
+      return data::Dataset::from_tensor_slices({{"x0", Tensor::from_vector<float>({1, 2})}},
+                                               Tensor::from_vector<float>({1, 3}))
+          .batch(batch);
+    };
+  };
+  for (bool v1 : {false, true}) {
+    CAPTURE(v1);
+    auto make = [v1](RunConfig c) -> std::unique_ptr<Estimator> {
+      LinearRegressorOptions options{.feature_columns = {fc::numeric_column("x0")},
+                                     .optimizer = "SGD",
+                                     .config = std::move(c)};
+      if (v1) return std::make_unique<compat::v1::LinearRegressor>(std::move(options));
+      return std::make_unique<LinearRegressor>(std::move(options));
+    };
+    TempDir single_dir, mirrored_dir;
+    std::unique_ptr<Estimator> single = make(config(single_dir.str()));
+    single->train(input(2), {}, 1);
+    RunConfig mirrored_config = config(mirrored_dir.str());
+    mirrored_config.train_distribute = make_strategy(false);
+    std::unique_ptr<Estimator> mirrored = make(mirrored_config);
+    mirrored->train(input(1), {}, 1);
+    for (const char* name :
+         {"linear/linear_model/x0/weights", "linear/linear_model/bias_weights"}) {
+      CAPTURE(name);
+      const double expected = single->get_variable_value(name).item();
+      CHECK(expected != 0);
+      CHECK(mirrored->get_variable_value(name).item() == doctest::Approx(expected).epsilon(1e-6));
+    }
+  }
+}
