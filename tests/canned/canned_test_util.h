@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -78,5 +80,87 @@ inline std::vector<fc::DenseColumnPtr> dnn_columns() {
 }
 
 inline RunConfig config(const std::string& dir) { return est_test::quiet_config(dir); }
+
+// Every canned classifier and regressor on its problem, with the metric it must reach after
+// 300 steps of global batch 32 (the bounds leave room for the order of the sums under a
+// strategy): accuracy above `bound`, or average_loss below it.
+struct Case {
+  const char* name;
+  Task task;
+  std::function<std::unique_ptr<Estimator>(RunConfig)> make;
+  const char* metric;
+  double bound;  // accuracy above it, or average_loss below it
+};
+
+inline std::vector<Case> cases() {
+  return {
+      {"LinearClassifier", Task::kBinary,
+       [](RunConfig c) {
+         return std::make_unique<LinearClassifier>(
+             LinearClassifierOptions{.feature_columns = linear_columns(), .config = c});
+       },
+       "accuracy", 0.9},
+      {"LinearClassifier(label_vocabulary)", Task::kStringBinary,
+       [](RunConfig c) {
+         return std::make_unique<LinearClassifier>(LinearClassifierOptions{
+             .feature_columns = linear_columns(), .label_vocabulary = {"no", "yes"}, .config = c});
+       },
+       "accuracy", 0.9},
+      {"LinearRegressor", Task::kRegression,
+       [](RunConfig c) {
+         return std::make_unique<LinearRegressor>(LinearRegressorOptions{
+             .feature_columns = linear_columns(), .optimizer = "SGD", .config = c});
+       },
+       "average_loss", 0.1},
+      {"DNNClassifier", Task::kThreeClasses,
+       [](RunConfig c) {
+         return std::make_unique<DNNClassifier>(
+             DNNClassifierOptions{.hidden_units = {16, 8},
+                                  .feature_columns = dnn_columns(),
+                                  .n_classes = 3,
+                                  .config = c});
+       },
+       "accuracy", 0.85},
+      {"DNNRegressor", Task::kRegression,
+       [](RunConfig c) {
+         return std::make_unique<DNNRegressor>(DNNRegressorOptions{.hidden_units = {16},
+                                                                   .feature_columns = dnn_columns(),
+                                                                   .optimizer = "Adam",
+                                                                   .config = c});
+       },
+       "average_loss", 1.0},
+      {"DNNLinearCombinedClassifier", Task::kBinary,
+       [](RunConfig c) {
+         return std::make_unique<DNNLinearCombinedClassifier>(
+             DNNLinearCombinedClassifierOptions{.linear_feature_columns = linear_columns(),
+                                                .linear_optimizer = optim::ftrl(0.1),
+                                                .dnn_feature_columns = dnn_columns(),
+                                                .dnn_optimizer = optim::adagrad(0.05),
+                                                .dnn_hidden_units = {8},
+                                                .config = c});
+       },
+       "accuracy", 0.9},
+      {"DNNLinearCombinedRegressor", Task::kRegression,
+       [](RunConfig c) {
+         return std::make_unique<DNNLinearCombinedRegressor>(
+             DNNLinearCombinedRegressorOptions{.linear_feature_columns = linear_columns(),
+                                               .linear_optimizer = optim::sgd(0.1),
+                                               .dnn_feature_columns = dnn_columns(),
+                                               .dnn_hidden_units = {8},
+                                               .config = c});
+       },
+       "average_loss", 0.2},
+      {"BaselineClassifier", Task::kBinary,
+       [](RunConfig c) {
+         return std::make_unique<BaselineClassifier>(BaselineClassifierOptions{.config = c});
+       },
+       "accuracy", 0.45},
+      {"BaselineRegressor", Task::kRegression,
+       [](RunConfig c) {
+         return std::make_unique<BaselineRegressor>(BaselineRegressorOptions{.config = c});
+       },
+       "average_loss", 20.0},  // the target's variance is about 18
+  };
+}
 
 }  // namespace canned_test
