@@ -308,6 +308,15 @@ Features parse_record(std::string_view serialized, const FeatureSpecs& specs, co
 
 }  // namespace
 
+Tensor detail::missing_fixed_feature(const FixedLenFeature& spec, const std::string& name,
+                                     const Where& where) {
+  return default_tensor(spec, name, where);
+}
+
+const pb::Example& detail::parse_example_proto(std::string_view serialized, const Where& where) {
+  return parse_proto(serialized, where);
+}
+
 Features parse_single_example(std::string_view serialized, const FeatureSpecs& specs,
                               std::string_view where) {
   for (const auto& [name, spec] : specs) check_spec(name, spec);

@@ -79,6 +79,7 @@ Tensor stack_sequence(const std::vector<Features>& parsed, const std::string& na
 }  // namespace
 
 Features parse_example(std::span<const std::string> serialized, const FeatureSpecs& specs) {
+  if (detail::direct_parse_applies(specs)) return detail::parse_example_direct(serialized, specs);
   std::vector<Features> parsed;
   parsed.reserve(serialized.size());
   for (size_t i = 0; i < serialized.size(); ++i)

@@ -4,6 +4,7 @@
 // batch. Not part of the public API (it exposes the generated Protobuf classes).
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,17 @@ void copy_rows_padded(const std::vector<const Tensor*>& parts, Tensor& padded);
 // `dense_shape` after the batch dimension when given, for SparseFeature).
 Tensor batch_sparse(const std::vector<const Tensor*>& parts, DType dtype, size_t rank,
                     const Shape* dense_shape = nullptr);
+
+// One Example parsed into this thread's arena (valid until the thread's next call), and a
+// missing FixedLenFeature's default tensor (or the error naming it).
+const pb::Example& parse_example_proto(std::string_view serialized, const Where& where);
+Tensor missing_fixed_feature(const FixedLenFeature& spec, const std::string& name,
+                             const Where& where);
+
+// parse_example's direct path (example_batch_direct.cpp): whether it handles every spec, and
+// the batch parsed straight into its tensors.
+bool direct_parse_applies(const FeatureSpecs& specs);
+Features parse_example_direct(std::span<const std::string> serialized, const FeatureSpecs& specs);
 
 // Parsed examples (each a Features of `specs`) combined as tf.io.parse_example combines them
 // (example_batch.cpp).

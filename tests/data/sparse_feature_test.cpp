@@ -3,6 +3,7 @@
 // tensorflow/python/ops/parsing_config.py (SparseFeature's [3, 1] / [20, 0] example) and
 // parsing_ops.py (_prepend_none_dimension: allow_missing is required).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include "data/example.h"
 #include "data/tfrecord.h"
@@ -172,4 +173,53 @@ TEST_CASE("FixedLenSequenceFeature errors as TF's") {
                                                                         .allow_missing = true}}});
                  }),
                  "is a float_list"));
+}
+
+TEST_CASE("parse_example's direct path gives what parsing one by one and batching gives") {
+  std::vector<std::string> records;
+  for (int64_t i = 0; i < 7; ++i) {
+    ExampleBuilder builder;
+    std::vector<float> pair{0.5f * i, -1.0f * i};
+    std::vector<int64_t> ids(static_cast<size_t>(i % 3), (int64_t{1} << 60) + i);
+    builder.add_floats("pair", pair).add_int64s("ids", ids);
+    if (i % 2) builder.add_bytes("city", {fmt::format("c{}", i)});
+    if (i != 4)
+      builder.add_bytes("tags", std::vector<std::string>(static_cast<size_t>(i % 4), "t"));
+    records.push_back(builder.serialize());
+  }
+  FeatureSpecs specs{{"pair", FixedLenFeature{{2}, DType::kF32}},
+                     {"city", FixedLenFeature{.shape = {},
+                                              .dtype = DType::kString,
+                                              .default_strings = std::vector<std::string>{"?"}}},
+                     {"ids", VarLenFeature{DType::kI64}},
+                     {"tags", VarLenFeature{DType::kString}}};
+  Features direct = parse_example(records, specs);
+  auto batches = drain(Dataset::from_strings(records).map(example_parser(specs)).batch(7));
+  REQUIRE(batches.size() == 1);
+  const Features& expected = batches[0].features;
+  CHECK(direct.at("pair").to_vector<float>() == expected.at("pair").to_vector<float>());
+  CHECK(direct.at("city").to_vector<std::string>() == expected.at("city").to_vector<std::string>());
+  CHECK(direct.at("city").to_vector<std::string>()[0] == "?");
+  for (const char* name : {"ids", "tags"}) {
+    CHECK(direct.at(name).shape() == expected.at(name).shape());
+    CHECK(direct.at(name).indices().to_vector<int64_t>() ==
+          expected.at(name).indices().to_vector<int64_t>());
+  }
+  CHECK(direct.at("ids").values().to_vector<int64_t>() ==
+        expected.at("ids").values().to_vector<int64_t>());
+  CHECK(direct.at("tags").values().to_vector<std::string>() ==
+        expected.at("tags").values().to_vector<std::string>());
+  // Errors name the example in the batch.
+  CHECK(contains(error_message<InvalidArgumentError>([&] {
+                   parse_example(records, {{"city", FixedLenFeature{{}, DType::kString}}});
+                 }),
+                 "serialized example 0: feature 'city' is missing"));
+  CHECK(contains(error_message<InvalidArgumentError>([&] {
+                   parse_example(records, {{"pair", FixedLenFeature{{3}, DType::kF32}}});
+                 }),
+                 "serialized example 0: feature 'pair' has 2 values"));
+  CHECK(contains(error_message<InvalidArgumentError>([&] {
+                   parse_example(records, {{"ids", VarLenFeature{DType::kF32}}});
+                 }),
+                 "serialized example 0: feature 'ids' is a int64_list"));
 }
