@@ -14,6 +14,13 @@
 // variables' owners, the owners apply the update, and before the next read the replica pulls
 // fresh values into its store (a cache of the owners' variables).
 //
+// A strategy passes its path to Strategy's constructor, beside its placement; Strategy::run makes
+// each replica's ReplicaContext for the step and calls the path through it. From the
+// ReplicaContext a path reads the replica (replica_id(), replica_id_in_sync_group(), device(),
+// store(), model_context()), its strategy (num_workers(), worker_index(), is_chief()), the
+// replica set (every local replica's store and context, the placement) and the cross-device
+// ops. The gradients' GradAndVar::name routes each one to its variable's owner.
+//
 // Threads: every call is made on the replica's own thread, inside Strategy::run, concurrently
 // for the local replicas of this process (one thread each; they share this object, so a path
 // keeps per-replica state indexed by replica.replica_id() or guarded). Collectives on the
