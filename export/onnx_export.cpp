@@ -7,6 +7,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <google/protobuf/text_format.h>
 
 #include "onnx_subset.pb.h"
 #include "ops/error.h"
@@ -383,6 +384,15 @@ bool same_contents(const Tensor& x, const Tensor& y) {
 }
 
 }  // namespace
+
+std::string onnx_text(const std::string& serialized_model) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(serialized_model))
+    throw InvalidArgumentError("onnx_text: the bytes are not an ONNX ModelProto");
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(model, &text);
+  return text;
+}
 
 int onnx_dtype(DType dtype) {
   switch (dtype) {
