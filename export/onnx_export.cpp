@@ -348,6 +348,51 @@ void Emitter::emit(const TracedNode& node) {
       to_nhwc(pooled, out);
       return;
     }
+    case OpId::kOneHot: {
+      // Equal(indices[..., 1], [0, depth)) as the output dtype, scaled to on/off values: exact
+      // for every index, and out-of-range ones give all off values, as in TF.
+      const int in_id = node.inputs[0];
+      const DType dtype = a_.values[out_id].dtype;
+      const int64_t depth = shape(out_id).back();
+      std::vector<int64_t> target;
+      for (size_t axis = 0; axis < shape(in_id).size(); ++axis)
+        target.push_back(dynamic(in_id, axis) ? -1 : shape(in_id)[axis]);
+      target.push_back(1);
+      std::string ids = temporary(), column = temporary(), hot = temporary();
+      std::string scaled = temporary();
+      attribute(add("Cast", {in(0)}, {ids}), "to", onnx_dtype(DType::kI64));
+      add("Reshape", {ids, int64_constant(target)}, {column});
+      std::vector<int64_t> range(static_cast<size_t>(depth));
+      for (int64_t i = 0; i < depth; ++i) range[static_cast<size_t>(i)] = i;
+      std::string equal = temporary();
+      add("Equal", {column, int64_constant(range)}, {equal});
+      attribute(add("Cast", {equal}, {hot}), "to", onnx_dtype(dtype));
+      add("Mul", {hot, scalar_constant(node.reals[0] - node.reals[1], dtype)}, {scaled});
+      add("Add", {scaled, scalar_constant(node.reals[1], dtype)}, {out});
+      return;
+    }
+    case OpId::kBatchNorm: {
+      // Inference with the moving statistics, over the last axis (est's NHWC / [N, C]):
+      // (x - mean) / sqrt(variance + epsilon) * gamma + beta, each a broadcast over channels.
+      const DType dtype = a_.values[out_id].dtype;
+      std::string shifted = temporary(), stddev = temporary(), variance = temporary();
+      std::string normalized = temporary();
+      add("Sub", {in(0), in(3)}, {shifted});
+      add("Add", {in(4), scalar_constant(node.reals[0], dtype)}, {variance});
+      add("Sqrt", {variance}, {stddev});
+      add("Div", {shifted, stddev}, {normalized});
+      if (node.inputs[1] >= 0) {
+        std::string scaled = temporary();
+        add("Mul", {normalized, in(1)}, {scaled});
+        normalized = scaled;
+      }
+      if (node.inputs[2] >= 0) {
+        add("Add", {normalized, in(2)}, {out});
+      } else {
+        add("Identity", {normalized}, {out});
+      }
+      return;
+    }
     default:
       break;
   }

@@ -16,7 +16,8 @@ using ops::OpId;
 #define EST_FOR_EACH_OP(X)                                                                         \
   X(kFill)                                                                                         \
   X(kCopy)                                                                                         \
-  X(kCast) X(kBinary) X(kBinaryGradient) X(kCompare) X(kUnary) X(kUnaryGradient) X(kAddScaled)     \
+  X(kCast)                                                                                         \
+  X(kBinary) X(kBinaryGradient) X(kCompare) X(kUnary) X(kUnaryGradient) X(kAddScaled)              \
       X(kBroadcastTo) X(kReduce) X(kArgmax) X(kTranspose) X(kConcat) X(kSlice) X(kSliceGradient)   \
           X(kGather) X(kGatherGradient) X(kOneHot) X(kDropoutMask) X(kSoftmax) X(kSoftmaxGradient) \
               X(kSparseCrossEntropy) X(kSparseCrossEntropyGradient) X(kCrossEntropy)               \
@@ -258,6 +259,27 @@ class Tracer : public ops::KernelObserver {
         node.member = static_cast<int>(kind);
         node.inputs = {resolve(input)};
         outputs = {&output};
+        break;
+      }
+      case OpId::kOneHot: {
+        const auto& [indices, on_value, off_value, out] = args_of<OpId::kOneHot>(args);
+        node.reals = {on_value, off_value};
+        node.inputs = {resolve(indices)};
+        outputs = {&out};
+        break;
+      }
+      case OpId::kBatchNorm: {
+        const auto& [x, gamma, beta, mean, variance, epsilon, training, y] =
+            args_of<OpId::kBatchNorm>(args);
+        if (training) {  // batch statistics: a training op, with no form in a serving graph
+          node.kind = NodeKind::kUnsupported;
+          node.name = "batch_norm_training";
+          outputs = written_tensors(id, args);
+          break;
+        }
+        node.reals = {epsilon};
+        node.inputs = {resolve(x), resolve(gamma), resolve(beta), resolve(mean), resolve(variance)};
+        outputs = {&y};
         break;
       }
       default:
