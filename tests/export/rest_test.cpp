@@ -2,8 +2,8 @@
 // python3's urllib for the load), on 127.0.0.1 and a port the server picks (--port 0, read
 // from its "Exporting HTTP/REST API at:" line). Models come from Estimator::export_saved_model:
 // TF Serving's half_plus_two (its documentation's request and answer) and a small classifier
-// whose answers must equal Estimator::predict's. Every wait is bounded; the server is stopped
-// by its pid.
+// whose answers must equal Estimator::predict's; HTTPS with a self-signed certificate made by
+// openssl at test time. Every wait is bounded; the server is stopped by its pid.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -189,4 +189,46 @@ TEST_CASE("est-serve: with --enable_batching, concurrent requests still get thei
   CHECK(summary["failed"].empty());
   CHECK(summary["ok"].get<int>() > 0);
   CHECK(summary["answers"] == json::array({"[2.5, 3.0, 4.5]"}));
+}
+
+TEST_CASE("est-serve: HTTPS with --ssl_cert_file and --ssl_key_file") {
+  if (!have_curl()) return est::testing::skip("curl is not installed (apt-get install curl)");
+  if (testing::run_program("openssl version", 10).exit_code != 0)
+    return est::testing::skip("openssl is not installed (apt-get install openssl)");
+  testing::ScratchDir dir;
+  // A self-signed certificate for 127.0.0.1, made now.
+  const std::string cert = dir / "cert.pem", key = dir / "key.pem";
+  auto made = testing::run_program(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 "
+      "-addext subjectAltName=IP:127.0.0.1 -keyout " +
+          testing::shell_quote(key) + " -out " + testing::shell_quote(cert) + " 2>&1",
+      60);
+  INFO(made.output);
+  REQUIRE(made.exit_code == 0);
+  export_half_plus_two(dir / "model", dir / "serving");
+  Server server(dir / "serving", dir, {"--ssl_cert_file", cert, "--ssl_key_file", key});
+  REQUIRE(server.url("").rfind("https://", 0) == 0);
+  Reply doc =
+      http(server, "/v1/models/half_plus_two:predict", R"({"instances": [1.0, 2.0, 5.0]})", &dir);
+  CHECK(doc.status == 200);
+  CHECK(doc.body == json::parse(R"({"predictions": [2.5, 3.0, 4.5]})"));
+  // Plain HTTP to the TLS port gets no answer; a client that does not trust the certificate
+  // is refused by curl (exit 60).
+  auto plain =
+      testing::run_program("curl -s -m 10 http://127.0.0.1:" +
+                               server.url("").substr(std::string("https://127.0.0.1:").size()) +
+                               "/v1/models/half_plus_two",
+                           30);
+  CHECK(plain.output.find("model_version_status") == std::string::npos);
+  auto untrusted =
+      testing::run_program("curl -s -m 10 " + server.url("/v1/models/half_plus_two"), 30);
+  CHECK(untrusted.exit_code == 60);
+  // A key that does not exist: est-serve says so and exits.
+  auto missing = testing::run_program(
+      std::string(EST_SERVE) + " --model_base_path " + testing::shell_quote(dir / "serving") +
+          " --port 0 --ssl_cert_file " + testing::shell_quote(cert) +
+          " --ssl_key_file /nonexistent/key.pem 2>&1",
+      30);
+  CHECK(missing.exit_code == 1);
+  CHECK(missing.output.find("TLS certificate or key") != std::string::npos);
 }
