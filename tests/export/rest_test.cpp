@@ -14,6 +14,7 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "tests/export/serve_harness.h"
@@ -231,4 +232,24 @@ TEST_CASE("est-serve: HTTPS with --ssl_cert_file and --ssl_key_file") {
       30);
   CHECK(missing.exit_code == 1);
   CHECK(missing.output.find("TLS certificate or key") != std::string::npos);
+}
+
+TEST_CASE("est-serve: the listening socket's backlog is raised above cpp-httplib's 5") {
+  // With a backlog of 5, clients connecting at once had their SYNs dropped and retried a second
+  // later (bench/README.md, serving). ss shows a listening socket's backlog as its Send-Q.
+  if (testing::run_program("ss -V", 10).exit_code != 0)
+    return est::testing::skip("ss is not installed (apt-get install iproute2)");
+  testing::ScratchDir dir;
+  export_half_plus_two(dir / "model", dir / "serving");
+  Server server(dir / "serving", dir);
+  auto listed =
+      testing::run_program("ss -ltnH 'sport = :" + std::to_string(server.port()) + "'", 10);
+  INFO(listed.output);
+  REQUIRE(listed.exit_code == 0);
+  std::istringstream fields(listed.output);
+  std::string state;
+  int64_t queued = -1, backlog = -1;
+  fields >> state >> queued >> backlog;
+  CHECK(state == "LISTEN");
+  CHECK(backlog > 5);
 }

@@ -128,6 +128,7 @@ class Server {
     return (certificate_.empty() ? "http" : "https") + std::string("://127.0.0.1:") +
            std::to_string(port_) + path;
   }
+  int port() const { return port_; }
   // What curl needs to trust the server's certificate (empty for HTTP).
   std::string curl_options() const {
     return certificate_.empty() ? "" : "--cacert " + testing::shell_quote(certificate_) + " ";
