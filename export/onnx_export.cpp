@@ -21,6 +21,11 @@ using ops::OpId;
 namespace onnx = est::serving::onnx;
 
 [[noreturn]] void refuse(const TracedNode& node, const std::string& why) {
+  if (node.kind == NodeKind::kHostComputed)
+    throw UnimplementedError(fmt::format(
+        "export: {} is computed on the host, not by ops the export can write as ONNX; keep it "
+        "out of the PREDICT path of model_fn (or compute it in the client before the request)",
+        node.name));
   throw UnimplementedError(fmt::format(
       "export: op '{}' (registry op '{}') cannot be exported to ONNX: {}; keep it out of the "
       "PREDICT path of model_fn (or compute it after serving)",
@@ -493,6 +498,13 @@ std::string to_onnx(const Trace& trace, const Trace& other, const std::string& g
   Emitter emitter(trace, other, graph);
   emitter.set_inputs();
   for (const auto& [name, id] : trace.inputs) emitter.add_value_info(graph.add_input(), name, id);
+  // What cannot be written is refused by name first: a host computation also leaves constants
+  // that change with the input behind it.
+  for (size_t i : live_nodes) {
+    if (trace.nodes[i].kind == NodeKind::kUnsupported ||
+        trace.nodes[i].kind == NodeKind::kHostComputed)
+      refuse(trace.nodes[i], "it has no ONNX form in est's exporter");
+  }
   for (const auto& [id, value] : trace.constants) {
     if (!live_values.count(id)) continue;
     auto theirs = other.constants.find(id);
@@ -504,10 +516,6 @@ std::string to_onnx(const Trace& trace, const Trace& other, const std::string& g
           ops::shape_str(value.shape()),
           trace.constant_names.count(id) ? "('" + trace.constant_names.at(id) + "')" : ""));
     emitter.add_initializer(emitter.value_name(id), value);
-  }
-  for (size_t i : live_nodes) {
-    if (trace.nodes[i].kind == NodeKind::kUnsupported)
-      refuse(trace.nodes[i], "it has no ONNX form in est's exporter");
   }
   for (size_t i : live_nodes) emitter.emit(trace.nodes[i]);
   for (const auto& [name, id] : trace.outputs) {
