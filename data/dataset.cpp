@@ -8,15 +8,41 @@
 
 #include "data/node.h"
 #include "data/stages.h"
+#include "ops/autograd.h"
+#include "ops/copy.h"
 
 namespace est::data {
 
 namespace {
 
 constexpr std::string_view kStateMagic = "est.data.iterator/1";
-// A state with elements given back (put_back): their count and the elements, the next one
-// first, then the stages as in kStateMagic's. States without any keep the first header.
+// A state with elements given back (put_back): their count and, the next one first, each
+// element's device and its host copy; then the stages as in kStateMagic's. States without any
+// keep the first header.
 constexpr std::string_view kStateWithPutBackMagic = "est.data.iterator/1+put_back";
+
+// The device of an element's tensors that are not on the host (prefetch_to_device's), or the CPU.
+ops::Device element_device(const Element& element) {
+  ops::Device device = ops::Device::cpu();
+  for_each_component(element, [&](std::string_view, const Tensor& tensor) {
+    if (!tensor.device().is_cpu()) device = tensor.device();
+  });
+  return device;
+}
+
+// `element` with every tensor moved to `device`, string tensors excepted (they stay on the host).
+Element element_on(const Element& element, ops::Device device) {
+  ops::NoGradGuard no_grad;
+  Element out = element;
+  auto move = [&](Tensor& t) {
+    if (t.defined() && t.dtype() != DType::kString && t.device() != device)
+      t = ops::copy_to(t, device);
+  };
+  for (auto& [name, tensor] : out.features) move(tensor);
+  move(out.labels);
+  move(out.value);
+  return out;
+}
 
 void require_positive(int64_t value, std::string_view method, std::string_view argument) {
   if (value <= 0)
@@ -94,7 +120,11 @@ std::string Iterator::save_state() {
   } else {
     writer.write_string(kStateWithPutBackMagic);
     writer.write_u64(put_back_.size());
-    for (auto it = put_back_.rbegin(); it != put_back_.rend(); ++it) writer.write_element(*it);
+    for (auto it = put_back_.rbegin(); it != put_back_.rend(); ++it) {
+      ops::Device device = element_device(*it);
+      writer.write_string(device.str());
+      writer.write_element(device.is_cpu() ? *it : element_on(*it, ops::Device::cpu()));
+    }
   }
   impl_->save(writer);
   return writer.take();
@@ -123,7 +153,11 @@ void Iterator::restore_state(std::string_view state) {
                                  std::to_string(count) + " elements given back in " +
                                  std::to_string(state.size()) +
                                  " bytes; pass what Iterator::save_state returned");
-    for (uint64_t i = 0; i < count; ++i) put_back.push_back(reader.read_element());
+    for (uint64_t i = 0; i < count; ++i) {
+      ops::Device device = ops::Device::parse(reader.read_string());
+      Element element = reader.read_element();
+      put_back.push_back(device.is_cpu() ? std::move(element) : element_on(element, device));
+    }
   }
   impl_->restore(reader);
   if (!reader.at_end())
