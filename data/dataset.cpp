@@ -1,17 +1,48 @@
 // Dataset's methods: argument checks with clear messages, then the stage constructors.
-// Iterator: the public handle on the last stage's iterator, and the framing of saved states.
+// Iterator: the public handle on the last stage's iterator, the elements given back to it, and the
+// framing of saved states.
 #include "data/dataset.h"
 
+#include <iterator>
 #include <thread>
 
 #include "data/node.h"
 #include "data/stages.h"
+#include "ops/autograd.h"
+#include "ops/copy.h"
 
 namespace est::data {
 
 namespace {
 
 constexpr std::string_view kStateMagic = "est.data.iterator/1";
+// A state with elements given back (put_back): their count and, the next one first, each
+// element's device and its host copy; then the stages as in kStateMagic's. States without any
+// keep the first header.
+constexpr std::string_view kStateWithPutBackMagic = "est.data.iterator/1+put_back";
+
+// The device of an element's tensors that are not on the host (prefetch_to_device's), or the CPU.
+ops::Device element_device(const Element& element) {
+  ops::Device device = ops::Device::cpu();
+  for_each_component(element, [&](std::string_view, const Tensor& tensor) {
+    if (!tensor.device().is_cpu()) device = tensor.device();
+  });
+  return device;
+}
+
+// `element` with every tensor moved to `device`, string tensors excepted (they stay on the host).
+Element element_on(const Element& element, ops::Device device) {
+  ops::NoGradGuard no_grad;
+  Element out = element;
+  auto move = [&](Tensor& t) {
+    if (t.defined() && t.dtype() != DType::kString && t.device() != device)
+      t = ops::copy_to(t, device);
+  };
+  for (auto& [name, tensor] : out.features) move(tensor);
+  move(out.labels);
+  move(out.value);
+  return out;
+}
 
 void require_positive(int64_t value, std::string_view method, std::string_view argument) {
   if (value <= 0)
@@ -67,13 +98,34 @@ Iterator::~Iterator() = default;
 
 std::optional<Element> Iterator::next() {
   if (!impl_) throw FailedPreconditionError("Iterator::next on a moved-from iterator");
+  if (!put_back_.empty()) {
+    Element element = std::move(put_back_.back());
+    put_back_.pop_back();
+    return element;
+  }
   return impl_->next();
+}
+
+void Iterator::put_back(std::vector<Element> elements) {
+  if (!impl_) throw FailedPreconditionError("Iterator::put_back on a moved-from iterator");
+  for (auto it = elements.rbegin(); it != elements.rend(); ++it)
+    put_back_.push_back(std::move(*it));
 }
 
 std::string Iterator::save_state() {
   if (!impl_) throw FailedPreconditionError("Iterator::save_state on a moved-from iterator");
   StateWriter writer;
-  writer.write_string(kStateMagic);
+  if (put_back_.empty()) {
+    writer.write_string(kStateMagic);
+  } else {
+    writer.write_string(kStateWithPutBackMagic);
+    writer.write_u64(put_back_.size());
+    for (auto it = put_back_.rbegin(); it != put_back_.rend(); ++it) {
+      ops::Device device = element_device(*it);
+      writer.write_string(device.str());
+      writer.write_element(device.is_cpu() ? *it : element_on(*it, ops::Device::cpu()));
+    }
+  }
   impl_->save(writer);
   return writer.take();
 }
@@ -87,17 +139,35 @@ void Iterator::restore_state(std::string_view state) {
   } catch (const DataLossError&) {
     magic.clear();
   }
-  if (magic != kStateMagic)
+  if (magic != kStateMagic && magic != kStateWithPutBackMagic)
     throw InvalidArgumentError("Iterator::restore_state: these " + std::to_string(state.size()) +
                                " bytes are not an input-pipeline state (no '" +
                                std::string(kStateMagic) +
                                "' header); pass what Iterator::save_state returned");
+  std::vector<Element> put_back;
+  if (magic == kStateWithPutBackMagic) {
+    uint64_t count = reader.read_u64();
+    // Each element takes bytes: a count beyond the state's size is a corrupt state.
+    if (count > state.size())
+      throw InvalidArgumentError("Iterator::restore_state: the state claims " +
+                                 std::to_string(count) + " elements given back in " +
+                                 std::to_string(state.size()) +
+                                 " bytes; pass what Iterator::save_state returned");
+    for (uint64_t i = 0; i < count; ++i) {
+      ops::Device device = ops::Device::parse(reader.read_string());
+      Element element = reader.read_element();
+      put_back.push_back(device.is_cpu() ? std::move(element) : element_on(element, device));
+    }
+  }
   impl_->restore(reader);
   if (!reader.at_end())
     throw InvalidArgumentError(
         "Iterator::restore_state: " + std::to_string(state.size() - reader.position()) +
         " bytes left over after restoring every stage: the state was "
         "saved from a different pipeline");
+  put_back_.clear();
+  put_back_.insert(put_back_.end(), std::make_move_iterator(put_back.rbegin()),
+                   std::make_move_iterator(put_back.rend()));
 }
 
 // --- Dataset ---

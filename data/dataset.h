@@ -69,6 +69,10 @@ class Iterator {
   // The next element, or nullopt once the input is exhausted. Errors in the data (corrupt
   // files, failing map functions) are thrown as est::Error from here.
   std::optional<Element> next();
+  // Gives back elements next() returned that were not used (a training step that did not run):
+  // the next calls of next() return them again, the first of `elements` first, before the
+  // input's own, and save_state() keeps them, so the saved position is the one before them.
+  void put_back(std::vector<Element> elements);
   // The position as bytes, for the checkpoint; restore_state() on an iterator of the same
   // pipeline continues with exactly the elements this one would have produced.
   std::string save_state();
@@ -77,6 +81,7 @@ class Iterator {
  private:
   std::shared_ptr<const DatasetNode> pipeline_;
   std::unique_ptr<IteratorBase> impl_;  // after pipeline_: destroyed first
+  std::vector<Element> put_back_;       // given back, the next one last
 };
 
 class Dataset {

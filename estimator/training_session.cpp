@@ -116,6 +116,10 @@ void TrainingSession::run(const StepBatch& batch) {
   bool whole_step =
       stop_pending_ || (!batch.empty() && batch.size() == static_cast<size_t>(replicas_.size()));
   if (!agree(whole_step, step)) {
+    // Another worker's hook asked to stop, or an input ended: this worker read a batch for a
+    // step that does not run. It goes back to the input, so the position saved at the end is
+    // the one after the last trained step, as on the worker that asked (it read none).
+    iterator_->put_back(batch);
     stopped_ = true;
     return;
   }
@@ -129,6 +133,7 @@ void TrainingSession::run(const StepBatch& batch) {
         "train: the input ended with {} per-replica batch(es) left for {} replicas; a step "
         "needs one batch per replica, so they are not trained on",
         batch.size(), replicas_.size());
+    iterator_->put_back(batch);
     stopped_ = true;
     return;
   }

@@ -10,7 +10,9 @@
 //   1. agreement (several workers only): every worker says whether it has a whole step of
 //      input and whether a hook asked it to stop, and the chief whether a hook saves after the
 //      step (SessionRunHook::will_save_after); one small all-reduce combines them (WorkerSync),
-//      so that every worker runs the same steps;
+//      so that every worker runs the same steps; when they agree to stop, the batch this
+//      worker read goes back to the input (data::Iterator::put_back), so every worker's saved
+//      position is the one after the last step it trained;
 //   2. model_fn on every replica; after the first call (the variables exist then) the restore
 //      is checked or the warm start applied, and the hooks begin (the saver's start checkpoint);
 //   3. before_run, the train ops (gradients, the strategy's sum over replicas, the update),

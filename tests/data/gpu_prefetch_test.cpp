@@ -1,8 +1,9 @@
 // prefetch_to_device to a real GPU: elements come out on /gpu:0 with the input's values, usable
 // at once by kernels on the compute stream (a large element too, whose copy is still running
 // when next() returns), the queue bounded by the buffer, and the iterator's state saved with
-// elements buffered and restored into a fresh iterator. Built everywhere; its main
-// (tests/main.cpp with EST_TEST_REQUIRES_GPU) exits 77, meson's skip, where no GPU can run.
+// elements buffered (and elements given back with put_back) and restored into a fresh iterator.
+// Built everywhere; its main (tests/main.cpp with EST_TEST_REQUIRES_GPU) exits 77, meson's skip,
+// where no GPU can run.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -97,6 +98,23 @@ TEST_CASE("prefetch_to_device resumes exactly with elements buffered") {
     CHECK(on_host(rest_saved) == tail);
     CHECK(on_host(rest_restored) == tail);
   }
+}
+
+TEST_CASE(
+    "elements of prefetch_to_device given back are saved from the host and restored on the GPU") {
+  auto ds = Dataset::range(30).map(features_of).batch(3).prefetch_to_device(kGpu, 2);
+  const auto full = on_host(drain(ds));
+  auto it = ds.iterator();
+  REQUIRE(it.next());
+  std::vector<Element> read{*it.next(), *it.next()};
+  it.put_back(read);
+  const std::string state = it.save_state();
+  auto resumed = ds.iterator();
+  resumed.restore_state(state);
+  std::vector<Element> rest = drain(resumed);
+  REQUIRE(rest.size() == full.size() - 1);
+  CHECK(rest.front().features.at("x").device() == kGpu);
+  CHECK(on_host(rest) == std::vector<std::string>(full.begin() + 1, full.end()));
 }
 
 #if EST_HAVE_CUDA

@@ -1,5 +1,6 @@
 // Iterator save/restore: after restoring, the rest of the stream is identical to what the saved
-// iterator went on to produce, for every stage; mismatched or damaged states are rejected.
+// iterator went on to produce, for every stage; mismatched or damaged states are rejected; elements
+// given back (put_back) are part of the state.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -14,6 +15,7 @@ using namespace est;
 using namespace est::data;
 using est::testing::check_resume;
 using est::testing::contains;
+using est::testing::drain;
 using est::testing::error_message;
 using est::testing::serialized;
 
@@ -232,4 +234,37 @@ TEST_CASE("a shuffle buffer restored with a row its input has not reached is rej
   auto fresh = make().iterator();
   CHECK(contains(error_message<InvalidArgumentError>([&] { fresh.restore_state(damaged); }),
                  "shuffle buffer holds row 1000 of an input at row 4"));
+}
+
+TEST_CASE("elements given back come next, and a state keeps them") {
+  auto make = [] { return Dataset::range(20).shuffle(5, 3).batch(2).prefetch(2); };
+  auto full = serialized(drain(make()));
+  auto it = make().iterator();
+  for (int i = 0; i < 3; ++i) REQUIRE(it.next());
+  std::string before = it.save_state();
+  std::vector<Element> read;
+  for (int i = 0; i < 2; ++i) read.push_back(*it.next());
+  it.put_back(read);  // a step that did not run: 3 elements used, not 5
+  std::string state = it.save_state();
+  std::vector<std::string> expected(full.begin() + 3, full.end());
+
+  auto restored = make().iterator();
+  restored.restore_state(state);
+  CHECK(serialized(drain(restored)) == expected);
+  CHECK(serialized(drain(it)) == expected);
+  // Restoring a state replaces what was given back before.
+  auto other = make().iterator();
+  other.put_back({*other.next()});
+  other.restore_state(before);
+  CHECK(serialized(drain(other)) == expected);
+  // A damaged count is an error, not an allocation of its size.
+  std::string damaged = state;
+  StateReader reader(state);
+  reader.read_string();
+  StateWriter huge;
+  huge.write_u64(uint64_t{1} << 60);
+  damaged.replace(reader.position(), 8, huge.bytes());
+  CHECK(contains(
+      error_message<InvalidArgumentError>([&] { make().iterator().restore_state(damaged); }),
+      "elements given back"));
 }

@@ -1,11 +1,14 @@
-// The Estimator's multi-worker loop (estimator/estimator_train.cpp with estimator/worker_sync.h)
+// The Estimator's multi-worker loop (estimator/training_session.h with estimator/worker_sync.h)
 // on worker threads of this process: where every worker's input stands in the chief's last
 // checkpoint when a hook stops training. The workers agree on a stop at the step after the
 // request; the position saved must be the one after the last trained batch, not after a batch
-// read for a step that never ran.
+// read for a step that never ran (on the worker whose hook asked, and on the others, which
+// learn of it only in the agreement), so that a resumed job trains as an uninterrupted one.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <future>
+#include <optional>
 
 #include "checkpoint/checkpoint.h"
 #include "distribute/distribute.h"
@@ -45,8 +48,8 @@ EstimatorSpec model_fn(const Features& features, const Tensor& labels, ModeKeys,
   return EstimatorSpec::train(loss, optim::sgd(0.01).minimize(loss, ctx));
 }
 
-// Asks to stop once kStopAfter steps have run, on every worker (as a loss-threshold hook on
-// the all-reduced loss would).
+// Asks to stop once kStopAfter steps have run (as a loss-threshold hook on the all-reduced
+// loss would, on every worker; or a hook on one worker only).
 class StopAfter : public SessionRunHook {
  public:
   void after_run(SessionRunContext& context, const SessionRunValues&) override {
@@ -54,11 +57,10 @@ class StopAfter : public SessionRunHook {
   }
 };
 
-}  // namespace
-
-TEST_CASE(
-    "multi-worker Estimator: a hook's stop saves every worker's position after its last step") {
-  testing::ScratchDir dir;
+// Two workers (threads of this process) train on model_dir `dir` until `max_steps` or a stop;
+// worker w gets hooks[w]. Worker 0 is the chief.
+void run_job(const std::string& dir, const std::array<Hooks, 2>& hooks,
+             std::optional<int64_t> max_steps = std::nullopt) {
   distribute::ClusterSpec::Jobs jobs;
   for (int i = 0; i < 2; ++i)
     jobs[distribute::TaskType::kWorker].push_back("127.0.0.1:" +
@@ -76,7 +78,7 @@ TEST_CASE(
                                          .heartbeat_interval = 200ms,
                                          .heartbeat_timeout = 3000ms,
                                          .devices = {"/cpu:0"}});
-      RunConfig config{.model_dir = dir.str(),
+      RunConfig config{.model_dir = dir,
                        .tf_random_seed = 5,
                        .save_summary_steps = 0,
                        .save_checkpoints_steps = 1000,
@@ -89,13 +91,17 @@ TEST_CASE(
       config.is_chief = w == 0;
       config.num_worker_replicas = 2;
       Estimator estimator(model_fn, config);
-      estimator.train(counting_input(), {std::make_shared<StopAfter>()});
+      estimator.train(counting_input(), hooks[static_cast<size_t>(w)], std::nullopt, max_steps);
     }));
   for (auto& worker : workers) {
     REQUIRE(worker.wait_for(120s) == std::future_status::ready);
     worker.get();
   }
-  checkpoint::TensorBundle saved = checkpoint::load(dir.str());
+}
+
+// Each worker's position in the chief's last checkpoint is the one after kStopAfter batches.
+void check_positions_after_stop(const std::string& dir) {
+  checkpoint::TensorBundle saved = checkpoint::load(dir);
   CHECK(saved.global_step == kStopAfter);
   for (int w = 0; w < 2; ++w) {
     CAPTURE(w);
@@ -111,5 +117,48 @@ TEST_CASE(
     // example kStopAfter * 2 of its shard.
     CHECK(next->features.at("x").to_vector<double>().front() ==
           static_cast<double>(w + 2 * kPerWorkerBatch * kStopAfter));
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "multi-worker Estimator: a hook's stop saves every worker's position after its last step") {
+  testing::ScratchDir dir;
+  Hooks stop{std::make_shared<StopAfter>()};
+  run_job(dir.str(), {stop, stop});
+  check_positions_after_stop(dir.str());
+}
+
+// Worker 0 learns of worker 1's request only in the agreement, after it has read the batch
+// of the step that does not run: that batch is not consumed.
+TEST_CASE(
+    "multi-worker Estimator: another worker's stop saves this worker's position after its last "
+    "step, and the job resumes as if never stopped") {
+  testing::ScratchDir stopped;
+  run_job(stopped.str(), {Hooks{}, Hooks{std::make_shared<StopAfter>()}});
+  check_positions_after_stop(stopped.str());
+
+  constexpr int64_t kMaxSteps = 7;
+  run_job(stopped.str(), {Hooks{}, Hooks{}}, kMaxSteps);
+  testing::ScratchDir straight;
+  run_job(straight.str(), {Hooks{}, Hooks{}}, kMaxSteps);
+  checkpoint::TensorBundle resumed = checkpoint::load(stopped.str());
+  checkpoint::TensorBundle uninterrupted = checkpoint::load(straight.str());
+  REQUIRE(resumed.global_step == kMaxSteps);
+  REQUIRE(uninterrupted.global_step == kMaxSteps);
+  REQUIRE(resumed.tensors.size() == uninterrupted.tensors.size());
+  for (const checkpoint::TensorEntry& entry : uninterrupted.tensors) {
+    CAPTURE(entry.name);
+    const checkpoint::TensorEntry* other = resumed.find(entry.name);
+    REQUIRE(other != nullptr);
+    // Bitwise: the same batches in the same order give the same float operations.
+    CHECK(other->value.to_vector<double>() == entry.value.to_vector<double>());
+  }
+  for (const checkpoint::Blob& blob : uninterrupted.blobs) {
+    CAPTURE(blob.name);
+    const checkpoint::Blob* other = resumed.find_blob(blob.name);
+    REQUIRE(other != nullptr);
+    CHECK(other->bytes == blob.bytes);
   }
 }

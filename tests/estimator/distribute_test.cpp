@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "distribute/distribute.h"
 #include "estimator_test_util.h"
 #include "examples/cnn_model.h"
@@ -213,9 +214,19 @@ TEST_CASE("a step needs one batch per replica: the leftover batch at the end is 
   Estimator estimator(cnn_model_fn, distributed_config(dir.str(), make_strategy("mirrored")),
                       cnn_params("sgd"));
   LogCapture log;
-  estimator.train(RecordingInput{8, 40}.fn());  // 5 per-replica batches: 2 steps, 1 left over
+  RecordingInput input{8, 40};
+  estimator.train(input.fn());  // 5 per-replica batches: 2 steps, 1 left over
   CHECK(estimator.get_variable_value("global_step").item() == 2);
   CHECK(log.contains("left for 2 replicas"));
+  // The saved input position is after the 4 batches trained on: the leftover one is not consumed.
+  checkpoint::TensorBundle saved = checkpoint::load(dir.str() + "/model.ckpt-2.h5");
+  const checkpoint::Blob* position = saved.find_blob("iterator");
+  REQUIRE(position != nullptr);
+  data::Iterator resumed = input.fn()(ModeKeys::kTrain, nullptr).iterator();
+  resumed.restore_state(position->bytes);
+  int64_t left = 0;
+  while (resumed.next()) ++left;
+  CHECK(left == 1);
 }
 
 TEST_CASE("evaluation under a strategy merges the replicas' metrics") {
