@@ -31,10 +31,13 @@ void check_pair(std::string_view optimizer, const GradAndVar& entry) {
         dtype_name(entry.variable.dtype()), shape_str(entry.variable.shape())));
 }
 
-Tensor get_or_create(VariableStore& store, const std::string& name, const Tensor& initial) {
+// `initial()` is called only when the variable is created: a slot's table-sized fill is not
+// paid on every step (it would dominate a row-sparse update).
+template <class MakeInitial>
+Tensor get_or_create(VariableStore& store, const std::string& name, MakeInitial initial) {
   if (auto found = store.find(name)) return found->value;
   try {
-    return store.create(name, initial, false);
+    return store.create(name, initial(), false);
   } catch (const AlreadyExistsError&) {  // another replica thread was first
     return store.get(name).value;
   }
@@ -189,9 +192,9 @@ Tensor get_slot(VariableStore& store, const GradAndVar& entry, std::string_view 
   std::string name = entry.name + "/" + std::string(slot);
   const Tensor& variable = entry.variable;
   // On the variable's device: the fused update reads variable, gradient and slots together.
-  Tensor value = get_or_create(
-      store, name,
-      Tensor::full(variable.shape(), initial_value, variable.dtype(), variable.device()));
+  Tensor value = get_or_create(store, name, [&] {
+    return Tensor::full(variable.shape(), initial_value, variable.dtype(), variable.device());
+  });
   if (value.shape() != variable.shape() || value.dtype() != variable.dtype())
     throw InvalidArgumentError(fmt::format(
         "slot '{}' is {} {} but its variable '{}' is {} {}; was the checkpoint written for "
@@ -203,7 +206,7 @@ Tensor get_slot(VariableStore& store, const GradAndVar& entry, std::string_view 
 
 Tensor get_non_slot(VariableStore& store, const std::string& name, DType dtype,
                     double initial_value) {
-  Tensor value = get_or_create(store, name, Tensor::full({}, initial_value, dtype));
+  Tensor value = get_or_create(store, name, [&] { return Tensor::full({}, initial_value, dtype); });
   if (value.numel() != 1)
     throw InvalidArgumentError(fmt::format("optimizer variable '{}' should be a scalar, got {}",
                                            name, shape_str(value.shape())));
