@@ -122,11 +122,14 @@ void Optimizer::apply_here(VariableStore& store, std::vector<GradAndVar> grads_a
     if (!entry.has_gradient()) continue;
     check_pair(name(), entry);
     if (entry.sparse_gradient.defined()) {
-      // Rows updated in place where the rule can and the rows are on the host; duplicates
+      // Rows updated in place where the rule can and the rows are float32 or float64 on the
+      // host (otherwise densified: the dense update is the reference); duplicates
       // summed first (TF's _apply_sparse_duplicate_indices), so that clipping sees the norm of
       // the dense gradient.
+      const DType dtype = entry.sparse_gradient.values.dtype();
       if (rule_->updates_rows() && entry.variable.device().is_cpu() &&
-          entry.sparse_gradient.values.device().is_cpu())
+          entry.sparse_gradient.values.device().is_cpu() &&
+          (dtype == DType::kF32 || dtype == DType::kF64))
         entry.sparse_gradient = ops::sum_duplicates(entry.sparse_gradient);
       else
         entry.densify();

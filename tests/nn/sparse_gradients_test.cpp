@@ -258,3 +258,19 @@ TEST_CASE("momentum's sparse update moves the read rows as the dense formula mov
     CHECK(row(sparse.get("embedding/embeddings").value, r) ==
           row(dense.get("embedding/embeddings").value, r));
 }
+
+TEST_CASE("a bfloat16 table's row-sparse gradient is densified and applied as the dense one") {
+  VariableStore store;
+  Tensor table = store.create(
+      "table", ops::cast(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2}), DType::kBF16),
+      true);
+  Tensor loss = ops::sum(ops::cast(ops::gather(table, ids({2, 2}, {2})), DType::kF32));
+  std::vector<ops::SourceGradient> grads = ops::row_sparse_gradients(loss, {table});
+  REQUIRE(grads[0].row_sparse());
+  GradAndVar entry{"table", Tensor(), table};
+  entry.sparse_gradient = grads[0].rows;
+  optim::adagrad(0.5).apply_gradients(store, {entry});
+  const std::vector<float> after = table.to_vector<float>();
+  CHECK(after[0] == 1.f);  // row 0 not read: Adagrad's zero-gradient step leaves it
+  CHECK(after[4] < 5.f);   // row 2 read twice
+}
