@@ -16,6 +16,7 @@
 #include "ops/array_ops.h"
 #include "ops/linalg.h"
 #include "ops/math.h"
+#include "ops/registry.h"
 
 namespace est::feature_column {
 
@@ -39,6 +40,8 @@ Tensor IndicatorColumn::dense_tensor(const Features& features, nn::ModelContext*
   const int64_t* index = indices.data<int64_t>();
   for (size_t e = 0; e < ids.size(); ++e)
     if (ids[e] >= 0 && ids[e] < buckets) dst[index[2 * e] * buckets + ids[e]] += weights[e];
+  // A loop on the host over the ids: an export refuses the column by its name.
+  ops::report_host_computation(fmt::format("indicator_column '{}'", name()).c_str(), out);
   return out;
 }
 
@@ -66,8 +69,11 @@ Tensor embed(const Features& features, nn::ModelContext* context, const std::str
   Tensor weights =
       detail::embedding_weights(context, column, categorical.num_buckets(), dimension, options);
   IdWeightPair pair = categorical.sparse_tensors(features);
-  return safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.combiner,
-                                      options.max_norm);
+  Tensor embedded = safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.combiner,
+                                                 options.max_norm);
+  // Its combination of the ids is built on the host: an export refuses the column by its name.
+  ops::report_host_computation(fmt::format("embedding_column '{}'", column).c_str(), embedded);
+  return embedded;
 }
 
 }  // namespace
