@@ -3,6 +3,7 @@
 
 #include "checkpoint/backup_and_restore.h"
 #include "checkpoint/bundle.h"
+#include "checkpoint/init_from_checkpoint.h"
 #include "checkpoint/keras_import.h"
 #include "checkpoint/log.h"
 #include "checkpoint/manager.h"

@@ -65,7 +65,10 @@ class GradientPath {
   // A whole training step of `train_op` on `replica`, after its forward pass
   // (ReplicaContext::run_train_op): the gradients (train_op.compute_gradients(), or its
   // overload that reports each gradient as the backward pass completes it) times
-  // `gradient_scale`; the moving-average updates `ctx` deferred
+  // `gradient_scale` (compute_gradients() gives an embedding table's gradient row-sparse, in
+  // GradAndVar::sparse_gradient with `gradient` undefined: a path that moves gradients itself
+  // ships those rows or calls densify(); ReplicaContext::sync_step does either, by size);
+  // the moving-average updates `ctx` deferred
   // (ctx.take_moving_average_updates(): batch norm's statistics, to be averaged over the
   // replicas that stepped together, or pushed with the gradients); then the update: the
   // optimizer is train_op.optimizer() (its clipping included), the variables

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "distribute/replica_pool.h"
+#include "distribute/sparse_all_reduce.h"
 #include "distribute/strategy.h"
 #include "distribute/through_host.h"
 #include "ops/array_ops.h"
@@ -139,6 +140,9 @@ void ReplicaContext::all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and
 
 void ReplicaContext::sync_step(std::vector<nn::GradAndVar>& grads_and_vars, double scale,
                                std::vector<nn::MovingAverageUpdate>& updates, Tensor* extra) {
+  // Row-sparse gradients first: gathered (they then stay out of the dense list, undefined
+  // there) or densified into it, whichever moves fewer bytes.
+  gather_row_sparse_gradients(*this, grads_and_vars, scale);
   // Gradients and statistics travel in one collective: the gradients' sum is multiplied by
   // the loss scale, the statistics' sum by 1/replicas (their mean), in the same pass.
   std::vector<Tensor> tensors;

@@ -3,7 +3,9 @@
 // The lookup gathers the rows of the ids that remain (ops::gather, whose gradient adds into
 // the weights' rows) and combines them with one matmul by a constant [batch, n] matrix holding
 // each entry's weight over its example's denominator, so the combiners' gradients are the
-// matmul's; rows of examples without ids stay zero.
+// matmul's; rows of examples without ids stay zero. max_norm clips each gathered row first as
+// tf.clip_by_norm does (tensorflow/python/ops/clip_ops.py: the norm made safe where it is 0),
+// which keeps the table's gradient row-sparse: it still reaches the table through the gather.
 #include "feature_column/dense_columns.h"
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 
 #include "ops/array_ops.h"
 #include "ops/linalg.h"
+#include "ops/math.h"
 #include "ops/registry.h"
 
 namespace est::feature_column {
@@ -49,6 +52,10 @@ EmbeddingColumn::EmbeddingColumn(CategoricalColumnPtr categorical, int64_t dimen
   if (dimension_ < 1)
     throw InvalidArgumentError(fmt::format("embedding_column '{}': dimension must be >= 1, got {}",
                                            categorical_->name(), dimension_));
+  if (options_.max_norm && !(*options_.max_norm > 0 && std::isfinite(*options_.max_norm)))
+    throw InvalidArgumentError(fmt::format(
+        "embedding_column '{}': max_norm must be positive and finite (or not given), got {}",
+        categorical_->name(), *options_.max_norm));
 }
 
 namespace {
@@ -62,7 +69,8 @@ Tensor embed(const Features& features, nn::ModelContext* context, const std::str
   Tensor weights =
       detail::embedding_weights(context, column, categorical.num_buckets(), dimension, options);
   IdWeightPair pair = categorical.sparse_tensors(features);
-  Tensor embedded = safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.combiner);
+  Tensor embedded = safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.combiner,
+                                                 options.max_norm);
   // Its combination of the ids is built on the host: an export refuses the column by its name.
   ops::report_host_computation(fmt::format("embedding_column '{}'", column).c_str(), embedded);
   return embedded;
@@ -102,7 +110,8 @@ Tensor SharedEmbeddingColumn::dense_tensor(const Features& features,
 }
 
 Tensor safe_embedding_lookup_sparse(const Tensor& weights, const Tensor& ids,
-                                    const Tensor& id_weights, Combiner combiner) {
+                                    const Tensor& id_weights, Combiner combiner,
+                                    std::optional<double> max_norm) {
   if (!ids.is_sparse() || ids.rank() != 2)
     throw InvalidArgumentError("safe_embedding_lookup_sparse: ids must be sparse [batch, k]");
   const int64_t batch = ids.dim(0), dimension = weights.dim(1);
@@ -136,8 +145,29 @@ Tensor safe_embedding_lookup_sparse(const Tensor& weights, const Tensor& ids,
     c[kept_rows[static_cast<size_t>(e)] * n + e] =
         static_cast<float>(kept_weights[static_cast<size_t>(e)] / denominator);
   }
-  const Tensor rows = ops::gather(weights, Tensor::from_vector(kept_ids).to(weights.device()));
+  Tensor rows = ops::gather(weights, Tensor::from_vector(kept_ids).to(weights.device()));
+  if (max_norm) rows = clip_rows_by_norm(rows, *max_norm);
   return ops::matmul(combine.to(weights.device()), rows);
+}
+
+Tensor clip_rows_by_norm(const Tensor& rows, double max_norm) {
+  if (!(max_norm > 0) || !std::isfinite(max_norm))
+    throw InvalidArgumentError(
+        fmt::format("embedding max_norm must be positive and finite, got {}", max_norm));
+  const int64_t n = rows.dim(0);
+  Tensor l2sum = ops::sum(ops::mul(rows, rows), {1}, true);  // [n, 1]
+  // TF's where(l2sum > 0, sqrt(l2sum), l2sum) without a where op: zero rows get 1 under the
+  // root (so its gradient stays finite) and a 0 factor after it; other rows are exact.
+  std::vector<float> zero(static_cast<size_t>(n));
+  {
+    const std::vector<float> sums = l2sum.detach().to_vector<float>();
+    for (size_t i = 0; i < sums.size(); ++i) zero[i] = sums[i] > 0 ? 0.f : 1.f;
+  }
+  const Tensor is_zero = Tensor::from_vector(zero, {n, 1}).to(rows.device());
+  const Tensor one = Tensor::ones({n, 1}, rows.dtype(), rows.device());
+  Tensor l2norm = ops::mul(ops::sqrt(ops::add(l2sum, is_zero)), ops::sub(one, is_zero));
+  const Tensor limit = Tensor::full({n, 1}, max_norm, rows.dtype(), rows.device());
+  return ops::div(ops::mul(rows, max_norm), ops::maximum(l2norm, limit));
 }
 
 std::shared_ptr<const IndicatorColumn> indicator_column(CategoricalColumnPtr categorical) {

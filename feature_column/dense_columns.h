@@ -37,6 +37,9 @@ struct EmbeddingColumnOptions {
   Combiner combiner = Combiner::kMean;
   // Default: truncated normal with mean 0 and standard deviation 1 / sqrt(dimension).
   std::optional<nn::Initializer> initializer;
+  // Each looked-up embedding with an L2 norm above max_norm is scaled to it before combining
+  // (tf.clip_by_norm per row, as embedding_lookup's max_norm); must be positive.
+  std::optional<double> max_norm;
   bool trainable = true;
 };
 
@@ -102,9 +105,15 @@ Tensor embedding_weights(nn::ModelContext* context, const std::string& column, i
 }  // namespace detail
 
 // safe_embedding_lookup_sparse over `weights` [vocabulary, dimension]: `ids` sparse int64
-// [batch, k], `id_weights` undefined or sparse float32 with the same indices.
+// [batch, k], `id_weights` undefined or sparse float32 with the same indices; `max_norm` clips
+// each looked-up row's L2 norm first (TF's _clip in embedding_ops.py).
 // (sequence_columns.cpp applies it to [batch, T, k] ids through [batch * T, k].)
 Tensor safe_embedding_lookup_sparse(const Tensor& weights, const Tensor& ids,
-                                    const Tensor& id_weights, Combiner combiner);
+                                    const Tensor& id_weights, Combiner combiner,
+                                    std::optional<double> max_norm = std::nullopt);
+
+// tf.clip_by_norm over each row of `rows` [n, d]: rows * max_norm / max(||row||, max_norm),
+// with TF's safe norm (a zero row stays zero, with a finite gradient).
+Tensor clip_rows_by_norm(const Tensor& rows, double max_norm);
 
 }  // namespace est::feature_column

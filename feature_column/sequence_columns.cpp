@@ -167,8 +167,8 @@ SequenceDenseTensor embed_steps(const Features& features, nn::ModelContext* cont
   IdWeightPair pair = categorical.sparse_tensors(features);  // [batch, T, k]
   const int64_t batch = pair.ids.dim(0), steps = pair.ids.dim(1);
   const IdWeightPair rows = steps_as_rows(pair);
-  const Tensor embedded =
-      safe_embedding_lookup_sparse(weights, rows.ids, rows.weights, options.combiner);
+  const Tensor embedded = safe_embedding_lookup_sparse(weights, rows.ids, rows.weights,
+                                                       options.combiner, options.max_norm);
   return {embedded.reshape({batch, steps, dimension}),
           detail::sequence_length_from_sparse(pair.ids)};
 }

@@ -1,11 +1,13 @@
 // Adagrad as tf.compat.v1.train.AdagradOptimizer: the accumulator starts at
-// initial_accumulator_value (0.1), which also keeps the first division finite.
+// initial_accumulator_value (0.1), which also keeps the first division finite. A row-sparse
+// gradient updates only its rows and their accumulators (adagrad.py's sparse_apply_adagrad).
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "nn/optimizer_fused.h"
 #include "nn/optimizers.h"
+#include "nn/row_update.h"
 #include "ops/math.h"
 
 namespace est::nn::optim {
@@ -15,11 +17,21 @@ class Adagrad final : public UpdateRule {
  public:
   explicit Adagrad(double initial) : initial_(initial) {}
   std::string_view name() const override { return "Adagrad"; }
+  bool updates_rows() const override { return true; }
   void apply(VariableStore& store, const std::vector<GradAndVar>& grads,
              double learning_rate) const override {
     std::vector<Tensor> accumulators;
     for (const GradAndVar& entry : grads)
       accumulators.push_back(get_slot(store, entry, "Adagrad", initial_));
+    update_rows(grads, {accumulators},
+                [&](const std::vector<GradAndVar>& dense, std::vector<std::vector<Tensor>>& slots) {
+                  apply_dense(dense, slots[0], learning_rate);
+                });
+  }
+
+ private:
+  static void apply_dense(const std::vector<GradAndVar>& grads, std::vector<Tensor>& accumulators,
+                          double learning_rate) {
     if (can_fuse(ops::OpId::kApplyAdagrad, grads, {&accumulators})) {
       run_fused<ops::OpId::kApplyAdagrad>(grads, accumulators, learning_rate);
       return;
@@ -34,7 +46,6 @@ class Adagrad final : public UpdateRule {
     }
   }
 
- private:
   double initial_;
 };
 

@@ -9,13 +9,16 @@
 // Slots as TF1 names them: `<var>/Ftrl` (the accumulator, starting at
 // initial_accumulator_value) and `<var>/Ftrl_1` (the linear term, starting at 0). There is no
 // fused kernel: the update is a handful of elementwise ops, so it runs on whatever device the
-// variable lives on. The thresholded step is written as (clip(linear, -l1, l1) - linear) / y,
+// variable lives on. A row-sparse gradient runs the same formula on its rows only (TF1's
+// _apply_sparse: SparseApplyFtrl / SparseApplyFtrlV2), other rows and their slots untouched.
+// The thresholded step is written as (clip(linear, -l1, l1) - linear) / y,
 // which equals TF's select without a sign op; p = -0.5 takes sqrt, as TF's kernel does.
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "nn/optimizers.h"
+#include "nn/row_update.h"
 #include "ops/math.h"
 
 namespace est::nn::optim {
@@ -25,34 +28,45 @@ class Ftrl final : public UpdateRule {
  public:
   explicit Ftrl(const FtrlOptions& options) : options_(options) {}
   std::string_view name() const override { return "Ftrl"; }
+  bool updates_rows() const override { return true; }
   void apply(VariableStore& store, const std::vector<GradAndVar>& grads,
              double learning_rate) const override {
+    std::vector<Tensor> accumulators, linears;
+    for (const GradAndVar& entry : grads) {
+      accumulators.push_back(get_slot(store, entry, "Ftrl", options_.initial_accumulator_value));
+      linears.push_back(get_slot(store, entry, "Ftrl_1", 0.0));
+    }
+    update_rows(grads, {accumulators, linears},
+                [&](const std::vector<GradAndVar>& dense, std::vector<std::vector<Tensor>>& slots) {
+                  for (size_t i = 0; i < dense.size(); ++i)
+                    update(dense[i], slots[0][i], slots[1][i], learning_rate);
+                });
+  }
+
+ private:
+  void update(const GradAndVar& entry, Tensor accumulator, Tensor linear,
+              double learning_rate) const {
     const double power = options_.learning_rate_power;
     const auto root = [power](const Tensor& accum) {  // accum^(-power)
       return power == -0.5 ? ops::sqrt(accum) : ops::pow(accum, -power);
     };
-    for (const GradAndVar& entry : grads) {
-      Tensor accumulator = get_slot(store, entry, "Ftrl", options_.initial_accumulator_value);
-      Tensor linear = get_slot(store, entry, "Ftrl_1", 0.0);
-      Tensor variable = entry.variable;
-      const Tensor& g = entry.gradient;
-      Tensor shrunk_gradient =
-          options_.l2_shrinkage_regularization_strength > 0
-              ? ops::add(g, ops::mul(variable, 2 * options_.l2_shrinkage_regularization_strength))
-              : g;
-      Tensor new_accumulator = ops::add(accumulator, ops::square(g));
-      Tensor new_root = root(new_accumulator);
-      Tensor sigma = ops::mul(ops::sub(new_root, root(accumulator)), 1.0 / learning_rate);
-      linear.copy_from(ops::add(linear, ops::sub(shrunk_gradient, ops::mul(sigma, variable))));
-      Tensor quadratic = ops::add(ops::mul(new_root, 1.0 / learning_rate),
-                                  2 * options_.l2_regularization_strength);
-      const double l1 = options_.l1_regularization_strength;
-      variable.copy_from(ops::div(ops::sub(ops::clip(linear, -l1, l1), linear), quadratic));
-      accumulator.copy_from(new_accumulator);
-    }
+    Tensor variable = entry.variable;
+    const Tensor& g = entry.gradient;
+    Tensor shrunk_gradient =
+        options_.l2_shrinkage_regularization_strength > 0
+            ? ops::add(g, ops::mul(variable, 2 * options_.l2_shrinkage_regularization_strength))
+            : g;
+    Tensor new_accumulator = ops::add(accumulator, ops::square(g));
+    Tensor new_root = root(new_accumulator);
+    Tensor sigma = ops::mul(ops::sub(new_root, root(accumulator)), 1.0 / learning_rate);
+    linear.copy_from(ops::add(linear, ops::sub(shrunk_gradient, ops::mul(sigma, variable))));
+    Tensor quadratic =
+        ops::add(ops::mul(new_root, 1.0 / learning_rate), 2 * options_.l2_regularization_strength);
+    const double l1 = options_.l1_regularization_strength;
+    variable.copy_from(ops::div(ops::sub(ops::clip(linear, -l1, l1), linear), quadratic));
+    accumulator.copy_from(new_accumulator);
   }
 
- private:
   FtrlOptions options_;
 };
 

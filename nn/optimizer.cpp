@@ -20,20 +20,24 @@ void check_pair(std::string_view optimizer, const GradAndVar& entry) {
   if (!entry.variable.defined())
     throw InvalidArgumentError(
         fmt::format("{}: variable '{}' is undefined", optimizer, entry.name));
-  if (entry.gradient.shape() != entry.variable.shape() ||
-      entry.gradient.dtype() != entry.variable.dtype())
+  const bool sparse = entry.sparse_gradient.defined();
+  const Shape& shape = sparse ? entry.sparse_gradient.dense_shape : entry.gradient.shape();
+  const DType dtype = sparse ? entry.sparse_gradient.values.dtype() : entry.gradient.dtype();
+  if (shape != entry.variable.shape() || dtype != entry.variable.dtype())
     throw InvalidArgumentError(fmt::format(
-        "{}: the gradient for '{}' is {} {} but the variable is {} {}; pass gradients in the "
+        "{}: the {}gradient for '{}' is {} {} but the variable is {} {}; pass gradients in the "
         "same order as the variables",
-        optimizer, entry.name, dtype_name(entry.gradient.dtype()),
-        shape_str(entry.gradient.shape()), dtype_name(entry.variable.dtype()),
-        shape_str(entry.variable.shape())));
+        optimizer, sparse ? "row-sparse " : "", entry.name, dtype_name(dtype), shape_str(shape),
+        dtype_name(entry.variable.dtype()), shape_str(entry.variable.shape())));
 }
 
-Tensor get_or_create(VariableStore& store, const std::string& name, const Tensor& initial) {
+// `initial()` is called only when the variable is created: a slot's table-sized fill is not
+// paid on every step (it would dominate a row-sparse update).
+template <class MakeInitial>
+Tensor get_or_create(VariableStore& store, const std::string& name, MakeInitial initial) {
   if (auto found = store.find(name)) return found->value;
   try {
-    return store.create(name, initial, false);
+    return store.create(name, initial(), false);
   } catch (const AlreadyExistsError&) {  // another replica thread was first
     return store.get(name).value;
   }
@@ -115,8 +119,21 @@ void Optimizer::apply_here(VariableStore& store, std::vector<GradAndVar> grads_a
   std::vector<GradAndVar> present;
   present.reserve(grads_and_vars.size());
   for (GradAndVar& entry : grads_and_vars) {
-    if (!entry.gradient.defined()) continue;
+    if (!entry.has_gradient()) continue;
     check_pair(name(), entry);
+    if (entry.sparse_gradient.defined()) {
+      // Rows updated in place where the rule can and the rows are float32 or float64 on the
+      // host (otherwise densified: the dense update is the reference); duplicates
+      // summed first (TF's _apply_sparse_duplicate_indices), so that clipping sees the norm of
+      // the dense gradient.
+      const DType dtype = entry.sparse_gradient.values.dtype();
+      if (rule_->updates_rows() && entry.variable.device().is_cpu() &&
+          entry.sparse_gradient.values.device().is_cpu() &&
+          (dtype == DType::kF32 || dtype == DType::kF64))
+        entry.sparse_gradient = ops::sum_duplicates(entry.sparse_gradient);
+      else
+        entry.densify();
+    }
     present.push_back(std::move(entry));
   }
   if (present.empty() && !grads_and_vars.empty())
@@ -124,16 +141,25 @@ void Optimizer::apply_here(VariableStore& store, std::vector<GradAndVar> grads_a
         "{}.apply_gradients: no gradient was given for any of the {} variables (first: '{}')",
         name(), grads_and_vars.size(), grads_and_vars.front().name));
   if (clip_norm_) {
+    // A row-sparse gradient by its values (rows distinct now): the dense gradient's norm.
     std::vector<Tensor> gradients;
-    for (const GradAndVar& entry : present) gradients.push_back(entry.gradient);
+    for (const GradAndVar& entry : present)
+      gradients.push_back(entry.sparse_gradient.defined() ? entry.sparse_gradient.values
+                                                          : entry.gradient);
     ClippedTensors clipped = optim::clip_by_global_norm(gradients, *clip_norm_);
-    for (size_t i = 0; i < present.size(); ++i) present[i].gradient = clipped.tensors[i];
+    for (size_t i = 0; i < present.size(); ++i)
+      (present[i].sparse_gradient.defined() ? present[i].sparse_gradient.values
+                                            : present[i].gradient) = clipped.tensors[i];
   }
   Tensor global_step = get_or_create_global_step(store);
   int64_t step = static_cast<int64_t>(global_step.item());
   double learning_rate = learning_rate_.at(step);
   ops::NoGradGuard no_grad;
-  for (GradAndVar& entry : present) entry.gradient = entry.gradient.detach();
+  for (GradAndVar& entry : present) {
+    if (entry.gradient.defined()) entry.gradient = entry.gradient.detach();
+    if (entry.sparse_gradient.defined())
+      entry.sparse_gradient.values = entry.sparse_gradient.values.detach();
+  }
   if (!present.empty()) rule_->apply(store, present, learning_rate);
   global_step.data<int64_t>()[0] = step + 1;
 }
@@ -169,9 +195,9 @@ Tensor get_slot(VariableStore& store, const GradAndVar& entry, std::string_view 
   std::string name = entry.name + "/" + std::string(slot);
   const Tensor& variable = entry.variable;
   // On the variable's device: the fused update reads variable, gradient and slots together.
-  Tensor value = get_or_create(
-      store, name,
-      Tensor::full(variable.shape(), initial_value, variable.dtype(), variable.device()));
+  Tensor value = get_or_create(store, name, [&] {
+    return Tensor::full(variable.shape(), initial_value, variable.dtype(), variable.device());
+  });
   if (value.shape() != variable.shape() || value.dtype() != variable.dtype())
     throw InvalidArgumentError(fmt::format(
         "slot '{}' is {} {} but its variable '{}' is {} {}; was the checkpoint written for "
@@ -183,7 +209,7 @@ Tensor get_slot(VariableStore& store, const GradAndVar& entry, std::string_view 
 
 Tensor get_non_slot(VariableStore& store, const std::string& name, DType dtype,
                     double initial_value) {
-  Tensor value = get_or_create(store, name, Tensor::full({}, initial_value, dtype));
+  Tensor value = get_or_create(store, name, [&] { return Tensor::full({}, initial_value, dtype); });
   if (value.numel() != 1)
     throw InvalidArgumentError(fmt::format("optimizer variable '{}' should be a scalar, got {}",
                                            name, shape_str(value.shape())));

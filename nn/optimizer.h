@@ -17,6 +17,7 @@
 
 #include "nn/schedules.h"
 #include "nn/variable_store.h"
+#include "ops/indexed_slices.h"
 
 namespace est::nn {
 
@@ -24,14 +25,30 @@ class CrossReplicaSync;
 class ModelContext;
 class TrainOp;
 
-// One variable, its full name (slot names derive from it) and its gradient.
+// One variable, its full name (slot names derive from it) and its gradient: dense, or
+// row-sparse (TF's IndexedSlices) when the step only read rows of the variable (embedding
+// lookups; TrainOp::compute_gradients gives them so). Neither: the variable is skipped
+// (TensorFlow's None gradient).
 struct GradAndVar {
   std::string name;
-  Tensor gradient;  // undefined: the variable is skipped (TensorFlow's None gradient)
+  Tensor gradient;  // dense; undefined when the gradient is sparse_gradient, or None
   Tensor variable;
   // Inside strategy.run: the replica that summed this gradient over the replicas, which then
   // decides where it is applied (null: not summed). Valid during that step only.
   CrossReplicaSync* summed_by = nullptr;
+  ops::IndexedSlices sparse_gradient;  // defined instead of `gradient` for a row-sparse one
+
+  bool has_gradient() const { return gradient.defined() || sparse_gradient.defined(); }
+  // The gradient as a dense tensor, densifying a row-sparse one (a fresh tensor each call).
+  Tensor dense_gradient() const {
+    return sparse_gradient.defined() ? ops::to_dense(sparse_gradient) : gradient;
+  }
+  // Makes a row-sparse gradient dense in place.
+  void densify() {
+    if (!sparse_gradient.defined()) return;
+    gradient = ops::to_dense(sparse_gradient);
+    sparse_gradient = {};
+  }
 };
 
 // Rewrites gradients before the update: the distribution strategy's all-reduce.
@@ -67,8 +84,13 @@ class UpdateRule {
   virtual std::string_view name() const = 0;  // "Adam": slot names, messages
   // Moves every variable in place; gradients are defined and match their variable's shape
   // and dtype. Creates slots on first use. Called under ops::NoGradGuard.
+  // Entries are dense unless updates_rows(); then a row-sparse one (sparse_gradient) comes
+  // with its duplicates summed, on the CPU, and the rule updates the rows it names (TF1's
+  // _apply_sparse: only those rows and their slots change, unless the rule says otherwise).
   virtual void apply(VariableStore& store, const std::vector<GradAndVar>& grads,
                      double learning_rate) const = 0;
+  // Whether apply() takes row-sparse gradients; a rule that does not gets them densified.
+  virtual bool updates_rows() const { return false; }
 };
 
 class Optimizer {

@@ -13,6 +13,10 @@
 //             (1-d) g, divides by sqrt(ms - mg^2 + eps), and shifts mom to RMSProp_2
 //   ftrl:     FTRL-proximal (see nn/ftrl.cpp); slots Ftrl (accumulator, starts at 0.1),
 //             Ftrl_1 (linear)
+//
+// Row-sparse gradients (embedding lookups; nn/row_update.h): sgd, momentum, adagrad, ftrl and
+// lazy_adam update only the rows named, duplicates summed first; adam decays every row (TF1);
+// rmsprop densifies.
 #pragma once
 
 #include "nn/optimizer.h"
@@ -25,6 +29,10 @@ Optimizer momentum(LearningRate learning_rate, double momentum, bool use_nestero
 Optimizer adagrad(LearningRate learning_rate, double initial_accumulator_value = 0.1);
 Optimizer adam(LearningRate learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
                double epsilon = 1e-8);
+// Adam whose row-sparse updates are lazy (LazyAdamOptimizer): only the gradient's rows and
+// their m and v move. adam() decays m and v on every row, as TF1's AdamOptimizer does.
+Optimizer lazy_adam(LearningRate learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
+                    double epsilon = 1e-8);
 Optimizer rmsprop(LearningRate learning_rate, double decay = 0.9, double momentum = 0.0,
                   double epsilon = 1e-10, bool centered = false);
 

@@ -50,11 +50,20 @@ std::vector<GradAndVar> TrainOp::compute_gradients(const ops::GradientReady& on_
   std::vector<Tensor> sources;
   sources.reserve(variables_.size());
   for (const Variable& v : variables_) sources.push_back(v.value);
-  std::vector<Tensor> gradients = ops::gradients(loss_, sources, on_ready);
   std::vector<GradAndVar> out;
   out.reserve(variables_.size());
-  for (size_t i = 0; i < variables_.size(); ++i)
-    out.push_back({variables_[i].name, gradients[i], variables_[i].value});
+  if (on_ready) {  // the caller reduces each gradient as it completes: dense ones
+    std::vector<Tensor> gradients = ops::gradients(loss_, sources, on_ready);
+    for (size_t i = 0; i < variables_.size(); ++i)
+      out.push_back({variables_[i].name, gradients[i], variables_[i].value});
+    return out;
+  }
+  std::vector<ops::SourceGradient> gradients = ops::row_sparse_gradients(loss_, sources);
+  for (size_t i = 0; i < variables_.size(); ++i) {
+    GradAndVar entry{variables_[i].name, gradients[i].dense, variables_[i].value};
+    entry.sparse_gradient = std::move(gradients[i].rows);
+    out.push_back(std::move(entry));
+  }
   return out;
 }
 

@@ -41,10 +41,12 @@ class TrainOp {
   // The transform run() applies when called without one.
   void set_gradient_transform(GradientTransform transform) { transform_ = std::move(transform); }
 
-  // Step 1: d loss / d variable for each trainable variable, in store order.
+  // Step 1: d loss / d variable for each trainable variable, in store order; row-sparse
+  // (GradAndVar::sparse_gradient) for a variable the step only read rows of (embeddings).
   std::vector<GradAndVar> compute_gradients() const;
   // The same, calling on_ready(i, gradient) as soon as entry i's gradient is complete during
-  // the backward pass (ops::gradients' callback), so that a strategy can start reducing it.
+  // the backward pass (ops::gradients' callback), so that a strategy can start reducing it;
+  // every gradient dense.
   std::vector<GradAndVar> compute_gradients(const ops::GradientReady& on_ready) const;
   // Steps 3-5: clipping, update, global step (the optimizer's apply_gradients with context():
   // inside strategy.run, synchronized by its replica).

@@ -63,15 +63,36 @@ void add_into(Tensor& slot, const Tensor& grad) {
   slot = slot.defined() ? add(slot, grad) : grad;
 }
 
+// A leaf's gradient so far: slices while only row reads reached it, dense once anything else
+// did (the slices densified first, so the sum is formed in the order of the dense pass).
+void add_into(SourceGradient& slot, const Tensor& grad) {
+  if (!grad.defined()) return;
+  if (slot.rows.defined()) {
+    slot.dense = add(to_dense(slot.rows), grad);
+    slot.rows = {};
+    return;
+  }
+  add_into(slot.dense, grad);
+}
+
+void add_into(SourceGradient& slot, const IndexedSlices& rows) {
+  if (slot.dense.defined())
+    slot.dense = add(slot.dense, to_dense(rows));
+  else
+    slot.rows = slot.rows.defined() ? concat_slices({slot.rows, rows}) : rows;
+}
+
 // The reverse pass. Gradients of intermediate tensors are keyed by their node (every
 // non-leaf tensor has its own), those of leaves by their implementation. `on_node` sees each
 // node's complete gradient before it is propagated; `on_leaf` each leaf's as soon as it is
-// complete: after the last node that reads the leaf (the rest, if any, at the end).
+// complete: after the last node that reads the leaf (the rest, if any, at the end). With
+// `row_sparse`, a leaf read by row-reading ops (GradNode::row_sparse_backward) gets slices.
 template <class OnNode, class OnLeaf>
-void run_backward(const Tensor& root, const Tensor& seed, OnNode&& on_node, OnLeaf&& on_leaf) {
-  std::unordered_map<const TensorImpl*, std::pair<Tensor, Tensor>> leaves;  // leaf, grad
+void run_backward(const Tensor& root, const Tensor& seed, bool row_sparse, OnNode&& on_node,
+                  OnLeaf&& on_leaf) {
+  std::unordered_map<const TensorImpl*, std::pair<Tensor, SourceGradient>> leaves;  // leaf, grad
   if (!root.grad_node()) {
-    on_leaf(root, seed);
+    on_leaf(root, SourceGradient{seed, {}});
     return;
   }
   NoGradGuard no_grad;  // gradient functions compute plain values
@@ -95,6 +116,16 @@ void run_backward(const Tensor& root, const Tensor& seed, OnNode&& on_node, OnLe
     needs.flags.reserve(node->inputs.size());
     for (const Tensor& input : node->inputs)
       needs.flags.push_back(input.defined() && input.requires_grad());
+    // Input 0 read by rows and a leaf: its gradient as slices, the others as usual.
+    const bool rows_of_leaf =
+        row_sparse && node->row_sparse_backward && needs[0] && !node->inputs[0].grad_node();
+    if (rows_of_leaf) {
+      const Tensor& input = node->inputs[0];
+      auto& [leaf, leaf_grad] = leaves[input.impl()];
+      leaf = input;
+      add_into(leaf_grad, node->row_sparse_backward(grad));
+      needs.flags[0] = false;
+    }
     std::vector<Tensor> input_grads = node->backward(grad, needs);
     if (input_grads.size() != node->inputs.size())
       throw InternalError("gradient of " + node->name + " returned " +
@@ -154,9 +185,10 @@ void backward(const Tensor& loss, const Tensor& grad_output) {
         "backward: the loss does not depend on any tensor that requires a gradient (were the "
         "variables created, and is this outside a NoGradGuard?)");
   run_backward(
-      loss, seed, [](GradNode*, const Tensor&) {},
-      [](const Tensor& leaf, const Tensor& grad) {
+      loss, seed, false, [](GradNode*, const Tensor&) {},
+      [](const Tensor& leaf, const SourceGradient& gradient) {
         if (!leaf.requires_grad()) return;
+        const Tensor& grad = gradient.dense;
         Tensor current = leaf.grad();
         Tensor mutable_leaf = leaf;
         mutable_leaf.set_grad(current.defined() ? add(current, grad) : grad);
@@ -167,19 +199,23 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& sou
   return gradients(loss, sources, {});
 }
 
-std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& sources,
-                              const GradientReady& on_ready) {
+namespace {
+
+// Both gradients() and row_sparse_gradients(): each source's gradient reported once.
+std::vector<SourceGradient> source_gradients(const Tensor& loss, const std::vector<Tensor>& sources,
+                                             bool row_sparse, const SourceGradientReady& on_ready) {
   Tensor seed = make_seed(loss, {});
-  std::vector<Tensor> result(sources.size());
+  std::vector<SourceGradient> result(sources.size());
   std::unordered_map<const void*, std::vector<size_t>> wanted;  // node or leaf impl -> indices
   for (size_t i = 0; i < sources.size(); ++i) {
-    if (!sources[i].defined()) throw InvalidArgumentError("gradients: source " +
-                                                          std::to_string(i) + " is undefined");
-    const void* key = sources[i].grad_node() ? static_cast<const void*>(sources[i].grad_node().get())
-                                             : static_cast<const void*>(sources[i].impl());
+    if (!sources[i].defined())
+      throw InvalidArgumentError("gradients: source " + std::to_string(i) + " is undefined");
+    const void* key = sources[i].grad_node()
+                          ? static_cast<const void*>(sources[i].grad_node().get())
+                          : static_cast<const void*>(sources[i].impl());
     wanted[key].push_back(i);
   }
-  auto store = [&](const void* key, const Tensor& grad) {
+  auto store = [&](const void* key, const SourceGradient& grad) {
     auto it = wanted.find(key);
     if (it == wanted.end()) return;
     for (size_t i : it->second) {
@@ -190,14 +226,39 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& sou
   };
   if (loss.requires_grad())
     run_backward(
-        loss, seed, [&](GradNode* node, const Tensor& grad) { store(node, grad); },
-        [&](const Tensor& leaf, const Tensor& grad) { store(leaf.impl(), grad); });
+        loss, seed, row_sparse,
+        [&](GradNode* node, const Tensor& grad) {
+          store(node, SourceGradient{grad, {}});
+        },
+        [&](const Tensor& leaf, const SourceGradient& grad) { store(leaf.impl(), grad); });
   for (size_t i = 0; i < sources.size(); ++i)
     if (!result[i].defined()) {
-      result[i] = Tensor::zeros(sources[i].shape(), sources[i].dtype(), sources[i].device());
+      result[i].dense = Tensor::zeros(sources[i].shape(), sources[i].dtype(), sources[i].device());
       if (on_ready) on_ready(i, result[i]);
     }
   return result;
+}
+
+}  // namespace
+
+std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& sources,
+                              const GradientReady& on_ready) {
+  std::vector<SourceGradient> all =
+      source_gradients(loss, sources, false,
+                       on_ready ? SourceGradientReady([&](size_t i, const SourceGradient& grad) {
+                         on_ready(i, grad.dense);
+                       })
+                                : SourceGradientReady());
+  std::vector<Tensor> result;
+  result.reserve(all.size());
+  for (SourceGradient& grad : all) result.push_back(std::move(grad.dense));
+  return result;
+}
+
+std::vector<SourceGradient> row_sparse_gradients(const Tensor& loss,
+                                                 const std::vector<Tensor>& sources,
+                                                 const SourceGradientReady& on_ready) {
+  return source_gradients(loss, sources, true, on_ready);
 }
 
 }  // namespace est::ops

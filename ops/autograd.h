@@ -5,12 +5,16 @@
 // nodes reachable from the loss; backward() is a topological sort and a reverse loop.
 // Gradient functions capture what they need from the forward pass explicitly (saved tensors are
 // detached, so no node keeps itself alive through its own output).
+// An op that reads rows of its first input (gather along axis 0) also records that input's
+// gradient as IndexedSlices (TF's IndexedSlices), which row_sparse_gradients() hands on without
+// ever materialising the dense gradient of an embedding table.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "ops/indexed_slices.h"
 #include "ops/tensor.h"
 
 namespace est::ops {
@@ -25,6 +29,8 @@ struct NeedsGrad {
 // Returns one gradient per input, in input order, each of the input's shape (or undefined).
 using BackwardFn =
     std::function<std::vector<Tensor>(const Tensor& grad_output, const NeedsGrad& needs)>;
+// The gradient of input 0 as rows of it (an op that reads rows of its first input).
+using RowSparseBackwardFn = std::function<IndexedSlices(const Tensor& grad_output)>;
 
 struct GradNode {
   std::string name;            // the op, for error messages and profiles
@@ -33,6 +39,10 @@ struct GradNode {
   // The nn::Reduction (nn/losses.h) a loss function applied to this node's result, -1 for any
   // other op: the loss carries its reduction to Optimizer::minimize (TF records it on the graph).
   int loss_reduction = -1;
+  // Set by ops that read rows of input 0: its gradient as slices. backward() then asks
+  // `backward` only for the other inputs (needs[0] false) when input 0 is a source that
+  // row_sparse_gradients() hands on as slices.
+  RowSparseBackwardFn row_sparse_backward;
 };
 
 // Whether ops record gradients on this thread. Off inside NoGradGuard (eval, predict,
@@ -71,5 +81,23 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& sou
 using GradientReady = std::function<void(size_t source, const Tensor& gradient)>;
 std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& sources,
                               const GradientReady& on_ready);
+
+// A source's gradient from row_sparse_gradients(): dense, or row-sparse (`rows`, TF's
+// IndexedSlices) when every op on the path that reached the source read rows of it directly
+// (gather along axis 0: embedding lookups, the linear model's sparse sums). A source that is
+// also read densely (a regulariser, a matmul) gets the dense sum of both.
+struct SourceGradient {
+  Tensor dense;
+  IndexedSlices rows;
+  bool row_sparse() const { return rows.defined(); }
+  bool defined() const { return dense.defined() || rows.defined(); }
+  Tensor to_dense() const { return row_sparse() ? ops::to_dense(rows) : dense; }
+};
+using SourceGradientReady = std::function<void(size_t source, const SourceGradient& gradient)>;
+// gradients() that keeps row-sparse gradients of leaves row-sparse; the rest is the same (zeros
+// for a source the loss does not depend on, on_ready as gradients' on_ready).
+std::vector<SourceGradient> row_sparse_gradients(const Tensor& loss,
+                                                 const std::vector<Tensor>& sources,
+                                                 const SourceGradientReady& on_ready = {});
 
 }  // namespace est::ops

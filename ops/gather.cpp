@@ -1,7 +1,9 @@
 // Indexing and type ops: gather (embedding lookup), one_hot and cast. Checks here, kernels in
 // the registry (kGather checks every index before it copies anything, so a bad id is reported
 // by value and position); gather's gradient scatter-adds rows back into zeros of the params'
-// shape, cast's passes gradients between floating types.
+// shape (along axis 0 it is also recorded as IndexedSlices: the rows read and their
+// gradients, which is all an embedding table's update needs), cast's passes gradients between
+// floating types.
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/cpu/checks.h"
@@ -22,15 +24,24 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   Tensor out = Tensor::empty(out_shape, params.dtype(), device);
   run_kernel<OpId::kGather>("gather", device, params.dtype(), params, indices, a, out);
   if (!needs_recording({&params})) return out;
-  return record(out, "gather", {params, indices},
-                [indices = indices.detach(), a, shape](
-                    const Tensor& grad, const NeedsGrad& needs) -> std::vector<Tensor> {
-                  if (!needs[0]) return {Tensor(), Tensor()};
-                  Tensor dparams = Tensor::empty(shape, grad.dtype(), grad.device());
-                  run_kernel<OpId::kGatherGradient>("gather", grad.device(), grad.dtype(), grad,
-                                                    indices, a, dparams);
-                  return {dparams, Tensor()};
-                });
+  out = record(out, "gather", {params, indices},
+               [indices = indices.detach(), a, shape](
+                   const Tensor& grad, const NeedsGrad& needs) -> std::vector<Tensor> {
+                 if (!needs[0]) return {Tensor(), Tensor()};
+                 Tensor dparams = Tensor::empty(shape, grad.dtype(), grad.device());
+                 run_kernel<OpId::kGatherGradient>("gather", grad.device(), grad.dtype(), grad,
+                                                   indices, a, dparams);
+                 return {dparams, Tensor()};
+               });
+  if (a == 0)  // rows of params: the gradient also as slices (row_sparse_gradients)
+    out.grad_node()->row_sparse_backward = [indices = indices.detach(),
+                                            shape](const Tensor& grad) -> IndexedSlices {
+      const int64_t n = indices.numel();
+      Shape values_shape = shape;
+      values_shape[0] = n;
+      return {cast(indices, DType::kI64).reshape({n}), grad.reshape(values_shape), shape};
+    };
+  return out;
 }
 
 Tensor cast(const Tensor& x, DType dtype) {

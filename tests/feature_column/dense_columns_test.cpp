@@ -184,3 +184,42 @@ TEST_CASE("shared_embedding_columns look up one variable named as TF names it") 
                  }),
                  "same number of buckets"));
 }
+
+TEST_CASE("embedding_column max_norm clips each looked-up row as tf.clip_by_norm") {
+  // Rows (1, 2), (3, 5), (7, 11) with max_norm 3: row 0 (norm sqrt(5)) stays, rows 1 and 2 are
+  // scaled to norm 3 (t * 3 / ||t||), before the mean over each example's ids.
+  nn::VariableStore store;
+  nn::ModelContext context(store);
+  auto column = embedding_column(categorical_column_with_identity("aaa", 3), 2,
+                                 {.initializer = embedding_values(), .max_norm = 3.0});
+  Tensor out = column->dense_tensor(embedding_features(), &context);
+  const double r1 = std::sqrt(34.0), r2 = std::sqrt(170.0);
+  const std::vector<double> expected{7 * 3 / r2,           11 * 3 / r2, (1 + 3 * 3 / r1) / 2,
+                                     (2 + 5 * 3 / r1) / 2, 0,           0,
+                                     3 * 3 / r1,           5 * 3 / r1};
+  std::vector<float> got = out.to_vector<float>();
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(got[i] == doctest::Approx(expected[i]));
+  // d sum / d row 2 (read once, weight 1): 3/r - 3 t (t0 + t1) / r^3, through the norm.
+  Tensor weights = store.get("embedding_weights").value;
+  std::vector<float> grad = ops::gradients(ops::sum(out), {weights})[0].to_vector<float>();
+  CHECK(grad[4] == doctest::Approx(3 / r2 - 3 * 7 * 18 / (r2 * r2 * r2)));
+  CHECK(grad[5] == doctest::Approx(3 / r2 - 3 * 11 * 18 / (r2 * r2 * r2)));
+  // Row 0 is inside the norm: the plain mean's gradient, 1/2 from example 1.
+  CHECK(grad[0] == doctest::Approx(0.5));
+  CHECK(grad[1] == doctest::Approx(0.5));
+
+  // A zero row stays zero and its gradient finite (TF's safe norm).
+  Tensor zero_row = Tensor::from_vector<float>({0, 0, 6, 8}, {2, 2});
+  zero_row.set_requires_grad(true);
+  Tensor clipped = clip_rows_by_norm(zero_row, 5.0);
+  CHECK(clipped.to_vector<float>() == std::vector<float>{0, 0, 3, 4});
+  std::vector<float> zero_grad =
+      ops::gradients(ops::sum(clipped), {zero_row})[0].to_vector<float>();
+  CHECK(zero_grad[0] == 1.0f);
+  CHECK(zero_grad[1] == 1.0f);
+  CHECK(contains(error_message<InvalidArgumentError>([] {
+                   embedding_column(categorical_column_with_identity("aaa", 3), 2,
+                                    {.max_norm = -1.0});
+                 }),
+                 "max_norm"));
+}
