@@ -161,11 +161,12 @@ PsReply PsServer::values(const std::vector<std::string>& names) const {
   PsReply reply;
   for (const std::string& n : names) {
     std::optional<nn::Variable> variable = store_.find(n);
+    // The chief initializes each variable when its model_fn creates it: a worker that asks
+    // first waits (as TF's workers wait until the chief's session has initialized the model).
     if (!variable)
-      return error_reply(StatusCode::kNotFound,
-                         fmt::format("{} holds no variable '{}': the workers placed their "
-                                     "variables differently (do they run the same model_fn?)",
-                                     name(), n));
+      return error_reply(
+          StatusCode::kFailedPrecondition,
+          fmt::format("{} does not hold '{}' yet (the chief initializes it)", name(), n));
     reply.tensors.push_back({n, variable->value.detach().clone()});
   }
   if (holds_global_step_)
@@ -185,16 +186,11 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
           store_.create(t.name, t.value.clone(), false);
         if (t.name == kGlobalStep) holds_global_step_ = true;
       }
-      initialized_ = true;
-      log::info("{}: {} initialized {} variables", name(), client, request.tensors.size());
+      log::debug("{}: {} initialized {} variables", name(), client, request.tensors.size());
       return values({});
     }
     case PsRequestKind::kPull:
     case PsRequestKind::kPushPull: {
-      if (!initialized_)
-        return error_reply(
-            StatusCode::kFailedPrecondition,
-            fmt::format("{} is not initialized yet (the chief initializes it)", name()));
       if (request.kind == PsRequestKind::kPushPull) {
         if (!options_.optimizer)
           return error_reply(StatusCode::kInternal,

@@ -87,7 +87,6 @@ class PsServer {
   mutable std::mutex mutex_;  // the store, the optimizer and the job's state
   std::condition_variable ended_cv_;
   nn::VariableStore store_;
-  bool initialized_ = false;
   bool holds_global_step_ = false;
   std::set<std::string> done_;    // training tasks that said they are done
   std::optional<JobStatus> end_;  // set once: ok (ended) or the job's error

@@ -60,12 +60,13 @@ PsVariables::PsVariables(PsClient& client, PsPlacement& placement)
 }
 
 void PsVariables::place(const nn::VariableStore& store, const std::vector<std::string>& names) {
-  for (const std::string& name : names) {
-    nn::Variable variable = store.get(name);
-    const PsVariable& placed =
-        placement_->place(name, variable.value.shape(), variable.value.dtype());
-    log::debug("Variable {}: {}", name, describe(placed));
-  }
+  for (const std::string& name : names) place(name, store.get(name).value);
+}
+
+const PsVariable& PsVariables::place(const std::string& name, const ops::Tensor& value) {
+  const PsVariable& placed = placement_->place(name, value.shape(), value.dtype());
+  log::debug("Variable {}: {}", name, describe(placed));
+  return placed;
 }
 
 const PsVariable* PsVariables::owner(const std::string& name, std::string* suffix) const {
@@ -88,7 +89,6 @@ void PsVariables::initialize(const std::vector<NamedTensor>& values) {
     if (!request) request = PsRequest{.kind = PsRequestKind::kInitialize};
     return *request;
   };
-  for (int ps = 0; ps < client_->num_ps(); ++ps) to(ps);
   for (const NamedTensor& value : values) {
     std::string suffix;
     const PsVariable* variable = owner(value.name, &suffix);
@@ -116,6 +116,38 @@ int64_t PsVariables::pull(nn::VariableStore& store, std::chrono::milliseconds ti
             "the chief did not initialize the ps tasks within {} s: {}",
             std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), error.what()));
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+}
+
+ops::Tensor PsVariables::pull_variable(const std::string& name, std::chrono::milliseconds timeout) {
+  const PsVariable* variable = placement_->find(name);
+  if (!variable) throw InvalidArgumentError(fmt::format("'{}' is not on the ps tasks", name));
+  std::vector<std::optional<PsRequest>> requests(static_cast<size_t>(client_->num_ps()));
+  for (const PsShard& shard : variable->shards) {
+    auto& request = requests[static_cast<size_t>(shard.ps)];
+    if (!request) request = PsRequest{.kind = PsRequestKind::kPull};
+    request->names.push_back(shard.name);
+  }
+  Clock::time_point deadline = Clock::now() + timeout;
+  for (;;) {
+    try {
+      auto replies = client_->exchange(requests, fmt::format("pulling '{}'", name));
+      std::map<std::string, ops::Tensor> fresh;
+      for (const auto& reply : replies)
+        if (reply)
+          for (const NamedTensor& t : reply->tensors) fresh[t.name] = t.value;
+      if (!variable->partitioned()) return fresh.at(name);
+      ops::Tensor whole = ops::Tensor::empty(variable->shape, variable->dtype);
+      for (const PsShard& shard : variable->shards)
+        set_rows(whole, shard.row_begin, fresh.at(shard.name));
+      return whole;
+    } catch (const FailedPreconditionError& error) {  // not initialized yet
+      if (Clock::now() > deadline)
+        throw DeadlineExceededError(fmt::format(
+            "the chief did not initialize '{}' on the ps tasks within {} s: {}", name,
+            std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), error.what()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
 }

@@ -34,11 +34,15 @@ class PsVariables {
 
   // Places `names` (variables of `store`, in creation order) not placed yet.
   void place(const nn::VariableStore& store, const std::vector<std::string>& names);
+  const PsVariable& place(const std::string& name, const ops::Tensor& value);
   // The chief: `values` (placed variables, their slots, other optimizer state) to their tasks.
   void initialize(const std::vector<NamedTensor>& values);
   // Waits (at most `timeout`, DeadlineExceededError naming the task) until every task is
   // initialized, then writes the placed variables' values into `store`. The global step.
   int64_t pull(nn::VariableStore& store, std::chrono::milliseconds timeout);
+  // The owners' value of placed variable `name` (parts joined), waiting (at most `timeout`)
+  // until the chief has initialized it.
+  ops::Tensor pull_variable(const std::string& name, std::chrono::milliseconds timeout);
   // One step: pushes `grads` (of placed variables; undefined ones are skipped) and writes the
   // fresh values of every placed variable into `store`. `global_step_seen`: the step the
   // gradients were computed at. Returns the global step after the update.

@@ -21,7 +21,7 @@ namespace est::distribute {
 
 enum class PsRequestKind : uint8_t {
   kInitialize = 1,  // the chief's values (variables, slots, global step): create or overwrite
-  kPull = 2,        // values of `names`; kUnavailable until the chief has initialized
+  kPull = 2,        // values of `names`; kFailedPrecondition for one not initialized yet
   kPushPull = 3,    // apply `tensors` (gradients), then the values of `names`
   kPullAll = 4,     // every tensor the task holds (checkpoints)
   kWorkerDone = 5,  // `message` (the task) has finished training
