@@ -138,6 +138,10 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
   };
   const std::string what = fmt::format("serving {}", client);
   log::debug("{}: {} connected", name(), client);
+  {
+    std::lock_guard lock(mutex_);
+    connected_.insert(client);
+  }
   try {
     for (;;) {
       std::string frame = receive_frame(*link, health, what);
@@ -152,9 +156,34 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
     }
   } catch (const Error& error) {
     // A worker that went away: an asynchronous job goes on without it (it may come back).
-    if (!stopping_)
+    bool done;
+    {
+      std::lock_guard lock(mutex_);
+      connected_.erase(connected_.find(client));
+      done = done_.contains(client);
+    }
+    if (!stopping_ && !done)
       log::info("{}: the connection from {} ended ({})", name(), client, error.what());
+    check_end();
   }
+}
+
+void PsServer::check_end() {
+  std::string why;
+  {
+    std::lock_guard lock(mutex_);
+    if (done_.size() >= static_cast<size_t>(options_.num_workers)) {
+      why = fmt::format("every training task ({}) is done", done_.size());
+    } else if (chief_done_) {
+      for (const std::string& client : connected_)
+        if (!done_.contains(client)) return;  // still training: its steps need this task
+      why = "the chief is done and no other training task is still connected";
+    } else {
+      return;
+    }
+  }
+  log::info("{}: {}; the job is over", name(), why);
+  end(JobStatus{});
 }
 
 PsReply PsServer::values(const std::vector<std::string>& names) const {
@@ -220,20 +249,12 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
         if (v.name != kGlobalStep || holds_global_step_) names.push_back(v.name);
       return values(names);
     }
-    case PsRequestKind::kWorkerDone: {
-      done_.insert(request.message);
-      size_t done = done_.size();
-      lock.unlock();
-      if (done >= static_cast<size_t>(options_.num_workers)) {
-        log::info("{}: every training task ({}) is done; the job is over", name(), done);
-        end(JobStatus{});
-      }
-      return {};
-    }
+    case PsRequestKind::kWorkerDone:
     case PsRequestKind::kEndJob:
+      done_.insert(request.message);
+      if (request.kind == PsRequestKind::kEndJob) chief_done_ = true;
       lock.unlock();
-      log::info("{}: {} ended the job", name(), client);
-      end(JobStatus{});
+      check_end();
       return {};
     case PsRequestKind::kAbort:
       lock.unlock();

@@ -9,8 +9,9 @@
 // carries the fresh values the worker asked for. The task that holds `global_step` (ps 0)
 // counts the updates; on the others the learning rate reads the step the pushing worker last
 // saw. Unlike TF's ps, which joins forever (tensorflow#25858), join() returns when the job ends:
-// the chief says so, or every training task has said it is done; a job that failed (a task
-// sent its error) makes join() throw that error.
+// every training task has said it is done, or the chief has and no other training task is
+// still connected (a worker that died does not keep the job alive; one still stepping does);
+// a job that failed (a task sent its error) makes join() throw that error.
 #pragma once
 
 #include <atomic>
@@ -72,6 +73,8 @@ class PsServer {
   PsReply handle(const PsRequest& request, const std::string& client);
   PsReply values(const std::vector<std::string>& names) const;  // under mutex_
   void end(JobStatus status);
+  // Ends the job (ok) when the rule above says it is over.
+  void check_end();
   std::string name() const { return "ps " + std::to_string(options_.task_index); }
 
   PsServerOptions options_;
@@ -88,7 +91,9 @@ class PsServer {
   std::condition_variable ended_cv_;
   nn::VariableStore store_;
   bool holds_global_step_ = false;
-  std::set<std::string> done_;    // training tasks that said they are done
+  std::set<std::string> done_;            // training tasks that said they are done
+  std::multiset<std::string> connected_;  // the callers of the open connections
+  bool chief_done_ = false;
   std::optional<JobStatus> end_;  // set once: ok (ended) or the job's error
 };
 

@@ -51,7 +51,8 @@ class PsVariables {
   // Everything the tasks hold, with one process's names, parts joined.
   std::vector<NamedTensor> pull_all();
 
-  // This training task is done (the chief: the job is over; the tasks exit).
+  // This training task is done (the chief: the job ends once the other training tasks are
+  // done or gone, and the ps tasks exit).
   void finish(const std::string& task, bool chief);
   // Tells every reachable task that the job failed (never throws).
   void abort(const std::string& message) noexcept;

@@ -25,7 +25,7 @@ enum class PsRequestKind : uint8_t {
   kPushPull = 3,    // apply `tensors` (gradients), then the values of `names`
   kPullAll = 4,     // every tensor the task holds (checkpoints)
   kWorkerDone = 5,  // `message` (the task) has finished training
-  kEndJob = 6,      // the chief: the job is over, exit
+  kEndJob = 6,      // the chief (`message`) is done: exit once the others are done or gone
   kAbort = 7,       // the job failed with `message`: exit with that error
 };
 

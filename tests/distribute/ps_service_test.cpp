@@ -215,9 +215,14 @@ TEST_CASE("ps service: asynchronous workers' pushes are each applied once") {
 TEST_CASE("ps service: the chief ends the job, or a failure ends it with the error") {
   SUBCASE("end") {
     Cluster cluster = start_ps(2, nn::optim::sgd(0.1), 4);
+    auto worker = std::make_unique<PsClient>(connect(cluster, "worker 0"));
     PsClient client = connect(cluster, "chief 0");
     PsPlacement placement(2);
     PsVariables(client, placement).finish("chief 0", true);
+    // worker 0 is still connected (stepping): the job waits for it...
+    CHECK_THROWS_AS(cluster.servers[0]->join(300ms), DeadlineExceededError);
+    // ...until it goes away (done, or dead: an asynchronous job does not wait for the dead).
+    worker.reset();
     for (auto& server : cluster.servers) CHECK_NOTHROW(server->join(5s));
   }
   SUBCASE("abort") {
