@@ -144,7 +144,7 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const TfConfig& config,
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Setup setup)
     : Strategy(parse_devices(setup.options.devices), setup.ops, setup.options.seed,
-               mirrored_placement(), setup.is_chief, setup.local_tasks),
+               mirrored_placement(), all_reduce_path(), setup.is_chief, setup.local_tasks),
       config_(std::move(setup.config)),
       communication_(setup.communication),
       runtime_(std::move(setup.runtime)) {

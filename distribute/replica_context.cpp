@@ -1,6 +1,7 @@
 // ReplicaContext: what a replica's step sees of its strategy (TF's replica context): the
-// in-step all-reduce, gradient synchronisation (overlapped with the backward pass where the
-// worker has a core to spare), the chief's initial values. A collective is two barrier
+// in-step collectives (all-reduce, the gradients' sum, the chief's initial values) that a
+// GradientPath composes a step from, and the hand-over of the train op, apply_gradients and new
+// variables to the strategy's gradient path (all_reduce_path.cpp). A collective is two barrier
 // crossings: every replica deposits its list and fresh output buffers; every replica thread then
 // reduces its share of the elements and writes it into the shared outputs; then (several
 // workers) replica 0 combines the outputs with the other processes while the others wait at a
@@ -21,9 +22,6 @@
 
 namespace est::distribute {
 namespace {
-
-// A bucket of gradients starts its reduction across workers once it holds this many bytes.
-constexpr size_t kOverlapBucketBytes = size_t{1} << 20;
 
 bool any_gpu(const std::vector<Device>& devices) {
   return std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });
@@ -135,7 +133,8 @@ void ReplicaContext::reduce_across_workers(std::vector<Tensor>& tensors) {
 void ReplicaContext::all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars) {
   std::vector<nn::MovingAverageUpdate> updates = model_context().take_moving_average_updates();
   sync_step(grads_and_vars, 1.0, updates);
-  finish_sync(updates);
+  if (replicas_->placement().applies_updates(replica_id_))
+    for (const auto& update : updates) nn::apply_moving_average(update);
 }
 
 void ReplicaContext::sync_step(std::vector<nn::GradAndVar>& grads_and_vars, double scale,
@@ -162,23 +161,24 @@ void ReplicaContext::sync_step(std::vector<nn::GradAndVar>& grads_and_vars, doub
   if (extra) *extra = tensors.back();
 }
 
-bool ReplicaContext::applies_updates() const {
-  return replicas_->placement().applies_updates(replica_id_);
-}
-
-void ReplicaContext::finish_sync(std::vector<nn::MovingAverageUpdate>& updates) {
-  if (applies_updates())
-    for (const auto& update : updates) nn::apply_moving_average(update);
-}
+bool ReplicaContext::applies_updates() const { return gradient_path_->applies_updates(*this); }
 
 bool ReplicaContext::synchronize(std::vector<nn::GradAndVar>& grads_and_vars) {
-  bool summed = std::any_of(grads_and_vars.begin(), grads_and_vars.end(),
-                            [](const nn::GradAndVar& entry) { return entry.summed_by; });
-  if (!summed) all_reduce_gradients(grads_and_vars);
-  return applies_updates();
+  bool combined = std::any_of(grads_and_vars.begin(), grads_and_vars.end(),
+                              [](const nn::GradAndVar& entry) { return entry.summed_by; });
+  if (!combined) gradient_path_->combine(*this, grads_and_vars);
+  return gradient_path_->applies_updates(*this);
 }
 
+void ReplicaContext::after_update() { gradient_path_->after_update(*this); }
+
 void ReplicaContext::initialize_variable(const std::string& name, Tensor& value) {
+  gradient_path_->initialize_variable(*this, name, value);
+}
+
+void ReplicaContext::wait_for_local_replicas() { rendezvous_->barrier->arrive_and_wait(); }
+
+void ReplicaContext::broadcast_initial_value(const std::string& name, Tensor& value) {
   if (strategy_->num_workers() == 1) return;
   std::string what = "the broadcast of the chief's initial value of " + name;
   on_replica_zero([&] {
@@ -204,10 +204,6 @@ void ReplicaContext::initialize_variable(const std::string& name, Tensor& value)
   }
 }
 
-void ReplicaContext::after_update() {
-  if (replicas_->placement().shared()) rendezvous_->barrier->arrive_and_wait();
-}
-
 void ReplicaContext::run_train_op(const nn::TrainOp& train_op, double gradient_scale,
                                   nn::ModelContext* ctx, Tensor* loss_sum) {
   nn::ModelContext& context = ctx ? *ctx : model_context();
@@ -216,89 +212,13 @@ void ReplicaContext::run_train_op(const nn::TrainOp& train_op, double gradient_s
                                   "::run_train_op: the model context does not defer its moving "
                                   "averages, so batch norm statistics would not be averaged over "
                                   "replicas; call ctx.set_defer_moving_averages(true) on it");
-  if (strategy_->num_local_replicas() == 1 && strategy_->num_workers() > 1 &&
-      strategy_->overlaps_gradient_reduction()) {
-    run_train_op_overlapped(train_op, gradient_scale, context, loss_sum);
-    return;
-  }
-  std::vector<nn::GradAndVar> grads = train_op.compute_gradients();
-  std::vector<nn::MovingAverageUpdate> updates = context.take_moving_average_updates();
-  if (loss_sum) {
-    ops::NoGradGuard no_grad;
-    *loss_sum = train_op.loss().detach().clone();
-  }
-  sync_step(grads, gradient_scale, updates, loss_sum);
-  finish_sync(updates);
-  train_op.apply(std::move(grads));  // summed by this replica: synchronize, after_update
-}
-
-void ReplicaContext::run_train_op_overlapped(const nn::TrainOp& train_op, double gradient_scale,
-                                             nn::ModelContext& context, Tensor* loss_sum) {
-  CrossDeviceOps& ops = *cross_device_ops_;
-  std::string what = describe("all-reduce");
-  std::vector<std::unique_ptr<PendingReduction>> pending;
-  // A transport over host buffers reduces host copies of a GPU replica's tensors (each copy
-  // is made when its bucket starts), and the sums come back to the device.
-  const bool staged = !device().is_cpu() && !ops.reduces_device_tensors();
-  auto to_transport = [&](Tensor t) { return staged && t.defined() ? t.to(Device::cpu()) : t; };
-  auto from_transport = [&](Tensor t) { return staged && t.defined() ? t.to(device()) : t; };
-  // What the forward pass already knows travels first: the moving statistics (averaged over
-  // replicas) and the loss (summed, for the log).
-  std::vector<nn::MovingAverageUpdate> updates = context.take_moving_average_updates();
-  std::vector<Tensor> known;
-  std::vector<double> known_factors;
-  for (const auto& update : updates) {
-    known.push_back(to_transport(update.value));
-    known_factors.push_back(1.0 / num_replicas_in_sync());
-  }
-  if (loss_sum) {
-    ops::NoGradGuard no_grad;
-    known.push_back(to_transport(train_op.loss().detach()));
-    known_factors.push_back(1.0);
-  }
-  if (!known.empty()) pending.push_back(ops.start_reduce(known, known_factors, what));
-  // Then the gradients, a bucket at a time, in the order the backward pass completes them (the
-  // same on every worker: it depends only on the model).
-  std::vector<std::vector<size_t>> buckets;
-  std::vector<size_t> bucket;
-  std::vector<Tensor> bucket_tensors;
-  size_t bucket_bytes = 0;
-  auto start_bucket = [&] {
-    if (bucket.empty()) return;
-    pending.push_back(ops.start_reduce(std::move(bucket_tensors),
-                                       std::vector<double>(bucket.size(), gradient_scale), what));
-    buckets.push_back(std::move(bucket));
-    bucket.clear();
-    bucket_tensors.clear();
-    bucket_bytes = 0;
-  };
-  std::vector<nn::GradAndVar> grads =
-      train_op.compute_gradients([&](size_t index, const Tensor& gradient) {
-        bucket.push_back(index);
-        bucket_tensors.push_back(to_transport(gradient));
-        bucket_bytes += gradient.nbytes();
-        if (bucket_bytes >= kOverlapBucketBytes) start_bucket();
-      });
-  start_bucket();
-  size_t next = 0;
-  if (!known.empty()) {
-    std::vector<Tensor> sums = pending[next++]->wait();
-    for (size_t i = 0; i < updates.size(); ++i) updates[i].value = from_transport(sums[i]);
-    if (loss_sum) *loss_sum = sums.back();  // read by the host
-  }
-  for (const std::vector<size_t>& indices : buckets) {
-    std::vector<Tensor> sums = pending[next++]->wait();
-    for (size_t k = 0; k < indices.size(); ++k)
-      grads[indices[k]].gradient = from_transport(sums[k]);
-  }
-  for (nn::GradAndVar& entry : grads) entry.summed_by = this;
-  finish_sync(updates);
-  train_op.apply(std::move(grads));  // summed by this replica: synchronize, after_update
+  gradient_path_->apply(*this, train_op, gradient_scale, context, loss_sum);
 }
 
 nn::GradientTransform ReplicaContext::gradient_transform() {
-  return
-      [this](std::vector<nn::GradAndVar>& grads_and_vars) { all_reduce_gradients(grads_and_vars); };
+  return [this](std::vector<nn::GradAndVar>& grads_and_vars) {
+    gradient_path_->combine(*this, grads_and_vars);
+  };
 }
 
 }  // namespace est::distribute

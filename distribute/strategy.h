@@ -3,28 +3,30 @@
 //
 // Every strategy is the same machinery: one replica per local device, each replica on its own
 // persistent thread with its own ModelContext, and cross-device ops that reduce over the local
-// replicas and then (multi-worker) over the processes of the job. Variables are either mirrored
-// (each replica has its own VariableStore, kept identical because every replica applies the
-// same all-reduced gradients and averaged moving statistics, and because across processes the
-// chief's initial values are broadcast before the first update) or central (one VariableStore
-// shared by all replicas; the update is applied once, by replica 0, after the gradients are
-// summed). The strategy owns the replicas: its own set for the custom training loop, and more
-// sets made by make_replicas() for callers with their own contexts (the Estimator's train and
-// eval loops). The subclasses choose the devices, the cross-device ops, the placement and the
-// topology (workers, this worker's index, the chief). The custom-training-loop API reads as in
-// TensorFlow:
+// replicas and then (multi-worker) over the processes of the job. Two interfaces make the
+// strategies peers: a VariablePlacement (variable_placement.h) says where the variables live
+// (mirrored: a VariableStore per replica; central: one shared store) and a GradientPath
+// (gradient_path.h) what a step does with the gradients (all_reduce_path(): the sum over every
+// replica of every worker, then the update applied where the placement says, the copies kept
+// identical because every replica applies the same sums and averaged moving statistics, and
+// because across processes the chief's initial values are broadcast before the first update).
+// The strategy owns the replicas: its own set for the custom training loop, and more sets made
+// by make_replicas() for callers with their own contexts (the Estimator's train and eval
+// loops). The subclasses choose the devices, the cross-device ops, the placement, the gradient
+// path and the topology (workers, this worker's index, the chief). The custom-training-loop API
+// reads as in TensorFlow:
 //   PerReplica losses = strategy.run([&](ReplicaContext& replica) {
 //     ModelContext& ctx = replica.model_context();
 //     ctx.begin_call();
 //     Tensor loss = ... / replica.num_replicas_in_sync();  // scaled by the global batch
-//     replica.run_train_op(optimizer.minimize(loss, ctx));  // all-reduce (sum), the update
+//     replica.run_train_op(optimizer.minimize(loss, ctx));  // the gradient path's step
 //     return loss;
 //   }, inputs);
 //   double total = strategy.reduce(ReduceOp::kSum, losses).item();
-// Inside the step, optimizer.apply_gradients (and so TrainOp::run) is synchronized as well:
-// the replica context sums the gradients over replicas first, as in TF's replica context. The
-// step's replica reaches the optimizer through the replica's ModelContext (which run() gives
-// it for the step) and through the gradients it summed (GradAndVar::summed_by).
+// Inside the step, optimizer.apply_gradients (and so TrainOp::run) goes through the same
+// gradient path: the replica context hands it the gradients first, as in TF's replica context.
+// The step's replica reaches the optimizer through the replica's ModelContext (which run()
+// gives it for the step) and through the gradients it combined (GradAndVar::summed_by).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,7 @@
 #include "data/element.h"
 #include "data/input_context.h"
 #include "distribute/cross_device_ops.h"
+#include "distribute/gradient_path.h"
 #include "distribute/variable_placement.h"
 #include "nn/model_context.h"
 #include "nn/optimizer.h"
@@ -106,18 +109,20 @@ struct PerReplica {
 // What a step function sees while it runs on one replica. It is also the replica's
 // nn::CrossReplicaSync while the step runs (its model context's replica_sync()), so
 // Optimizer::apply_gradients inside the step (from TrainOp::run, or with gradients from
-// ops::gradients) sums the gradients over replicas and updates the variables as the strategy
-// places them, as apply_gradients in TF's replica context does.
+// ops::gradients) goes through the strategy's GradientPath (all-reduce: the sum over replicas,
+// then the update as the placement says), as apply_gradients in TF's replica context does.
+// The collectives below are what a GradientPath composes a step from.
 class ReplicaContext final : public nn::CrossReplicaSync {
  public:
-  // Made by Strategy::run for one replica's step, with the strategy's rendezvous and
-  // cross-device ops.
+  // Made by Strategy::run for one replica's step, with the strategy's rendezvous, cross-device
+  // ops and gradient path.
   ReplicaContext(Strategy& strategy, ReplicaRendezvous& rendezvous,
-                 CrossDeviceOps& cross_device_ops, ReplicaSet& replicas, int replica_id,
-                 const data::Element& input)
+                 CrossDeviceOps& cross_device_ops, GradientPath& gradient_path,
+                 ReplicaSet& replicas, int replica_id, const data::Element& input)
       : strategy_(&strategy),
         rendezvous_(&rendezvous),
         cross_device_ops_(&cross_device_ops),
+        gradient_path_(&gradient_path),
         replicas_(&replicas),
         replica_id_(replica_id),
         input_(&input) {}
@@ -133,73 +138,82 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   nn::VariableStore& store();
   // This replica's input (empty when run() was given none).
   const data::Element& input() const { return *input_; }
+  // The strategy running the step, the replica set it runs on (every local replica's store and
+  // context, and their placement), and its cross-device ops.
+  Strategy& strategy() const { return *strategy_; }
+  ReplicaSet& replica_set() const { return *replicas_; }
+  CrossDeviceOps& cross_device_ops() const { return *cross_device_ops_; }
 
   // Collectives: every replica (of every worker) must call them, in the same order, with lists
   // of the same shapes. Afterwards `tensors` holds the reduction over all replicas: fresh
   // buffers that this process's replicas share (they are threads of one process), so read them,
   // never write into them in place.
   void all_reduce(ReduceOp op, std::vector<Tensor>& tensors);
+  // The same with a factor per entry: entry i becomes the sum over replicas times factors[i].
+  void reduce_scaled(std::vector<Tensor>& tensors, const std::vector<double>& factors);
+  // Sums the gradients (times `scale`; they then carry this replica as summed_by) and averages
+  // the values of `updates` over replicas, in one collective. `extra` (optional) is summed in
+  // the same collective. Applies nothing.
+  void sync_step(std::vector<nn::GradAndVar>& grads_and_vars, double scale,
+                 std::vector<nn::MovingAverageUpdate>& updates, Tensor* extra = nullptr);
   // Sums the gradients over replicas (the loss is already scaled by the global batch) and
-  // averages the moving statistics model_context() deferred, applying them where this replica
+  // averages the moving statistics model_context() deferred, applying them where the placement
   // applies updates. The sums carry this replica (GradAndVar::summed_by): apply_gradients
-  // then applies them as they are (no second sum), where this replica applies updates.
+  // then applies them as they are (no second sum).
   void all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars);
-  // A whole training step of `train_op` on this replica: its gradients times
-  // `gradient_scale`, summed over replicas; the moving averages `ctx` deferred (batch norm's
-  // statistics, computed per replica) averaged over replicas; then the optimizer's update:
-  // on every replica's copy (mirrored) or once on the shared copy (central storage, after which
-  // every replica waits until it is done). `ctx` defaults to this replica's model_context().
-  // The custom loop scales the loss by the global batch itself (gradient_scale 1); the
-  // Estimator passes 1/num_replicas_in_sync unless the loss's reduction was kSum (TF's rule,
-  // estimator/replicas.h).
-  // `loss_sum`, when given, rides along in the same collective: afterwards it holds the sum of
-  // the train op's loss over every replica of every worker (for the loss a log reports).
+  // Several workers: the chief's `value` of variable `name` (which every worker must be
+  // creating: InvalidArgumentError otherwise) in every replica's `value`; nothing in one
+  // process.
+  void broadcast_initial_value(const std::string& name, Tensor& value);
+  // Waits until every local replica has called it.
+  void wait_for_local_replicas();
+  // "all-reduce at step 812", for messages.
+  std::string describe(const char* collective);
+
+  // A whole training step of `train_op` on this replica, through the strategy's GradientPath
+  // (gradient_path.h; all-reduce: its gradients times `gradient_scale`, summed over replicas;
+  // the moving averages `ctx` deferred (batch norm's statistics, computed per replica) averaged
+  // over replicas; then the optimizer's update: on every replica's copy (mirrored) or once on
+  // the shared copy (central storage, after which every replica waits until it is done)).
+  // `ctx` defaults to this replica's model_context(); with several replicas in sync it must
+  // defer its moving averages (FailedPreconditionError). The custom loop scales the loss by the
+  // global batch itself (gradient_scale 1); the Estimator passes 1/num_replicas_in_sync unless
+  // the loss's reduction was kSum (TF's rule, estimator/replicas.h).
+  // `loss_sum`, when given, afterwards holds the sum of the train op's loss over every replica
+  // that stepped with this one (all-reduce: of every worker, in the same collective), for the
+  // loss a log reports.
   void run_train_op(const nn::TrainOp& train_op, double gradient_scale = 1.0,
                     nn::ModelContext* ctx = nullptr, Tensor* loss_sum = nullptr);
-  // The same as a TrainOp transform (`train_op.run(replica.gradient_transform())`): the sum
-  // and the moving averages happen in the transform, the update in the optimizer. It refers to
-  // this context: use it only inside the step function that received it.
+  // The same as a TrainOp transform (`train_op.run(replica.gradient_transform())`): the
+  // gradient path combines the gradients in the transform (GradientPath::combine), the
+  // optimizer updates. It refers to this context: use it only inside the step function that
+  // received it.
   nn::GradientTransform gradient_transform();
-  // Whether this replica applies updates: always with mirrored variables, only replica 0
-  // under central storage.
+  // Whether this replica applies updates to its own store (the gradient path's answer;
+  // all-reduce: always with mirrored variables, only replica 0 under central storage).
   bool applies_updates() const;
 
-  // nn::CrossReplicaSync, called by Optimizer::apply_gradients.
+  // nn::CrossReplicaSync, called by Optimizer::apply_gradients and ModelContext::get_variable:
+  // the gradient path's combine (unless combined already) and applies_updates, after_update,
+  // initialize_variable.
   bool synchronize(std::vector<nn::GradAndVar>& grads_and_vars) override;
   void after_update() override;
-  // Several workers: the chief's value of a variable the model just created, on every replica
-  // of every worker (the workers need not share a seed).
   void initialize_variable(const std::string& name, Tensor& value) override;
 
  private:
   Strategy* strategy_;
   ReplicaRendezvous* rendezvous_;
   CrossDeviceOps* cross_device_ops_;
+  GradientPath* gradient_path_;
   ReplicaSet* replicas_;
   int replica_id_;
   const data::Element* input_;
 
-  // Applies this replica's share of the averaged moving statistics, after sync_step.
-  void finish_sync(std::vector<nn::MovingAverageUpdate>& updates);
-  // The collective behind all_reduce: entry i becomes the sum over replicas times factors[i].
-  void reduce_scaled(std::vector<Tensor>& tensors, const std::vector<double>& factors);
-  // Sums the gradients (times `scale`; they then carry this replica as summed_by) and averages
-  // the values of `updates`, in one collective. `extra` (optional) is summed in the same
-  // collective.
-  void sync_step(std::vector<nn::GradAndVar>& grads_and_vars, double scale,
-                 std::vector<nn::MovingAverageUpdate>& updates, Tensor* extra = nullptr);
-  // run_train_op for one local replica of several workers: each bucket of gradients starts its
-  // reduction across workers as soon as the backward pass completes it, so communication
-  // overlaps the rest of the pass.
-  void run_train_op_overlapped(const nn::TrainOp& train_op, double gradient_scale,
-                               nn::ModelContext& context, Tensor* loss_sum);
   // Runs `work` on replica 0's thread while the other local replicas wait at the barrier.
   void on_replica_zero(const std::function<void()>& work);
   // `tensors` (this replica's) summed over the workers in place; through host copies when the
   // cross-device ops reduce host buffers only.
   void reduce_across_workers(std::vector<Tensor>& tensors);
-  // "all-reduce at step 812", for messages.
-  std::string describe(const char* collective);
 };
 
 using StepFn = std::function<Tensor(ReplicaContext&)>;
@@ -237,6 +251,9 @@ class Strategy {
   const VariablePlacement& placement() const { return *placement_; }
   // Whether each replica has its own copy of the variables (mirrored, not central storage).
   bool variables_mirrored() const { return !placement_->shared(); }
+  // What a step does with the replicas' gradients (all-reduce; a parameter server's push and
+  // pull): every replica step of run() goes through it (gradient_path.h).
+  GradientPath& gradient_path() const { return *gradient_path_; }
 
   // The InputContext of input pipeline `pipeline_id` (one per worker; default: this worker's):
   // InvalidArgumentError outside [0, num_workers).
@@ -251,7 +268,7 @@ class Strategy {
   // Runs step_fn once on every local replica (of `replicas`, default the strategy's own), in
   // parallel, and returns what each returned. `per_replica_inputs`, when given, has one element
   // per local replica (InvalidArgumentError). Each replica step runs with the calling thread's
-  // modes (NoGradGuard, BackendGuard).
+  // modes (NoGradGuard, BackendGuard), after the gradient path's before_step on its replica.
   PerReplica run(const StepFn& step_fn, const std::vector<data::Element>& per_replica_inputs = {});
   PerReplica run(ReplicaSet& replicas, const StepFn& step_fn,
                  const std::vector<data::Element>& per_replica_inputs = {});
@@ -298,10 +315,12 @@ class Strategy {
   // ReductionToOneDevice) also says how many workers there are and which one this is. `seed`
   // seeds every replica's ModelContext identically. `local_processes`: processes sharing this
   // host's cores (each replica takes ops::threads_for_local_processes(local_processes) /
-  // replicas threads). `placement` (null: mirrored_placement()) places the variables.
+  // replicas threads). `placement` (null: mirrored_placement()) places the variables;
+  // `gradient_path` (null: all_reduce_path()) takes the gradients of each step.
   Strategy(std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> cross_device_ops,
            uint64_t seed, std::shared_ptr<const VariablePlacement> placement = nullptr,
-           bool is_chief = true, int local_processes = 1);
+           std::shared_ptr<GradientPath> gradient_path = nullptr, bool is_chief = true,
+           int local_processes = 1);
 
  private:
   void check_replica(int replica, const char* where) const;
@@ -309,6 +328,7 @@ class Strategy {
   std::vector<Device> devices_;
   std::shared_ptr<CrossDeviceOps> cross_device_ops_;
   std::shared_ptr<const VariablePlacement> placement_;
+  std::shared_ptr<GradientPath> gradient_path_;
   bool is_chief_;
   uint64_t seed_;
   int threads_per_replica_;

@@ -39,7 +39,7 @@ EstimatorSpec call_model_fn(const ModelFn& model_fn, EstimatorContext& ctx,
         data::structure_str(element)));
   if (log_calls) log::info("Calling model_fn.");
   ctx.begin_call();
-  ActiveContextGuard active(ctx);
+  ModelFnCall in_call(ctx);
   EstimatorSpec spec = model_fn(element.features, element.labels, mode, ctx);
   if (log_calls) log::info("Done calling model_fn.");
   std::string where = fmt::format("model_fn (mode {})", mode_name(mode));

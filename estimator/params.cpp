@@ -1,5 +1,6 @@
-// Params lookups with typed errors, and the per-thread "current EstimatorContext" that lets
-// est::params(ctx) check its argument without RTTI on nn::ModelContext.
+// Params lookups with typed errors, and est::params(ctx)'s check of its argument: the
+// EstimatorContext that ctx is (a dynamic_cast: model_fn sees a plain ModelContext&), marked by
+// the Estimator's ModelFnCall for the call.
 #include "estimator/params.h"
 
 #include <fmt/format.h>
@@ -8,8 +9,6 @@
 
 namespace est {
 namespace {
-
-thread_local const EstimatorContext* active_context = nullptr;
 
 const char* type_name(const ParamValue& value) {
   switch (value.index()) {
@@ -72,19 +71,13 @@ int64_t Params::get_int(const std::string& name, int64_t fallback) const {
   return contains(name) ? get_int(name) : fallback;
 }
 
-ActiveContextGuard::ActiveContextGuard(const EstimatorContext& context)
-    : previous_(active_context) {
-  active_context = &context;
-}
-
-ActiveContextGuard::~ActiveContextGuard() { active_context = previous_; }
-
 const EstimatorContext& estimator_context(const ModelContext& ctx) {
-  if (active_context == nullptr || static_cast<const ModelContext*>(active_context) != &ctx)
+  const auto* estimator = dynamic_cast<const EstimatorContext*>(&ctx);
+  if (estimator == nullptr || !estimator->in_model_fn())
     throw FailedPreconditionError(
         "params/run_config(ctx): ctx is not the context of an Estimator's model_fn call; call "
         "them only inside model_fn, with the ctx the Estimator passed");
-  return *active_context;
+  return *estimator;
 }
 
 }  // namespace est

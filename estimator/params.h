@@ -4,7 +4,8 @@
 // model_fn keeps DESIGN.md's signature (ctx is an nn::ModelContext&). The Estimator passes an
 // EstimatorContext, a ModelContext that also carries the params, the RunConfig and the mode,
 // and model_fn reaches them through est::params(ctx) / est::run_config(ctx), which check that
-// ctx really is the Estimator's context of the current call (FailedPreconditionError otherwise).
+// ctx really is an Estimator's context and that model_fn is being called with it (a ModelFnCall
+// marks the context itself for the call: FailedPreconditionError otherwise).
 #pragma once
 
 #include <cstdint>
@@ -58,28 +59,37 @@ class EstimatorContext : public nn::ModelContext {
   const Params& params() const { return *params_; }
   const RunConfig& config() const { return *config_; }
   ModeKeys mode_keys() const { return mode_keys_; }
+  // Whether model_fn is being called with this context now (set by ModelFnCall).
+  bool in_model_fn() const { return in_model_fn_; }
+  void set_in_model_fn(bool in_call) { in_model_fn_ = in_call; }
 
  private:
   ModeKeys mode_keys_;
   const Params* params_;
   const RunConfig* config_;
+  bool in_model_fn_ = false;
 };
 
-// Marks `context` as the one model_fn is being called with on this thread (the Estimator
-// does this around each call; the guard restores the previous one).
-class ActiveContextGuard {
+// Marks `context` as the one model_fn is being called with, for the guard's lifetime (the
+// Estimator makes one around each call; it restores the previous mark).
+class ModelFnCall {
  public:
-  explicit ActiveContextGuard(const EstimatorContext& context);
-  ~ActiveContextGuard();
-  ActiveContextGuard(const ActiveContextGuard&) = delete;
-  ActiveContextGuard& operator=(const ActiveContextGuard&) = delete;
+  explicit ModelFnCall(EstimatorContext& context)
+      : context_(context), previous_(context.in_model_fn()) {
+    context_.set_in_model_fn(true);
+  }
+  ~ModelFnCall() { context_.set_in_model_fn(previous_); }
+  ModelFnCall(const ModelFnCall&) = delete;
+  ModelFnCall& operator=(const ModelFnCall&) = delete;
 
  private:
-  const EstimatorContext* previous_;
+  EstimatorContext& context_;
+  bool previous_;
 };
 
 // The EstimatorContext behind `ctx` during a model_fn call; FailedPreconditionError when ctx
-// is a plain ModelContext (model_fn called outside an Estimator).
+// is a plain ModelContext (model_fn called outside an Estimator) or an Estimator's context
+// that no model_fn call is using (kept from an earlier call).
 const EstimatorContext& estimator_context(const ModelContext& ctx);
 inline const Params& params(const ModelContext& ctx) { return estimator_context(ctx).params(); }
 inline const RunConfig& run_config(const ModelContext& ctx) {

@@ -88,8 +88,9 @@ class Replicas {
                                            const std::vector<data::Element>& elements,
                                            ModeKeys mode, bool first);
 
-  // Runs the specs' train ops (one per replica; every replica must have one): gradients,
-  // cross-replica sum, moving averages, the update. TF's loss scaling: replica r's gradients
+  // Runs the specs' train ops (one per replica; every replica must have one) through the
+  // strategy's gradient path (ReplicaContext::run_train_op; all-reduce: gradients,
+  // cross-replica sum, moving averages, the update). TF's loss scaling: replica r's gradients
   // are multiplied by 1/num_replicas_in_sync unless specs[r].train_op.loss_reduction() is
   // kSum (kNone included: TF divides a user-reduced per-example loss as well).
   // Under several workers the step's loss over every replica of the job comes back in the same

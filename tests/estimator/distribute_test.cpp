@@ -17,6 +17,7 @@
 #include "examples/cnn_model.h"
 #include "ops/autograd.h"
 #include "ops/backend.h"
+#include "tests/distribute/owner_applies_path.h"
 
 using namespace est;
 using namespace est_test;
@@ -160,6 +161,32 @@ TEST_CASE("every in-process strategy trains the tutorial CNN like the global bat
       CHECK(max_scaled_difference(distributed.get_variable_value("dense_1/kernel"),
                                   fresh.get_variable_value("dense_1/kernel")) > 1e-3);
     }
+  }
+}
+
+TEST_CASE("the Estimator's steps go through the strategy's gradient path") {
+  // A path that only updates replica 0's copy (the owner) and has replica 1 pull it before its
+  // next step (tests/distribute/owner_applies_path.h) trains as the all-reduce path does.
+  int64_t steps = 4;
+  TempDir mirrored_dir, owner_dir;
+  Estimator mirrored(cnn_model_fn,
+                     distributed_config(mirrored_dir.str(), make_strategy("mirrored")),
+                     cnn_params("adam"));
+  mirrored.train(RecordingInput{8}.fn(), {}, steps);
+  auto path = std::make_shared<est::testing::OwnerAppliesPath>(2);
+  auto strategy = std::make_shared<est::testing::OwnerAppliesStrategy>(
+      std::vector<std::string>{"/cpu:0", "/cpu:1"}, path);
+  Estimator owner(cnn_model_fn, distributed_config(owner_dir.str(), strategy), cnn_params("adam"));
+  owner.train(RecordingInput{8}.fn(), {}, steps);
+  // A step is two runs (model_fn, then the train op): replica 1 pulls once per update.
+  CHECK(path->before_steps() == 2 * 2 * steps);
+  CHECK(path->pulls() == steps - 1);
+  CHECK(path->applies() == 2 * steps);
+  CHECK(owner.get_variable_value("global_step").item() == steps);
+  for (const std::string& name : mirrored.get_variable_names()) {
+    CAPTURE(name);
+    CHECK(owner.get_variable_value(name).to_vector<double>() ==
+          mirrored.get_variable_value(name).to_vector<double>());
   }
 }
 

@@ -108,6 +108,18 @@ TEST_CASE("Params: typed lookups with errors naming the parameter") {
   nn::VariableStore store;
   ModelContext plain(store);
   CHECK_THROWS_AS(est::params(plain), FailedPreconditionError);
+  // An Estimator's context only while a model_fn call uses it.
+  RunConfig config;
+  EstimatorContext estimator(store, ModeKeys::kTrain, 0, params, config);
+  CHECK_THROWS_AS(est::params(estimator), FailedPreconditionError);
+  {
+    ModelFnCall call(estimator);
+    CHECK(&est::params(estimator) == &params);
+    CHECK(&est::run_config(estimator) == &config);
+    const ModelContext& as_model_context = estimator;
+    CHECK(est::params(as_model_context).get_int("units") == 3);
+  }
+  CHECK_THROWS_AS(est::run_config(estimator), FailedPreconditionError);
 }
 
 TEST_CASE("SecondOrStepTimer triggers first, then every N steps or S seconds") {

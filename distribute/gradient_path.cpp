@@ -1,0 +1,140 @@
+// The all-reduce GradientPath (MirroredStrategy, CentralStorageStrategy,
+// MultiWorkerMirroredStrategy, OneDeviceStrategy): a step's gradients, moving statistics and
+// loss summed over every replica of every worker in one collective, then the update where the
+// placement says. With one local replica per worker and a core to spare, the sum across workers
+// overlaps the backward pass: each bucket of gradients starts its reduction as soon as the
+// backward pass completes it.
+#include "distribute/gradient_path.h"
+
+#include <memory>
+
+#include "distribute/strategy.h"
+#include "nn/train_op.h"
+#include "ops/autograd.h"
+#include "ops/copy.h"
+
+namespace est::distribute {
+namespace {
+
+// A bucket of gradients starts its reduction across workers once it holds this many bytes.
+constexpr size_t kOverlapBucketBytes = size_t{1} << 20;
+
+class AllReducePath final : public GradientPath {
+ public:
+  std::string_view name() const override { return "all-reduce"; }
+
+  void apply(ReplicaContext& replica, const nn::TrainOp& train_op, double gradient_scale,
+             nn::ModelContext& ctx, Tensor* loss_sum) override {
+    const Strategy& strategy = replica.strategy();
+    if (strategy.num_local_replicas() == 1 && strategy.num_workers() > 1 &&
+        strategy.overlaps_gradient_reduction()) {
+      apply_overlapped(replica, train_op, gradient_scale, ctx, loss_sum);
+      return;
+    }
+    std::vector<nn::GradAndVar> grads = train_op.compute_gradients();
+    std::vector<nn::MovingAverageUpdate> updates = ctx.take_moving_average_updates();
+    if (loss_sum) {
+      ops::NoGradGuard no_grad;
+      *loss_sum = train_op.loss().detach().clone();
+    }
+    replica.sync_step(grads, gradient_scale, updates, loss_sum);
+    apply_moving_averages(replica, updates);
+    train_op.apply(std::move(grads));  // summed by this replica: applies_updates, after_update
+  }
+
+  void combine(ReplicaContext& replica, std::vector<nn::GradAndVar>& grads_and_vars) override {
+    replica.all_reduce_gradients(grads_and_vars);
+  }
+
+  bool applies_updates(const ReplicaContext& replica) const override {
+    return replica.replica_set().placement().applies_updates(replica.replica_id());
+  }
+
+  void after_update(ReplicaContext& replica) override {
+    if (replica.replica_set().placement().shared()) replica.wait_for_local_replicas();
+  }
+
+  void initialize_variable(ReplicaContext& replica, const std::string& name,
+                           Tensor& value) override {
+    replica.broadcast_initial_value(name, value);
+  }
+
+ private:
+  void apply_moving_averages(const ReplicaContext& replica,
+                             const std::vector<nn::MovingAverageUpdate>& updates) const {
+    if (applies_updates(replica))
+      for (const auto& update : updates) nn::apply_moving_average(update);
+  }
+
+  // apply() for one local replica of several workers, overlapped with the backward pass.
+  void apply_overlapped(ReplicaContext& replica, const nn::TrainOp& train_op, double gradient_scale,
+                        nn::ModelContext& ctx, Tensor* loss_sum) {
+    CrossDeviceOps& ops = replica.cross_device_ops();
+    std::string what = replica.describe("all-reduce");
+    std::vector<std::unique_ptr<PendingReduction>> pending;
+    // A transport over host buffers reduces host copies of a GPU replica's tensors (each copy
+    // is made when its bucket starts), and the sums come back to the device.
+    const Device device = replica.device();
+    const bool staged = !device.is_cpu() && !ops.reduces_device_tensors();
+    auto to_transport = [&](Tensor t) { return staged && t.defined() ? t.to(Device::cpu()) : t; };
+    auto from_transport = [&](Tensor t) { return staged && t.defined() ? t.to(device) : t; };
+    // What the forward pass already knows travels first: the moving statistics (averaged over
+    // replicas) and the loss (summed, for the log).
+    std::vector<nn::MovingAverageUpdate> updates = ctx.take_moving_average_updates();
+    std::vector<Tensor> known;
+    std::vector<double> known_factors;
+    for (const auto& update : updates) {
+      known.push_back(to_transport(update.value));
+      known_factors.push_back(1.0 / replica.num_replicas_in_sync());
+    }
+    if (loss_sum) {
+      ops::NoGradGuard no_grad;
+      known.push_back(to_transport(train_op.loss().detach()));
+      known_factors.push_back(1.0);
+    }
+    if (!known.empty()) pending.push_back(ops.start_reduce(known, known_factors, what));
+    // Then the gradients, a bucket at a time, in the order the backward pass completes them
+    // (the same on every worker: it depends only on the model).
+    std::vector<std::vector<size_t>> buckets;
+    std::vector<size_t> bucket;
+    std::vector<Tensor> bucket_tensors;
+    size_t bucket_bytes = 0;
+    auto start_bucket = [&] {
+      if (bucket.empty()) return;
+      pending.push_back(ops.start_reduce(std::move(bucket_tensors),
+                                         std::vector<double>(bucket.size(), gradient_scale), what));
+      buckets.push_back(std::move(bucket));
+      bucket.clear();
+      bucket_tensors.clear();
+      bucket_bytes = 0;
+    };
+    std::vector<nn::GradAndVar> grads =
+        train_op.compute_gradients([&](size_t index, const Tensor& gradient) {
+          bucket.push_back(index);
+          bucket_tensors.push_back(to_transport(gradient));
+          bucket_bytes += gradient.nbytes();
+          if (bucket_bytes >= kOverlapBucketBytes) start_bucket();
+        });
+    start_bucket();
+    size_t next = 0;
+    if (!known.empty()) {
+      std::vector<Tensor> sums = pending[next++]->wait();
+      for (size_t i = 0; i < updates.size(); ++i) updates[i].value = from_transport(sums[i]);
+      if (loss_sum) *loss_sum = sums.back();  // read by the host
+    }
+    for (const std::vector<size_t>& indices : buckets) {
+      std::vector<Tensor> sums = pending[next++]->wait();
+      for (size_t k = 0; k < indices.size(); ++k)
+        grads[indices[k]].gradient = from_transport(sums[k]);
+    }
+    for (nn::GradAndVar& entry : grads) entry.summed_by = &replica;
+    apply_moving_averages(replica, updates);
+    train_op.apply(std::move(grads));  // summed by this replica: applies_updates, after_update
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<GradientPath> all_reduce_path() { return std::make_shared<AllReducePath>(); }
+
+}  // namespace est::distribute

@@ -1,0 +1,118 @@
+// GradientPath: what a strategy does with a replica's gradients in a training step, the part of
+// a strategy that TF spreads over the replica context's merge_call, the cross-device ops and
+// the optimizer's apply step.
+//
+// A strategy is its devices, its cross-device ops, its VariablePlacement and its GradientPath.
+// The step function (the custom loop's, or the Estimator's model_fn and train op) is the same
+// code under every path; ReplicaContext hands the path every point where the strategy has a
+// say: before the step reads the variables, the train op after the forward pass, gradients
+// given to Optimizer::apply_gradients inside the step, the update's end, and a variable's
+// initial value. The all-reduce path (all_reduce_path(): MirroredStrategy, CentralStorage,
+// MultiWorkerMirrored, OneDevice) sums the gradients over every replica of every worker and
+// then applies the update where the placement says (every mirrored copy, or replica 0 on the
+// shared copy). A parameter-server path is a peer: it pushes a replica's gradients to the
+// variables' owners, the owners apply the update, and before the next read the replica pulls
+// fresh values into its store (a cache of the owners' variables).
+//
+// A strategy passes its path to Strategy's constructor, beside its placement; Strategy::run makes
+// each replica's ReplicaContext for the step and calls the path through it. From the
+// ReplicaContext a path reads the replica (replica_id(), replica_id_in_sync_group(), device(),
+// store(), model_context()), its strategy (num_workers(), worker_index(), is_chief()), the
+// replica set (every local replica's store and context, the placement) and the cross-device
+// ops. The gradients' GradAndVar::name routes each one to its variable's owner.
+//
+// Threads: every call is made on the replica's own thread, inside Strategy::run, concurrently
+// for the local replicas of this process (one thread each; they share this object, so a path
+// keeps per-replica state indexed by replica.replica_id() or guarded). Collectives on the
+// ReplicaContext (all_reduce, reduce_scaled, sync_step, broadcast_initial_value,
+// wait_for_local_replicas) must be called by every local replica (and, for those that cross
+// workers, by every worker) in the same order; a path that talks to its owners directly (a
+// parameter server) need not use them. An exception thrown by a call ends the step on that
+// replica and Strategy::run rethrows it; a call that waits on other replicas must not wait
+// forever when one of them failed (the ReplicaContext collectives are abortable).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nn/optimizer.h"
+#include "ops/tensor.h"
+
+namespace est::nn {
+class ModelContext;
+class TrainOp;
+}  // namespace est::nn
+
+namespace est::distribute {
+
+class ReplicaContext;
+
+class GradientPath {
+ public:
+  virtual ~GradientPath() = default;
+  virtual std::string_view name() const = 0;  // "all-reduce", for messages
+
+  // Before each step function Strategy::run runs on `replica` (so before the forward pass
+  // reads the variables of replica.store()). A training step of the Estimator is two runs (the
+  // model_fn, then the train op), so this may be called twice between two updates: a path that
+  // refreshes the store (a parameter server's pull of fresh values) does so only when its copy
+  // is stale (an update was pushed since its last pull). The all-reduce path does nothing: its
+  // copies are updated in place by apply().
+  virtual void before_step(ReplicaContext& /*replica*/) {}
+
+  // A whole training step of `train_op` on `replica`, after its forward pass
+  // (ReplicaContext::run_train_op): the gradients (train_op.compute_gradients(), or its
+  // overload that reports each gradient as the backward pass completes it) times
+  // `gradient_scale`; the moving-average updates `ctx` deferred
+  // (ctx.take_moving_average_updates(): batch norm's statistics, to be averaged over the
+  // replicas that stepped together, or pushed with the gradients); then the update: the
+  // optimizer is train_op.optimizer() (its clipping included), the variables
+  // train_op.variable_names() in train_op.store(), and the update increments global_step.
+  // `loss_sum`, when not null, must afterwards hold the sum of train_op.loss() over the
+  // replicas that stepped together (the loss a log reports; a path without collectives sums
+  // what it has, this replica's own loss when it steps alone).
+  // All-reduce: one collective for gradients, statistics and loss (bucketed during the
+  // backward pass across workers when the strategy overlaps), then train_op.apply(grads) on
+  // replicas that apply updates. Parameter server: push the scaled gradients (and statistics)
+  // to each variable's owner, which applies them with the optimizer; mark the replica's copy
+  // stale for before_step; train_op.apply is not called locally.
+  virtual void apply(ReplicaContext& replica, const nn::TrainOp& train_op, double gradient_scale,
+                     nn::ModelContext& ctx, Tensor* loss_sum) = 0;
+
+  // Gradients the step function computed itself and hands to the strategy: through
+  // Optimizer::apply_gradients inside the step (before the update), or through
+  // ReplicaContext::gradient_transform() (TrainOp::run's transform). Combines them as this
+  // path combines gradients (all-reduce: the sum over replicas, no further scale; the loss
+  // already carries 1/num_replicas_in_sync), takes replica.model_context()'s deferred
+  // moving averages with them, and marks each entry as handled
+  // (entry.summed_by = &replica) so that a later apply_gradients does not combine it twice.
+  // A parameter server pushes them here, and the owners apply the update.
+  virtual void combine(ReplicaContext& replica, std::vector<nn::GradAndVar>& grads_and_vars) = 0;
+
+  // Whether `replica` applies the combined gradients to its own store with the optimizer
+  // (Optimizer::apply_gradients asks, after combine). All-reduce: as the placement says (every
+  // mirrored copy; replica 0 under central storage). Parameter server: false (the owner did).
+  virtual bool applies_updates(const ReplicaContext& replica) const = 0;
+
+  // After the update of an apply_gradients inside the step, or instead of it on a replica that
+  // does not apply it. All-reduce under central storage: wait until replica 0 has updated the
+  // shared copy. Parameter server: nothing, or wait for the owners' acknowledgement when
+  // training synchronously.
+  virtual void after_update(ReplicaContext& replica) = 0;
+
+  // A training model_fn just created variable `name` in replica.store() with `value` (its
+  // initializer's value): overwrite `value` in place with the value every replica must start
+  // from. Every replica of the step creates the same variables in the same order. All-reduce
+  // with several workers: the chief's value (ReplicaContext::broadcast_initial_value), else
+  // nothing. Parameter server: the owner's value (the chief initialized or restored it there).
+  virtual void initialize_variable(ReplicaContext& replica, const std::string& name,
+                                   Tensor& value) = 0;
+};
+
+// The all-reduce path: sum over the replicas (of every worker), then the update applied where
+// the strategy's placement says. Stateless: a strategy may share it with others.
+std::shared_ptr<GradientPath> all_reduce_path();
+
+}  // namespace est::distribute

@@ -1,0 +1,110 @@
+// GradientPath (distribute/gradient_path.h): a strategy takes its replicas' gradients through
+// the path it was given, whatever way the step function hands them over (run_train_op,
+// apply_gradients inside the step, the gradient transform). The path of the test's own
+// (owner_applies_path.h) is shaped as a parameter server's: only the owner's copy is updated,
+// the others pull fresh values before they read; trained on the same batches, the owner's
+// variables (optimizer slots and moving statistics included) must be bitwise those of
+// MirroredStrategy, whose copies are updated in place by the all-reduce path, and the other
+// replicas' copies must equal the owner's once pulled.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distribute/distribute.h"
+#include "nn/nn.h"
+#include "tests/distribute/owner_applies_path.h"
+#include "tests/distribute/training_util.h"
+
+using namespace est;
+using namespace est::nn;
+using namespace est::distribute;
+using namespace est::testing;
+
+namespace {
+
+enum class Handover { kRunTrainOp, kApplyGradients, kGradientTransform };
+
+// A dense layer after batch normalization (moving statistics, deferred and averaged).
+Tensor normalized_mlp(ModelContext& ctx, const Tensor& x) {
+  Tensor h = batch_normalization(ctx, x, {.momentum = 0.9});
+  return mlp(ctx, h);
+}
+
+void train(Strategy& strategy, Handover handover, int steps) {
+  for (int step = 0; step < steps; ++step) {
+    data::Element batch = make_batch({8, 5}, uint64_t(step));
+    strategy.run(
+        [&](ReplicaContext& replica) {
+          ModelContext& ctx = replica.model_context();
+          ctx.begin_call();
+          Tensor logits = normalized_mlp(ctx, replica.input().features.at("x"));
+          Tensor loss = sparse_softmax_cross_entropy(replica.input().labels, logits) *
+                        (1.0 / replica.num_replicas_in_sync());
+          optim::Optimizer optimizer = optim::adam(0.01);
+          if (handover == Handover::kApplyGradients) {
+            std::vector<Tensor> variables;
+            for (const Variable& v : ctx.trainable_variables()) variables.push_back(v.value);
+            optimizer.apply_gradients(ctx, ops::gradients(loss, variables), variables);
+          } else if (handover == Handover::kGradientTransform) {
+            optimizer.minimize(loss, ctx).run(replica.gradient_transform());
+          } else {
+            replica.run_train_op(optimizer.minimize(loss, ctx));
+          }
+          return loss;
+        },
+        split_batch(batch, strategy.num_local_replicas()));
+  }
+}
+
+// Every variable of `actual` bitwise equal to `expected`'s; with `all`, the same names too.
+void check_equal(const VariableStore& actual, const VariableStore& expected, bool all = true) {
+  if (all) REQUIRE(actual.names() == expected.names());
+  for (const Variable& variable : actual.variables()) {
+    CAPTURE(variable.name);
+    CHECK(variable.value.to_vector<double>() ==
+          expected.get(variable.name).value.to_vector<double>());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("distribute: a strategy's steps go through its gradient path, however handed over") {
+  for (Handover handover :
+       {Handover::kRunTrainOp, Handover::kApplyGradients, Handover::kGradientTransform}) {
+    CAPTURE(int(handover));
+    const int steps = 4;
+    MirroredStrategy mirrored({"/cpu:0", "/cpu:1"}, nullptr, kSeed);
+    train(mirrored, handover, steps);
+    auto path = std::make_shared<OwnerAppliesPath>(2);
+    OwnerAppliesStrategy owner({"/cpu:0", "/cpu:1"}, path, kSeed);
+    CHECK(owner.gradient_path().name() == "owner applies");
+    train(owner, handover, steps);
+
+    // Each step's one run called before_step once per replica, and handed the gradients to the
+    // path once per replica; replica 1 pulled before each step but the first.
+    CHECK(path->before_steps() == 2 * steps);
+    CHECK(path->pulls() == steps - 1);
+    CHECK(path->applies() == (handover == Handover::kRunTrainOp ? 2 * steps : 0));
+    CHECK(path->combines() == (handover == Handover::kRunTrainOp ? 0 : 2 * steps));
+    // Only the owner applied the updates (global_step once per step); replica 1's copy is a
+    // step behind until it pulls.
+    CHECK(read_global_step(owner.store(0)) == steps);
+    CHECK(owner.store(1).get("dense/kernel").value.to_vector<double>() !=
+          owner.store(0).get("dense/kernel").value.to_vector<double>());
+    check_equal(owner.store(0), mirrored.store(0));
+    owner.run([](ReplicaContext&) { return Tensor(); });  // before_step: replica 1 pulls
+    // The other copy holds the model's variables (not the optimizer's slots: the owner's).
+    CHECK(owner.store(1).contains("dense/kernel"));
+    check_equal(owner.store(1), owner.store(0), false);
+  }
+}
+
+TEST_CASE("distribute: the all-reduce path is every built-in strategy's") {
+  MirroredStrategy mirrored({"/cpu:0", "/cpu:1"});
+  CentralStorageStrategy central({"/cpu:0", "/cpu:1"});
+  OneDeviceStrategy one("/cpu:0");
+  for (Strategy* strategy : std::vector<Strategy*>{&mirrored, &central, &one})
+    CHECK(strategy->gradient_path().name() == "all-reduce");
+}
