@@ -172,6 +172,7 @@ void PsServer::check_end() {
   std::string why;
   {
     std::lock_guard lock(mutex_);
+    if (end_) return;
     if (done_.size() >= static_cast<size_t>(options_.num_workers)) {
       why = fmt::format("every training task ({}) is done", done_.size());
     } else if (chief_done_) {
