@@ -69,12 +69,14 @@ class Estimator {
   // Writes the PREDICT model_fn of the latest checkpoint (or `checkpoint_path`) for serving, in
   // TF's layout: <export_dir_base>/<timestamp>/ with model.onnx (estimator_export.cpp says how
   // it is traced), signatures.json (serving_default and every export_outputs entry), assets/,
-  // and assets_extra's files (destination path -> source path) under assets.extra/. Returns the
-  // directory. NotFoundError when there is no checkpoint; UnimplementedError naming an op the
-  // export cannot express.
+  // and assets_extra's files (destination path -> source path) under assets.extra/; `as_text`
+  // also writes model.pbtxt, the model in protobuf text format. Returns the directory.
+  // NotFoundError when there is no checkpoint; UnimplementedError naming an op the export
+  // cannot express.
   std::string export_saved_model(const std::string& export_dir_base,
                                  const ServingInputReceiverFn& serving_input_receiver_fn,
                                  const std::map<std::string, std::string>& assets_extra = {},
+                                 bool as_text = false,
                                  const std::optional<std::string>& checkpoint_path = {}) const;
 
   std::optional<std::string> latest_checkpoint() const;

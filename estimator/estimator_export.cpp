@@ -1,12 +1,15 @@
-// Estimator::export_saved_model and the raw serving input receiver: the PREDICT model_fn traced
-// into ONNX (export/), in TensorFlow's timestamped export layout. Followed: tensorflow/
-// estimator's estimator.py (export_saved_model, _export_all_saved_models) and export/export.py
-// (build_raw_serving_input_receiver_fn, get_timestamped_export_dir).
+// Estimator::export_saved_model and the raw and parsing serving input receivers: the PREDICT
+// model_fn traced into ONNX (export/), in TensorFlow's timestamped export layout. Followed:
+// tensorflow/estimator's estimator.py (export_saved_model, _export_all_saved_models),
+// export/export.py (build_raw_serving_input_receiver_fn, build_parsing_serving_input_receiver_fn,
+// get_timestamped_export_dir) and export_lib.py / export_output.py (signature defs).
 //
 // The model: a fresh store restored from the checkpoint, one model_fn call at batch 1 so that
 // every variable exists with its saved value, then two traced calls at batch sizes 2 and 3 with
 // different random inputs (export/onnx_export.h: the dims that differ are the dynamic ones).
-// The directory is written under a temporary name and renamed, as TF does.
+// The directory is written under a temporary name and renamed, as TF does. A parsing receiver
+// is exported as a pre-processing step (estimator/serving_input.h); signature_defs follows
+// TF's rules for the default signature and for classify and regress signatures.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +22,7 @@
 #include "estimator/estimator.h"
 #include "estimator/loop_util.h"
 #include "export/onnx_export.h"
+#include "export/parse_example_step.h"
 #include "export/servable.h"
 #include "export/trace.h"
 #include "ops/autograd.h"
@@ -30,10 +34,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A tensor of `spec` with `batch` rows of random values (floats in [0, 1), integers 0).
+// A tensor of `spec` with `batch` rows of random values (floats in [0, 1), integers 0,
+// strings empty).
 Tensor example_tensor(const TensorSpec& spec, int64_t batch, unsigned seed) {
   Shape shape = spec.shape;
   shape[0] = batch;
+  if (spec.dtype == DType::kString)
+    return data::string_tensor(std::vector<std::string>(ops::num_elements(shape)), shape);
   if (!is_floating(spec.dtype)) return Tensor::zeros(shape, spec.dtype);
   std::mt19937 generator(seed);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
@@ -63,6 +70,69 @@ fs::path timestamped_export_dir(const fs::path& base, double now) {
   return base / std::to_string(timestamp);
 }
 
+// The ONNX output of export_outputs[signature]'s output `key`.
+std::string export_output_name(const std::string& signature, const std::string& key) {
+  return "export_outputs/" + signature + "/" + key;
+}
+
+// TF's signature defs (export_lib.build_all_signature_defs, export_output.py): serving_default
+// is the predictions when export_outputs is empty, else the single export output, else the one
+// named serving_default; classification and regression signatures take the serialized
+// examples under the key "inputs", and are skipped (logged) without a parsing receiver.
+nlohmann::json signature_defs(
+    const EstimatorSpec& spec, const std::map<std::string, TensorSpec>& receiver_tensors,
+    const std::optional<serving::ParseExampleStep>& parsing,
+    const std::function<nlohmann::json(const std::string&)>& output_info) {
+  constexpr const char* kDefault = "serving_default";
+  std::map<std::string, ExportOutput> export_outputs = spec.export_outputs;
+  std::map<std::string, std::string> onnx_names;  // "<signature>/<key>" -> ONNX output
+  for (const auto& [signature, output] : export_outputs)
+    for (const auto& [key, tensor] : output.outputs())
+      onnx_names[signature + "/" + key] = export_output_name(signature, key);
+  if (export_outputs.empty()) {
+    export_outputs.emplace(kDefault, PredictOutput{spec.predictions});
+    for (const auto& [key, tensor] : spec.predictions)
+      onnx_names[std::string(kDefault) + "/" + key] = key;
+  } else if (export_outputs.size() == 1 && !export_outputs.count(kDefault)) {
+    const auto [signature, output] = *export_outputs.begin();
+    export_outputs.emplace(kDefault, output);
+    for (const auto& [key, tensor] : output.outputs())
+      onnx_names[std::string(kDefault) + "/" + key] = export_output_name(signature, key);
+  } else if (!export_outputs.count(kDefault)) {
+    throw InvalidArgumentError(
+        "export_saved_model: several export_outputs were given, but none of them is named "
+        "serving_default; name one of them \"serving_default\" to make it the default");
+  }
+  nlohmann::json receiver_inputs = nlohmann::json::object();
+  for (const auto& [name, spec] : receiver_tensors)
+    receiver_inputs[name] = tensor_info(name, spec.dtype, spec.shape);
+  nlohmann::json signatures = nlohmann::json::object();
+  for (const auto& [signature, output] : export_outputs) {
+    nlohmann::json def = {{"method_name", output.method_name()}};
+    std::optional<serving::ParseExampleStep> step = parsing;
+    if (output.method() == ExportOutput::Method::kPredict) {
+      def["inputs"] = receiver_inputs;
+    } else {
+      if (!parsing) {
+        log::warning(
+            "export_saved_model: signature '{}' ({}) is omitted: classification and regression "
+            "signatures take serialized tf.Examples (build_parsing_serving_input_receiver_fn)",
+            signature, output.method_name());
+        continue;
+      }
+      def["inputs"] = {{"inputs", receiver_inputs.begin().value()}};
+      step->input = "inputs";
+    }
+    nlohmann::json outputs = nlohmann::json::object();
+    for (const auto& [key, tensor] : output.outputs())
+      outputs[key] = output_info(onnx_names.at(signature + "/" + key));
+    def["outputs"] = outputs;
+    if (step) def["parse_example"] = serving::to_json(*step);
+    signatures[signature] = def;
+  }
+  return signatures;
+}
+
 }  // namespace
 
 ServingInputReceiverFn build_raw_serving_input_receiver_fn(
@@ -78,9 +148,27 @@ ServingInputReceiverFn build_raw_serving_input_receiver_fn(
   return [features] { return ServingInputReceiver{.receiver_tensors = features}; };
 }
 
+ServingInputReceiverFn build_parsing_serving_input_receiver_fn(
+    data::FeatureSpecs feature_spec, std::optional<int64_t> default_batch_size) {
+  if (feature_spec.empty())
+    throw InvalidArgumentError("build_parsing_serving_input_receiver_fn: feature_spec is empty");
+  const TensorSpec examples{.shape = {default_batch_size.value_or(-1)}, .dtype = DType::kString};
+  return [feature_spec, examples] {
+    return ServingInputReceiver{.receiver_tensors = {{"examples", examples}},
+                                .features_fn =
+                                    [feature_spec](const Features& receiver) {
+                                      const Tensor& serialized = receiver.at("examples");
+                                      return data::parse_example(
+                                          serialized.to_vector<std::string>(), feature_spec);
+                                    },
+                                .feature_spec = feature_spec};
+  };
+}
+
 std::string Estimator::export_saved_model(const std::string& export_dir_base,
                                           const ServingInputReceiverFn& serving_input_receiver_fn,
                                           const std::map<std::string, std::string>& assets_extra,
+                                          bool as_text,
                                           const std::optional<std::string>& checkpoint_path) const {
   if (!serving_input_receiver_fn)
     throw InvalidArgumentError("export_saved_model: serving_input_receiver_fn is empty");
@@ -93,6 +181,27 @@ std::string Estimator::export_saved_model(const std::string& export_dir_base,
   const ServingInputReceiver receiver = serving_input_receiver_fn();
   if (receiver.receiver_tensors.empty())
     throw InvalidArgumentError("export_saved_model: the serving input receiver has no tensors");
+  // The graph's inputs: the receiver tensors, or for a parsing receiver the parsed features
+  // (serving_input.h).
+  std::optional<serving::ParseExampleStep> parsing;
+  std::map<std::string, TensorSpec> graph_inputs = receiver.receiver_tensors;
+  if (receiver.feature_spec) {
+    if (receiver.receiver_tensors.size() != 1 ||
+        receiver.receiver_tensors.begin()->second.dtype != DType::kString)
+      throw InvalidArgumentError(
+          "export_saved_model: a receiver with a feature_spec takes one string tensor of "
+          "serialized tf.Examples");
+    parsing =
+        serving::ParseExampleStep{receiver.receiver_tensors.begin()->first, *receiver.feature_spec};
+    serving::to_json(*parsing);  // refuses what the export cannot write, naming the feature
+    graph_inputs.clear();
+    for (const auto& [name, spec] : *receiver.feature_spec) {
+      const auto& fixed = std::get<data::FixedLenFeature>(spec);
+      Shape shape{-1};
+      shape.insert(shape.end(), fixed.shape.begin(), fixed.shape.end());
+      graph_inputs[name] = {shape, fixed.dtype};
+    }
+  }
 
   nn::VariableStore store;
   EstimatorContext ctx(store, ModeKeys::kPredict, seed_, params_, config_);
@@ -102,17 +211,19 @@ std::string Estimator::export_saved_model(const std::string& export_dir_base,
   ops::NoGradGuard no_grad;
   EstimatorSpec last_spec({.mode = ModeKeys::kPredict, .predictions = {{"", Tensor::scalar(0)}}});
   auto predict = [&](const serving::NamedTensors& inputs) {
-    Features features = receiver.features_fn ? receiver.features_fn(inputs) : inputs;
+    Features features = inputs;
+    if (receiver.features_fn && !parsing) features = receiver.features_fn(inputs);
     last_spec =
         detail::call_model_fn(model_fn_, ctx, data::Element(features), ModeKeys::kPredict, false);
     serving::NamedTensors outputs(last_spec.predictions.begin(), last_spec.predictions.end());
-    for (const auto& [key, tensor] : last_spec.export_outputs)
-      outputs["export_outputs/" + key] = tensor;
+    for (const auto& [signature, output] : last_spec.export_outputs)
+      for (const auto& [key, tensor] : output.outputs())
+        outputs[export_output_name(signature, key)] = tensor;
     return outputs;
   };
   auto inputs_at = [&](int64_t batch, unsigned seed) {
     serving::NamedTensors inputs;
-    for (const auto& [name, spec] : receiver.receiver_tensors)
+    for (const auto& [name, spec] : graph_inputs)
       inputs[name] = example_tensor(spec, batch, seed++);
     return inputs;
   };
@@ -124,12 +235,6 @@ std::string Estimator::export_saved_model(const std::string& export_dir_base,
   serving::Trace first = serving::trace(predict, inputs_at(2, 11), names);
   serving::Trace second = serving::trace(predict, inputs_at(3, 21), names);
   const std::string model = serving::to_onnx(first, second, "serving_default");
-
-  // Signatures: serving_default (the predictions, or export_outputs["serving_default"]) and
-  // one per export_outputs entry, each output under TF's PredictOutput key "output".
-  nlohmann::json inputs = nlohmann::json::object();
-  for (const auto& [name, spec] : receiver.receiver_tensors)
-    inputs[name] = tensor_info(name, spec.dtype, spec.shape);
   auto output_info = [&](const std::string& onnx_name) {
     const serving::TracedValue& value = first.values[first.outputs.at(onnx_name)];
     Shape shape = value.shape;
@@ -138,21 +243,14 @@ std::string Estimator::export_saved_model(const std::string& export_dir_base,
       if (shape[axis] != other[axis]) shape[axis] = -1;
     return tensor_info(onnx_name, value.dtype, shape);
   };
-  nlohmann::json signatures;
-  nlohmann::json default_outputs = nlohmann::json::object();
-  for (const auto& [key, tensor] : last_spec.predictions) default_outputs[key] = output_info(key);
-  signatures["serving_default"] = {{"method_name", "tensorflow/serving/predict"},
-                                   {"inputs", inputs},
-                                   {"outputs", default_outputs}};
-  for (const auto& [key, tensor] : last_spec.export_outputs)
-    signatures[key] = {{"method_name", "tensorflow/serving/predict"},
-                       {"inputs", inputs},
-                       {"outputs", {{"output", output_info("export_outputs/" + key)}}}};
+  const nlohmann::json signatures =
+      signature_defs(last_spec, receiver.receiver_tensors, parsing, output_info);
 
   const fs::path final_dir = timestamped_export_dir(export_dir_base, config_.now());
   const fs::path temp_dir = final_dir.parent_path() / ("temp-" + final_dir.filename().string());
   fs::create_directories(temp_dir / "assets");
   std::ofstream(temp_dir / "model.onnx", std::ios::binary) << model;
+  if (as_text) std::ofstream(temp_dir / "model.pbtxt") << serving::onnx_text(model);
   std::ofstream(temp_dir / "signatures.json") << signatures.dump(2) << "\n";
   for (const auto& [destination, source_path] : assets_extra) {
     const fs::path target = temp_dir / "assets.extra" / destination;

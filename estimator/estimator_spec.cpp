@@ -26,7 +26,7 @@ EstimatorSpec EstimatorSpec::eval(Tensor loss, MetricOps eval_metric_ops, Hooks 
 }
 
 EstimatorSpec EstimatorSpec::predict(Predictions predictions,
-                                     std::map<std::string, Tensor> export_outputs,
+                                     std::map<std::string, ExportOutput> export_outputs,
                                      Hooks prediction_hooks) {
   return EstimatorSpec({.mode = ModeKeys::kPredict,
                         .predictions = std::move(predictions),
@@ -54,8 +54,13 @@ void EstimatorSpec::validate(const std::string& where) const {
     fail("`predictions` is empty; mode infer needs at least one named prediction tensor");
   for (const auto& [name, tensor] : predictions)
     if (!tensor.defined()) fail(fmt::format("`predictions[\"{}\"]` is undefined", name));
-  for (const auto& [name, tensor] : export_outputs)
-    if (!tensor.defined()) fail(fmt::format("`export_outputs[\"{}\"]` is undefined", name));
+  for (const auto& [name, output] : export_outputs) {
+    if (output.outputs().empty())
+      fail(fmt::format("`export_outputs[\"{}\"]` has no output tensors", name));
+    for (const auto& [key, tensor] : output.outputs())
+      if (!tensor.defined())
+        fail(fmt::format("`export_outputs[\"{}\"]` output '{}' is undefined", name, key));
+  }
   for (const auto& [name, op] : eval_metric_ops)
     if (!op.metric) fail(fmt::format("`eval_metric_ops[\"{}\"]` holds no metric", name));
   auto check_hooks = [&](const Hooks& hooks, const char* field) {

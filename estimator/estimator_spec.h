@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "estimator/export_output.h"
 #include "estimator/hooks/session_run_hook.h"
 #include "estimator/mode_keys.h"
 #include "nn/metrics.h"
@@ -31,8 +32,9 @@ struct EstimatorSpecFields {
   Tensor loss;                // scalar
   nn::TrainOp train_op;       // TRAIN only
   MetricOps eval_metric_ops;  // EVAL: name -> streaming metric of this batch
-  // Named outputs for serving (TF's export_outputs, reduced to tensors): name -> [batch, ...].
-  std::map<std::string, Tensor> export_outputs;
+  // Serving signatures (TF's export_outputs): signature name -> its output (a bare tensor is a
+  // PredictOutput under key "output"; estimator/export_output.h).
+  std::map<std::string, ExportOutput> export_outputs;
   Hooks training_hooks;
   Hooks training_chief_hooks;  // run on the chief only
   Hooks evaluation_hooks;
@@ -46,7 +48,7 @@ struct EstimatorSpec : EstimatorSpecFields {
   static EstimatorSpec eval(Tensor loss, MetricOps eval_metric_ops = {},
                             Hooks evaluation_hooks = {});
   static EstimatorSpec predict(Predictions predictions,
-                               std::map<std::string, Tensor> export_outputs = {},
+                               std::map<std::string, ExportOutput> export_outputs = {},
                                Hooks prediction_hooks = {});
 
   // The construction check again (for a spec whose fields were changed afterwards); `where`

@@ -82,7 +82,7 @@ bool same_as_in_events(const Metrics& from_events, const Metrics& eval_result) {
 std::string SavedModelExport::run(const Estimator& estimator, const std::string& export_path,
                                   const std::string& checkpoint_path) const {
   return estimator.export_saved_model(export_path, serving_input_receiver_fn, assets_extra,
-                                      checkpoint_path);
+                                      /*as_text=*/false, checkpoint_path);
 }
 
 LatestExporter::LatestExporter(std::string name, ServingInputReceiverFn serving_input_receiver_fn,

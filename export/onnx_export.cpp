@@ -7,6 +7,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <google/protobuf/text_format.h>
 
 #include "onnx_subset.pb.h"
 #include "ops/error.h"
@@ -20,6 +21,11 @@ using ops::OpId;
 namespace onnx = est::serving::onnx;
 
 [[noreturn]] void refuse(const TracedNode& node, const std::string& why) {
+  if (node.kind == NodeKind::kHostComputed)
+    throw UnimplementedError(fmt::format(
+        "export: {} is computed on the host, not by ops the export can write as ONNX; keep it "
+        "out of the PREDICT path of model_fn (or compute it in the client before the request)",
+        node.name));
   throw UnimplementedError(fmt::format(
       "export: op '{}' (registry op '{}') cannot be exported to ONNX: {}; keep it out of the "
       "PREDICT path of model_fn (or compute it after serving)",
@@ -347,6 +353,51 @@ void Emitter::emit(const TracedNode& node) {
       to_nhwc(pooled, out);
       return;
     }
+    case OpId::kOneHot: {
+      // Equal(indices[..., 1], [0, depth)) as the output dtype, scaled to on/off values: exact
+      // for every index, and out-of-range ones give all off values, as in TF.
+      const int in_id = node.inputs[0];
+      const DType dtype = a_.values[out_id].dtype;
+      const int64_t depth = shape(out_id).back();
+      std::vector<int64_t> target;
+      for (size_t axis = 0; axis < shape(in_id).size(); ++axis)
+        target.push_back(dynamic(in_id, axis) ? -1 : shape(in_id)[axis]);
+      target.push_back(1);
+      std::string ids = temporary(), column = temporary(), hot = temporary();
+      std::string scaled = temporary();
+      attribute(add("Cast", {in(0)}, {ids}), "to", onnx_dtype(DType::kI64));
+      add("Reshape", {ids, int64_constant(target)}, {column});
+      std::vector<int64_t> range(static_cast<size_t>(depth));
+      for (int64_t i = 0; i < depth; ++i) range[static_cast<size_t>(i)] = i;
+      std::string equal = temporary();
+      add("Equal", {column, int64_constant(range)}, {equal});
+      attribute(add("Cast", {equal}, {hot}), "to", onnx_dtype(dtype));
+      add("Mul", {hot, scalar_constant(node.reals[0] - node.reals[1], dtype)}, {scaled});
+      add("Add", {scaled, scalar_constant(node.reals[1], dtype)}, {out});
+      return;
+    }
+    case OpId::kBatchNorm: {
+      // Inference with the moving statistics, over the last axis (est's NHWC / [N, C]):
+      // (x - mean) / sqrt(variance + epsilon) * gamma + beta, each a broadcast over channels.
+      const DType dtype = a_.values[out_id].dtype;
+      std::string shifted = temporary(), stddev = temporary(), variance = temporary();
+      std::string normalized = temporary();
+      add("Sub", {in(0), in(3)}, {shifted});
+      add("Add", {in(4), scalar_constant(node.reals[0], dtype)}, {variance});
+      add("Sqrt", {variance}, {stddev});
+      add("Div", {shifted, stddev}, {normalized});
+      if (node.inputs[1] >= 0) {
+        std::string scaled = temporary();
+        add("Mul", {normalized, in(1)}, {scaled});
+        normalized = scaled;
+      }
+      if (node.inputs[2] >= 0) {
+        add("Add", {normalized, in(2)}, {out});
+      } else {
+        add("Identity", {normalized}, {out});
+      }
+      return;
+    }
     default:
       break;
   }
@@ -383,6 +434,15 @@ bool same_contents(const Tensor& x, const Tensor& y) {
 }
 
 }  // namespace
+
+std::string onnx_text(const std::string& serialized_model) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(serialized_model))
+    throw InvalidArgumentError("onnx_text: the bytes are not an ONNX ModelProto");
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(model, &text);
+  return text;
+}
 
 int onnx_dtype(DType dtype) {
   switch (dtype) {
@@ -438,6 +498,13 @@ std::string to_onnx(const Trace& trace, const Trace& other, const std::string& g
   Emitter emitter(trace, other, graph);
   emitter.set_inputs();
   for (const auto& [name, id] : trace.inputs) emitter.add_value_info(graph.add_input(), name, id);
+  // What cannot be written is refused by name first: a host computation also leaves constants
+  // that change with the input behind it.
+  for (size_t i : live_nodes) {
+    if (trace.nodes[i].kind == NodeKind::kUnsupported ||
+        trace.nodes[i].kind == NodeKind::kHostComputed)
+      refuse(trace.nodes[i], "it has no ONNX form in est's exporter");
+  }
   for (const auto& [id, value] : trace.constants) {
     if (!live_values.count(id)) continue;
     auto theirs = other.constants.find(id);
@@ -449,10 +516,6 @@ std::string to_onnx(const Trace& trace, const Trace& other, const std::string& g
           ops::shape_str(value.shape()),
           trace.constant_names.count(id) ? "('" + trace.constant_names.at(id) + "')" : ""));
     emitter.add_initializer(emitter.value_name(id), value);
-  }
-  for (size_t i : live_nodes) {
-    if (trace.nodes[i].kind == NodeKind::kUnsupported)
-      refuse(trace.nodes[i], "it has no ONNX form in est's exporter");
   }
   for (size_t i : live_nodes) emitter.emit(trace.nodes[i]);
   for (const auto& [name, id] : trace.outputs) {

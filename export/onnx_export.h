@@ -25,6 +25,9 @@ inline constexpr int kOnnxIrVersion = 8;
 // graph ("serving_default").
 std::string to_onnx(const Trace& trace, const Trace& other, const std::string& graph_name);
 
+// A serialized ModelProto in protobuf's text format (export_saved_model's as_text).
+std::string onnx_text(const std::string& serialized_model);
+
 // The ONNX TensorProto.DataType of an est dtype.
 int onnx_dtype(DType dtype);
 

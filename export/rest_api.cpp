@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/element.h"
+#include "export/json_examples.h"
 #include "ops/array_ops.h"
 
 namespace est::serving {
@@ -17,7 +19,6 @@ namespace {
 using json = nlohmann::json;
 
 constexpr const char* kDefaultSignature = "serving_default";
-constexpr const char* kPredictMethod = "tensorflow/serving/predict";
 
 // A path the API does not have (404, TF's wording).
 struct Malformed {};
@@ -36,47 +37,58 @@ Shape shape_of(const json& value) {
   return shape;
 }
 
-// Appends the scalars of `value`, which must have shape[depth:], to `doubles` / `integers`.
+// The scalars of one tensor, by the kind of its dtype.
+struct Scalars {
+  std::vector<double> doubles;
+  std::vector<int64_t> integers;
+  std::vector<std::string> strings;
+};
+
+// Appends the scalars of `value`, which must have shape[depth:], to `scalars`.
 void collect(const json& value, const Shape& shape, size_t depth, const TensorInfo& info,
-             const std::string& input, std::vector<double>& doubles,
-             std::vector<int64_t>& integers) {
+             const std::string& input, Scalars& scalars) {
   if (depth < shape.size()) {
     if (!value.is_array() || static_cast<int64_t>(value.size()) != shape[depth])
       throw InvalidArgumentError(fmt::format(
           "input '{}': the lists are ragged (expected {} values at depth {}); a tensor's rows "
           "must all have one shape",
           input, shape[depth], depth));
-    for (const json& element : value)
-      collect(element, shape, depth + 1, info, input, doubles, integers);
+    for (const json& element : value) collect(element, shape, depth + 1, info, input, scalars);
     return;
   }
-  if (value.is_object() && value.contains("b64"))
-    throw UnimplementedError(fmt::format(
-        "input '{}' is {}: base64 ({{\"b64\": ...}}) values are for string tensors, which est "
-        "models do not take",
-        input, tf_dtype_name(info.dtype)));
-  if (info.dtype == DType::kBool) {
+  if (info.dtype == DType::kString) {
+    if (is_base64_object(value)) {
+      scalars.strings.push_back(base64_decode(value["b64"].get<std::string>()));
+    } else if (value.is_string()) {
+      scalars.strings.push_back(value.get<std::string>());
+    } else {
+      throw InvalidArgumentError(
+          fmt::format("input '{}' is DT_STRING: expected a string or {{\"b64\": ...}}, got {}",
+                      input, value.dump()));
+    }
+  } else if (info.dtype == DType::kBool) {
     if (!value.is_boolean())
       throw InvalidArgumentError(fmt::format(
           "input '{}' is DT_BOOL: expected true or false, got {}", input, value.dump()));
-    integers.push_back(value.get<bool>());
+    scalars.integers.push_back(value.get<bool>());
   } else if (is_floating(info.dtype)) {
     if (!value.is_number())
       throw InvalidArgumentError(fmt::format("input '{}' is {}: expected a number, got {}", input,
                                              tf_dtype_name(info.dtype), value.dump()));
-    doubles.push_back(value.get<double>());
+    scalars.doubles.push_back(value.get<double>());
   } else {
     if (!value.is_number_integer())
       throw InvalidArgumentError(fmt::format("input '{}' is {}: expected an integer, got {}", input,
                                              tf_dtype_name(info.dtype), value.dump()));
-    integers.push_back(value.get<int64_t>());
+    scalars.integers.push_back(value.get<int64_t>());
   }
 }
 
-Tensor make_tensor(const TensorInfo& info, const Shape& shape, const std::vector<double>& doubles,
-                   const std::vector<int64_t>& integers) {
-  if (is_floating(info.dtype)) return ops::cast(Tensor::from_vector(doubles, shape), info.dtype);
-  return ops::cast(Tensor::from_vector(integers, shape), info.dtype);
+Tensor make_tensor(const TensorInfo& info, const Shape& shape, const Scalars& scalars) {
+  if (info.dtype == DType::kString) return data::string_tensor(scalars.strings, shape);
+  if (is_floating(info.dtype))
+    return ops::cast(Tensor::from_vector(scalars.doubles, shape), info.dtype);
+  return ops::cast(Tensor::from_vector(scalars.integers, shape), info.dtype);
 }
 
 void check_shape(const std::string& input, const TensorInfo& info, const Shape& shape) {
@@ -92,24 +104,22 @@ void check_shape(const std::string& input, const TensorInfo& info, const Shape& 
 // Columnar: the whole tensor of one input.
 Tensor tensor_from_json(const std::string& input, const TensorInfo& info, const json& value) {
   const Shape shape = shape_of(value);
-  std::vector<double> doubles;
-  std::vector<int64_t> integers;
-  collect(value, shape, 0, info, input, doubles, integers);
+  Scalars scalars;
+  collect(value, shape, 0, info, input, scalars);
   check_shape(input, info, shape);
-  return make_tensor(info, shape, doubles, integers);
+  return make_tensor(info, shape, scalars);
 }
 
 // Row format: one value per instance, stacked.
 Tensor tensor_from_rows(const std::string& input, const TensorInfo& info,
                         const std::vector<const json*>& rows) {
   const Shape row_shape = shape_of(*rows.front());
-  std::vector<double> doubles;
-  std::vector<int64_t> integers;
-  for (const json* row : rows) collect(*row, row_shape, 0, info, input, doubles, integers);
+  Scalars scalars;
+  for (const json* row : rows) collect(*row, row_shape, 0, info, input, scalars);
   Shape shape{static_cast<int64_t>(rows.size())};
   shape.insert(shape.end(), row_shape.begin(), row_shape.end());
   check_shape(input, info, shape);
-  return make_tensor(info, shape, doubles, integers);
+  return make_tensor(info, shape, scalars);
 }
 
 // ---- tensor -> JSON -------------------------------------------------------------------------
@@ -186,8 +196,7 @@ json metadata_json(const std::string& name, const Servable& servable) {
           {"metadata", {{"signature_def", {{"signature_def", signature_def}}}}}};
 }
 
-json predict(const Servable& servable, const std::string& verb, const std::string& body,
-             Batcher* batcher) {
+json parse_body(const std::string& body) {
   json request;
   try {
     request = json::parse(body);
@@ -195,7 +204,13 @@ json predict(const Servable& servable, const std::string& verb, const std::strin
     throw InvalidArgumentError(fmt::format("JSON Parse error: {}", error.what()));
   }
   if (!request.is_object()) throw InvalidArgumentError("the request body must be a JSON object");
-  std::string signature_name = kDefaultSignature;
+  return request;
+}
+
+// The signature a request names ("signature_name"), or serving_default.
+const SignatureDef& find_signature(const Servable& servable, const json& request,
+                                   std::string& signature_name) {
+  signature_name = kDefaultSignature;
   if (request.contains("signature_name")) {
     if (!request["signature_name"].is_string())
       throw InvalidArgumentError("'signature_name' must be a string");
@@ -205,14 +220,43 @@ json predict(const Servable& servable, const std::string& verb, const std::strin
   if (found == servable.signatures.end())
     throw InvalidArgumentError(
         fmt::format("Serving signature name: \"{}\" not found in signature def", signature_name));
-  const SignatureDef& signature = found->second;
-  if (verb != "predict")
-    throw InvalidArgumentError(fmt::format(
-        "Expected {} signature method_name to be tensorflow/serving/{}. Was: {}",
-        verb == "classify" ? "classification" : "regression", verb, signature.method_name));
-  if (signature.method_name != kPredictMethod)
-    throw InvalidArgumentError(fmt::format("signature '{}' has method {}, not {}", signature_name,
-                                           signature.method_name, kPredictMethod));
+  return found->second;
+}
+
+// Serialized tf.Examples parsed with the signature's pre-processing step into the graph's
+// inputs (a bad example is the client's error: 400).
+NamedTensors parse_examples(const ParseExampleStep& step, const Tensor& serialized) {
+  try {
+    return data::parse_example(serialized.to_vector<std::string>(), step.features);
+  } catch (const Error& error) {
+    throw InvalidArgumentError(fmt::format("could not parse the tf.Examples: {}", error.what()));
+  }
+}
+
+// The graph's outputs for its inputs, through the batcher when there is one.
+NamedTensors run_graph(const Servable& servable, const std::string& signature_name,
+                       const NamedTensors& inputs, Batcher* batcher) {
+  if (batcher == nullptr) return servable.model.run(inputs);
+  // Requests batch together when they run one model version and signature on rows alike.
+  std::string key = fmt::format("{}/{}", servable.version, signature_name);
+  for (const auto& [name, tensor] : inputs) {
+    Shape row(tensor.shape().begin() + (tensor.rank() > 0 ? 1 : 0), tensor.shape().end());
+    key += fmt::format("/{}:{}{}", name, dtype_name(tensor.dtype()), ops::shape_str(row));
+  }
+  return batcher->run(key, inputs,
+                      [&servable](const NamedTensors& batch) { return servable.model.run(batch); });
+}
+
+const Tensor& output_of(const NamedTensors& outputs, const TensorInfo& info) {
+  auto it = outputs.find(info.name);
+  if (it == outputs.end())
+    throw InternalError("the model has no output '" + info.name + "' its signature names");
+  return it->second;
+}
+
+json predict(const Servable& servable, const json& request, Batcher* batcher) {
+  std::string signature_name;
+  const SignatureDef& signature = find_signature(servable, request, signature_name);
   const bool rows = request.contains("instances");
   if (rows == request.contains("inputs"))
     throw InvalidArgumentError(rows ? "Not both 'instances' and 'inputs' may be given"
@@ -227,7 +271,7 @@ json predict(const Servable& servable, const std::string& verb, const std::strin
     for (const auto& [key, info] : signature.inputs) {
       std::vector<const json*> values;
       for (const json& instance : instances) {
-        const bool named = instance.is_object() && !instance.contains("b64");
+        const bool named = instance.is_object() && !is_base64_object(instance);
         if (!named && !single_input)
           throw InvalidArgumentError(fmt::format(
               "the signature has {} inputs: each instance must be an object naming them",
@@ -241,7 +285,7 @@ json predict(const Servable& servable, const std::string& verb, const std::strin
   } else {
     const json& columns = request["inputs"];
     for (const auto& [key, info] : signature.inputs) {
-      const bool named = columns.is_object() && !columns.contains("b64");
+      const bool named = columns.is_object() && !is_base64_object(columns);
       if (!named && !single_input)
         throw InvalidArgumentError(
             fmt::format("the signature has {} inputs: 'inputs' must be an object naming them",
@@ -258,43 +302,104 @@ json predict(const Servable& servable, const std::string& verb, const std::strin
       throw InvalidArgumentError("the inputs have different batch sizes");
     batch = tensor.dim(0);
   }
-  NamedTensors outputs;
-  if (batcher == nullptr) {
-    outputs = servable.model.run(inputs);
-  } else {
-    // Requests batch together when they run one model version and signature on rows alike.
-    std::string key = fmt::format("{}/{}", servable.version, signature_name);
-    for (const auto& [name, tensor] : inputs) {
-      Shape row(tensor.shape().begin() + (tensor.rank() > 0 ? 1 : 0), tensor.shape().end());
-      key += fmt::format("/{}:{}{}", name, dtype_name(tensor.dtype()), ops::shape_str(row));
-    }
-    outputs = batcher->run(
-        key, inputs, [&servable](const NamedTensors& batch) { return servable.model.run(batch); });
+  if (signature.parse_example) {
+    const TensorInfo& examples = signature.inputs.at(signature.parse_example->input);
+    inputs = parse_examples(*signature.parse_example, inputs.at(examples.name));
   }
-  auto output_of = [&](const TensorInfo& info) -> const Tensor& {
-    auto it = outputs.find(info.name);
-    if (it == outputs.end())
-      throw InternalError("the model has no output '" + info.name + "' its signature names");
-    return it->second;
-  };
+  const NamedTensors outputs = run_graph(servable, signature_name, inputs, batcher);
   const bool single_output = signature.outputs.size() == 1;
   if (!rows) {
-    if (single_output) return {{"outputs", json_of(output_of(signature.outputs.begin()->second))}};
+    if (single_output)
+      return {{"outputs", json_of(output_of(outputs, signature.outputs.begin()->second))}};
     json columns = json::object();
-    for (const auto& [key, info] : signature.outputs) columns[key] = json_of(output_of(info));
+    for (const auto& [key, info] : signature.outputs)
+      columns[key] = json_of(output_of(outputs, info));
     return {{"outputs", columns}};
   }
   json predictions = json::array();
   for (int64_t row = 0; row < batch; ++row) {
     if (single_output) {
-      predictions.push_back(json_of(output_of(signature.outputs.begin()->second), row));
+      predictions.push_back(json_of(output_of(outputs, signature.outputs.begin()->second), row));
       continue;
     }
     json named = json::object();
-    for (const auto& [key, info] : signature.outputs) named[key] = json_of(output_of(info), row);
+    for (const auto& [key, info] : signature.outputs)
+      named[key] = json_of(output_of(outputs, info), row);
     predictions.push_back(named);
   }
   return {{"predictions", predictions}};
+}
+
+// TF Serving's classify and regress (api_rest.md; its json_tensor.cc names the answer's key
+// "results"): examples in, per example [[label, score], ...] or one value out.
+json classify_or_regress(const Servable& servable, const std::string& verb, const json& request,
+                         Batcher* batcher) {
+  std::string signature_name;
+  const SignatureDef& signature = find_signature(servable, request, signature_name);
+  const bool classify = verb == "classify";
+  if (signature.method_name != "tensorflow/serving/" + verb)
+    throw InvalidArgumentError(
+        fmt::format("Expected {} signature method_name to be tensorflow/serving/{}. Was: {}",
+                    classify ? "classification" : "regression", verb, signature.method_name));
+  if (!signature.parse_example)
+    throw InvalidArgumentError(
+        fmt::format("signature '{}' takes no serialized tf.Examples: it cannot answer {}",
+                    signature_name, verb));
+  const std::vector<std::string> examples = examples_from_json(request);
+  const int64_t batch = static_cast<int64_t>(examples.size());
+  const NamedTensors outputs =
+      run_graph(servable, signature_name,
+                parse_examples(*signature.parse_example, data::string_tensor(examples)), batcher);
+  // Each output as [batch, k] values on the host (a [batch] output: k = 1).
+  auto host = [&](const std::string& key, int64_t& k) -> std::optional<Tensor> {
+    auto info = signature.outputs.find(key);
+    if (info == signature.outputs.end()) return std::nullopt;
+    Tensor tensor = output_of(outputs, info->second).to(Device::cpu());
+    if (tensor.rank() == 0 || tensor.rank() > 2 || tensor.dim(0) != batch)
+      throw InvalidArgumentError(fmt::format(
+          "Expected output '{}' of shape [batch_size, num_classes] with batch_size {}, got {}", key,
+          batch, ops::shape_str(tensor.shape())));
+    k = tensor.rank() == 2 ? tensor.dim(1) : 1;
+    return tensor;
+  };
+  json results = json::array();
+  if (!classify) {
+    int64_t k = 0;
+    std::optional<Tensor> values = host("outputs", k);
+    if (!values || k != 1)
+      throw InvalidArgumentError(
+          fmt::format("the regression signature '{}' must have one value per example in 'outputs'",
+                      signature_name));
+    for (double v : values->to_vector<float>()) results.push_back(json_of(Tensor::scalar(v)));
+    return {{"results", results}};
+  }
+  int64_t classes_k = 0, scores_k = 0;
+  std::optional<Tensor> classes = host("classes", classes_k);
+  std::optional<Tensor> scores = host("scores", scores_k);
+  if (classes && scores && classes_k != scores_k)
+    throw InvalidArgumentError(fmt::format(
+        "classes and scores have {} and {} columns; they must be equal", classes_k, scores_k));
+  const int64_t k = classes ? classes_k : scores_k;
+  std::vector<std::string> labels;
+  if (classes) {
+    if (classes->dtype() == DType::kString) {
+      labels = classes->to_vector<std::string>();
+    } else {
+      for (int64_t id : classes->to_vector<int64_t>()) labels.push_back(std::to_string(id));
+    }
+  }
+  std::vector<float> score_values;
+  if (scores) score_values = scores->to_vector<float>();
+  for (int64_t row = 0; row < batch; ++row) {
+    json pairs = json::array();
+    for (int64_t j = 0; j < k; ++j) {
+      const size_t at = static_cast<size_t>(row * k + j);
+      pairs.push_back({classes ? labels[at] : std::string(),
+                       scores ? json_of(Tensor::scalar(score_values[at])) : json(0.0)});
+    }
+    results.push_back(pairs);
+  }
+  return {{"results", results}};
 }
 
 json route(const ModelManager& models, const std::string& method, const std::string& path,
@@ -326,9 +431,11 @@ json route(const ModelManager& models, const std::string& method, const std::str
     auto servable = find_servable(models, rest, version);
     return metadata ? metadata_json(rest, *servable) : status_json(*servable);
   }
-  if (method == "POST" && !metadata &&
-      (verb == "predict" || verb == "classify" || verb == "regress"))
-    return predict(*find_servable(models, rest, version), verb, body, batcher);
+  if (method == "POST" && !metadata && verb == "predict")
+    return predict(*find_servable(models, rest, version), parse_body(body), batcher);
+  if (method == "POST" && !metadata && (verb == "classify" || verb == "regress"))
+    return classify_or_regress(*find_servable(models, rest, version), verb, parse_body(body),
+                               batcher);
   throw Malformed{};
 }
 

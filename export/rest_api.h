@@ -2,16 +2,20 @@
 // independent of the HTTP library (tools/est_serve.cpp puts it behind cpp-httplib):
 //   GET  /v1/models/NAME[/versions/V]            -> {"model_version_status": [...]}
 //   GET  /v1/models/NAME[/versions/V]/metadata   -> {"model_spec": ..., "metadata":
-//   {"signature_def": ...}} POST /v1/models/NAME[/versions/V]:predict    with {"signature_name"?,
-//   "instances": [...]} (row
-//        format, answered {"predictions": [...]}) or {"inputs": ...} (columnar, answered
+//                                                    {"signature_def": ...}}
+//   POST /v1/models/NAME[/versions/V]:predict    with {"signature_name"?, "instances": [...]}
+//        (row format, answered {"predictions": [...]}) or {"inputs": ...} (columnar, answered
 //        {"outputs": ...}); a single input or output is given without its name, as TF does.
-//   POST ...:classify / ...:regress              400 unless the signature has that method (est
-//        exports predict signatures only).
+//        DT_STRING values are JSON strings or {"b64": "..."} (bytes, base64).
+//   POST ...:classify / ...:regress              with {"signature_name"?, "context"?,
+//        "examples": [{feature: value or list}, ...]} on a signature of that method, answered
+//        {"results": [[[label, score], ...], ...]} or {"results": [value, ...]}.
+// A signature with a parse_example step (a parsing serving input receiver) gets serialized
+// tf.Examples, parsed with its feature spec before the graph runs (parse_example_step.h).
 // Errors are {"error": "..."} with the HTTP status of the error's cause: 400 for a malformed
-// body, a tensor of the wrong shape or dtype, an unknown signature; 404 for an unknown model,
-// version or path; 501 for what est does not do ({"b64": ...} values: est has no string
-// tensors); 500 otherwise. Nothing a client sends can crash the server.
+// body, a tensor of the wrong shape or dtype, an unparsable example, an unknown signature or
+// one of another method; 404 for an unknown model, version or path; 500 otherwise. Nothing a
+// client sends can crash the server.
 #pragma once
 
 #include <string>

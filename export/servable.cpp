@@ -17,9 +17,9 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::pair<DType, const char*> kTfDtypes[] = {
-    {DType::kF32, "DT_FLOAT"},    {DType::kF64, "DT_DOUBLE"}, {DType::kI32, "DT_INT32"},
-    {DType::kI64, "DT_INT64"},    {DType::kU8, "DT_UINT8"},   {DType::kBool, "DT_BOOL"},
-    {DType::kBF16, "DT_BFLOAT16"}};
+    {DType::kF32, "DT_FLOAT"},     {DType::kF64, "DT_DOUBLE"},   {DType::kI32, "DT_INT32"},
+    {DType::kI64, "DT_INT64"},     {DType::kU8, "DT_UINT8"},     {DType::kBool, "DT_BOOL"},
+    {DType::kBF16, "DT_BFLOAT16"}, {DType::kString, "DT_STRING"}};
 
 std::map<std::string, TensorInfo> infos_of(const nlohmann::json& json) {
   std::map<std::string, TensorInfo> infos;
@@ -50,14 +50,19 @@ Signatures load_signatures(const std::string& path) {
   try {
     nlohmann::json json = nlohmann::json::parse(file);
     Signatures signatures;
-    for (const auto& [name, value] : json.items())
+    for (const auto& [name, value] : json.items()) {
       signatures[name] = {.method_name = value.at("method_name").get<std::string>(),
                           .inputs = infos_of(value.at("inputs")),
                           .outputs = infos_of(value.at("outputs"))};
+      if (value.contains("parse_example"))
+        signatures[name].parse_example = parse_example_step_from_json(value["parse_example"]);
+    }
     return signatures;
   } catch (const nlohmann::json::exception& error) {
     throw DataLossError(fmt::format("{} is not a signatures file: {}", path, error.what()));
   } catch (const InvalidArgumentError& error) {
+    throw DataLossError(fmt::format("{}: {}", path, error.what()));
+  } catch (const DataLossError& error) {
     throw DataLossError(fmt::format("{}: {}", path, error.what()));
   }
 }

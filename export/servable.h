@@ -16,15 +16,18 @@
 #include <string>
 
 #include "export/onnx_model.h"
+#include "export/parse_example_step.h"
 
 namespace est::serving {
 
 // One signature of signatures.json: method name, inputs and outputs by key (TensorInfo's name
-// is the ONNX graph's input or output).
+// is the ONNX graph's input or output). With parse_example, the signature's one input is a
+// string tensor of serialized tf.Examples, parsed into the graph's inputs before it runs.
 struct SignatureDef {
   std::string method_name;
   std::map<std::string, TensorInfo> inputs;
   std::map<std::string, TensorInfo> outputs;
+  std::optional<ParseExampleStep> parse_example;
 };
 using Signatures = std::map<std::string, SignatureDef>;
 

@@ -13,20 +13,30 @@ namespace {
 using ops::OpId;
 
 // Every registry op, for the switch that finds an unsupported kernel's outputs.
-#define EST_FOR_EACH_OP(X)                                                                         \
-  X(kFill)                                                                                         \
-  X(kCopy)                                                                                         \
-  X(kCast) X(kBinary) X(kBinaryGradient) X(kCompare) X(kUnary) X(kUnaryGradient) X(kAddScaled)     \
-      X(kBroadcastTo) X(kReduce) X(kArgmax) X(kTranspose) X(kConcat) X(kSlice) X(kSliceGradient)   \
-          X(kGather) X(kGatherGradient) X(kOneHot) X(kDropoutMask) X(kSoftmax) X(kSoftmaxGradient) \
-              X(kSparseCrossEntropy) X(kSparseCrossEntropyGradient) X(kCrossEntropy)               \
-                  X(kCrossEntropyGradient) X(kSigmoidCrossEntropy) X(kSigmoidCrossEntropyGradient) \
-                      X(kMatmul) X(kBiasAdd) X(kActivation) X(kActivationGradient)                 \
-                          X(kBiasGradient) X(kConv2D) X(kConv2DBackwardData)                       \
-                              X(kConv2DBackwardWeights) X(kConv2DWeightsFromOutput) X(kPool2D)     \
-                                  X(kPool2DGradient) X(kBatchNorm) X(kBatchNormGradient)           \
-                                      X(kApplySgd) X(kApplyMomentum) X(kApplyAdam)                 \
-                                          X(kApplyAdagrad) X(kApplyRmsprop)
+#define EST_FOR_EACH_OP(X)                                                                       \
+  X(kFill)                                                                                       \
+  X(kCopy)                                                                                       \
+  X(kCast)                                                                                       \
+  X(kBinary)                                                                                     \
+  X(kBinaryGradient)                                                                             \
+  X(kCompare) X(kUnary) X(kUnaryGradient) X(kAddScaled) X(kBroadcastTo) X(kReduce) X(kArgmax)    \
+      X(kTranspose) X(kConcat) X(kSlice) X(kSliceGradient) X(kGather) X(kGatherGradient)         \
+          X(kOneHot) X(kDropoutMask) X(kSoftmax) X(kSoftmaxGradient) X(kSparseCrossEntropy)      \
+              X(kSparseCrossEntropyGradient) X(kCrossEntropy) X(kCrossEntropyGradient)           \
+                  X(kSigmoidCrossEntropy) X(kSigmoidCrossEntropyGradient) X(kMatmul) X(kBiasAdd) \
+                      X(kActivation) X(kActivationGradient) X(kBiasGradient) X(kConv2D)          \
+                          X(kConv2DBackwardData) X(kConv2DBackwardWeights)                       \
+                              X(kConv2DWeightsFromOutput) X(kPool2D) X(kPool2DGradient)          \
+                                  X(kBatchNorm) X(kBatchNormGradient) X(kApplySgd)               \
+                                      X(kApplyMomentum) X(kApplyAdam) X(kApplyAdagrad)           \
+                                          X(kApplyRmsprop)
+
+// Where a tensor's elements live: its identity for the tracer (string tensors hold
+// std::string objects, which raw_data() refuses to hand out as bytes).
+const void* storage_of(const Tensor& tensor) {
+  if (tensor.dtype() == DType::kString) return tensor.data<std::string>();
+  return tensor.raw_data();
+}
 
 template <OpId id>
 const ops::KernelArgs<id>& args_of(const void* args) {
@@ -66,7 +76,7 @@ class Tracer : public ops::KernelObserver {
  public:
   explicit Tracer(const std::vector<std::pair<std::string, Tensor>>& names) {
     for (const auto& [name, tensor] : names)
-      if (tensor.defined() && tensor.numel() > 0) names_[tensor.raw_data()] = name;
+      if (tensor.defined() && tensor.numel() > 0) names_[storage_of(tensor)] = name;
   }
 
   Trace trace_;
@@ -75,7 +85,7 @@ class Tracer : public ops::KernelObserver {
   int define(const Tensor& tensor) {
     alive_.push_back(tensor);
     const int id = add_value(tensor);
-    if (tensor.numel() > 0) views_[tensor.raw_data()] = {id};
+    if (tensor.numel() > 0) views_[storage_of(tensor)] = {id};
     return id;
   }
 
@@ -84,7 +94,7 @@ class Tracer : public ops::KernelObserver {
     if (!tensor.defined()) return -1;
     alive_.push_back(tensor);
     if (tensor.numel() > 0) {
-      auto found = views_.find(tensor.raw_data());
+      auto found = views_.find(storage_of(tensor));
       if (found != views_.end()) {
         for (int id : found->second)
           if (trace_.values[id].shape == tensor.shape()) return id;
@@ -100,11 +110,18 @@ class Tracer : public ops::KernelObserver {
     const int id = add_value(tensor);
     trace_.constants[id] = tensor.clone();
     if (tensor.numel() > 0) {
-      auto named = names_.find(tensor.raw_data());
+      auto named = names_.find(storage_of(tensor));
       if (named != names_.end()) trace_.constant_names[id] = named->second;
-      views_[tensor.raw_data()] = {id};
+      views_[storage_of(tensor)] = {id};
     }
     return id;
+  }
+
+  void host_computed(const char* name, const Tensor& output) override {
+    if (recording_ || !output.defined() || output.is_sparse()) return;
+    TracedNode node{.kind = NodeKind::kHostComputed, .name = name};
+    node.outputs = {define(output)};
+    trace_.nodes.push_back(std::move(node));
   }
 
   void kernel_ran(OpId id, const char* name, const void* args) override {
@@ -126,7 +143,7 @@ class Tracer : public ops::KernelObserver {
     switch (id) {
       case OpId::kFill: {  // in place: later reads see a constant of the filled value
         const auto& [out, value] = args_of<OpId::kFill>(args);
-        if (out.numel() > 0) views_.erase(out.raw_data());
+        if (out.numel() > 0) views_.erase(storage_of(out));
         return;
       }
       case OpId::kCopy: {
@@ -258,6 +275,27 @@ class Tracer : public ops::KernelObserver {
         node.member = static_cast<int>(kind);
         node.inputs = {resolve(input)};
         outputs = {&output};
+        break;
+      }
+      case OpId::kOneHot: {
+        const auto& [indices, on_value, off_value, out] = args_of<OpId::kOneHot>(args);
+        node.reals = {on_value, off_value};
+        node.inputs = {resolve(indices)};
+        outputs = {&out};
+        break;
+      }
+      case OpId::kBatchNorm: {
+        const auto& [x, gamma, beta, mean, variance, epsilon, training, y] =
+            args_of<OpId::kBatchNorm>(args);
+        if (training) {  // batch statistics: a training op, with no form in a serving graph
+          node.kind = NodeKind::kUnsupported;
+          node.name = "batch_norm_training";
+          outputs = written_tensors(id, args);
+          break;
+        }
+        node.reals = {epsilon};
+        node.inputs = {resolve(x), resolve(gamma), resolve(beta), resolve(mean), resolve(variance)};
+        outputs = {&y};
         break;
       }
       default:

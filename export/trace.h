@@ -7,8 +7,9 @@
 // with another shape is that value reshaped (Tensor::reshape makes views without a kernel); a
 // tensor never produced by a traced kernel is a constant (a variable, a literal), kept by value.
 // Every tensor seen stays alive until the trace ends, so no storage is reused under a name.
-// Kernels the export cannot express are still recorded (as unsupported nodes naming the op), so
-// that only the ones the outputs depend on are refused (onnx_export.h).
+// Kernels the export cannot express are still recorded (as unsupported nodes naming the op),
+// and so are values that code reports as computed on the host (a feature column's vocabulary
+// lookup), so that only the ones the outputs depend on are refused, by name (onnx_export.h).
 #pragma once
 
 #include <functional>
@@ -29,9 +30,10 @@ struct TracedValue {
 };
 
 enum class NodeKind : uint8_t {
-  kKernel,       // a registry op (op)
-  kReshape,      // a view with another shape (no kernel)
-  kUnsupported,  // a kernel the export does not express: its outputs are poisoned
+  kKernel,        // a registry op (op)
+  kReshape,       // a view with another shape (no kernel)
+  kUnsupported,   // a kernel the export does not express: its outputs are poisoned
+  kHostComputed,  // a value computed on the host (ops::report_host_computation): poisoned too
 };
 
 struct TracedNode {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "ops/array_ops.h"
+#include "ops/math.h"
 
 namespace est::feature_column {
 
@@ -90,15 +91,18 @@ int64_t BucketizedColumn::num_buckets() const {
 }
 
 Tensor BucketizedColumn::bucket_ids(const Features& features) const {
-  const Tensor values = source_->dense_tensor(features, nullptr).to(ops::Device::cpu());
+  // The number of boundaries <= x (std::upper_bound's index; NaN counts past every boundary),
+  // as n - count(x < boundary) in float64 so that float32 values compare with the boundaries
+  // exactly as given. Written with ops so that an export can trace it.
+  const Tensor values = source_->dense_tensor(features, nullptr);
   const int64_t batch = values.dim(0);
-  Tensor ids = Tensor::empty({batch, values.numel() / std::max<int64_t>(batch, 1)}, DType::kI64);
-  const float* in = values.data<float>();
-  int64_t* out = ids.data<int64_t>();
-  for (int64_t i = 0; i < values.numel(); ++i)
-    out[i] = std::upper_bound(boundaries_.begin(), boundaries_.end(), static_cast<double>(in[i])) -
-             boundaries_.begin();
-  return ids;
+  const int64_t per_example = values.numel() / std::max<int64_t>(batch, 1);
+  const int64_t count = static_cast<int64_t>(boundaries_.size());  // >= 1
+  const Tensor x = ops::cast(values, DType::kF64).reshape({batch, per_example, 1});
+  const Tensor boundaries = Tensor::from_vector(boundaries_).to(values.device());
+  const Tensor below = ops::cast(ops::less(x, boundaries), DType::kI64);  // [batch, k, n]
+  return ops::sub(Tensor::full({}, static_cast<double>(count), DType::kI64, values.device()),
+                  ops::sum(below, {2}));
 }
 
 Tensor BucketizedColumn::dense_tensor(const Features& features, nn::ModelContext*) const {
@@ -110,7 +114,7 @@ Tensor BucketizedColumn::dense_tensor(const Features& features, nn::ModelContext
 }
 
 IdWeightPair BucketizedColumn::sparse_tensors(const Features& features) const {
-  const Tensor ids = bucket_ids(features);
+  const Tensor ids = bucket_ids(features).to(ops::Device::cpu());
   const int64_t batch = ids.dim(0), elements = ids.dim(1);
   const int64_t buckets = static_cast<int64_t>(boundaries_.size()) + 1;
   Tensor indices = Tensor::empty({batch * elements, 2}, DType::kI64);

@@ -99,6 +99,10 @@ KernelObserverGuard::KernelObserverGuard(KernelObserver& observer) : previous_(t
 KernelObserverGuard::~KernelObserverGuard() { t_kernel_observer = previous_; }
 KernelObserver* kernel_observer() { return t_kernel_observer; }
 
+void report_host_computation(const char* name, const Tensor& output) {
+  if (t_kernel_observer != nullptr) t_kernel_observer->host_computed(name, output);
+}
+
 OpInfo op_info(OpId id) {
   using K = OpKind;
   switch (id) {

@@ -132,6 +132,12 @@ class KernelObserver {
   // Op `id` ran for the user-visible op `name`; `args` points at its KernelArgs<id>, valid
   // during the call only.
   virtual void kernel_ran(OpId id, const char* name, const void* args) = 0;
+  // `output` was computed on the host by `name` (a feature column's lookup, a loop over
+  // values) instead of by kernels, so an observer that records kernels cannot express it.
+  virtual void host_computed(const char* name, const Tensor& output) {
+    (void)name;
+    (void)output;
+  }
 };
 
 // Installs `observer` for the kernels run_kernel runs on this thread while the guard lives.
@@ -146,6 +152,9 @@ class KernelObserverGuard {
   KernelObserver* previous_;
 };
 KernelObserver* kernel_observer();  // this thread's, or null
+// Tells this thread's observer, if any, that `output` was computed on the host by `name`
+// ("indicator_column 'color_indicator'"): the export refuses it by that name.
+void report_host_computation(const char* name, const Tensor& output);
 
 namespace detail {
 template <OpId id, class... Args>

@@ -51,6 +51,7 @@ const std::vector<Program> kPrograms = {
     {"bench/op_backend_bench", {"--batch", "--rounds", "--threads"}},
     {"bench/threads_bench", {"--seconds", "--rounds"}},
     {"bench/memory_bench", {"--steps", "--batch"}},
+    {"bench/serving_bench", {"--est_serve", "--requests", "--dir"}},
 };
 
 }  // namespace
@@ -92,6 +93,7 @@ TEST_CASE("an unknown flag, a bad value or a missing value is an error that name
       {"bench/op_backend_bench --rounds=x", "--rounds"},
       {"bench/threads_bench --seconds", "--seconds"},
       {"bench/memory_bench --bogus", "--bogus"},
+      {"bench/serving_bench --requests=x", "--requests"},
   };
   for (const Bad& b : bad) {
     CAPTURE(b.command);

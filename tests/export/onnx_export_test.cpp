@@ -1,8 +1,8 @@
 // The ONNX export of traced functions: a small CNN (conv2d + bias + relu, max pooling, flatten,
 // dense layers, softmax, argmax, cast) and an MLP are traced, written as ONNX, checked by
 // onnx.checker (Debian's python3-onnx) and run by onnxruntime-node, whose outputs must equal
-// est's within 1e-5 at a batch size the trace never saw. Ops that ONNX cannot get are refused
-// with their name.
+// est's within 1e-5 at a batch size the trace never saw; likewise batch norm in inference mode
+// and one_hot. Ops that ONNX cannot get are refused with their name.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -122,23 +122,53 @@ TEST_CASE("export: an MLP with elementwise ops and a reduction matches est in on
   cross_check(model, mlp, {{"x", random_tensor({4, 5}, 31)}});
 }
 
-TEST_CASE("export: an op with no ONNX form is refused with its name, unless nothing uses it") {
-  Tensor weights = random_tensor({4, 3}, 41);
-  auto uses_one_hot = [&](const NamedTensors& features) {
-    Tensor ids = ops::argmax(features.at("x"), 1);
-    return NamedTensors{{"y", ops::matmul(ops::one_hot(ids, 4), weights)}};
-  };
-  try {
-    export_model(uses_one_hot, "x", {4});
-    FAIL("one_hot was exported");
-  } catch (const est::UnimplementedError& error) {
-    CHECK(std::string(error.what()).find("one_hot") != std::string::npos);
+// Batch norm with moving statistics (a BatchNormalization layer in PREDICT mode) and one_hot
+// (a bucketized or indicator input), each as the ONNX ops they are written as.
+struct BatchNormOneHot {
+  Tensor gamma = random_tensor({4}, 51, 1.0f);
+  Tensor beta = random_tensor({4}, 52, 0.5f);
+  Tensor mean = random_tensor({4}, 53, 0.5f);
+  Tensor variance = ops::add(ops::abs(random_tensor({4}, 54, 1.0f)), 0.1);
+  Tensor weights = random_tensor({5, 2}, 55, 0.5f);
+
+  NamedTensors operator()(const NamedTensors& features) const {
+    const Tensor& x = features.at("x");  // [batch, 4]
+    Tensor normalized = ops::batch_norm_inference(x, gamma, beta, mean, variance, 1e-3);
+    Tensor unscaled = ops::batch_norm_inference(x, Tensor(), Tensor(), mean, variance, 1e-3);
+    Tensor ids = ops::argmax(x, 1);  // [batch] in [0, 4): one_hot over 5 leaves a column off
+    Tensor hot = ops::one_hot(ids, 5, 2.0, -1.0);
+    return {{"normalized", normalized},
+            {"unscaled", unscaled},
+            {"one_hot", ops::one_hot(ids, 5)},
+            {"y", ops::matmul(hot, weights)}};
   }
-  auto dead_one_hot = [&](const NamedTensors& features) {
-    Tensor unused = ops::one_hot(ops::argmax(features.at("x"), 1), 4);
-    return NamedTensors{{"y", ops::matmul(features.at("x"), weights)}};
+};
+
+TEST_CASE("export: batch norm in inference mode and one_hot match est in onnxruntime") {
+  BatchNormOneHot model;
+  cross_check(export_model(model, "x", {4}), model, {{"x", random_tensor({6, 4}, 56)}});
+}
+
+TEST_CASE("export: an op with no ONNX form is refused with its name, unless nothing uses it") {
+  Tensor gamma = random_tensor({4}, 41), beta = random_tensor({4}, 42);
+  auto uses_batch_statistics = [&](const NamedTensors& features) {
+    return NamedTensors{
+        {"y", ops::batch_norm_training(features.at("x"), gamma, beta, 1e-3).output}};
   };
-  CHECK(!export_model(dead_one_hot, "x", {4}).empty());
+  CHECK_THROWS_WITH_AS(export_model(uses_batch_statistics, "x", {4}),
+                       doctest::Contains("'batch_norm_training'"), est::UnimplementedError);
+  auto uses_loss = [&](const NamedTensors& features) {
+    Tensor labels = ops::cast(ops::argmax(features.at("x"), 1), est::DType::kI32);
+    return NamedTensors{
+        {"loss", ops::sparse_softmax_cross_entropy_with_logits(labels, features.at("x"))}};
+  };
+  CHECK_THROWS_WITH_AS(export_model(uses_loss, "x", {4}),
+                       doctest::Contains("sparse_softmax_cross_entropy"), est::UnimplementedError);
+  auto dead_statistics = [&](const NamedTensors& features) {
+    Tensor unused = ops::batch_norm_training(features.at("x"), gamma, beta, 1e-3).output;
+    return NamedTensors{{"y", ops::relu(features.at("x"))}};
+  };
+  CHECK(!export_model(dead_statistics, "x", {4}).empty());
 }
 
 TEST_CASE("export: a constant that depends on the input values is refused") {

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Issue 21's serving figures in one run: build/bench/serving_bench (the tutorial CNN through
+# est-serve at 1, 8 and 64 clients; Estimator::predict and est's ONNX interpreter in-process;
+# the server's own cost per request), then onnxruntime-node on the same model.onnx
+# (bench/serving_ort.js), found or installed into build/npm as the export tests do. The load
+# average comes first: on a busy machine the figures measure the other jobs.
+#   bench/run_serving_bench.sh [build-dir] [--requests N (default 256)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+shift || true
+args=("$@")
+((${#args[@]})) || args=(--requests 256)
+
+echo "load: $(uptime)"
+dir=$(mktemp -d /tmp/serving_bench.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+EST_DEVICE=/cpu:0 "$build/bench/serving_bench" --est_serve "$build/tools/est-serve" --dir "$dir" \
+  "${args[@]}" 2>/dev/null | tee "$dir/figures.txt"
+model=$(sed -n 's/^model_onnx=//p' "$dir/figures.txt")
+if ! modules=$(sh tests/export/find_onnxruntime.sh "$build/npm"); then
+  echo "onnxruntime_node: skipped: $modules"
+  exit 0
+fi
+runs=256
+[ "${args[0]}" = --requests ] && runs=${args[1]}
+NODE_PATH="$modules" node bench/serving_ort.js "$model" "$runs"

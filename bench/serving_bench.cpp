@@ -1,0 +1,249 @@
+// Serving latency of the tutorial CNN (examples/cnn_model.h) exported with
+// Estimator::export_saved_model: one 28x28x1 image per request, p50/p99 latency and throughput
+// at 1, 8 and 64 concurrent clients through est-serve (cpp-httplib clients on 127.0.0.1, TF
+// Serving's row-format JSON), against Estimator::predict in-process (one call per image: it
+// restores the checkpoint each call, as TF's does) and est's ONNX interpreter in-process (what
+// est-serve runs). The server's own cost per request (JSON parse, tensor conversion, the
+// response) is timed apart: handle_rest in-process minus the interpreter's run of the same
+// tensor. bench/serving_ort.js times onnxruntime-node on the same model.onnx.
+//
+//   serving_bench --est_serve build/tools/est-serve [--requests N] [--dir DIR]
+// Lines: `<runner> clients=C p50_ms=... p99_ms=... requests_per_sec=...`, `server_overhead
+// p50_ms=... p99_ms=...`, and `model_onnx=PATH` for the onnxruntime comparison.
+#include <fmt/format.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <est/est.h>
+
+#include "examples/cnn_model.h"
+#include "export/rest_api.h"
+
+namespace {
+
+using est::Tensor;
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+est::EstimatorSpec model_fn(const est::Features& features, const Tensor& labels, est::ModeKeys mode,
+                            est::ModelContext& ctx) {
+  Tensor logits = examples::tutorial_cnn(ctx, features.at("image"));
+  if (mode == est::ModeKeys::kPredict)
+    return est::EstimatorSpec::predict(
+        {{"logits", logits}, {"classes", est::ops::argmax(logits, 1)}});
+  Tensor loss = est::nn::sparse_softmax_cross_entropy(labels, logits);
+  return est::EstimatorSpec::train(loss, est::optim::sgd(1e-3).minimize(loss, ctx));
+}
+
+double since_ms(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+void report(const std::string& runner, int clients, std::vector<double> latencies_ms,
+            double wall_seconds) {
+  std::sort(latencies_ms.begin(), latencies_ms.end());
+  auto at = [&](double q) {
+    return latencies_ms[std::min(
+        latencies_ms.size() - 1,
+        static_cast<size_t>(q * static_cast<double>(latencies_ms.size())))];
+  };
+  fmt::print("{} clients={} p50_ms={:.2f} p99_ms={:.2f} requests_per_sec={:.1f}\n", runner, clients,
+             at(0.5), at(0.99), static_cast<double>(latencies_ms.size()) / wall_seconds);
+  std::fflush(stdout);
+}
+
+// `clients` threads, each sending its share of `requests` one after another; `send` returns
+// false on a failed request (counted and reported, never timed).
+void run_clients(const std::string& runner, int clients, int requests,
+                 const std::function<bool()>& send) {
+  std::vector<std::vector<double>> latencies(static_cast<size_t>(clients));
+  std::atomic<int> failed{0};
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c)
+    threads.emplace_back([&, c] {
+      for (int i = c; i < requests; i += clients) {
+        const auto sent = Clock::now();
+        if (send())
+          latencies[static_cast<size_t>(c)].push_back(since_ms(sent));
+        else
+          ++failed;
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<double> all;
+  for (const auto& each : latencies) all.insert(all.end(), each.begin(), each.end());
+  if (failed > 0) fmt::print("{} clients={} failed_requests={}\n", runner, clients, failed.load());
+  if (!all.empty()) report(runner, clients, all, wall);
+}
+
+struct ServerProcess {
+  pid_t pid = -1;
+  int port = 0;
+  ~ServerProcess() {
+    if (pid <= 0) return;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 100 && waitpid(pid, nullptr, WNOHANG) != pid; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+};
+
+// est-serve on 127.0.0.1 and a free port, its port read from its first line (at most 60 s).
+void start_server(ServerProcess& server, const std::string& binary, const std::string& base,
+                  const std::string& log) {
+  std::fflush(stdout);
+  server.pid = fork();
+  if (server.pid == 0) {
+    if (std::freopen(log.c_str(), "w", stdout) == nullptr || dup2(fileno(stdout), 2) < 0)
+      _exit(127);
+    execl(binary.c_str(), binary.c_str(), "--model_base_path", base.c_str(), "--model_name", "cnn",
+          "--port", "0", "--rest_api_num_threads", "8", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string marker = "Exporting HTTP/REST API at:127.0.0.1:";
+  for (int i = 0; i < 600 && server.port == 0; ++i) {
+    std::ifstream file(log);
+    std::string text((std::istreambuf_iterator<char>(file)), {});
+    if (auto found = text.find(marker); found != std::string::npos)
+      server.port = std::stoi(text.substr(found + marker.size()));
+    else if (waitpid(server.pid, nullptr, WNOHANG) == server.pid)
+      throw est::UnavailableError("est-serve exited: " + text);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (server.port == 0) throw est::DeadlineExceededError("est-serve did not start within 60 s");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  CLI::App app{"serving_bench: the tutorial CNN served by est-serve, against in-process predict",
+               "serving_bench"};
+  std::string est_serve, dir;
+  int requests = 256;
+  app.add_option("--est_serve", est_serve, "path of the est-serve binary")->required();
+  app.add_option("--requests", requests, "requests per concurrency level")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--dir", dir, "working directory (default: a new one under /tmp)");
+  CLI11_PARSE(app, argc, argv);
+  if (dir.empty()) {
+    char pattern[] = "/tmp/serving_bench_XXXXXX";
+    if (mkdtemp(pattern) == nullptr) throw est::InternalError("mkdtemp failed");
+    dir = pattern;
+  }
+
+  // One training step gives the checkpoint that is exported.
+  est::Estimator estimator(model_fn, {.model_dir = dir + "/model",
+                                      .tf_random_seed = 1,
+                                      .save_summary_steps = 0,
+                                      .log_step_count_steps = 1000});
+  est::ops::Generator generator(3);
+  Tensor images = est::ops::random_uniform({64, 28, 28, 1}, 0, 1, generator);
+  Tensor labels =
+      est::ops::cast(est::ops::random_uniform({64}, 0, 10, generator), est::DType::kI64);
+  estimator.train(
+      [&](est::ModeKeys, const est::InputContext*) {
+        return est::data::Dataset::from_tensor_slices(est::Features{{"image", images}}, labels)
+            .batch(64);
+      },
+      {}, 1);
+  const std::string base = dir + "/export";
+  const std::string exported = estimator.export_saved_model(
+      base, est::build_raw_serving_input_receiver_fn({{"image", {{-1, 28, 28, 1}}}}));
+  fmt::print("model_onnx={}/model.onnx\n", exported);
+
+  Tensor image = est::ops::slice(images, {0, 0, 0, 0}, {1, 28, 28, 1});
+  nlohmann::json instance = nlohmann::json::array();
+  {
+    std::vector<float> values = image.to_vector<float>();
+    nlohmann::json rows = nlohmann::json::array();
+    for (int y = 0; y < 28; ++y) {
+      nlohmann::json row = nlohmann::json::array();
+      for (int x = 0; x < 28; ++x) row.push_back({values[static_cast<size_t>(y * 28 + x)]});
+      rows.push_back(row);
+    }
+    instance.push_back(rows);
+  }
+  const std::string body = nlohmann::json{{"instances", instance}}.dump();
+
+  // In-process: Estimator::predict (restores each call) and the ONNX interpreter.
+  const int predict_calls = std::max(1, requests / 16);
+  run_clients("estimator_predict", 1, predict_calls, [&] {
+    auto out = estimator.predict([&](est::ModeKeys, const est::InputContext*) {
+      return est::data::Dataset::from_tensor_slices(est::Features{{"image", image}}).batch(1);
+    });
+    return out.size() == 1;
+  });
+  est::serving::ModelManager models("cnn", base);
+  models.poll();
+  const auto servable = models.current();
+  for (int clients : {1, 8, 64})
+    run_clients("onnx_interpreter", clients, requests, [&] {
+      return servable->model.run({{"image", image}}).count("logits") == 1;
+    });
+  // The server's own work per request: handle_rest minus the model's run, in-process.
+  {
+    std::vector<double> overhead;
+    for (int i = 0; i < requests; ++i) {
+      auto start = Clock::now();
+      servable->model.run({{"image", image}});
+      const double model_ms = since_ms(start);
+      start = Clock::now();
+      auto response = est::serving::handle_rest(models, "POST", "/v1/models/cnn:predict", body);
+      const double rest_ms = since_ms(start);
+      if (response.status != 200) throw est::InternalError("handle_rest: " + response.body);
+      overhead.push_back(std::max(0.0, rest_ms - model_ms));
+    }
+    std::sort(overhead.begin(), overhead.end());
+    fmt::print("server_overhead p50_ms={:.3f} p99_ms={:.3f} request_bytes={}\n",
+               overhead[overhead.size() / 2], overhead[overhead.size() * 99 / 100], body.size());
+  }
+
+  ServerProcess server;
+  start_server(server, est_serve, base, dir + "/est-serve.log");
+  for (int clients : {1, 8, 64}) {
+    std::vector<std::unique_ptr<httplib::Client>> pool;
+    std::mutex mutex;
+    std::string first_error;
+    run_clients("est_serve", clients, requests, [&] {
+      std::unique_ptr<httplib::Client> client;
+      {
+        std::lock_guard lock(mutex);
+        if (!pool.empty()) {
+          client = std::move(pool.back());
+          pool.pop_back();
+        }
+      }
+      if (!client) client = std::make_unique<httplib::Client>("127.0.0.1", server.port);
+      auto result = client->Post("/v1/models/cnn:predict", body, "application/json");
+      const bool ok = result && result->status == 200;
+      std::lock_guard lock(mutex);
+      if (!ok && first_error.empty())
+        first_error =
+            result ? fmt::format("HTTP {}", result->status) : httplib::to_string(result.error());
+      pool.push_back(std::move(client));
+      return ok;
+    });
+    if (!first_error.empty())
+      fmt::print("est_serve clients={} first_error={}\n", clients, first_error);
+  }
+  return 0;
+} catch (const std::exception& error) {
+  fmt::print(stderr, "serving_bench: {}\n", error.what());
+  return 1;
+}
