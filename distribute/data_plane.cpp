@@ -33,6 +33,8 @@ constexpr uint32_t kMaxTokenBytes = 256;
 constexpr int kSliceMs = 100;
 constexpr int kSocketBufferBytes = 4 << 20;
 
+}  // namespace
+
 std::pair<std::string, std::string> split_host_port(const std::string& address) {
   size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size())
@@ -42,6 +44,8 @@ std::pair<std::string, std::string> split_host_port(const std::string& address) 
     host = host.substr(1, host.size() - 2);
   return {host, address.substr(colon + 1)};
 }
+
+namespace {
 
 // The first IPv4 (else IPv6) address of host:port.
 sockaddr_storage resolve(const std::string& host, const std::string& port, socklen_t& length) {
@@ -66,7 +70,9 @@ sockaddr_storage resolve(const std::string& host, const std::string& port, sockl
   return storage;
 }
 
-void tune(int fd) {
+}  // namespace
+
+void tune_socket(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   int size = kSocketBufferBytes;
@@ -76,6 +82,44 @@ void tune(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &slice, sizeof slice);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &slice, sizeof slice);
 }
+
+int listen_tcp(const std::string& host, const std::string& port, const std::string& what) {
+  socklen_t length = 0;
+  sockaddr_storage address = resolve(host, port, length);
+  int fd = ::socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      ::listen(fd, 16) != 0) {
+    int error = errno;
+    if (fd >= 0) ::close(fd);
+    throw UnavailableError(
+        fmt::format("{} cannot listen on {}:{}: {}", what, host, port, std::strerror(error)));
+  }
+  return fd;
+}
+
+int bound_port(int fd) {
+  sockaddr_storage bound{};
+  socklen_t bound_length = sizeof bound;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_length);
+  return ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                          : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+}
+
+int connect_tcp(const std::string& host, const std::string& port) {
+  socklen_t length = 0;
+  sockaddr_storage target = resolve(host, port, length);
+  int fd = ::socket(target.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&target), length) == 0) return fd;
+  int error = errno;
+  ::close(fd);
+  errno = error;
+  return -1;
+}
+
+namespace {
 
 // This machine's identity for shared memory: the kernel's boot id and the host name (tasks in
 // containers of one host that do not share /dev/shm fail to open the segment and use TCP).
@@ -155,10 +199,10 @@ void Link::check_alive(const HealthCheck& health, const std::string& what) {
 
 void Link::closed(const HealthCheck& health, const std::string& what, int error) {
   check_health(health, what, true);  // the job's error names the cause better, if known
-  throw UnavailableError(fmt::format("{} stopped responding during {}: its connection closed{}; "
-                                     "it died or failed, see its log",
-                                     peer_, what,
-                                     error == 0 ? "" : fmt::format(" ({})", std::strerror(error))));
+  throw UnavailableError(
+      fmt::format("{} stopped responding during {}: its connection closed{}; "
+                  "it died or failed, see its log",
+                  peer_, what, error == 0 ? "" : fmt::format(" ({})", std::strerror(error))));
 }
 
 void Link::send_raw(const void* data, size_t n, const HealthCheck& health,
@@ -179,8 +223,7 @@ void Link::send_raw(const void* data, size_t n, const HealthCheck& health,
   }
 }
 
-void Link::receive_raw(void* data, size_t n, const HealthCheck& health,
-                       const std::string& what) {
+void Link::receive_raw(void* data, size_t n, const HealthCheck& health, const std::string& what) {
   char* p = static_cast<char*>(data);
   while (n > 0) {
     ssize_t got = ::recv(fd_, p, n, 0);
@@ -201,31 +244,16 @@ DataPlane::DataPlane(const std::string& host, std::string token, bool shared_mem
     : host_(host), token_(std::move(token)), shared_memory_(shared_memory) {
   if (const char* mode = std::getenv("EST_DATA_PLANE")) {
     std::string value = mode;
-    if (value == "tcp") shared_memory_ = false;
+    if (value == "tcp")
+      shared_memory_ = false;
     else if (value != "auto" && !value.empty())
       throw InvalidArgumentError(fmt::format(
           "EST_DATA_PLANE is '{}'; use 'auto' (shared memory between tasks of one machine, TCP "
           "otherwise) or 'tcp'",
           value));
   }
-  socklen_t length = 0;
-  sockaddr_storage address = resolve(host, "0", length);
-  listen_fd_ = ::socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
-      ::listen(listen_fd_, 16) != 0) {
-    int error = errno;
-    if (listen_fd_ >= 0) ::close(listen_fd_);
-    throw UnavailableError(fmt::format("the data plane cannot listen on host '{}': {}", host,
-                                       std::strerror(error)));
-  }
-  sockaddr_storage bound{};
-  socklen_t bound_length = sizeof bound;
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_length);
-  port_ = ntohs(bound.ss_family == AF_INET
-                    ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
-                    : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  listen_fd_ = listen_tcp(host, "0", "the data plane");
+  port_ = bound_port(listen_fd_);
 }
 
 DataPlane::~DataPlane() {
@@ -258,13 +286,12 @@ void DataPlane::connect_ring(int rank, const std::vector<std::string>& addresses
     ::close(fd);
     check_health(health, what);
     if (Clock::now() > deadline)
-      throw UnavailableError(fmt::format("cannot connect to {}'s data plane at {}: {}",
-                                         names[static_cast<size_t>(next)],
-                                         addresses[static_cast<size_t>(next)],
-                                         std::strerror(error)));
+      throw UnavailableError(fmt::format(
+          "cannot connect to {}'s data plane at {}: {}", names[static_cast<size_t>(next)],
+          addresses[static_cast<size_t>(next)], std::strerror(error)));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  tune(fd);
+  tune_socket(fd);
   next_ = Link(fd, names[static_cast<size_t>(next)]);
   std::string hello(kMagic, sizeof kMagic);
   auto append = [&](const void* p, size_t n) { hello.append(static_cast<const char*>(p), n); };
@@ -296,10 +323,10 @@ void DataPlane::connect_ring(int rank, const std::vector<std::string>& addresses
     if (::poll(&waiting, 1, kSliceMs) <= 0) continue;
     sockaddr_storage peer{};
     socklen_t peer_length = sizeof peer;
-    int accepted = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_length,
-                             SOCK_CLOEXEC);
+    int accepted =
+        ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_length, SOCK_CLOEXEC);
     if (accepted < 0) continue;
-    tune(accepted);
+    tune_socket(accepted);
     Link incoming(accepted, names[static_cast<size_t>(previous)]);
     char magic[sizeof kMagic];
     uint32_t their_token_bytes = 0;

@@ -19,6 +19,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "distribute/coordination_state.h"
@@ -64,6 +65,20 @@ class Link {
   std::string peer_;
   std::unique_ptr<ShmChannel> shm_;
 };
+
+// Socket helpers the data plane shares with the parameter servers (distribute/ps/).
+// "host:port" split in two ("[::1]:80" gives "::1"); InvalidArgumentError when it is not one.
+std::pair<std::string, std::string> split_host_port(const std::string& address);
+// A socket listening on host:port (port "0": one the system picks); UnavailableError naming
+// `what` ("the data plane") when it cannot.
+int listen_tcp(const std::string& host, const std::string& port, const std::string& what);
+// The port a listening socket is bound to.
+int bound_port(int fd);
+// A socket connected to host:port, or -1 (errno says why) when nobody accepts there yet.
+int connect_tcp(const std::string& host, const std::string& port);
+// No Nagle, 4 MiB buffers, and sends and receives that return every 100 ms (so that waits
+// can ask the job's health between slices).
+void tune_socket(int fd);
 
 class DataPlane {
  public:

@@ -35,9 +35,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "nn/optimizer.h"
+#include "nn/variable_store.h"
 #include "ops/tensor.h"
 
 namespace est::nn {
@@ -112,6 +114,18 @@ class GradientPath {
   // nothing. Parameter server: the owner's value (the chief initialized or restored it there).
   virtual void initialize_variable(ReplicaContext& replica, const std::string& name,
                                    Tensor& value) = 0;
+
+  // The chief, before a checkpoint is written from replica 0's `store`: a path whose variables
+  // live elsewhere brings their current values and optimizer state into the store (parameter
+  // servers: read back from the owners). All-reduce: nothing (the store is the state).
+  virtual void before_checkpoint(nn::VariableStore& /*store*/) {}
+  // Whether restore_state wants the values of a restored checkpoint that no variable took.
+  virtual bool wants_restored_state() const { return false; }
+  // After the first model_fn call of a restored job: the checkpoint's values that no variable
+  // of the model took (optimizer slots, beta1_power), for a path whose optimizer state lives
+  // elsewhere (parameter servers: sent to the owners). All-reduce: nothing (the optimizer
+  // takes them from the store when it creates its slots).
+  virtual void restore_state(const std::vector<std::pair<std::string, Tensor>>& /*values*/) {}
 };
 
 // The all-reduce path: sum over the replicas (of every worker), then the update applied where

@@ -163,13 +163,13 @@ std::string Strategy::description() const {
 }
 
 data::InputContext Strategy::input_context(std::optional<int64_t> pipeline_id) const {
-  int64_t id = pipeline_id.value_or(worker_index());
-  if (id < 0 || id >= num_workers())
+  int64_t id = pipeline_id.value_or(input_pipeline_id());
+  if (id < 0 || id >= num_input_pipelines())
     throw InvalidArgumentError(fmt::format(
         "{}::input_context: pipeline id {} out of range; there is one input pipeline per worker, "
         "ids 0 to {}",
-        name(), id, num_workers() - 1));
-  return {.num_input_pipelines = num_workers(),
+        name(), id, num_input_pipelines() - 1));
+  return {.num_input_pipelines = num_input_pipelines(),
           .input_pipeline_id = id,
           .num_replicas_in_sync = num_replicas_in_sync()};
 }

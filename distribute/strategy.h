@@ -237,7 +237,13 @@ class Strategy {
   int worker_index() const { return cross_device_ops_->worker_index(); }
   // Whether this process is the job's chief (writes checkpoints and summaries).
   bool is_chief() const { return is_chief_; }
-  int64_t num_input_pipelines() const { return num_workers(); }
+  // The job's input pipelines and this task's (input_context): one per worker stepping
+  // together here; ParameterServerStrategy's asynchronous workers have one each as well.
+  virtual int64_t num_input_pipelines() const { return num_workers(); }
+  virtual int64_t input_pipeline_id() const { return worker_index(); }
+  // Whether this task trains in a job with other tasks (workers stepping together, or workers
+  // sharing variables on ps tasks); a task of a cluster without it trains alone.
+  virtual bool trains_with_other_tasks() const { return num_workers() > 1; }
   const CrossDeviceOps& cross_device_ops() const { return *cross_device_ops_; }
   int threads_per_replica() const { return threads_per_replica_; }
   // Whether, with one local replica per worker, each bucket's reduction across workers starts

@@ -14,6 +14,9 @@
 #include "distribute/strategy.h"
 #include "ops/error.h"
 #include "ops/logging.h"
+#if EST_HAVE_GRPC
+#include "distribute/ps/parameter_server_strategy.h"
+#endif
 
 namespace est {
 namespace {
@@ -37,7 +40,7 @@ void warn_if_training_alone(const RunConfig& config) {
                 config.task_type == distribute::TaskType::kMaster ||
                 config.task_type == distribute::TaskType::kWorker;
   bool in_cluster = trains && (config.num_worker_replicas > 1 || !config.is_chief);
-  if (!in_cluster || (strategy && strategy->num_workers() > 1)) return;
+  if (!in_cluster || (strategy && strategy->trains_with_other_tasks())) return;
   log::warning(
       "{} {} is a task of a multi-worker cluster, but {} trains in this process only: this task "
       "trains alone on its whole input{}, not together with the others. To train as one job, "
@@ -46,6 +49,29 @@ void warn_if_training_alone(const RunConfig& config) {
       strategy ? fmt::format("{} (an in-process strategy)", strategy->name())
                : std::string("training without a distribution strategy"),
       config.is_chief ? "" : " and saves nothing (only the chief saves)");
+}
+
+// TF1's default: a chief or worker of a TF_CONFIG cluster with ps tasks and no train_distribute
+// trains against the ps tasks (replica_device_setter placed the variables there), so it gets
+// ParameterServerStrategy for that cluster.
+void use_parameter_servers_by_default(RunConfig& config) {
+  bool trains = config.task_type == distribute::TaskType::kChief ||
+                config.task_type == distribute::TaskType::kMaster ||
+                config.task_type == distribute::TaskType::kWorker;
+  if (config.train_distribute || config.num_ps_replicas == 0 || !trains) return;
+#if EST_HAVE_GRPC
+  log::info(
+      "TF_CONFIG lists {} ps task(s) and RunConfig has no train_distribute: training with "
+      "ParameterServerStrategy (TensorFlow 1's replica_device_setter)",
+      config.num_ps_replicas);
+  distribute::TfConfig cluster{.cluster = config.cluster_spec,
+                               .task = distribute::TaskSpec{config.task_type, config.task_id}};
+  config.train_distribute = std::make_shared<distribute::ParameterServerStrategy>(cluster);
+#else
+  throw UnimplementedError(
+      "TF_CONFIG lists ps tasks, but this build of est has no multi-process runtime "
+      "(-Dgrpc=disabled); rebuild with -Dgrpc=enabled");
+#endif
 }
 
 }  // namespace
@@ -67,6 +93,7 @@ Estimator::Estimator(ModelFn model_fn, const std::string& model_dir, RunConfig c
         "EstimatorSpec");
   if (config_.read_tf_config) config_ = config_.with_tf_config();  // as TF's RunConfig()
   config_.validate();
+  use_parameter_servers_by_default(config_);
   if (!model_dir.empty() && !config_.model_dir.empty() && model_dir != config_.model_dir)
     throw InvalidArgumentError(fmt::format(
         "Estimator: model_dir is set both in the constructor ({}) and in RunConfig ({}) with "

@@ -87,6 +87,8 @@ class Estimator {
   const std::string& model_dir() const { return config_.model_dir; }
   const RunConfig& config() const { return config_; }
   const Params& params() const { return params_; }
+  // The model_fn this Estimator calls (tf.estimator.Estimator.model_fn).
+  const ModelFn& model_fn() const { return model_fn_; }
   // model_dir/eval, or model_dir/eval_<name>.
   std::string eval_dir(const std::string& name = {}) const;
 

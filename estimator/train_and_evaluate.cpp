@@ -9,6 +9,7 @@
 #include "distribute/cluster_spec.h"
 #include "estimator/evaluator.h"
 #include "estimator/exporter.h"
+#include "estimator/ps_task.h"
 #include "ops/error.h"
 #include "estimator/hooks/timer.h"
 #include "ops/logging.h"
@@ -122,11 +123,9 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
       estimator.train(train_spec.input_fn, train_spec.hooks, std::nullopt, train_spec.max_steps);
       return {};
     case TaskType::kPs:
-      throw InvalidArgumentError(fmt::format(
-          "train_and_evaluate: this task is a parameter server (TF_CONFIG task \"ps\" {}); "
-          "parameter servers need ParameterServerStrategy, which est does not have yet: use "
-          "MultiWorkerMirroredStrategy with chief and worker tasks only",
-          config.task_id));
+      log_role(config);
+      detail::run_parameter_server(estimator, train_spec);
+      return {};
     case TaskType::kEvaluator:
       break;
   }

@@ -13,7 +13,8 @@
 //   - worker: trains; returns nothing.
 //   - evaluator (estimator/evaluator.h): evaluates each new checkpoint until the one at
 //     max_steps; returns its last evaluation.
-//   - ps: an InvalidArgumentError (ParameterServerStrategy does not exist yet).
+//   - ps: serves the variables the workers place on it and applies their updates until the
+//     job ends (estimator/ps_task.h); returns nothing.
 #pragma once
 
 #include <string>

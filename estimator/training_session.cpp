@@ -5,8 +5,10 @@
 
 #include <cmath>
 
+#include "checkpoint/reader.h"
 #include "checkpoint/rng_state.h"
 #include "checkpoint/variable_store_io.h"
+#include "distribute/strategy.h"
 #include "nn/restore_error.h"
 #include "ops/error.h"
 #include "ops/logging.h"
@@ -82,6 +84,9 @@ void TrainingSession::restore_extras() {
 }
 
 checkpoint::TensorBundle TrainingSession::checkpoint_bundle() {
+  // Variables that live elsewhere (parameter servers) are read back into the store first.
+  if (distribute::Strategy* strategy = replicas_.strategy())
+    strategy->gradient_path().before_checkpoint(session_.store());
   checkpoint::TensorBundle bundle = checkpoint::bundle_from_store(session_.store());
   if (sync_.active() && config_.is_chief) {
     for (size_t w = 0; w < positions_.size(); ++w)
@@ -172,6 +177,7 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
                              int64_t step) {
   if (restored_) {
     check_restored(*restored_, replicas_.store());
+    send_restored_state();
   } else if (options_.warm_start_from) {
     std::optional<checkpoint::WarmStartResult> result;
     for (nn::VariableStore* copy : replicas_.stores()) {
@@ -197,6 +203,15 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
   after_create_session(hooks_, session_);
   at_start_ = false;
   first_ = false;
+}
+
+void TrainingSession::send_restored_state() {
+  distribute::Strategy* strategy = replicas_.strategy();
+  if (!strategy || !strategy->gradient_path().wants_restored_state()) return;
+  std::vector<std::pair<std::string, Tensor>> values;
+  for (const std::string& name : replicas_.store().pending_restores())
+    values.emplace_back(name, checkpoint::load_variable(restored_->path, name));
+  strategy->gradient_path().restore_state(values);
 }
 
 void TrainingSession::run_step(const std::vector<EstimatorSpec>& specs, int64_t step) {

@@ -91,6 +91,9 @@ class TrainingSession {
   void create(const StepBatch& batch, std::vector<EstimatorSpec>& specs, int64_t step);
   // Phase 3.
   void run_step(const std::vector<EstimatorSpec>& specs, int64_t step);
+  // The restored checkpoint's values that no variable took (optimizer state), to a gradient
+  // path that keeps that state elsewhere (parameter servers).
+  void send_restored_state();
   // The RNG states and input position of the restored checkpoint.
   void restore_extras();
   // Variables, slots, global step, RNG states and input positions, for the saver.

@@ -1,7 +1,7 @@
 // est-launch: start a multi-worker job on this machine, or one task of a SLURM step.
 //
-//   est-launch -n N [--evaluator] [--max-restarts K] [--grace-period S] [--] program args...
-//       N processes on this machine (chief:0, worker:0..N-2, and evaluator:0), each with its
+//   est-launch -n N [--ps M] [--evaluator] [--max-restarts K] [--grace-period S] [--] program...
+//       N processes on this machine (chief:0, worker:0..N-2, ps:0..M-1, evaluator:0), each with its
 //       TF_CONFIG and the job's token; their output lines prefixed "[worker:1] "; SIGINT,
 //       SIGTERM and SIGHUP passed on; when a training task fails the others are stopped and
 //       est-launch exits with that task's status (128 + N for signal N), or restarts every task
@@ -35,11 +35,13 @@ using namespace est::launch;
 
 constexpr const char* kFooter =
     "Forms:\n"
-    "  est-launch -n N [--evaluator] [--max-restarts K] [--grace-period S] [--] program args...\n"
+    "  est-launch -n N [--ps M] [--evaluator] [--max-restarts K] [--grace-period S] [--] "
+    "program args...\n"
     "  srun est-launch --slurm [--port-base P] [--evaluator] [--] program args...\n"
     "  est-launch --generate-token\n"
     "Examples:\n"
     "  est-launch -n 3 --evaluator -- build/examples/multi_worker --model_dir /tmp/job\n"
+    "  est-launch -n 3 --ps 1 -- build/examples/ps_job --model_dir /tmp/ps_job\n"
     "  export EST_JOB_TOKEN=$(est-launch --generate-token)\n"
     "  srun --ntasks=8 est-launch --slurm -- build/examples/multi_worker --model_dir /shared/job\n"
     "The tasks' output lines start with their task, \"[chief:0] \"; est-launch exits with the\n"
@@ -48,6 +50,7 @@ constexpr const char* kFooter =
 struct Flags {
   int num_workers = 0;
   bool evaluator = false;
+  int num_ps = 0;
   int max_restarts = 0;
   double grace_period = 30;
   bool slurm = false;
@@ -77,6 +80,10 @@ int main(int argc, char** argv) {
                           ->check(CLI::PositiveNumber);
   app.add_flag("--evaluator", flags.evaluator,
                "one more process, the evaluator (its failure does not stop training)");
+  auto* num_ps = app.add_option("--ps", flags.num_ps,
+                                "parameter-server processes (ps:0..M-1, TF_CONFIG's \"ps\" "
+                                "job); a ps task that fails fails the job")
+                     ->check(CLI::NonNegativeNumber);
   auto* max_restarts =
       app.add_option("--max-restarts", flags.max_restarts,
                      "after a training task fails, restart every task up to K times")
@@ -95,7 +102,7 @@ int main(int argc, char** argv) {
                         ->capture_default_str();
   auto* token =
       app.add_flag("--generate-token", flags.generate_token, "print a new job token and exit");
-  slurm->excludes(num_workers)->excludes(max_restarts);
+  slurm->excludes(num_workers)->excludes(max_restarts)->excludes(num_ps);
   port_base->needs(slurm);
   token->excludes(num_workers)->excludes(slurm);
   app.prefix_command();  // the program's own flags are not est-launch's
@@ -145,6 +152,7 @@ int main(int argc, char** argv) {
     JobResult result =
         run_local_job(LocalJobOptions{.num_workers = flags.num_workers,
                                       .evaluator = flags.evaluator,
+                                      .num_ps = flags.num_ps,
                                       .max_restarts = flags.max_restarts,
                                       .grace_period = std::chrono::milliseconds(
                                           static_cast<int64_t>(flags.grace_period * 1000.0)),

@@ -1,7 +1,7 @@
 // train_and_evaluate's roles (tensorflow_estimator's training.py): the evaluator evaluates
 // each new checkpoint until the one at max_steps, skips a checkpoint that retention deleted
-// before it could be read, waits with a bound; a worker trains and returns nothing; a ps task
-// is an error naming ParameterServerStrategy.
+// before it could be read, waits with a bound; a worker trains and returns nothing (a ps
+// task's role is tested with the parameter servers, tests/distribute/ps_estimator_test.cpp).
 #include "distribute/mirrored_strategy.h"
 #include "estimator/evaluator.h"
 #include "estimator_test_util.h"
@@ -84,7 +84,7 @@ TEST_CASE("the evaluator gives up after checkpoint_timeout_secs without a checkp
   CHECK(log.contains("Estimator is not trained yet"));
 }
 
-TEST_CASE("train_and_evaluate: a worker trains and returns nothing, a ps task is an error") {
+TEST_CASE("train_and_evaluate: a worker trains and returns nothing") {
   TempDir dir;
   RunConfig config = quiet_config(dir.str());
   config.read_tf_config = false;
@@ -103,12 +103,6 @@ TEST_CASE("train_and_evaluate: a worker trains and returns nothing, a ps task is
   CHECK(exports.empty());
   CHECK(log.contains("Training with task_type = worker, task_id = 0"));
   CHECK_FALSE(fs::exists(dir / "eval"));  // workers do not evaluate
-
-  config.task_type = distribute::TaskType::kPs;
-  Estimator ps(linear_model_fn, config);
-  CHECK_THROWS_WITH_AS(train_and_evaluate(ps, {.input_fn = linear_input_fn(), .max_steps = 4},
-                                          {.input_fn = linear_input_fn(16, 4)}),
-                       doctest::Contains("ParameterServerStrategy"), InvalidArgumentError);
 }
 
 TEST_CASE("a task of a multi-worker cluster that would train alone says so once, naming MWMS") {

@@ -252,6 +252,36 @@ TEST_CASE("training that ends waits for the evaluator to end on its own") {
   CHECK_FALSE(contains(output, "got SIGTERM"));
 }
 
+TEST_CASE("--ps M: ps tasks listed in every TF_CONFIG; training waits for them to end") {
+  LaunchRun run;
+  run.start({"-n", "2", "--ps", "2"},
+            {"config", "chief:0@pidfile:" + run.dir() + "/chief.pid",
+             "ps:1@await-reaped:" + run.dir() + "/chief.pid", "ps:1@say:served"});
+  REQUIRE_MESSAGE(run.wait() == 0, run.output());
+  std::string output = run.output();
+  std::set<std::string> tasks;
+  for (const ConfigLine& line : config_lines(output)) {
+    tasks.insert(line.task);
+    ClusterSpec cluster = parse_tf_config(line.tf_config).cluster;
+    CHECK(cluster.num_tasks(TaskType::kPs) == 2);
+    CHECK(cluster.num_tasks(TaskType::kChief) == 1);
+    CHECK(cluster.num_tasks(TaskType::kWorker) == 1);
+  }
+  CHECK(tasks == std::set<std::string>{"chief:0", "worker:0", "ps:0", "ps:1"});
+  CHECK(contains(output, "[ps:1] served"));
+  CHECK_FALSE(contains(output, "got SIGTERM"));
+}
+
+TEST_CASE("a ps task that fails stops the training tasks") {
+  LaunchRun run;
+  run.start({"-n", "2", "--ps", "1", "--grace-period", "5"}, {"ps:0@exit:6", "wait-signal"});
+  CHECK(run.wait() == 6);
+  std::string output = run.output();
+  CHECK_MESSAGE(contains(output, "ps 0 exited with status 6; stopping the other tasks"), output);
+  CHECK(contains(output, "[chief:0] chief:0 got SIGTERM"));
+  CHECK(contains(output, "[worker:0] worker:0 got SIGTERM"));
+}
+
 TEST_CASE("usage: --help, flags before the program, errors exit 2, --generate-token") {
   ProgramResult help = run_program(kEstLaunch + " --help", 30);
   CHECK(help.exit_code == 0);

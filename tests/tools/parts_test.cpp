@@ -115,6 +115,24 @@ TEST_CASE("plan_local_job: chief:0, worker:0..N-2, the evaluator listed in the c
   CHECK_THROWS_AS(plan_local_job(2, false, {4001}), InvalidArgumentError);
 }
 
+TEST_CASE("plan_local_job: ps tasks after the workers, listed as \"ps\", failing the job") {
+  std::vector<TaskPlan> plans = plan_local_job(2, true, {4001, 4002, 4003, 4004, 4005}, 2);
+  REQUIRE(plans.size() == 5);
+  std::vector<std::string> labels;
+  for (const TaskPlan& plan : plans) labels.push_back(task_label(plan.task));
+  CHECK(labels == std::vector<std::string>{"chief:0", "worker:0", "ps:0", "ps:1", "evaluator:0"});
+  CHECK(plans[0].tf_config.cluster.job_tasks(TaskType::kPs) ==
+        std::vector<std::string>{"127.0.0.1:4003", "127.0.0.1:4004"});
+  CHECK(plans[0].tf_config.cluster.task_address(TaskType::kEvaluator, 0) == "127.0.0.1:4005");
+  for (const TaskPlan& plan : plans) {
+    CHECK(plan.serves == (plan.task.type == TaskType::kPs));
+    CHECK(plan.trains ==
+          (plan.task.type == TaskType::kChief || plan.task.type == TaskType::kWorker));
+  }
+  CHECK_THROWS_AS(plan_local_job(2, false, {4001, 4002}, -1), InvalidArgumentError);
+  CHECK_THROWS_AS(plan_local_job(2, false, {4001, 4002}, 1), InvalidArgumentError);
+}
+
 TEST_CASE("free_loopback_ports gives distinct ports that can be bound") {
   std::vector<int> ports = free_loopback_ports(8);
   CHECK(std::set<int>(ports.begin(), ports.end()).size() == 8);

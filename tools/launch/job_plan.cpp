@@ -48,29 +48,36 @@ std::vector<int> free_loopback_ports(int count) {
   return ports;
 }
 
-std::vector<TaskPlan> plan_local_job(int num_workers, bool evaluator,
-                                     const std::vector<int>& ports) {
+std::vector<TaskPlan> plan_local_job(int num_workers, bool evaluator, const std::vector<int>& ports,
+                                     int num_ps) {
   if (num_workers < 1)
     throw InvalidArgumentError(fmt::format(
         "-n {} asks for no training task; give -n 1 or more (the chief counts)", num_workers));
-  int num_tasks = num_workers + (evaluator ? 1 : 0);
+  if (num_ps < 0)
+    throw InvalidArgumentError(fmt::format("--ps {}: give 0 or more ps tasks", num_ps));
+  int num_tasks = num_workers + num_ps + (evaluator ? 1 : 0);
   if (static_cast<int>(ports.size()) != num_tasks)
     throw InvalidArgumentError(fmt::format("{} ports for {} tasks", ports.size(), num_tasks));
   distribute::ClusterSpec::Jobs jobs;
   for (int i = 0; i < num_workers; ++i)
     jobs[i == 0 ? TaskType::kChief : TaskType::kWorker].push_back(
         fmt::format("127.0.0.1:{}", ports[static_cast<size_t>(i)]));
+  for (int i = 0; i < num_ps; ++i)
+    jobs[TaskType::kPs].push_back(
+        fmt::format("127.0.0.1:{}", ports[static_cast<size_t>(num_workers + i)]));
   if (evaluator) jobs[TaskType::kEvaluator].push_back(fmt::format("127.0.0.1:{}", ports.back()));
   distribute::ClusterSpec cluster(std::move(jobs), "est-launch");
 
   std::vector<TaskPlan> plans;
   auto add = [&](TaskSpec task, bool trains) {
-    plans.push_back(TaskPlan{.task = task, .trains = trains, .tf_config = {}});
+    plans.push_back(TaskPlan{
+        .task = task, .trains = trains, .serves = task.type == TaskType::kPs, .tf_config = {}});
     plans.back().tf_config.cluster = cluster;
     plans.back().tf_config.task = task;
   };
   add(TaskSpec{TaskType::kChief, 0}, true);
   for (int i = 0; i + 1 < num_workers; ++i) add(TaskSpec{TaskType::kWorker, i}, true);
+  for (int i = 0; i < num_ps; ++i) add(TaskSpec{TaskType::kPs, i}, false);
   if (evaluator) add(TaskSpec{TaskType::kEvaluator, 0}, false);
   return plans;
 }

@@ -13,7 +13,10 @@
 // evaluates every checkpoint itself when its cluster has no evaluator task
 // (estimator/train_and_evaluate.h), and processes on one machine divide its cores by the
 // tasks the cluster lists there (multi_worker_util.h's num_local_tasks). The evaluator takes no
-// part in the collectives and listens on nothing; its port is only reserved.
+// part in the collectives and listens on nothing; its port is only reserved. With --ps M, M
+// more processes are ps:0..M-1 (TF1's parameter servers, listed as "ps" in every task's
+// cluster): they serve the variables and end by themselves when training ends; a ps task that
+// fails fails the job, as a training task does.
 //
 // Ports: free_loopback_ports binds every socket to 127.0.0.1 port 0 at once (so the kernel
 // hands out distinct ports), reads them and closes them. Another process may take a port
@@ -31,7 +34,8 @@ namespace est::launch {
 
 struct TaskPlan {
   distribute::TaskSpec task;
-  bool trains = true;              // chief or worker; false for the evaluator
+  bool trains = true;              // chief or worker; false for the evaluator and ps tasks
+  bool serves = false;             // a ps task: its failure fails the job, like a training task
   distribute::TfConfig tf_config;  // to_json() of it is the task's TF_CONFIG
 };
 
@@ -44,10 +48,10 @@ std::string task_words(distribute::TaskSpec task);
 // UnavailableError when the system cannot give them.
 std::vector<int> free_loopback_ports(int count);
 
-// The chief and the workers (`num_workers` tasks in all) and, if `evaluator`, the evaluator,
-// with one port each from `ports` in that order. InvalidArgumentError unless num_workers >= 1
-// and there is one port per task.
-std::vector<TaskPlan> plan_local_job(int num_workers, bool evaluator,
-                                     const std::vector<int>& ports);
+// The chief and the workers (`num_workers` tasks in all), `num_ps` ps tasks and, if
+// `evaluator`, the evaluator, with one port each from `ports` in that order.
+// InvalidArgumentError unless num_workers >= 1, num_ps >= 0 and there is one port per task.
+std::vector<TaskPlan> plan_local_job(int num_workers, bool evaluator, const std::vector<int>& ports,
+                                     int num_ps = 0);
 
 }  // namespace est::launch

@@ -51,9 +51,10 @@ JobResult run_local_job(const LocalJobOptions& options, SignalChannel& signals) 
   if (environment.count("TF_CONFIG"))
     log::warning("TF_CONFIG is set; each task gets its own instead");
   for (int attempt = 1;; ++attempt) {
-    std::vector<TaskPlan> plans =
-        plan_local_job(options.num_workers, options.evaluator,
-                       free_loopback_ports(options.num_workers + (options.evaluator ? 1 : 0)));
+    std::vector<TaskPlan> plans = plan_local_job(
+        options.num_workers, options.evaluator,
+        free_loopback_ports(options.num_workers + options.num_ps + (options.evaluator ? 1 : 0)),
+        options.num_ps);
     log::info("starting {} task{}{}: {}", plans.size(), plans.size() == 1 ? "" : "s",
               attempts > 1 ? fmt::format(" (attempt {} of {})", attempt, attempts) : "",
               describe_tasks(plans));

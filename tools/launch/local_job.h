@@ -23,6 +23,7 @@ namespace est::launch {
 struct LocalJobOptions {
   int num_workers = 1;  // the chief and the workers
   bool evaluator = false;
+  int num_ps = 0;  // ps tasks (TF1's parameter servers)
   int max_restarts = 0;
   std::chrono::milliseconds grace_period{30'000};
   std::vector<std::string> command;

@@ -152,7 +152,7 @@ class Attempt {
       log::info("{}", end.describe());
       return;
     }
-    if (!task.plan.trains) {
+    if (!task.plan.trains && !task.plan.serves) {
       if (status.success()) {
         log::info("{}", end.describe());
       } else {

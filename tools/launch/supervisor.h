@@ -2,14 +2,16 @@
 // and stop them all when one training task fails or the launcher is told to stop.
 //
 // Rules (torchrun's and horovodrun's, with TensorFlow's roles):
-//   - A training task (chief or worker) that exits non-zero or is killed fails the attempt:
-//     the others get SIGTERM, and SIGKILL if they are still running after the grace period.
+//   - A training task (chief or worker) or a ps task (the job cannot go on without the
+//     variables it held) that exits non-zero or is killed fails the attempt: the others get
+//     SIGTERM, and SIGKILL if they are still running after the grace period.
 //     The first failure seen is the attempt's; the others' exits that follow are only logged.
 //   - The evaluator's failure is logged and does not stop training: the trained model is the
 //     job's product, evaluation a side-car that can be run again from the checkpoints (as a
 //     Kubeflow TFJob, whose success follows the chief, treats it).
-//   - When every training task has exited 0, the attempt waits for the evaluator to end on its
-//     own (TensorFlow's evaluator stops after evaluating the final checkpoint).
+//   - When every training task has exited 0, the attempt waits for the evaluator and the ps
+//     tasks to end on their own (TensorFlow's evaluator stops after evaluating the final
+//     checkpoint; est's ps tasks when the chief ends the job).
 //   - SIGINT, SIGTERM or SIGHUP to the launcher is passed on to every task (the same signal,
 //     to the task's process group); tasks still running after the grace period are killed.
 //     A second stop signal kills every task at once.

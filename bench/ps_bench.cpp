@@ -1,0 +1,212 @@
+// Parameter servers on loopback: 2 worker processes and 1 ps task training the tutorial CNN
+// asynchronously (ParameterServerStrategy, each worker 1 thread, its own batch each step)
+// against one process with 2 threads at the same per-step batch, both stepping through
+// replica.run_train_op on in-memory Fashion-MNIST batches. Figures: the job's examples/s (both
+// workers together) against one process's, and the bytes a worker moves per step (its push and
+// pull, frames included) against 2 x the variables' bytes (one copy of the gradients out, one of
+// the values back: the least a step that pushes every gradient and pulls every value can move).
+//
+//   ps_bench [--batch 64] [--steps 200] [--rounds 3]
+// Each round runs a fresh one-process run, then a fresh job (ps 0, worker 0, worker 1), and
+// times `steps` steps per worker after 20 warm-up steps; the figures are the medians of the
+// rounds. Lines: `one_process examples_per_sec=...`, `ps_job examples_per_sec=...`,
+// `ratio=...`, `bytes_per_step=... variables_bytes=... bytes_ratio=...`.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <est/distribute/distribute.h>
+#include <est/distribute/job_token.h>
+#include <est/distribute/ps/parameter_server_strategy.h>
+#include <est/distribute/ps/ps_server.h>
+#include <est/nn/nn.h>
+
+#include "bench/fashion_mnist_memory.h"
+#include "examples/cnn_model.h"
+
+namespace {
+
+using est::Tensor;
+namespace dist = est::distribute;
+
+struct Timed {
+  double examples_per_sec = 0;
+  double variables_bytes = 0;
+};
+
+// `steps` timed steps of batch `batch` under `strategy` (one local replica).
+Timed train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t batch, int64_t steps,
+            int64_t first_row) {
+  int64_t batches = data.images.dim(0) / batch;
+  double scale = 1.0 / static_cast<double>(batch);
+  auto step = [&](int64_t s) {
+    Tensor images = Tensor::empty({batch, 28, 28, 1});
+    Tensor labels = Tensor::empty({batch}, est::DType::kI64);
+    bench::copy_rows(data, ((first_row / batch + s) % batches) * batch, images, labels);
+    strategy.run(
+        [&](dist::ReplicaContext& replica) {
+          est::ModelContext& ctx = replica.model_context();
+          ctx.begin_call();
+          Tensor logits = examples::tutorial_cnn(ctx, replica.input().features.at("image"));
+          Tensor loss =
+              est::ops::mul(est::ops::sum(est::nn::sparse_softmax_cross_entropy(
+                                replica.input().labels, logits, 1.0, est::nn::Reduction::kNone)),
+                            scale);
+          replica.run_train_op(est::optim::sgd(1e-3).minimize(loss, ctx));
+          return loss;
+        },
+        {est::data::Element(est::Features{{"image", images}}, labels)});
+  };
+  for (int64_t s = 0; s < 20; ++s) step(s);  // warm-up
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t s = 0; s < steps; ++s) step(20 + s);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Timed timed{.examples_per_sec = static_cast<double>(steps * batch) / seconds};
+  for (const est::nn::Variable& v : strategy.store(0).trainable_variables())
+    timed.variables_bytes += static_cast<double>(v.value.nbytes());
+  return timed;
+}
+
+pid_t spawn(const std::vector<std::string>& argv, const std::string& tf_config,
+            const std::string& log) {
+  std::vector<std::string> args = argv;
+  std::vector<char*> pointers;
+  for (auto& arg : args) pointers.push_back(arg.data());
+  pointers.push_back(nullptr);
+  if (tf_config.empty())
+    ::unsetenv("TF_CONFIG");
+  else
+    ::setenv("TF_CONFIG", tf_config.c_str(), 1);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, pointers.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw est::UnavailableError("cannot start a benchmark process");
+  return pid;
+}
+
+double value_in(const std::string& log, const std::string& key) {
+  std::ifstream in(log);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key + "=", 0) == 0) return std::stod(line.substr(key.size() + 1));
+  throw est::InternalError("no " + key + " in " + log);
+}
+
+void wait_all(const std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      throw est::InternalError("a benchmark process failed");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  int64_t batch = 64, steps = 200;
+  int rounds = 3;
+  std::string role;
+  CLI::App app("2 workers + 1 ps (async) against 1 process x 2 threads (tutorial CNN).",
+               "ps_bench");
+  app.add_option("--batch", batch, "each worker's batch per step")->capture_default_str();
+  app.add_option("--steps", steps, "timed steps per worker")->capture_default_str();
+  app.add_option("--rounds", rounds, "runs of each")->capture_default_str();
+  app.add_option("--role", role, "internal: single, ps or worker")->group("");
+  CLI11_PARSE(app, argc, argv);
+
+  if (role == "ps") {
+    est::distribute::TfConfig config = est::distribute::parse_tf_config(std::getenv("TF_CONFIG"));
+    dist::PsServer server({.address = config.cluster.task_address(dist::TaskType::kPs, 0),
+                           .token = dist::job_token_from_environment(),
+                           .task_index = 0,
+                           .num_workers = 2,
+                           .optimizer = est::optim::sgd(1e-3)});
+    server.join();
+    return 0;
+  }
+  if (!role.empty()) {
+    bench::InMemoryData data = bench::load_fashion_mnist("train");
+    std::shared_ptr<dist::Strategy> strategy;
+    std::shared_ptr<dist::ParameterServerStrategy> ps;
+    if (role == "single") {
+      strategy = std::make_shared<dist::OneDeviceStrategy>("/cpu:0", 7);
+    } else {
+      ps = dist::ParameterServerStrategy::from_env({.seed = 7});
+      strategy = ps;
+    }
+    Timed timed = train(*strategy, data, batch, steps, ps ? ps->input_pipeline_id() * 30000 : 0);
+    fmt::print("examples_per_sec={:.1f}\nvariables_bytes={:.0f}\n", timed.examples_per_sec,
+               timed.variables_bytes);
+    if (ps)
+      fmt::print("bytes_per_step={:.0f}\n",
+                 static_cast<double>(ps->bytes_sent() + ps->bytes_received()) /
+                     static_cast<double>(steps + 20));
+    return 0;
+  }
+
+  ::setenv("EST_JOB_TOKEN", dist::generate_job_token().c_str(), 1);
+  std::vector<std::string> common = {"/proc/self/exe", "--batch", std::to_string(batch), "--steps",
+                                     std::to_string(steps)};
+  std::string dir = "/tmp/est_ps_bench_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::vector<double> singles, jobs, ratios, bytes, variables;
+  for (int r = 0; r < rounds; ++r) {
+    auto args = common;
+    args.insert(args.end(), {"--role", "single"});
+    wait_all({spawn(args, "", dir + "/single.log")});
+    singles.push_back(value_in(dir + "/single.log", "examples_per_sec"));
+    int p0 = 20000 + (::getpid() * 7 + r * 3) % 20000;
+    std::string cluster = fmt::format(
+        R"({{"chief": ["127.0.0.1:{}"], "worker": ["127.0.0.1:{}"], "ps": ["127.0.0.1:{}"]}})", p0,
+        p0 + 1, p0 + 2);
+    auto tf_config = [&](const char* type) {
+      return fmt::format(R"({{"cluster": {}, "task": {{"type": "{}", "index": 0}}}})", cluster,
+                         type);
+    };
+    std::vector<pid_t> pids;
+    args = common;
+    args.insert(args.end(), {"--role", "ps"});
+    pids.push_back(spawn(args, tf_config("ps"), dir + "/ps.log"));
+    args = common;
+    args.insert(args.end(), {"--role", "worker"});
+    pids.push_back(spawn(args, tf_config("chief"), dir + "/chief.log"));
+    pids.push_back(spawn(args, tf_config("worker"), dir + "/worker.log"));
+    wait_all(pids);
+    double job = value_in(dir + "/chief.log", "examples_per_sec") +
+                 value_in(dir + "/worker.log", "examples_per_sec");
+    jobs.push_back(job);
+    ratios.push_back(job / singles.back());
+    bytes.push_back(value_in(dir + "/chief.log", "bytes_per_step"));
+    variables.push_back(value_in(dir + "/chief.log", "variables_bytes"));
+    fmt::print("round {}: one_process {:.1f} ps_job {:.1f} ratio {:.3f} bytes_per_step {:.0f}\n", r,
+               singles.back(), job, ratios.back(), bytes.back());
+  }
+  std::filesystem::remove_all(dir);
+  double moved = bench::median(bytes), model = bench::median(variables);
+  fmt::print("batch={} steps={}\n", batch, steps);
+  fmt::print("one_process threads=2 examples_per_sec={:.1f}\n", bench::median(singles));
+  fmt::print("ps_job workers=2x1 ps=1 examples_per_sec={:.1f}\n", bench::median(jobs));
+  fmt::print("ratio={:.3f} (range {:.3f}-{:.3f})\n", bench::median(ratios),
+             *std::min_element(ratios.begin(), ratios.end()),
+             *std::max_element(ratios.begin(), ratios.end()));
+  fmt::print("bytes_per_step={:.0f} variables_bytes={:.0f} bytes_ratio={:.3f} (vs 2 x variables)\n",
+             moved, model, moved / (2 * model));
+  return 0;
+} catch (const est::Error& error) {
+  fmt::print(stderr, "error: {}\n", error.what());
+  return 1;
+}

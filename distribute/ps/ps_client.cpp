@@ -1,0 +1,66 @@
+// PsClient: connect, then send-all-then-receive-all exchanges.
+#include "distribute/ps/ps_client.h"
+
+#include <fmt/format.h>
+
+#include "distribute/ps/ps_handshake.h"
+#include "ops/error.h"
+#include "ops/logging.h"
+
+namespace est::distribute {
+
+PsClient::PsClient(PsClientOptions options) : options_(std::move(options)) {
+  if (options_.ps_addresses.empty())
+    throw InvalidArgumentError("PsClient: the cluster lists no ps task");
+  for (size_t i = 0; i < options_.ps_addresses.size(); ++i)
+    links_.push_back(connect_to_ps(options_.ps_addresses[i], describe(static_cast<int>(i)),
+                                   options_.token, options_.task_name, options_.connect_timeout,
+                                   options_.health));
+}
+
+std::string PsClient::describe(int ps) const {
+  return fmt::format("ps {} at {}", ps, options_.ps_addresses[static_cast<size_t>(ps)]);
+}
+
+std::vector<std::optional<PsReply>> PsClient::exchange(
+    const std::vector<std::optional<PsRequest>>& requests, const std::string& what) {
+  if (requests.size() != links_.size())
+    throw InvalidArgumentError(fmt::format("PsClient::exchange: {} requests for {} ps tasks",
+                                           requests.size(), links_.size()));
+  for (size_t i = 0; i < links_.size(); ++i) {
+    if (!requests[i]) continue;
+    std::string bytes = encode(*requests[i]);
+    send_frame(links_[i], bytes, options_.health, what);
+    bytes_sent_ += bytes.size() + sizeof(uint64_t);
+  }
+  std::vector<std::optional<PsReply>> replies(links_.size());
+  std::optional<PsReply> failed;
+  for (size_t i = 0; i < links_.size(); ++i) {
+    if (!requests[i]) continue;
+    std::string bytes = receive_frame(links_[i], options_.health, what);
+    bytes_received_ += bytes.size() + sizeof(uint64_t);
+    replies[i] = decode_reply(bytes, describe(static_cast<int>(i)));
+    if (!replies[i]->ok() && !failed) failed = replies[i];
+  }
+  if (failed) throw_error(failed->code, fmt::format("{} (during {})", failed->message, what));
+  return replies;
+}
+
+std::vector<std::optional<PsReply>> PsClient::broadcast(const PsRequest& request,
+                                                        const std::string& what, bool quiet) {
+  std::vector<std::optional<PsRequest>> requests(links_.size(), request);
+  if (!quiet) return exchange(requests, what);
+  std::vector<std::optional<PsReply>> replies(links_.size());
+  for (size_t i = 0; i < links_.size(); ++i) {
+    try {
+      std::vector<std::optional<PsRequest>> one(links_.size());
+      one[i] = request;
+      replies[i] = exchange(one, what)[i];
+    } catch (const Error& error) {
+      log::debug("{} did not take {}: {}", describe(static_cast<int>(i)), what, error.what());
+    }
+  }
+  return replies;
+}
+
+}  // namespace est::distribute

@@ -1,0 +1,58 @@
+// PsClient: a worker's connections to every `ps` task of the job, and the exchange that makes
+// a step one round trip per ps task: every task's request is sent before any reply is read, so
+// the tasks work in parallel.
+//
+// A ps task that dies closes its connection: the exchange then fails within a 100 ms slice with
+// an UnavailableError naming the task ("ps 1 at 127.0.0.1:2300 stopped responding ..."), and a
+// reply that is an error is rethrown with its code, naming the task.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distribute/ps/ps_wire.h"
+
+namespace est::distribute {
+
+struct PsClientOptions {
+  std::vector<std::string> ps_addresses;  // [ps tasks], TF_CONFIG's "ps" job
+  std::string token;                      // the job token
+  std::string task_name;                  // this task, "worker 1", for the ps tasks' logs
+  // How long to wait for a ps task to accept (TensorFlow's session_creation_timeout).
+  std::chrono::milliseconds connect_timeout{std::chrono::minutes(2)};
+  HealthCheck health;  // asked between slices of every wait (may be empty)
+};
+
+class PsClient {
+ public:
+  // Connects to every ps task (UnavailableError naming the one that does not answer).
+  explicit PsClient(PsClientOptions options);
+  int num_ps() const { return static_cast<int>(links_.size()); }
+  // "ps 1 at 127.0.0.1:2300".
+  std::string describe(int ps) const;
+
+  // Sends requests[i] to ps task i (unset: nothing for it), then reads the replies; replies[i]
+  // is unset where no request went. A reply that is an error is thrown (its code, naming the
+  // task), after every reply has been read.
+  std::vector<std::optional<PsReply>> exchange(
+      const std::vector<std::optional<PsRequest>>& requests, const std::string& what);
+  // The same request to every ps task; best effort when `quiet` (errors are logged, not
+  // thrown: the end of a job, or its failure).
+  std::vector<std::optional<PsReply>> broadcast(const PsRequest& request, const std::string& what,
+                                                bool quiet = false);
+
+  // Bytes this client sent and received (frames included), for benchmarks.
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  uint64_t bytes_received() const { return bytes_received_; }
+
+ private:
+  PsClientOptions options_;
+  std::vector<Link> links_;  // [ps tasks]
+  uint64_t bytes_sent_ = 0;
+  uint64_t bytes_received_ = 0;
+};
+
+}  // namespace est::distribute

@@ -1,0 +1,119 @@
+// The ps handshake: "ESTPS001", the token, the caller's name; one byte back (1: accepted).
+#include "distribute/ps/ps_handshake.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "distribute/job_token.h"
+#include "ops/error.h"
+#include "ops/logging.h"
+
+namespace est::distribute {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr char kMagic[8] = {'E', 'S', 'T', 'P', 'S', '0', '0', '1'};
+constexpr uint32_t kMaxField = 256;
+
+void log_refusal(const std::string& peer_address, const std::string& why) {
+  static std::mutex mutex;
+  static std::set<std::string> logged;
+  std::string host = peer_address.substr(0, peer_address.rfind(':'));
+  std::lock_guard lock(mutex);
+  if (logged.insert(host).second)
+    log::warning("Refused a parameter-server connection from {}: {}", peer_address, why);
+}
+
+}  // namespace
+
+Link connect_to_ps(const std::string& address, const std::string& ps_name, const std::string& token,
+                   const std::string& client_name, std::chrono::milliseconds timeout,
+                   const HealthCheck& health) {
+  auto [host, port] = split_host_port(address);
+  Clock::time_point deadline = Clock::now() + timeout;
+  const std::string what = fmt::format("connecting to {}", ps_name);
+  int fd = -1;
+  for (;;) {
+    fd = connect_tcp(host, port);
+    if (fd >= 0) break;
+    int error = errno;
+    if (health)
+      if (auto status = health(false)) throw_error(status->code, status->message);
+    if (Clock::now() > deadline)
+      throw UnavailableError(fmt::format(
+          "cannot connect to {} at {} within {} s: {}; is the ps task running?", ps_name, address,
+          std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), std::strerror(error)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  tune_socket(fd);
+  Link link(fd, ps_name);
+  std::string hello(kMagic, sizeof kMagic);
+  auto put_field = [&](const std::string& field) {
+    uint32_t n = static_cast<uint32_t>(field.size());
+    hello.append(reinterpret_cast<const char*>(&n), sizeof n);
+    hello += field;
+  };
+  put_field(token);
+  put_field(client_name);
+  link.send_raw(hello.data(), hello.size(), health, what);
+  uint8_t answer = 0;
+  try {
+    link.receive_raw(&answer, 1, health, what);
+  } catch (const UnavailableError&) {
+    answer = 0;
+  }
+  if (answer != 1)
+    throw UnavailableError(fmt::format(
+        "{} at {} refused this task's connection: it belongs to another job (the job token "
+        "differs); start every task of a job with the same EST_JOB_TOKEN",
+        ps_name, address));
+  return link;
+}
+
+std::optional<std::string> accept_ps_client(Link& link, const std::string& token,
+                                            const std::string& peer_address) {
+  Clock::time_point deadline = Clock::now() + std::chrono::seconds(2);
+  HealthCheck bounded = [&](bool) -> std::optional<JobStatus> {
+    if (Clock::now() > deadline)
+      return JobStatus::error(StatusCode::kDeadlineExceeded, "the handshake timed out");
+    return std::nullopt;
+  };
+  const std::string what = "a parameter-server handshake";
+  try {
+    char magic[sizeof kMagic];
+    link.receive_raw(magic, sizeof magic, bounded, what);
+    if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) {
+      log_refusal(peer_address, "not an est parameter-server handshake");
+      return std::nullopt;
+    }
+    auto get_field = [&]() -> std::optional<std::string> {
+      uint32_t n = 0;
+      link.receive_raw(&n, sizeof n, bounded, what);
+      if (n > kMaxField) return std::nullopt;
+      std::string field(n, '\0');
+      link.receive_raw(field.data(), n, bounded, what);
+      return field;
+    };
+    std::optional<std::string> their_token = get_field();
+    std::optional<std::string> name = their_token ? get_field() : std::nullopt;
+    if (!name || !tokens_equal(*their_token, token)) {
+      log_refusal(peer_address, "wrong job token");
+      return std::nullopt;
+    }
+    uint8_t accepted = 1;
+    link.send_raw(&accepted, 1, bounded, what);
+    return name;
+  } catch (const Error& error) {
+    log_refusal(peer_address, fmt::format("the handshake failed ({})", error.what()));
+    return std::nullopt;
+  }
+}
+
+}  // namespace est::distribute

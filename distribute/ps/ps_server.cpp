@@ -1,0 +1,271 @@
+// PsServer: the accept loop, one thread per worker connection, and the requests.
+#include "distribute/ps/ps_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "distribute/ps/ps_handshake.h"
+#include "ops/autograd.h"
+#include "ops/error.h"
+#include "ops/logging.h"
+
+namespace est::distribute {
+namespace {
+
+constexpr const char* kGlobalStep = "global_step";
+
+std::string peer_address(const sockaddr_storage& peer) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (peer.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    port = ntohs(in->sin_port);
+  } else if (peer.ss_family == AF_INET6) {
+    auto* in = reinterpret_cast<const sockaddr_in6*>(&peer);
+    inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof text);
+    port = ntohs(in->sin6_port);
+  }
+  return fmt::format("{}:{}", text, port);
+}
+
+PsReply error_reply(StatusCode code, std::string message) {
+  PsReply reply;
+  reply.code = code;
+  reply.message = std::move(message);
+  return reply;
+}
+
+}  // namespace
+
+PsServer::PsServer(PsServerOptions options) : options_(std::move(options)) {
+  auto [host, port] = split_host_port(options_.address);
+  host_ = host;
+  listen_fd_ = listen_tcp(host, port, fmt::format("ps task {}", options_.task_index));
+  port_ = bound_port(listen_fd_);
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+PsServer::~PsServer() { stop(); }
+
+std::string PsServer::address() const {
+  bool v6 = host_.find(':') != std::string::npos;
+  return v6 ? fmt::format("[{}]:{}", host_, port_) : fmt::format("{}:{}", host_, port_);
+}
+
+void PsServer::set_optimizer(nn::optim::Optimizer optimizer) {
+  std::lock_guard lock(mutex_);
+  options_.optimizer = std::move(optimizer);
+}
+
+void PsServer::stop() {
+  if (stopping_.exchange(true)) return;
+  if (acceptor_.joinable()) acceptor_.join();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(threads_mutex_);
+    threads.swap(connections_);
+  }
+  for (std::thread& t : threads) t.join();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+void PsServer::join(std::chrono::milliseconds timeout) {
+  std::optional<JobStatus> status;
+  {
+    std::unique_lock lock(mutex_);
+    if (!ended_cv_.wait_for(lock, timeout, [&] { return end_.has_value(); }))
+      throw DeadlineExceededError(
+          fmt::format("{}: the job did not end within {} s", name(),
+                      std::chrono::duration_cast<std::chrono::seconds>(timeout).count()));
+    status = end_;
+  }
+  // Let the last replies leave before the connections close.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  stop();
+  if (!status->ok()) throw_error(status->code, status->message);
+}
+
+std::vector<std::string> PsServer::names() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> names;
+  for (const std::string& n : store_.names())
+    if (n != kGlobalStep || holds_global_step_) names.push_back(n);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void PsServer::end(JobStatus status) {
+  {
+    std::lock_guard lock(mutex_);
+    if (end_) return;
+    end_ = std::move(status);
+  }
+  ended_cv_.notify_all();
+}
+
+void PsServer::accept_loop() {
+  while (!stopping_) {
+    pollfd waiting{.fd = listen_fd_, .events = POLLIN, .revents = 0};
+    if (::poll(&waiting, 1, 100) <= 0) continue;
+    sockaddr_storage peer{};
+    socklen_t length = sizeof peer;
+    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &length, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    tune_socket(fd);
+    std::string from = peer_address(peer);
+    auto link = std::make_shared<Link>(fd, from);
+    std::lock_guard lock(threads_mutex_);
+    connections_.emplace_back([this, link, from] {
+      std::optional<std::string> client = accept_ps_client(*link, options_.token, from);
+      if (client) serve(link, *client);
+    });
+  }
+}
+
+void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
+  HealthCheck health = [this](bool) -> std::optional<JobStatus> {
+    if (stopping_) return JobStatus::error(StatusCode::kCancelled, "the ps task is stopping");
+    return std::nullopt;
+  };
+  const std::string what = fmt::format("serving {}", client);
+  log::debug("{}: {} connected", name(), client);
+  {
+    std::lock_guard lock(mutex_);
+    connected_.insert(client);
+  }
+  try {
+    for (;;) {
+      std::string frame = receive_frame(*link, health, what);
+      PsRequest request = decode_request(frame, client);
+      PsReply reply;
+      try {
+        reply = handle(request, client);
+      } catch (const Error& error) {
+        reply = error_reply(error.code(), fmt::format("{}: {}", name(), error.what()));
+      }
+      send_frame(*link, encode(reply), health, what);
+    }
+  } catch (const Error& error) {
+    // A worker that went away: an asynchronous job goes on without it (it may come back).
+    bool done;
+    {
+      std::lock_guard lock(mutex_);
+      connected_.erase(connected_.find(client));
+      done = done_.contains(client);
+    }
+    if (!stopping_ && !done)
+      log::info("{}: the connection from {} ended ({})", name(), client, error.what());
+    check_end();
+  }
+}
+
+void PsServer::check_end() {
+  std::string why;
+  {
+    std::lock_guard lock(mutex_);
+    if (end_) return;
+    if (done_.size() >= static_cast<size_t>(options_.num_workers)) {
+      why = fmt::format("every training task ({}) is done", done_.size());
+    } else if (chief_done_) {
+      for (const std::string& client : connected_)
+        if (!done_.contains(client)) return;  // still training: its steps need this task
+      why = "the chief is done and no other training task is still connected";
+    } else {
+      return;
+    }
+  }
+  log::info("{}: {}; the job is over", name(), why);
+  end(JobStatus{});
+}
+
+PsReply PsServer::values(const std::vector<std::string>& names) const {
+  PsReply reply;
+  for (const std::string& n : names) {
+    std::optional<nn::Variable> variable = store_.find(n);
+    // The chief initializes each variable when its model_fn creates it: a worker that asks
+    // first waits (as TF's workers wait until the chief's session has initialized the model).
+    if (!variable)
+      return error_reply(
+          StatusCode::kFailedPrecondition,
+          fmt::format("{} does not hold '{}' yet (the chief initializes it)", name(), n));
+    reply.tensors.push_back({n, variable->value.detach().clone()});
+  }
+  if (holds_global_step_)
+    reply.global_step = static_cast<int64_t>(store_.get(kGlobalStep).value.item());
+  return reply;
+}
+
+PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
+  std::unique_lock lock(mutex_);
+  switch (request.kind) {
+    case PsRequestKind::kInitialize: {
+      ops::NoGradGuard no_grad;
+      for (const NamedTensor& t : request.tensors) {
+        if (store_.contains(t.name))
+          store_.assign(t.name, t.value);
+        else
+          store_.create(t.name, t.value.clone(), false);
+        if (t.name == kGlobalStep) holds_global_step_ = true;
+      }
+      log::debug("{}: {} initialized {} variables", name(), client, request.tensors.size());
+      return values({});
+    }
+    case PsRequestKind::kPull:
+    case PsRequestKind::kPushPull: {
+      if (request.kind == PsRequestKind::kPushPull) {
+        if (!options_.optimizer)
+          return error_reply(StatusCode::kInternal,
+                             fmt::format("{} has no optimizer to apply updates with", name()));
+        std::vector<nn::GradAndVar> grads;
+        for (const NamedTensor& t : request.tensors) {
+          std::optional<nn::Variable> variable = store_.find(t.name);
+          if (!variable)
+            return error_reply(
+                StatusCode::kNotFound,
+                fmt::format("{} holds no variable '{}' for {}'s gradient", name(), t.name, client));
+          grads.push_back({t.name, t.value, variable->value, nullptr});
+        }
+        // The learning rate's step: ps 0's own count, elsewhere the step the worker saw.
+        if (!holds_global_step_) {
+          ops::NoGradGuard no_grad;
+          nn::get_or_create_global_step(store_).data<int64_t>()[0] = request.global_step;
+        }
+        options_.optimizer->apply_gradients(store_, std::move(grads));
+        ++updates_;
+      }
+      return values(request.names);
+    }
+    case PsRequestKind::kPullAll: {
+      std::vector<std::string> names;
+      for (const nn::Variable& v : store_.variables())
+        if (v.name != kGlobalStep || holds_global_step_) names.push_back(v.name);
+      return values(names);
+    }
+    case PsRequestKind::kWorkerDone:
+    case PsRequestKind::kEndJob:
+      done_.insert(request.message);
+      if (request.kind == PsRequestKind::kEndJob) chief_done_ = true;
+      lock.unlock();
+      check_end();
+      return {};
+    case PsRequestKind::kAbort:
+      lock.unlock();
+      log::error("{}: {} reports that the job failed: {}", name(), client, request.message);
+      end(JobStatus::error(StatusCode::kAborted,
+                           fmt::format("{} stops: {} reported that the job failed: {}", name(),
+                                       client, request.message)));
+      return {};
+  }
+  return error_reply(StatusCode::kInvalidArgument, "unknown request");
+}
+
+}  // namespace est::distribute

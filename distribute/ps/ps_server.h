@@ -1,0 +1,100 @@
+// PsServer: what a `ps` task runs instead of training (TF1's `server.join()` on a ps task,
+// tensorflow_estimator's training.py): it holds the variables placed on it (distribute/ps/
+// ps_placement.h), with their optimizer slots beside them, and serves the workers' requests
+// (distribute/ps/ps_wire.h) on its TF_CONFIG address over TCP, each connection carrying the job
+// token.
+//
+// Updates are asynchronous as in TF1's between-graph training: each push is applied when it
+// arrives, with the job's optimizer, one request at a time (TF's use_locking), and the reply
+// carries the fresh values the worker asked for. The task that holds `global_step` (ps 0)
+// counts the updates; on the others the learning rate reads the step the pushing worker last
+// saw. Unlike TF's ps, which joins forever (tensorflow#25858), join() returns when the job ends:
+// every training task has said it is done, or the chief has and no other training task is
+// still connected (a worker that died does not keep the job alive; one still stepping does);
+// a job that failed (a task sent its error) makes join() throw that error.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distribute/coordination_state.h"
+#include "distribute/ps/ps_wire.h"
+#include "nn/optimizer.h"
+#include "nn/variable_store.h"
+
+namespace est::distribute {
+
+struct PsServerOptions {
+  std::string address;  // "host:port" to listen on; port 0 picks a free one (tests)
+  std::string token;    // the job token
+  int task_index = 0;   // this ps task
+  int num_workers = 1;  // training tasks (chief + workers): the job ends when each is done
+  // The job's optimizer (clipping, if any, happens on the workers). May be given later
+  // (set_optimizer) but before the first push.
+  std::optional<nn::optim::Optimizer> optimizer;
+};
+
+class PsServer {
+ public:
+  // Listens at once (UnavailableError naming the address when it cannot) and serves on its
+  // own threads.
+  explicit PsServer(PsServerOptions options);
+  ~PsServer();
+  PsServer(const PsServer&) = delete;
+  PsServer& operator=(const PsServer&) = delete;
+
+  // "host:port" with the port actually bound.
+  std::string address() const;
+  void set_optimizer(nn::optim::Optimizer optimizer);
+
+  // Waits until the job ends (see above), at most `timeout` (DeadlineExceededError), then stops
+  // serving. Throws the job's error when a task reported one.
+  void join(std::chrono::milliseconds timeout = std::chrono::hours(24 * 365));
+  // Stops serving now (the destructor does too).
+  void stop();
+
+  // The names this task holds (variables, parts, slots), sorted: for tests and logs. The step
+  // counter that tasks other than ps 0 keep for the learning rate is not listed.
+  std::vector<std::string> names() const;
+  uint64_t updates_applied() const { return updates_; }
+
+ private:
+  void accept_loop();
+  void serve(std::shared_ptr<Link> link, std::string client);
+  PsReply handle(const PsRequest& request, const std::string& client);
+  PsReply values(const std::vector<std::string>& names) const;  // under mutex_
+  void end(JobStatus status);
+  // Ends the job (ok) when the rule above says it is over.
+  void check_end();
+  std::string name() const { return "ps " + std::to_string(options_.task_index); }
+
+  PsServerOptions options_;
+  std::string host_;
+  int port_ = 0;
+  int listen_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> updates_{0};
+  std::thread acceptor_;
+  std::mutex threads_mutex_;
+  std::vector<std::thread> connections_;
+
+  mutable std::mutex mutex_;  // the store, the optimizer and the job's state
+  std::condition_variable ended_cv_;
+  nn::VariableStore store_;
+  bool holds_global_step_ = false;
+  std::set<std::string> done_;            // training tasks that said they are done
+  std::multiset<std::string> connected_;  // the callers of the open connections
+  bool chief_done_ = false;
+  std::optional<JobStatus> end_;  // set once: ok (ended) or the job's error
+};
+
+}  // namespace est::distribute

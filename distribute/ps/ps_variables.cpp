@@ -1,0 +1,268 @@
+// PsVariables: splitting and joining parts, and the requests of a step.
+#include "distribute/ps/ps_variables.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "ops/autograd.h"
+#include "ops/error.h"
+#include "ops/logging.h"
+
+namespace est::distribute {
+namespace {
+
+constexpr const char* kGlobalStep = "global_step";
+using Clock = std::chrono::steady_clock;
+
+size_t row_bytes(const ops::Tensor& t) {
+  return t.shape().empty() || t.shape()[0] == 0 ? 0
+                                                : t.nbytes() / static_cast<size_t>(t.shape()[0]);
+}
+
+ops::Tensor host(const ops::Tensor& t) {
+  return t.device().is_cpu() ? t : t.to(ops::Device::cpu());
+}
+
+// Rows [begin, end) of `whole`, copied.
+ops::Tensor rows(const ops::Tensor& whole, int64_t begin, int64_t end) {
+  ops::Tensor source = host(whole);
+  ops::Shape shape = source.shape();
+  shape[0] = end - begin;
+  ops::Tensor part = ops::Tensor::empty(shape, source.dtype());
+  size_t stride = row_bytes(source);
+  std::memcpy(part.raw_data(), static_cast<const char*>(source.raw_data()) + begin * stride,
+              part.nbytes());
+  return part;
+}
+
+// Writes `part` into rows starting at `begin` of the host tensor `whole`.
+void set_rows(ops::Tensor& whole, int64_t begin, const ops::Tensor& part) {
+  std::memcpy(static_cast<char*>(whole.raw_data()) + begin * row_bytes(whole), part.raw_data(),
+              part.nbytes());
+}
+
+void write_into(nn::VariableStore& store, const std::string& name, const ops::Tensor& value) {
+  ops::NoGradGuard no_grad;
+  store.assign(name, value);
+}
+
+}  // namespace
+
+PsVariables::PsVariables(PsClient& client, PsPlacement& placement)
+    : client_(&client), placement_(&placement) {
+  if (client.num_ps() != placement.num_ps())
+    throw InvalidArgumentError(fmt::format("PsVariables: {} ps connections for a placement on {}",
+                                           client.num_ps(), placement.num_ps()));
+}
+
+void PsVariables::place(const nn::VariableStore& store, const std::vector<std::string>& names) {
+  for (const std::string& name : names) place(name, store.get(name).value);
+}
+
+const PsVariable& PsVariables::place(const std::string& name, const ops::Tensor& value) {
+  const PsVariable& placed = placement_->place(name, value.shape(), value.dtype());
+  log::debug("Variable {}: {}", name, describe(placed));
+  return placed;
+}
+
+const PsVariable* PsVariables::owner(const std::string& name, std::string* suffix) const {
+  // The longest placed prefix ending at a '/' (a slot), or the name itself.
+  for (size_t end = name.size(); end != std::string::npos && end > 0;
+       end = name.rfind('/', end - 1)) {
+    if (const PsVariable* v = placement_->find(name.substr(0, end))) {
+      *suffix = name.substr(end);
+      return v;
+    }
+    if (end == 0) break;
+  }
+  return nullptr;
+}
+
+void PsVariables::initialize(const std::vector<NamedTensor>& values) {
+  std::vector<std::optional<PsRequest>> requests(static_cast<size_t>(client_->num_ps()));
+  auto to = [&](int ps) -> PsRequest& {
+    auto& request = requests[static_cast<size_t>(ps)];
+    if (!request) request = PsRequest{.kind = PsRequestKind::kInitialize};
+    return *request;
+  };
+  for (const NamedTensor& value : values) {
+    std::string suffix;
+    const PsVariable* variable = owner(value.name, &suffix);
+    if (!variable) {  // optimizer state that is no slot: every task keeps its own
+      for (int ps = 0; ps < client_->num_ps(); ++ps) to(ps).tensors.push_back(value);
+      continue;
+    }
+    for (const PsShard& shard : variable->shards) {
+      ops::Tensor part = variable->partitioned() ? rows(value.value, shard.row_begin, shard.row_end)
+                                                 : host(value.value);
+      to(shard.ps).tensors.push_back({shard.name + suffix, part});
+    }
+  }
+  client_->exchange(requests, "initializing the variables on the ps tasks");
+}
+
+int64_t PsVariables::pull(nn::VariableStore& store, std::chrono::milliseconds timeout) {
+  Clock::time_point deadline = Clock::now() + timeout;
+  for (;;) {
+    try {
+      return push_pull({}, store, 0);
+    } catch (const FailedPreconditionError& error) {  // not initialized yet
+      if (Clock::now() > deadline)
+        throw DeadlineExceededError(fmt::format(
+            "the chief did not initialize the ps tasks within {} s: {}",
+            std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), error.what()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+}
+
+ops::Tensor PsVariables::pull_variable(const std::string& name, std::chrono::milliseconds timeout) {
+  const PsVariable* variable = placement_->find(name);
+  if (!variable) throw InvalidArgumentError(fmt::format("'{}' is not on the ps tasks", name));
+  std::vector<std::optional<PsRequest>> requests(static_cast<size_t>(client_->num_ps()));
+  for (const PsShard& shard : variable->shards) {
+    auto& request = requests[static_cast<size_t>(shard.ps)];
+    if (!request) request = PsRequest{.kind = PsRequestKind::kPull};
+    request->names.push_back(shard.name);
+  }
+  Clock::time_point deadline = Clock::now() + timeout;
+  for (;;) {
+    try {
+      auto replies = client_->exchange(requests, fmt::format("pulling '{}'", name));
+      std::map<std::string, ops::Tensor> fresh;
+      for (const auto& reply : replies)
+        if (reply)
+          for (const NamedTensor& t : reply->tensors) fresh[t.name] = t.value;
+      if (!variable->partitioned()) return fresh.at(name);
+      ops::Tensor whole = ops::Tensor::empty(variable->shape, variable->dtype);
+      for (const PsShard& shard : variable->shards)
+        set_rows(whole, shard.row_begin, fresh.at(shard.name));
+      return whole;
+    } catch (const FailedPreconditionError& error) {  // not initialized yet
+      if (Clock::now() > deadline)
+        throw DeadlineExceededError(fmt::format(
+            "the chief did not initialize '{}' on the ps tasks within {} s: {}", name,
+            std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), error.what()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::VariableStore& store,
+                               int64_t global_step_seen) {
+  size_t num_ps = static_cast<size_t>(client_->num_ps());
+  bool pushing = !grads.empty();
+  std::vector<std::optional<PsRequest>> requests(num_ps);
+  for (size_t ps = 0; ps < num_ps; ++ps)
+    requests[ps] = PsRequest{.kind = PsRequestKind::kPull, .global_step = global_step_seen};
+  // The global step counts every push: its task takes part in each one.
+  if (pushing) requests[0]->kind = PsRequestKind::kPushPull;
+  for (const nn::GradAndVar& entry : grads) {
+    if (!entry.gradient.defined()) continue;
+    const PsVariable* variable = placement_->find(entry.name);
+    if (!variable)
+      throw InvalidArgumentError(fmt::format(
+          "a gradient for '{}', which is not on the ps tasks (it was created after the first "
+          "step?)",
+          entry.name));
+    if (variable->partitioned() && entry.gradient.is_sparse())
+      throw UnimplementedError(fmt::format(
+          "'{}' is partitioned and its gradient is row-sparse: pushing sparse gradients to "
+          "parts is not supported; leave it whole (no partitioner) or use a dense lookup",
+          entry.name));
+    for (const PsShard& shard : variable->shards) {
+      PsRequest& request = *requests[static_cast<size_t>(shard.ps)];
+      request.kind = PsRequestKind::kPushPull;
+      ops::Tensor gradient = variable->partitioned()
+                                 ? rows(entry.gradient, shard.row_begin, shard.row_end)
+                                 : entry.gradient.detach();
+      request.tensors.push_back({shard.name, gradient});
+    }
+  }
+  for (const PsVariable& variable : placement_->variables()) {
+    if (variable.name == kGlobalStep) continue;
+    for (const PsShard& shard : variable.shards)
+      requests[static_cast<size_t>(shard.ps)]->names.push_back(shard.name);
+  }
+  auto replies = client_->exchange(
+      requests, pushing ? "a training step's push and pull" : "pulling the variables");
+  std::map<std::string, ops::Tensor> fresh;
+  int64_t global_step = -1;
+  for (const auto& reply : replies) {
+    for (const NamedTensor& t : reply->tensors) fresh[t.name] = t.value;
+    if (reply->global_step >= 0) global_step = reply->global_step;
+  }
+  for (const PsVariable& variable : placement_->variables()) {
+    if (variable.name == kGlobalStep) continue;
+    if (!variable.partitioned()) {
+      write_into(store, variable.name, fresh.at(variable.name));
+      continue;
+    }
+    ops::Tensor whole = ops::Tensor::empty(variable.shape, variable.dtype);
+    for (const PsShard& shard : variable.shards)
+      set_rows(whole, shard.row_begin, fresh.at(shard.name));
+    write_into(store, variable.name, whole);
+  }
+  if (global_step >= 0 && store.contains(kGlobalStep)) {
+    ops::NoGradGuard no_grad;
+    store.get(kGlobalStep).value.data<int64_t>()[0] = global_step;
+  }
+  return global_step;
+}
+
+std::vector<NamedTensor> PsVariables::pull_all() {
+  auto replies = client_->broadcast(PsRequest{.kind = PsRequestKind::kPullAll},
+                                    "reading the variables for a checkpoint");
+  std::vector<NamedTensor> result;
+  std::map<std::string, size_t> seen;  // one process's name -> index in result
+  // Parts of partitioned variables and their slots: name -> (row_begin, part) per part.
+  std::map<std::string, std::vector<std::pair<int64_t, ops::Tensor>>> parts;
+  for (const auto& reply : replies)
+    for (const NamedTensor& t : reply->tensors) {
+      std::string name = t.name;
+      std::string suffix;
+      // "emb/part_1/Adagrad": the variable "emb", its part 1, slot "/Adagrad".
+      bool is_part = false;
+      for (const PsVariable& v : placement_->variables()) {
+        if (!v.partitioned()) continue;
+        for (const PsShard& shard : v.shards)
+          if (name == shard.name || name.starts_with(shard.name + "/")) {
+            std::string whole = v.name + name.substr(shard.name.size());
+            parts[whole].emplace_back(shard.row_begin, t.value);
+            is_part = true;
+          }
+      }
+      if (is_part || seen.contains(name)) continue;  // non-slot state: the first task's
+      seen[name] = result.size();
+      result.push_back(t);
+    }
+  for (auto& [name, pieces] : parts) {
+    ops::Shape shape = pieces.front().second.shape();
+    shape[0] = 0;
+    for (const auto& piece : pieces) shape[0] += piece.second.shape()[0];
+    ops::Tensor whole = ops::Tensor::empty(shape, pieces.front().second.dtype());
+    for (const auto& [begin, piece] : pieces) set_rows(whole, begin, piece);
+    result.push_back({name, whole});
+  }
+  return result;
+}
+
+void PsVariables::finish(const std::string& task, bool chief) {
+  PsRequest request{.kind = chief ? PsRequestKind::kEndJob : PsRequestKind::kWorkerDone,
+                    .message = task};
+  client_->broadcast(request, chief ? "ending the job" : "saying this task is done", true);
+}
+
+void PsVariables::abort(const std::string& message) noexcept {
+  try {
+    client_->broadcast(PsRequest{.kind = PsRequestKind::kAbort, .message = message},
+                       "reporting the job's failure", true);
+  } catch (...) {
+  }
+}
+
+}  // namespace est::distribute

@@ -1,0 +1,72 @@
+// PsVariables: a worker's view of the variables that live on the `ps` tasks. The worker's
+// VariableStore is a cache of them: model_fn computes with it, and each step replaces it with
+// fresh values.
+//
+//   initialize (the chief, once the variables exist or were restored): every value goes to the
+//              task that holds it (PsPlacement), slots beside their variable, global_step to
+//              ps 0; values of other names (an optimizer's beta1_power) to every task;
+//   pull       (the other workers): waits until the chief has initialized every task;
+//   push_pull  (each step): the gradients of each task's variables and the request for their
+//              fresh values in one message, one round trip per ps task for the whole step;
+//              a partitioned variable's gradient is cut into its parts and its parts' values
+//              are joined again;
+//   pull_all   (the chief's checkpoints): everything the tasks hold, named as one process
+//              names it (parts joined: "emb/part_1/Adagrad" is rows of "emb/Adagrad"), so a
+//              checkpoint is the same file every strategy writes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "distribute/ps/ps_client.h"
+#include "distribute/ps/ps_placement.h"
+#include "nn/optimizer.h"
+#include "nn/variable_store.h"
+
+namespace est::distribute {
+
+class PsVariables {
+ public:
+  // Both must outlive this object.
+  PsVariables(PsClient& client, PsPlacement& placement);
+
+  // Places `names` (variables of `store`, in creation order) not placed yet.
+  void place(const nn::VariableStore& store, const std::vector<std::string>& names);
+  const PsVariable& place(const std::string& name, const ops::Tensor& value);
+  // The chief: `values` (placed variables, their slots, other optimizer state) to their tasks.
+  void initialize(const std::vector<NamedTensor>& values);
+  // Waits (at most `timeout`, DeadlineExceededError naming the task) until every task is
+  // initialized, then writes the placed variables' values into `store`. The global step.
+  int64_t pull(nn::VariableStore& store, std::chrono::milliseconds timeout);
+  // The owners' value of placed variable `name` (parts joined), waiting (at most `timeout`)
+  // until the chief has initialized it.
+  ops::Tensor pull_variable(const std::string& name, std::chrono::milliseconds timeout);
+  // One step: pushes `grads` (of placed variables; undefined ones are skipped) and writes the
+  // fresh values of every placed variable into `store`. `global_step_seen`: the step the
+  // gradients were computed at. Returns the global step after the update.
+  int64_t push_pull(const std::vector<nn::GradAndVar>& grads, nn::VariableStore& store,
+                    int64_t global_step_seen);
+  // Everything the tasks hold, with one process's names, parts joined.
+  std::vector<NamedTensor> pull_all();
+
+  // This training task is done (the chief: the job ends once the other training tasks are
+  // done or gone, and the ps tasks exit).
+  void finish(const std::string& task, bool chief);
+  // Tells every reachable task that the job failed (never throws).
+  void abort(const std::string& message) noexcept;
+
+  PsClient& client() { return *client_; }
+  const PsPlacement& placement() const { return *placement_; }
+
+ private:
+  // The placed variable `name` is `variable` or a slot of it ("dense/kernel/Momentum"): the
+  // variable, and the slot's suffix ("/Momentum", or "" for the variable itself).
+  const PsVariable* owner(const std::string& name, std::string* suffix) const;
+
+  PsClient* client_;
+  PsPlacement* placement_;
+};
+
+}  // namespace est::distribute

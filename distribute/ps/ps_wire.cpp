@@ -1,0 +1,196 @@
+// Encoding of the ps messages: little helpers that append and read fixed-size fields.
+#include "distribute/ps/ps_wire.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace est::distribute {
+namespace {
+
+class Writer {
+ public:
+  template <class T>
+  void put(T value) {
+    bytes.append(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  void put_string(std::string_view s) {
+    put(static_cast<uint64_t>(s.size()));
+    bytes.append(s);
+  }
+  void put_tensor(const ops::Tensor& tensor, const std::string& name) {
+    if (ops::is_string(tensor.dtype()))
+      throw InvalidArgumentError(fmt::format(
+          "a parameter server holds numeric variables only; '{}' is a string tensor", name));
+    put(static_cast<uint8_t>(tensor.is_sparse() ? 1 : 0));
+    if (tensor.is_sparse()) {
+      put(static_cast<uint32_t>(tensor.shape().size()));
+      for (int64_t d : tensor.shape()) put(d);
+      put_tensor(tensor.indices(), name);
+      put_tensor(tensor.values(), name);
+      return;
+    }
+    ops::Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(ops::Device::cpu());
+    put(static_cast<uint8_t>(host.dtype()));
+    put(static_cast<uint32_t>(host.shape().size()));
+    for (int64_t d : host.shape()) put(d);
+    put(static_cast<uint64_t>(host.nbytes()));
+    bytes.append(static_cast<const char*>(host.raw_data()), host.nbytes());
+  }
+  void put_tensors(const std::vector<NamedTensor>& tensors) {
+    put(static_cast<uint64_t>(tensors.size()));
+    for (const NamedTensor& t : tensors) {
+      put_string(t.name);
+      put_tensor(t.value, t.name);
+    }
+  }
+  std::string bytes;
+};
+
+class Reader {
+ public:
+  Reader(std::string_view bytes, const std::string& from) : bytes_(bytes), from_(from) {}
+  template <class T>
+  T get() {
+    need(sizeof(T));
+    T value;
+    std::memcpy(&value, bytes_.data() + at_, sizeof value);
+    at_ += sizeof value;
+    return value;
+  }
+  std::string get_string() {
+    uint64_t n = get<uint64_t>();
+    need(n);
+    std::string s(bytes_.substr(at_, n));
+    at_ += n;
+    return s;
+  }
+  ops::Tensor get_tensor() {
+    bool sparse = get<uint8_t>() != 0;
+    if (sparse) {
+      ops::Shape dense_shape = get_shape();
+      ops::Tensor indices = get_tensor();
+      ops::Tensor values = get_tensor();
+      return ops::Tensor::sparse(indices, values, dense_shape);
+    }
+    auto dtype = static_cast<ops::DType>(get<uint8_t>());
+    if (dtype > ops::DType::kBF16) bad("an unknown dtype");
+    ops::Shape shape = get_shape();
+    uint64_t n = get<uint64_t>();
+    ops::Tensor tensor = ops::Tensor::empty(shape, dtype);
+    if (n != tensor.nbytes()) bad("a tensor whose bytes do not match its shape");
+    need(n);
+    std::memcpy(tensor.raw_data(), bytes_.data() + at_, n);
+    at_ += n;
+    return tensor;
+  }
+  std::vector<NamedTensor> get_tensors() {
+    uint64_t n = get<uint64_t>();
+    std::vector<NamedTensor> tensors;
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string name = get_string();
+      tensors.push_back({std::move(name), get_tensor()});
+    }
+    return tensors;
+  }
+  void finish() {
+    if (at_ != bytes_.size()) bad("trailing bytes");
+  }
+
+ private:
+  ops::Shape get_shape() {
+    uint32_t rank = get<uint32_t>();
+    if (rank > 32) bad("a tensor of rank over 32");
+    ops::Shape shape(rank);
+    for (int64_t& d : shape) {
+      d = get<int64_t>();
+      if (d < 0) bad("a negative dimension");
+    }
+    return shape;
+  }
+  void need(uint64_t n) {
+    if (n > bytes_.size() - at_) bad("a truncated message");
+  }
+  [[noreturn]] void bad(const char* what) {
+    throw DataLossError(fmt::format(
+        "a parameter-server message from {} holds {}: the tasks run different builds of est, or "
+        "the connection is corrupt",
+        from_, what));
+  }
+  std::string_view bytes_;
+  const std::string& from_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+std::string encode(const PsRequest& request) {
+  Writer w;
+  w.put(static_cast<uint8_t>(request.kind));
+  w.put(request.global_step);
+  w.put_tensors(request.tensors);
+  w.put(static_cast<uint64_t>(request.names.size()));
+  for (const std::string& name : request.names) w.put_string(name);
+  w.put_string(request.message);
+  return std::move(w.bytes);
+}
+
+std::string encode(const PsReply& reply) {
+  Writer w;
+  w.put(static_cast<int32_t>(reply.code));
+  w.put_string(reply.message);
+  w.put(reply.global_step);
+  w.put_tensors(reply.tensors);
+  return std::move(w.bytes);
+}
+
+PsRequest decode_request(std::string_view bytes, const std::string& from) {
+  Reader r(bytes, from);
+  PsRequest request;
+  auto kind = r.get<uint8_t>();
+  if (kind < 1 || kind > static_cast<uint8_t>(PsRequestKind::kAbort))
+    throw DataLossError(
+        fmt::format("a parameter-server request from {} has unknown kind {}", from, kind));
+  request.kind = static_cast<PsRequestKind>(kind);
+  request.global_step = r.get<int64_t>();
+  request.tensors = r.get_tensors();
+  uint64_t names = r.get<uint64_t>();
+  for (uint64_t i = 0; i < names; ++i) request.names.push_back(r.get_string());
+  request.message = r.get_string();
+  r.finish();
+  return request;
+}
+
+PsReply decode_reply(std::string_view bytes, const std::string& from) {
+  Reader r(bytes, from);
+  PsReply reply;
+  reply.code = static_cast<StatusCode>(r.get<int32_t>());
+  reply.message = r.get_string();
+  reply.global_step = r.get<int64_t>();
+  reply.tensors = r.get_tensors();
+  r.finish();
+  return reply;
+}
+
+void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,
+                const std::string& what) {
+  uint64_t n = bytes.size();
+  link.send_raw(&n, sizeof n, health, what);
+  link.send_raw(bytes.data(), bytes.size(), health, what);
+}
+
+std::string receive_frame(Link& link, const HealthCheck& health, const std::string& what,
+                          uint64_t max_bytes) {
+  uint64_t n = 0;
+  link.receive_raw(&n, sizeof n, health, what);
+  if (n > max_bytes)
+    throw DataLossError(
+        fmt::format("{} sent a frame of {} bytes during {} (at most {}): it is "
+                    "not an est parameter-server peer",
+                    link.peer(), n, what, max_bytes));
+  std::string bytes(n, '\0');
+  link.receive_raw(bytes.data(), n, health, what);
+  return bytes;
+}
+
+}  // namespace est::distribute

@@ -1,0 +1,67 @@
+// The messages between workers and `ps` tasks, and their framing on a data-plane Link.
+//
+// A worker's step is one request and one reply per ps task (TF1 sends one RecvTensor per
+// variable): the gradients of the variables that task holds, and the names whose fresh values
+// it wants back, batched in one frame. A frame is its length (8 bytes) then its bytes; a tensor
+// is its name, dtype, shape and raw elements (host byte order: the tasks of a job run the same
+// build), or for a row-sparse gradient (TF's IndexedSlices) its indices and values. Strings
+// are not carried (a ps holds numeric variables only).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "distribute/data_plane.h"
+#include "ops/error.h"
+#include "ops/tensor.h"
+
+namespace est::distribute {
+
+enum class PsRequestKind : uint8_t {
+  kInitialize = 1,  // the chief's values (variables, slots, global step): create or overwrite
+  kPull = 2,        // values of `names`; kFailedPrecondition for one not initialized yet
+  kPushPull = 3,    // apply `tensors` (gradients), then the values of `names`
+  kPullAll = 4,     // every tensor the task holds (checkpoints)
+  kWorkerDone = 5,  // `message` (the task) has finished training
+  kEndJob = 6,      // the chief (`message`) is done: exit once the others are done or gone
+  kAbort = 7,       // the job failed with `message`: exit with that error
+};
+
+struct NamedTensor {
+  std::string name;
+  ops::Tensor value;  // on the host
+};
+
+struct PsRequest {
+  PsRequestKind kind = PsRequestKind::kPull;
+  // kPushPull: the global step the worker last saw (the learning rate's step on ps tasks that
+  // do not hold global_step).
+  int64_t global_step = 0;
+  std::vector<NamedTensor> tensors;
+  std::vector<std::string> names;
+  std::string message;
+};
+
+struct PsReply {
+  StatusCode code = StatusCode{};  // 0: done
+  std::string message;             // the error otherwise
+  int64_t global_step = -1;        // after the request, from the task that holds it; else -1
+  std::vector<NamedTensor> tensors;
+  bool ok() const { return code == StatusCode{}; }
+};
+
+std::string encode(const PsRequest& request);
+std::string encode(const PsReply& reply);
+// DataLossError naming `from` when the bytes are not a well-formed message.
+PsRequest decode_request(std::string_view bytes, const std::string& from);
+PsReply decode_reply(std::string_view bytes, const std::string& from);
+
+// One frame on `link`; receive_frame refuses frames over `max_bytes` (DataLossError).
+void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,
+                const std::string& what);
+std::string receive_frame(Link& link, const HealthCheck& health, const std::string& what,
+                          uint64_t max_bytes = uint64_t{1} << 36);
+
+}  // namespace est::distribute

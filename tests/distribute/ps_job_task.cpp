@@ -1,0 +1,154 @@
+// A task of the parameter-server job tests: train_and_evaluate on a small classifier over
+// deterministic synthetic data, its role from TF_CONFIG (chief and workers train, ps tasks
+// serve, EST_JOB_TOKEN from the environment), then one evaluation of the latest checkpoint on
+// the chief, printed as "eval: loss=... accuracy=... global_step=...".
+//
+//   ps_job_task --model_dir D --max_steps N --batch B [--optimizer sgd|momentum|adam]
+//               [--strategy ps|tf1|mirrored|none] [--ps_balancing round_robin|greedy]
+//               [--partitions P] [--step_delay_ms MS]
+// --strategy ps: ParameterServerStrategy::from_env(); tf1: no train_distribute (TF1's default,
+// the Estimator makes one when TF_CONFIG lists ps tasks); mirrored: MirroredStrategy on one CPU
+// (restoring a PS checkpoint); none: no strategy (the one-process reference).
+// Exit status: 0 when the role ends, 1 with "error: <message>" on an est::Error.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "distribute/distribute.h"
+#include "distribute/mirrored_strategy.h"
+#include "distribute/ps/parameter_server_strategy.h"
+#include "estimator/estimator.h"
+#include "nn/nn.h"
+
+namespace {
+
+using namespace est;
+
+constexpr int64_t kExamples = 2048;
+constexpr int64_t kFeatures = 8;
+
+// Pseudo-random features in [-1, 1); the class is the largest of three linear scores, with
+// one label in eight replaced (label noise, so that the loss stays away from zero).
+data::Dataset synthetic(int64_t offset = 0) {
+  std::vector<float> x(static_cast<size_t>(kExamples * kFeatures));
+  std::vector<int64_t> y(static_cast<size_t>(kExamples));
+  auto hash = [](uint64_t v) {
+    v ^= v >> 33;
+    v *= 0xff51afd7ed558ccdULL;
+    v ^= v >> 33;
+    return v;
+  };
+  for (int64_t i = 0; i < kExamples; ++i) {
+    uint64_t n = static_cast<uint64_t>(i + offset);
+    float score[3] = {0, 0, 0};
+    for (int64_t f = 0; f < kFeatures; ++f) {
+      float v = static_cast<float>(hash(n * 131 + static_cast<uint64_t>(f)) % 2000) / 1000.0f - 1;
+      x[static_cast<size_t>(i * kFeatures + f)] = v;
+      for (int c = 0; c < 3; ++c) score[c] += v * static_cast<float>(((f + c * 3) % 5) - 2);
+    }
+    int64_t label = score[0] > score[1] ? (score[0] > score[2] ? 0 : 2) : (score[1] > score[2] ? 1 : 2);
+    if (hash(n * 7 + 3) % 8 == 0) label = static_cast<int64_t>(hash(n) % 3);
+    y[static_cast<size_t>(i)] = label;
+  }
+  return data::Dataset::from_tensor_slices(
+      {{"x", Tensor::from_vector<float>(x, {kExamples, kFeatures})}},
+      Tensor::from_vector<int64_t>(y));
+}
+
+// Slows each step (so a test can kill a task mid-job).
+class DelayHook : public SessionRunHook {
+ public:
+  explicit DelayHook(int ms) : ms_(ms) {}
+  void after_run(SessionRunContext&, const SessionRunValues&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+  }
+
+ private:
+  int ms_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  std::string model_dir, optimizer = "momentum", strategy_name = "ps", balancing = "round_robin";
+  int64_t max_steps = 100, batch = 32, partitions = 1;
+  int step_delay_ms = 0;
+  CLI::App app("a task of est's parameter-server job tests", "ps_job_task");
+  app.add_option("--model_dir", model_dir)->required();
+  app.add_option("--max_steps", max_steps);
+  app.add_option("--batch", batch);
+  app.add_option("--optimizer", optimizer);
+  app.add_option("--strategy", strategy_name);
+  app.add_option("--ps_balancing", balancing);
+  app.add_option("--partitions", partitions, "fixed_size_partitioner for the hidden kernel");
+  app.add_option("--step_delay_ms", step_delay_ms);
+  CLI11_PARSE(app, argc, argv);
+
+  std::shared_ptr<distribute::Strategy> strategy;
+  if (strategy_name == "ps") {
+    distribute::Partitioner cut = distribute::fixed_size_partitioner(partitions);
+    strategy = distribute::ParameterServerStrategy::from_env(
+        {.load_balancing = balancing == "greedy" ? distribute::PsLoadBalancing::kGreedyByteSize
+                                                 : distribute::PsLoadBalancing::kRoundRobin,
+         .partitioner =
+             [cut](const std::string& name, const ops::Shape& shape, ops::DType dtype) {
+               return name == "dense/kernel" ? cut(name, shape, dtype) : 1;
+             },
+         .session_creation_timeout = std::chrono::seconds(60)});
+  } else if (strategy_name == "mirrored") {
+    strategy = std::make_shared<distribute::MirroredStrategy>(std::vector<std::string>{"/cpu:0"});
+  }
+  RunConfig config{.model_dir = model_dir,
+                   .tf_random_seed = 7,
+                   .save_summary_steps = 0,
+                   .save_checkpoints_steps = 25,
+                   .save_checkpoints_secs = std::nullopt,
+                   .log_step_count_steps = 10,
+                   .train_distribute = strategy};
+  auto input_fn = [batch](ModeKeys, const InputContext* ctx) {
+    data::Dataset ds = synthetic();
+    int64_t seed = ctx ? 11 + ctx->input_pipeline_id : 11;
+    return ds.shuffle(kExamples, static_cast<uint64_t>(seed)).repeat().batch(batch);
+  };
+  auto model_fn = [optimizer](const Features& features, const Tensor& labels, ModeKeys mode,
+                              ModelContext& ctx) {
+    Tensor h = nn::dense(ctx, features.at("x"), {.units = 32, .activation = nn::relu});
+    Tensor logits = nn::dense(ctx, h, {.units = 3});
+    Tensor loss = nn::sparse_softmax_cross_entropy(labels, logits);
+    if (mode != ModeKeys::kTrain)
+      return EstimatorSpec::eval(loss,
+                                 {{"accuracy", metrics::accuracy(labels, argmax(logits, 1))}});
+    optim::Optimizer opt = optimizer == "sgd"    ? optim::sgd(0.1)
+                           : optimizer == "adam" ? optim::adam(0.01)
+                                                 : optim::momentum(0.05, 0.9);
+    return EstimatorSpec::train(loss, opt.minimize(loss, ctx));
+  };
+  Estimator estimator(model_fn, config);
+  Hooks hooks;
+  if (step_delay_ms > 0) hooks.push_back(std::make_shared<DelayHook>(step_delay_ms));
+  auto eval_input_fn = [](ModeKeys, const InputContext*) {
+    return synthetic(5000).batch(256);  // 2048 held-out examples
+  };
+  est::train_and_evaluate(estimator, {.input_fn = input_fn, .max_steps = max_steps, .hooks = hooks},
+                          {.input_fn = eval_input_fn,
+                           .steps = std::nullopt,
+                           .start_delay_secs = 0,
+                           .throttle_secs = 100000});
+  if (estimator.config().is_chief && estimator.config().task_type != distribute::TaskType::kPs) {
+    // Outside train_and_evaluate's own evaluations: the final checkpoint, evaluated alone.
+    RunConfig local{.model_dir = model_dir, .tf_random_seed = 7, .save_summary_steps = 0};
+    local.read_tf_config = false;
+    Metrics m = Estimator(model_fn, local).evaluate(eval_input_fn);
+    std::printf("eval: loss=%.6f accuracy=%.4f global_step=%lld\n", m.at("loss"), m.at("accuracy"),
+                static_cast<long long>(m.at("global_step")));
+  }
+  std::printf("finished %s %d\n", fmt::format("{}", estimator.config().task_type).c_str(),
+              estimator.config().task_id);
+  return 0;
+} catch (const est::Error& error) {
+  std::fprintf(stderr, "error: %s\n", error.what());
+  return 1;
+}

@@ -1,0 +1,90 @@
+// ParameterServerStrategy in the custom training loop, in one process: a PsServer on a
+// loopback port, and chief and worker strategies (distribute/ps/parameter_server_strategy.h)
+// whose steps push to it. run_train_op and apply_gradients inside strategy.run both send the
+// gradients to the owner, which applies them; the replica's store holds the fresh values after
+// the step; a worker starts from the chief's values, not its own initializer's; the input
+// context is one pipeline per training task; without ps tasks the strategy trains locally.
+#include <doctest/doctest.h>
+
+#include "distribute/ps/parameter_server_strategy.h"
+#include "distribute/ps/ps_server.h"
+#include "nn/nn.h"
+#include "ops/autograd.h"
+#include "ops/math.h"
+#include "tests/process_group.h"
+
+namespace est::distribute {
+namespace {
+
+const std::string kToken = "ps-strategy-test-token-0123";
+
+TfConfig job(const std::string& ps_address, TaskSpec task) {
+  std::string chief = "127.0.0.1:" + std::to_string(testing::free_port());
+  std::string worker = "127.0.0.1:" + std::to_string(testing::free_port());
+  return TfConfig{.cluster = ClusterSpec({{TaskType::kChief, {chief}},
+                                          {TaskType::kWorker, {worker}},
+                                          {TaskType::kPs, {ps_address}}}),
+                  .task = task};
+}
+
+// loss = sum(w * x) over w = get_variable("w", [2], init): d loss / d w = x.
+Tensor step(ReplicaContext& replica, float init, bool through_apply_gradients) {
+  nn::ModelContext& ctx = replica.model_context();
+  ctx.begin_call();
+  Tensor w = ctx.get_variable("w", {2}, DType::kF32, nn::constant(init));
+  Tensor loss = ops::sum(ops::mul(w, Tensor::from_vector<float>({1, -2})));
+  auto sgd = nn::optim::sgd(0.5);
+  if (through_apply_gradients) {
+    std::vector<Tensor> grads = ops::gradients(loss, {w});
+    sgd.apply_gradients(ctx, grads, {w});
+  } else {
+    replica.run_train_op(sgd.minimize(loss, ctx));
+  }
+  return loss;
+}
+
+}  // namespace
+
+TEST_CASE("ParameterServerStrategy: the custom loop's steps are applied by the ps task") {
+  PsServer server({.address = "127.0.0.1:0",
+                   .token = kToken,
+                   .task_index = 0,
+                   .num_workers = 2,
+                   .optimizer = nn::optim::sgd(0.5)});
+  TfConfig chief_config = job(server.address(), {TaskType::kChief, 0});
+  TfConfig worker_config = chief_config;
+  worker_config.task = TaskSpec{TaskType::kWorker, 0};
+  {
+    ParameterServerStrategy chief(chief_config, {.token = kToken});
+    CHECK(chief.has_parameter_servers());
+    CHECK(chief.is_chief());
+    CHECK(chief.num_workers() == 1);  // asynchronous: no worker steps with another
+    CHECK(chief.input_context().num_input_pipelines == 2);
+    CHECK(chief.input_context().input_pipeline_id == 0);
+    chief.run([](ReplicaContext& r) { return step(r, 1.0f, false); });
+    // w = 1 - 0.5 * (1, -2), applied on the ps task and pulled back.
+    CHECK(chief.store(0).get("w").value.to_vector<float>() == std::vector<float>{0.5f, 2.0f});
+    CHECK(chief.store(0).get("global_step").value.item() == 1);
+    CHECK(server.names() == std::vector<std::string>{"global_step", "w"});
+
+    ParameterServerStrategy worker(worker_config, {.token = kToken});
+    CHECK_FALSE(worker.is_chief());
+    CHECK(worker.input_context().input_pipeline_id == 1);
+    // Its own initializer says 7; it starts from the chief's value on the ps task instead.
+    worker.run([](ReplicaContext& r) { return step(r, 7.0f, true); });
+    CHECK(worker.store(0).get("w").value.to_vector<float>() == std::vector<float>{0.0f, 3.0f});
+    CHECK(worker.store(0).get("global_step").value.item() == 2);
+    CHECK(server.updates_applied() == 2);
+  }
+  // Both strategies said they are done: the ps task's job is over.
+  CHECK_NOTHROW(server.join(std::chrono::seconds(5)));
+}
+
+TEST_CASE("ParameterServerStrategy without ps tasks trains in this process") {
+  ParameterServerStrategy local(TfConfig{}, {});
+  CHECK_FALSE(local.has_parameter_servers());
+  local.run([](ReplicaContext& r) { return step(r, 1.0f, false); });
+  CHECK(local.store(0).get("w").value.to_vector<float>() == std::vector<float>{0.5f, 2.0f});
+}
+
+}  // namespace est::distribute
