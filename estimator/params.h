@@ -15,6 +15,7 @@
 #include <variant>
 
 #include "estimator/mode_keys.h"
+#include "estimator/model_fn_records.h"
 #include "estimator/run_config.h"
 #include "nn/model_context.h"
 
@@ -58,9 +59,13 @@ class EstimatorContext : public nn::ModelContext {
   const Params& params() const { return *params_; }
   const RunConfig& config() const { return *config_; }
   ModeKeys mode_keys() const { return mode_keys_; }
+  // What the current model_fn call recorded (summaries, named tensors); the Estimator clears it
+  // before each call and moves it into the returned spec.
+  ModelFnRecords& records() { return records_; }
 
  private:
   ModeKeys mode_keys_;
+  ModelFnRecords records_;
   const Params* params_;
   const RunConfig* config_;
 };
