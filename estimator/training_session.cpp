@@ -170,13 +170,14 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
   } else {
     bool changed = false;  // then model_fn runs again, so that this step sees the new values
     if (options_.warm_start_from) {
-      std::optional<checkpoint::WarmStartResult> result;
-      for (nn::VariableStore* copy : replicas_.stores()) {
+      std::vector<nn::VariableStore*> stores = replicas_.stores();
+      for (nn::VariableStore* copy : stores) {
         checkpoint::TensorBundle variables = checkpoint::bundle_from_store(*copy);
-        result = checkpoint::warm_start(config_.model_dir, *options_.warm_start_from, variables);
-      }
-      if (result) {
-        log::info("Warm-started {} variables from {}.", result->warm_started.size(), result->path);
+        auto result = checkpoint::warm_start(config_.model_dir, *options_.warm_start_from,
+                                             variables, copy == stores.front());
+        if (!result) break;
+        // Values for slots the optimizer creates at its first update.
+        for (const auto& [name, value] : result->staged) copy->restore(name, value);
         changed = true;
       }
     }
