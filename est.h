@@ -10,7 +10,7 @@
 #include "checkpoint/checkpoint.h"
 #include "data/data.h"
 #include "distribute/distribute.h"
-#include "estimator/canned/head.h"
+#include "estimator/canned/canned.h"
 #include "estimator/estimator.h"
 #include "feature_column/feature_column.h"
 #include "nn/metrics.h"

@@ -11,4 +11,5 @@
 #include "data/idx.h"
 #include "data/input_context.h"
 #include "data/options.h"
+#include "data/sequence_example.h"
 #include "data/tfrecord.h"

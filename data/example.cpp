@@ -4,26 +4,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "data/example_parsing.h"
 #include "data/stages.h"
 #include "data/tfrecord.h"
-#include "example.pb.h"
 
 namespace est::data {
 
-namespace {
-
-namespace pb = est::data::proto;
-
-// Where a record came from, for messages; only turned into text when something is wrong, so
-// that parsing a record does not build a string.
-struct Where {
-  std::string_view text;              // used when path is null
-  const std::string* path = nullptr;  // a file ...
-  int64_t record = 0;                 // ... and the record's index in it
-  std::string str() const {
-    return path ? "'" + *path + "' record " + std::to_string(record) : std::string(text);
-  }
-};
+namespace detail {
 
 std::string expected_list(DType dtype) {
   switch (dtype) {
@@ -47,6 +34,12 @@ std::string found_list(const pb::Feature& feature) {
   }
 }
 
+}  // namespace detail
+
+using namespace detail;
+
+namespace {
+
 // A default's count: one (broadcast) or one per element of the shape.
 void check_default_count(const std::string& name, size_t count, const Shape& shape,
                          const char* field) {
@@ -58,7 +51,18 @@ void check_default_count(const std::string& name, size_t count, const Shape& sha
                                ops::shape_str(shape));
 }
 
-void check_spec(const std::string& name, const FeatureSpec& spec) {
+}  // namespace
+
+void detail::check_spec(const std::string& name, const FeatureSpec& spec) {
+  if (const auto* sparse = std::get_if<SparseFeature>(&spec))
+    return check_sparse_spec(name, *sparse);
+  if (const auto* sequence = std::get_if<FixedLenSequenceFeature>(&spec)) {
+    if (!sequence->allow_missing)
+      throw InvalidArgumentError("feature spec '" + name +
+                                 "': a FixedLenSequenceFeature in an Example spec requires "
+                                 "allow_missing = true (as TF's parse_example does)");
+    return check_sequence_spec(name, *sequence);
+  }
   auto bad_dtype = [&](DType dtype, const char* allowed) {
     throw InvalidArgumentError("feature spec '" + name + "': dtype " +
                                std::string(ops::dtype_name(dtype)) + " is not supported; use " +
@@ -98,7 +102,7 @@ void check_spec(const std::string& name, const FeatureSpec& spec) {
 }
 
 // The number of values in a feature's list of the spec's kind.
-int64_t value_count(const pb::Feature& feature, DType dtype) {
+int64_t detail::value_count(const pb::Feature& feature, DType dtype) {
   switch (dtype) {
     case DType::kF32:
       return feature.float_list().value_size();
@@ -109,9 +113,7 @@ int64_t value_count(const pb::Feature& feature, DType dtype) {
   }
 }
 
-// The values of a feature in wire order, as a tensor of `shape` (which holds exactly
-// value_count() values; {n} for variable-length features).
-Tensor list_values(const pb::Feature& feature, DType dtype, const Shape& shape) {
+Tensor detail::list_values(const pb::Feature& feature, DType dtype, const Shape& shape) {
   Tensor out = Tensor::empty(shape, dtype);
   if (dtype == DType::kF32) {
     const auto& list = feature.float_list().value();
@@ -126,7 +128,7 @@ Tensor list_values(const pb::Feature& feature, DType dtype, const Shape& shape) 
   return out;
 }
 
-bool kind_matches(const pb::Feature& feature, DType dtype) {
+bool detail::kind_matches(const pb::Feature& feature, DType dtype) {
   switch (feature.kind_case()) {
     case pb::Feature::kFloatList:
       return dtype == DType::kF32;
@@ -138,6 +140,22 @@ bool kind_matches(const pb::Feature& feature, DType dtype) {
       return false;  // no list set: the callers treat the feature as missing
   }
 }
+
+const pb::Feature* detail::find_feature(const pb::Features& features, const std::string& name) {
+  auto found = features.feature().find(name);
+  if (found == features.feature().end() || found->second.kind_case() == pb::Feature::KIND_NOT_SET)
+    return nullptr;
+  return &found->second;
+}
+
+InvalidArgumentError detail::wrong_kind(const Where& where, const std::string& what,
+                                        const pb::Feature& feature, DType dtype) {
+  return InvalidArgumentError(where.str() + ": " + what + " is a " + found_list(feature) +
+                              " but the spec asks for " + std::string(ops::dtype_name(dtype)) +
+                              " (" + expected_list(dtype) + ")");
+}
+
+namespace {
 
 Tensor bytes_values(const pb::Feature& feature, const FixedLenFeature& spec,
                     const std::string& name, const Where& where) {
@@ -206,30 +224,31 @@ Tensor sparse_vector(const Tensor& values) {
   return Tensor::sparse(indices, values, {n});
 }
 
-Tensor parse_feature(const pb::Features& features, const std::string& name, const FeatureSpec& spec,
-                     const Where& where) {
-  auto found = features.feature().find(name);
-  // A feature with no list set counts as missing (example_proto_fast_parsing.cc).
-  const bool missing =
-      found == features.feature().end() || found->second.kind_case() == pb::Feature::KIND_NOT_SET;
+}  // namespace
+
+Tensor detail::parse_feature(const pb::Features& features, const std::string& name,
+                             const FeatureSpec& spec, const Where& where) {
+  if (const auto* sparse = std::get_if<SparseFeature>(&spec))
+    return parse_sparse_feature(features, name, *sparse, where);
+  if (const auto* sequence = std::get_if<FixedLenSequenceFeature>(&spec))
+    return parse_sequence_feature(features, name, *sequence, where);
+  const pb::Feature* found = find_feature(features, name);
+  const bool missing = found == nullptr;
   auto check_kind = [&](DType dtype) {
-    if (!kind_matches(found->second, dtype))
-      throw InvalidArgumentError(where.str() + ": feature '" + name + "' is a " +
-                                 found_list(found->second) + " but the spec asks for " +
-                                 std::string(ops::dtype_name(dtype)) + " (" + expected_list(dtype) +
-                                 ")");
+    if (!kind_matches(*found, dtype))
+      throw wrong_kind(where, "feature '" + name + "'", *found, dtype);
   };
   if (const auto* fixed = std::get_if<FixedLenFeature>(&spec)) {
     if (missing) return default_tensor(*fixed, name, where);
     check_kind(fixed->dtype);
-    int64_t count = value_count(found->second, fixed->dtype);
+    int64_t count = value_count(*found, fixed->dtype);
     if (count != ops::num_elements(fixed->shape))
       throw InvalidArgumentError(where.str() + ": feature '" + name + "' has " +
                                  std::to_string(count) + " values; the spec's shape " +
                                  ops::shape_str(fixed->shape) + " needs " +
                                  std::to_string(ops::num_elements(fixed->shape)));
-    if (fixed->dtype == DType::kU8) return bytes_values(found->second, *fixed, name, where);
-    return list_values(found->second, fixed->dtype, fixed->shape);
+    if (fixed->dtype == DType::kU8) return bytes_values(*found, *fixed, name, where);
+    return list_values(*found, fixed->dtype, fixed->shape);
   }
   const auto& var = std::get<VarLenFeature>(spec);
   Tensor values;
@@ -237,10 +256,12 @@ Tensor parse_feature(const pb::Features& features, const std::string& name, cons
     values = Tensor::empty({0}, var.dtype);
   } else {
     check_kind(var.dtype);
-    values = list_values(found->second, var.dtype, {value_count(found->second, var.dtype)});
+    values = list_values(*found, var.dtype, {value_count(*found, var.dtype)});
   }
   return var.mode == VarLenMode::kSparse ? sparse_vector(values) : values;
 }
+
+namespace {
 
 // Each thread parses into a protobuf arena that is reset per record: the map entries, strings
 // and lists of an Example then cost no malloc/free (they dominated parsing before).
@@ -286,6 +307,15 @@ Features parse_record(std::string_view serialized, const FeatureSpecs& specs, co
 }
 
 }  // namespace
+
+Tensor detail::missing_fixed_feature(const FixedLenFeature& spec, const std::string& name,
+                                     const Where& where) {
+  return default_tensor(spec, name, where);
+}
+
+const pb::Example& detail::parse_example_proto(std::string_view serialized, const Where& where) {
+  return parse_proto(serialized, where);
+}
 
 Features parse_single_example(std::string_view serialized, const FeatureSpecs& specs,
                               std::string_view where) {

@@ -48,14 +48,48 @@ struct VarLenFeature {
   double padding_value = 0.0;
 };
 
-using FeatureSpec = std::variant<FixedLenFeature, VarLenFeature>;
+// tf.io.SparseFeature (tensorflow/python/ops/parsing_config.py): a SparseTensor assembled
+// from an Example's features: `value_key` holds the values, `index_key` one int64 feature per
+// dimension holding each value's index in that dimension (as many as the values, each in
+// [0, size[d])). One example gives dense shape `size`, a batch [batch, ...size]. Entries are
+// sorted by index (row-major) unless `already_sorted` says the wire order is already so, as
+// sparse_ops.sparse_merge does. Missing features give no entries.
+struct SparseFeature {
+  std::vector<std::string> index_key;  // one per dimension
+  std::string value_key;
+  DType dtype = DType::kF32;  // the values': kF32, kI64 or kString
+  Shape size;                 // the dense shape, one entry per index_key
+  bool already_sorted = false;
+};
+
+// tf.io.FixedLenSequenceFeature: a run of values of `shape` each, as many as the feature holds
+// (its value count must be a multiple of shape's). One example gives [n, ...shape]; a batch
+// [batch, longest n, ...shape] padded with the default (default_value, default_int64 for exact
+// int64, default_string; otherwise 0 or ""). In an Example spec (parse_example and the parsers
+// here) TF requires allow_missing = true, and a missing feature gives n = 0. In a
+// SequenceExample's sequence features (sequence_example.h) each entry of the feature list is
+// one element of `shape`; allow_missing lets the list be missing, and TF allows no default.
+// Parsed one example at a time (example_dataset, example_parser), lengths differ: batch such
+// elements with padded_batch (which pads with 0 or ""), or parse whole batches with
+// parse_example to pad with the default.
+struct FixedLenSequenceFeature {
+  Shape shape;                // per element; {} for one value
+  DType dtype = DType::kF32;  // kF32, kI64 or kString
+  bool allow_missing = false;
+  std::optional<double> default_value;
+  std::optional<int64_t> default_int64;
+  std::optional<std::string> default_string;
+};
+
+using FeatureSpec =
+    std::variant<FixedLenFeature, VarLenFeature, SparseFeature, FixedLenSequenceFeature>;
 using FeatureSpecs = std::map<std::string, FeatureSpec>;
 
 // One serialised Example. `where` ("'train.tfrecord' record 17") prefixes error messages.
 Features parse_single_example(std::string_view serialized, const FeatureSpecs& specs,
                               std::string_view where = "serialized example");
 // A batch of serialised Examples: fixed features [batch, ...shape], variable ones as above
-// (example_batch.cpp).
+// (example_batch.cpp). Errors name the example's index in the batch.
 Features parse_example(std::span<const std::string> serialized, const FeatureSpecs& specs);
 
 // For ds.map: parses element.value (a TFRecord record), moving `label_key` (when not empty)

@@ -1,9 +1,11 @@
 // parse_example: a batch of serialised Examples, each parsed by parse_single_example, then
-// combined per feature as tf.io.parse_example combines them: fixed features stacked, sparse
-// (VarLenFeature) ones as one SparseTensor [batch, longest], ragged and padded as example.h says.
+// combined per feature as tf.io.parse_example combines them (tensorflow/python/ops/parsing_ops.py,
+// parsing_config.py): fixed features stacked, sparse (VarLenFeature) ones as one SparseTensor
+// [batch, longest], SparseFeature as [batch, ...size], FixedLenSequenceFeature padded to the
+// batch's longest with its default, ragged and padded as example.h says.
 #include <algorithm>
 
-#include "data/example.h"
+#include "data/example_parsing.h"
 
 namespace est::data {
 namespace {
@@ -58,17 +60,49 @@ std::pair<Tensor, std::vector<int64_t>> concat_values(const std::vector<Features
   return {values, starts};
 }
 
+// [batch, longest, ...shape] padded with the spec's default.
+Tensor stack_sequence(const std::vector<Features>& parsed, const std::string& name,
+                      const FixedLenSequenceFeature& spec) {
+  std::vector<const Tensor*> parts;
+  int64_t longest = 0;
+  for (const Features& f : parsed) {
+    parts.push_back(&f.at(name));
+    longest = std::max(longest, parts.back()->dim(0));
+  }
+  Shape shape{static_cast<int64_t>(parsed.size()), longest};
+  shape.insert(shape.end(), spec.shape.begin(), spec.shape.end());
+  Tensor out = detail::padding_tensor(shape, spec);
+  detail::copy_rows_padded(parts, out);
+  return out;
+}
+
 }  // namespace
 
 Features parse_example(std::span<const std::string> serialized, const FeatureSpecs& specs) {
+  if (detail::direct_parse_applies(specs)) return detail::parse_example_direct(serialized, specs);
   std::vector<Features> parsed;
   parsed.reserve(serialized.size());
   for (size_t i = 0; i < serialized.size(); ++i)
     parsed.push_back(
         parse_single_example(serialized[i], specs, "serialized example " + std::to_string(i)));
-  const int64_t batch = static_cast<int64_t>(serialized.size());
+  return detail::batch_parsed(parsed, specs);
+}
+
+Features detail::batch_parsed(const std::vector<Features>& parsed, const FeatureSpecs& specs) {
+  const int64_t batch = static_cast<int64_t>(parsed.size());
   Features out;
   for (const auto& [name, spec] : specs) {
+    if (const auto* sequence = std::get_if<FixedLenSequenceFeature>(&spec)) {
+      out.emplace(name, stack_sequence(parsed, name, *sequence));
+      continue;
+    }
+    if (const auto* sparse = std::get_if<SparseFeature>(&spec)) {
+      std::vector<const Tensor*> parts;
+      for (const Features& f : parsed) parts.push_back(&f.at(name));
+      out.emplace(name,
+                  batch_sparse(parts, sparse->dtype, sparse->index_key.size(), &sparse->size));
+      continue;
+    }
     const auto* var = std::get_if<VarLenFeature>(&spec);
     if (!var || var->mode == VarLenMode::kPadded) {
       out.emplace(name, stack_fixed(parsed, name, spec));

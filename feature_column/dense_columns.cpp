@@ -22,6 +22,8 @@ IndicatorColumn::IndicatorColumn(CategoricalColumnPtr categorical)
 }
 
 Tensor IndicatorColumn::dense_tensor(const Features& features, nn::ModelContext*) const {
+  if (detail::is_sequence(*categorical_))
+    detail::throw_sequence_in_dense_layer("indicator_column", name());
   IdWeightPair pair = categorical_->sparse_tensors(features);
   const int64_t batch = pair.ids.dim(0), buckets = categorical_->num_buckets();
   const Tensor indices = pair.ids.indices().to(ops::Device::cpu());
@@ -52,6 +54,19 @@ namespace {
 Tensor embed(const Features& features, nn::ModelContext* context, const std::string& column,
              const CategoricalColumn& categorical, int64_t dimension,
              const EmbeddingColumnOptions& options) {
+  if (detail::is_sequence(categorical))
+    detail::throw_sequence_in_dense_layer("embedding_column", column);
+  Tensor weights =
+      detail::embedding_weights(context, column, categorical.num_buckets(), dimension, options);
+  IdWeightPair pair = categorical.sparse_tensors(features);
+  return safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.combiner);
+}
+
+}  // namespace
+
+Tensor detail::embedding_weights(nn::ModelContext* context, const std::string& column,
+                                 int64_t num_buckets, int64_t dimension,
+                                 const EmbeddingColumnOptions& options) {
   if (!context)
     throw InvalidArgumentError("embedding column '" + column +
                                "' needs a ModelContext for its embedding_weights variable");
@@ -59,14 +74,9 @@ Tensor embed(const Features& features, nn::ModelContext* context, const std::str
       options.initializer
           ? *options.initializer
           : nn::truncated_normal(0.0, 1.0 / std::sqrt(static_cast<double>(dimension)));
-  Tensor weights =
-      context->get_variable("embedding_weights", {categorical.num_buckets(), dimension},
-                            DType::kF32, initializer, options.trainable);
-  IdWeightPair pair = categorical.sparse_tensors(features);
-  return safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.combiner);
+  return context->get_variable("embedding_weights", {num_buckets, dimension}, DType::kF32,
+                               initializer, options.trainable);
 }
-
-}  // namespace
 
 Tensor EmbeddingColumn::dense_tensor(const Features& features, nn::ModelContext* context) const {
   return embed(features, context, name(), *categorical_, dimension_, options_);

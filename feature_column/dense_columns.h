@@ -8,20 +8,24 @@
 #include <vector>
 
 #include "feature_column/column.h"
+#include "feature_column/sequence_column.h"
 #include "nn/initializers.h"
 
 namespace est::feature_column {
 
 // Multi-hot: float32 [batch, num_buckets], each id's count in its example (the sum of its
 // weights for a weighted column). Ids outside [0, num_buckets), such as the -1 of an unknown
-// vocabulary value, count for nothing.
-class IndicatorColumn final : public DenseColumn {
+// vocabulary value, count for nothing. Over a sequence categorical column it is a sequence
+// column (one multi-hot row per step, sequence_column.h) and not a dense one.
+class IndicatorColumn final : public DenseColumn, public SequenceDenseColumn {
  public:
   explicit IndicatorColumn(CategoricalColumnPtr categorical);
   std::string name() const override { return categorical_->name() + "_indicator"; }
   void add_parse_spec(FeatureSpecs& specs) const override { categorical_->add_parse_spec(specs); }
   Shape variable_shape() const override { return {categorical_->num_buckets()}; }
   Tensor dense_tensor(const Features& features, nn::ModelContext* context) const override;
+  SequenceDenseTensor sequence_dense_tensor(const Features& features,
+                                            nn::ModelContext* context) const override;
 
  private:
   CategoricalColumnPtr categorical_;
@@ -40,8 +44,9 @@ struct EmbeddingColumnOptions {
 // "embedding_weights" [num_buckets, dimension], created under the context's current scope)
 // combined by the combiner over its ids: sum, mean (sum / total weight) or sqrtn
 // (sum / sqrt(sum of squared weights)); ids < 0 (and weights <= 0) are dropped first, and an
-// example with no ids gets zeros.
-class EmbeddingColumn final : public DenseColumn {
+// example with no ids gets zeros. Over a sequence categorical column it is a sequence column
+// (one combined embedding per step, sequence_column.h) and not a dense one.
+class EmbeddingColumn final : public DenseColumn, public SequenceDenseColumn {
  public:
   EmbeddingColumn(CategoricalColumnPtr categorical, int64_t dimension,
                   EmbeddingColumnOptions options);
@@ -49,6 +54,8 @@ class EmbeddingColumn final : public DenseColumn {
   void add_parse_spec(FeatureSpecs& specs) const override { categorical_->add_parse_spec(specs); }
   Shape variable_shape() const override { return {dimension_}; }
   Tensor dense_tensor(const Features& features, nn::ModelContext* context) const override;
+  SequenceDenseTensor sequence_dense_tensor(const Features& features,
+                                            nn::ModelContext* context) const override;
 
  private:
   CategoricalColumnPtr categorical_;
@@ -61,7 +68,7 @@ class EmbeddingColumn final : public DenseColumn {
 // "<shared name>/embedding_weights" (shared name: the columns' names sorted, joined with "_",
 // plus "_shared_embedding", unless given). Each column is named
 // "<categorical>_shared_embedding".
-class SharedEmbeddingColumn final : public DenseColumn {
+class SharedEmbeddingColumn final : public DenseColumn, public SequenceDenseColumn {
  public:
   SharedEmbeddingColumn(CategoricalColumnPtr categorical, int64_t dimension,
                         EmbeddingColumnOptions options, std::string shared_name);
@@ -70,6 +77,8 @@ class SharedEmbeddingColumn final : public DenseColumn {
   void add_parse_spec(FeatureSpecs& specs) const override { categorical_->add_parse_spec(specs); }
   Shape variable_shape() const override { return {dimension_}; }
   Tensor dense_tensor(const Features& features, nn::ModelContext* context) const override;
+  SequenceDenseTensor sequence_dense_tensor(const Features& features,
+                                            nn::ModelContext* context) const override;
 
  private:
   CategoricalColumnPtr categorical_;
@@ -86,8 +95,15 @@ std::shared_ptr<const EmbeddingColumn> embedding_column(CategoricalColumnPtr cat
                                                         int64_t dimension,
                                                         EmbeddingColumnOptions options = {});
 
+namespace detail {
+// The variable "embedding_weights" [num_buckets, dimension] under the context's current scope.
+Tensor embedding_weights(nn::ModelContext* context, const std::string& column, int64_t num_buckets,
+                         int64_t dimension, const EmbeddingColumnOptions& options);
+}  // namespace detail
+
 // safe_embedding_lookup_sparse over `weights` [vocabulary, dimension]: `ids` sparse int64
 // [batch, k], `id_weights` undefined or sparse float32 with the same indices.
+// (sequence_columns.cpp applies it to [batch, T, k] ids through [batch * T, k].)
 Tensor safe_embedding_lookup_sparse(const Tensor& weights, const Tensor& ids,
                                     const Tensor& id_weights, Combiner combiner);
 

@@ -31,15 +31,14 @@ class BinaryClassHead final : public Head {
 
   Predictions predictions(const Tensor& logits) const override {
     check_logits(logits);
-    Tensor two_class_logits =
-        ops::concat({Tensor::zeros(logits.shape(), logits.dtype(), logits.device()), logits}, -1);
+    Tensor two_class_logits = ops::concat({detail::zeros_like(logits), logits}, -1);
     Tensor class_ids = ops::expand_dims(ops::argmax(two_class_logits, -1), -1);
     return {{"logits", logits},
             {"logistic", ops::sigmoid(logits)},
             {"probabilities", ops::softmax(two_class_logits, -1)},
             {"class_ids", class_ids},
             {"classes", class_ids},
-            {"all_class_ids", detail::all_class_ids(logits.dim(0), 2)}};
+            {"all_class_ids", detail::all_class_ids(logits, 2)}};
   }
 
  protected:
@@ -84,7 +83,7 @@ class MultiClassHead final : public Head {
             {"probabilities", ops::softmax(logits, -1)},
             {"class_ids", class_ids},
             {"classes", class_ids},
-            {"all_class_ids", detail::all_class_ids(logits.dim(0), n_classes_)}};
+            {"all_class_ids", detail::all_class_ids(logits, n_classes_)}};
   }
 
  protected:
@@ -125,7 +124,7 @@ class MultiLabelHead final : public Head {
     check_logits(logits);
     return {{"logits", logits},
             {"probabilities", ops::sigmoid(logits)},
-            {"all_class_ids", detail::all_class_ids(logits.dim(0), n_classes_)}};
+            {"all_class_ids", detail::all_class_ids(logits, n_classes_)}};
   }
 
  protected:

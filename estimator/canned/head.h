@@ -13,7 +13,8 @@
 //   }
 //
 // Deviations, for want of a string dtype in est: `classes` holds the int64 class ids (TF gives
-// their decimal strings), `all_classes` is absent and there is no label_vocabulary. The
+// their decimal strings) and `all_classes` is absent; label_vocabulary (string labels and
+// classes) is the canned estimators' (canned_util.h), around the head. The
 // optional per-threshold metrics (`accuracy/positive_threshold_0.5`, ...) are not built.
 #pragma once
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -11,6 +12,7 @@
 
 #include "ops/array_ops.h"
 #include "ops/error.h"
+#include "ops/math.h"
 
 namespace est::canned::detail {
 
@@ -57,10 +59,18 @@ Tensor reshape_weights(const Tensor& weights, const Tensor& logits, bool allow_p
   return out.dtype() == logits.dtype() ? out : ops::cast(out, logits.dtype());
 }
 
-Tensor all_class_ids(int64_t batch, int64_t n_classes) {
-  std::vector<int32_t> ids(static_cast<size_t>(batch * n_classes));
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(int64_t(i) % n_classes);
-  return Tensor::from_vector<int32_t>(ids, {batch, n_classes});
+Tensor zeros_like(const Tensor& x) {
+  const Tensor minus_infinity =
+      Tensor::full({}, -std::numeric_limits<double>::infinity(), x.dtype(), x.device());
+  return ops::cast(ops::less(x, minus_infinity), x.dtype());
+}
+
+Tensor all_class_ids(const Tensor& logits, int64_t n_classes) {
+  std::vector<int32_t> ids(static_cast<size_t>(n_classes));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  const Tensor first_logit = ops::slice(logits, {0, 0}, {logits.dim(0), 1});  // [batch, 1]
+  return ops::add(ops::cast(zeros_like(first_logit), DType::kI32),
+                  Tensor::from_vector<int32_t>(ids, {1, n_classes}).to(logits.device()));
 }
 
 namespace {

@@ -25,8 +25,13 @@ void check_label_range(const Tensor& labels, double low, double high, bool high_
 // allowed) as the logits' dtype, rank 2.
 Tensor reshape_weights(const Tensor& weights, const Tensor& logits, bool allow_per_logit,
                        const char* head);
-// [batch, n_classes] int32 rows 0, 1, ..., n_classes - 1 (base_head.all_class_ids).
-Tensor all_class_ids(int64_t batch, int64_t n_classes);
+// Zeros of x's shape and dtype (tf.zeros_like), computed from x by ops (x < -inf, false for
+// every value, NaN included), so that an export traces them as depending on the batch instead
+// of as a constant of one batch's shape.
+Tensor zeros_like(const Tensor& x);
+// [batch, n_classes] int32 rows 0, 1, ..., n_classes - 1 (base_head.all_class_ids), batch as the
+// logits' [batch, ...] (computed from them, as zeros_like, for the same reason).
+Tensor all_class_ids(const Tensor& logits, int64_t n_classes);
 // max(label_mean, 1 - label_mean) over the stream: the accuracy of always predicting the more
 // frequent class, computed from the `label/mean` metric's statistics.
 nn::metrics::MetricOp accuracy_baseline(const nn::metrics::MetricOp& label_mean);

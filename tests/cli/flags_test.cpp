@@ -39,6 +39,8 @@ const std::vector<Program> kPrograms = {
     {"examples/train_cnn", {"--steps", "--batch", "--learning-rate", "--seed"}},
     {"examples/linear_regression", {"--model_dir"}},
     {"examples/custom_training_loop", {"--strategy", "--devices", "--steps", "--global_batch"}},
+    {"examples/iris_dnn", {"--model_dir", "--data_dir", "--steps", "--seed"}},
+    {"examples/census_wide_deep", {"--model_dir", "--data_dir", "--steps", "--seed"}},
     {"tools/est-ckpt", {"PATH", "NAME", "--all", "--verify"}},
     {"tools/est-serve", {"--model_base_path", "--model_name", "--port", "--address"}},
     {"bench/cnn_bench", {"--threads", "--repeats", "--examples"}},
@@ -133,4 +135,20 @@ TEST_CASE("a comma-separated --devices replaces the default list") {
   ProgramResult one = run_program(program("examples/custom_training_loop") +
                                   " --strategy one_device --devices /cpu:1 --steps=0");
   CHECK_MESSAGE(contains(one.output, "OneDeviceStrategy with devices (/cpu:1)"), one.output);
+}
+
+TEST_CASE("the canned-estimator examples run end to end on a few steps") {
+  ScratchDir dir;
+  ProgramResult iris =
+      run_program(program("examples/iris_dnn") + " --steps 300 --data_dir " +
+                  shell_quote(dir / "iris") + " --model_dir " + shell_quote(dir / "iris_model"));
+  CHECK_MESSAGE(iris.exit_code == 0, iris.output);
+  CHECK(contains(iris.output, "Test set accuracy: "));
+  CHECK(contains(iris.output, "Prediction is \"Setosa\""));
+  ProgramResult census = run_program(program("examples/census_wide_deep") +
+                                     " --steps 50 --data_dir " + shell_quote(dir / "census") +
+                                     " --model_dir " + shell_quote(dir / "census_model"));
+  CHECK_MESSAGE(census.exit_code == 0, census.output);
+  CHECK(contains(census.output, "Test set: accuracy "));
+  CHECK(std::filesystem::exists(std::filesystem::path(dir / "census_model") / "checkpoint"));
 }

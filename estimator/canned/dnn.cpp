@@ -1,0 +1,153 @@
+// DNNClassifier / DNNRegressor and the DNN logits (tensorflow/estimator canned/dnn.py,
+// _DNNModel and _dnn_model_fn).
+#include "estimator/canned/dnn.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "feature_column/input_layer.h"
+#include "nn/layers_dense.h"
+#include "nn/layers_dropout.h"
+#include "nn/layers_norm.h"
+
+namespace est {
+namespace canned {
+namespace {
+
+void check_network(const DnnNetwork& network, const char* estimator) {
+  if (network.hidden_units.empty())
+    throw InvalidArgumentError(fmt::format(
+        "{}: hidden_units is empty; give the units of each hidden layer, e.g. {{30, 10}}",
+        estimator));
+  for (int64_t units : network.hidden_units)
+    if (units <= 0)
+      throw InvalidArgumentError(
+          fmt::format("{}: every hidden_units entry must be positive, got {}", estimator, units));
+  if (network.feature_columns.empty())
+    throw InvalidArgumentError(fmt::format("{}: feature_columns is empty", estimator));
+  for (const auto& column : network.feature_columns)
+    if (!column) throw InvalidArgumentError(fmt::format("{}: a feature column is null", estimator));
+  if (network.dropout && !(*network.dropout >= 0 && *network.dropout < 1))
+    throw InvalidArgumentError(
+        fmt::format("{}: dropout must be in [0, 1), got {}", estimator, *network.dropout));
+}
+
+LogitFn dnn_logit_fn(DnnNetwork network) {
+  return [network = std::move(network)](const Features& features, ModeKeys mode, ModelContext& ctx,
+                                        int64_t units) {
+    return dnn_logits(network, features, mode, ctx, units);
+  };
+}
+
+}  // namespace
+
+Tensor dnn_logits(const DnnNetwork& network, const Features& features, ModeKeys mode,
+                  ModelContext& ctx, int64_t units) {
+  const bool training = mode == ModeKeys::kTrain;
+  auto dnn_scope = ctx.variable_scope("dnn");
+  Tensor net;
+  {
+    auto input_scope = ctx.variable_scope("input_from_feature_columns");
+    net = feature_column::input_layer(features, network.feature_columns, ctx,
+                                      {.name = "input_layer"});
+  }
+  for (size_t i = 0; i < network.hidden_units.size(); ++i) {
+    const std::string layer = fmt::format("hiddenlayer_{}", i);
+    net = nn::dense(
+        ctx, net,
+        {.units = network.hidden_units[i], .activation = network.activation_fn, .name = layer});
+    if (network.dropout && training) net = nn::dropout(ctx, net, *network.dropout);
+    if (network.batch_norm) {
+      auto layer_scope = ctx.variable_scope(layer);
+      net = nn::batch_normalization(
+          ctx, net,
+          {.momentum = 0.999, .training = training, .name = fmt::format("batchnorm_{}", i)});
+    }
+  }
+  return nn::dense(ctx, net, {.units = units, .name = "logits"});
+}
+
+}  // namespace canned
+
+namespace {
+
+ModelFn classifier_model_fn(const DNNClassifierOptions& options, nn::Reduction default_reduction) {
+  const char* kName = "DNNClassifier";
+  canned::DnnNetwork network{options.hidden_units, options.feature_columns, options.activation_fn,
+                             options.dropout, options.batch_norm};
+  canned::check_network(network, kName);
+  canned::check_label_vocabulary(options.label_vocabulary, options.n_classes, kName);
+  auto head = canned::classifier_head(
+      options.n_classes,
+      {.weight_column = options.weight_column,
+       .loss_reduction = options.loss_reduction.value_or(default_reduction)},
+      kName);
+  canned::OptimizerArg optimizer = options.optimizer;
+  canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate);  // checks the name now
+  return canned::canned_model_fn(
+      canned::dnn_logit_fn(std::move(network)), std::move(head),
+      [optimizer] { return canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate); },
+      options.label_vocabulary);
+}
+
+ModelFn regressor_model_fn(const DNNRegressorOptions& options, nn::Reduction default_reduction) {
+  const char* kName = "DNNRegressor";
+  canned::DnnNetwork network{options.hidden_units, options.feature_columns, options.activation_fn,
+                             options.dropout, options.batch_norm};
+  canned::check_network(network, kName);
+  auto head = canned::regression_head(
+      options.label_dimension,
+      {.weight_column = options.weight_column,
+       .loss_reduction = options.loss_reduction.value_or(default_reduction)});
+  canned::OptimizerArg optimizer = options.optimizer;
+  canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate);
+  return canned::canned_model_fn(
+      canned::dnn_logit_fn(std::move(network)), std::move(head),
+      [optimizer] { return canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate); });
+}
+
+ModelFn estimator_model_fn(const DNNEstimatorOptions& options) {
+  const char* kName = "DNNEstimator";
+  if (!options.head)
+    throw InvalidArgumentError(
+        "DNNEstimator: head is required (e.g. canned::multi_label_head(3)); DNNClassifier and "
+        "DNNRegressor choose theirs");
+  canned::DnnNetwork network{options.hidden_units, options.feature_columns, options.activation_fn,
+                             options.dropout, options.batch_norm};
+  canned::check_network(network, kName);
+  canned::OptimizerArg optimizer = options.optimizer;
+  canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate);
+  return canned::canned_model_fn(
+      canned::dnn_logit_fn(std::move(network)), options.head,
+      [optimizer] { return canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate); });
+}
+
+}  // namespace
+
+DNNEstimator::DNNEstimator(DNNEstimatorOptions options)
+    : Estimator(estimator_model_fn(options), options.model_dir, std::move(options.config), {},
+                std::move(options.warm_start_from)) {}
+
+DNNClassifier::DNNClassifier(DNNClassifierOptions options)
+    : DNNClassifier(std::move(options), nn::Reduction::kSumOverBatchSize) {}
+
+DNNClassifier::DNNClassifier(DNNClassifierOptions options, nn::Reduction default_reduction)
+    : Estimator(classifier_model_fn(options, default_reduction), options.model_dir,
+                std::move(options.config), {}, std::move(options.warm_start_from)) {}
+
+DNNRegressor::DNNRegressor(DNNRegressorOptions options)
+    : DNNRegressor(std::move(options), nn::Reduction::kSumOverBatchSize) {}
+
+DNNRegressor::DNNRegressor(DNNRegressorOptions options, nn::Reduction default_reduction)
+    : Estimator(regressor_model_fn(options, default_reduction), options.model_dir,
+                std::move(options.config), {}, std::move(options.warm_start_from)) {}
+
+namespace compat::v1 {
+DNNClassifier::DNNClassifier(DNNClassifierOptions options)
+    : est::DNNClassifier(std::move(options), nn::Reduction::kSum) {}
+DNNRegressor::DNNRegressor(DNNRegressorOptions options)
+    : est::DNNRegressor(std::move(options), nn::Reduction::kSum) {}
+}  // namespace compat::v1
+
+}  // namespace est

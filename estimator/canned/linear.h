@@ -1,0 +1,101 @@
+// LinearClassifier, LinearRegressor and LinearEstimator (tf.estimator's, after
+// tensorflow/estimator canned/linear.py): linear_model over any feature columns, then a head.
+//
+// Variables are named as TF1's _linear_model_fn names them:
+//   linear/linear_model/<column>/weights   [num_buckets or elements, logits_dimension], zeros
+//   linear/linear_model/bias_weights       [logits_dimension], zeros
+// The optimizer defaults to Ftrl with learning rate min(0.2, 1 / sqrt(number of columns)).
+// sparse_combiner says how a multivalent categorical column's weights combine (sum default).
+// est:: classes are TF2's (SUM_OVER_BATCH_SIZE), est::compat::v1:: classes TF1's (SUM).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/warm_start.h"
+#include "estimator/canned/canned_util.h"
+#include "estimator/estimator.h"
+#include "feature_column/column.h"
+#include "feature_column/dense_columns.h"
+
+namespace est {
+
+namespace canned {
+// The linear part's logits (linear_logit_fn_builder) under the current scope plus "linear".
+Tensor linear_logits(const std::vector<feature_column::ColumnPtr>& columns,
+                     feature_column::Combiner sparse_combiner, const Features& features,
+                     ModelContext& ctx, int64_t units);
+// linear.py's default learning rate: min(0.2, 1 / sqrt(n_columns)).
+double linear_learning_rate(size_t n_columns);
+}  // namespace canned
+
+struct LinearClassifierOptions {
+  std::vector<feature_column::ColumnPtr> feature_columns;  // required
+  std::string model_dir;
+  int64_t n_classes = 2;
+  std::string weight_column;
+  std::vector<std::string> label_vocabulary;
+  canned::OptimizerArg optimizer = std::string("Ftrl");
+  RunConfig config;
+  std::optional<checkpoint::WarmStartSettings> warm_start_from;
+  std::optional<nn::Reduction> loss_reduction;  // none: the class's default
+  feature_column::Combiner sparse_combiner = feature_column::Combiner::kSum;
+};
+
+struct LinearRegressorOptions {
+  std::vector<feature_column::ColumnPtr> feature_columns;
+  std::string model_dir;
+  int64_t label_dimension = 1;
+  std::string weight_column;
+  canned::OptimizerArg optimizer = std::string("Ftrl");
+  RunConfig config;
+  std::optional<checkpoint::WarmStartSettings> warm_start_from;
+  std::optional<nn::Reduction> loss_reduction;
+  feature_column::Combiner sparse_combiner = feature_column::Combiner::kSum;
+};
+
+// tf.estimator.LinearEstimator: the linear model over any head.
+struct LinearEstimatorOptions {
+  std::shared_ptr<const canned::Head> head;  // required
+  std::vector<feature_column::ColumnPtr> feature_columns;
+  std::string model_dir;
+  canned::OptimizerArg optimizer = std::string("Ftrl");
+  RunConfig config;
+  feature_column::Combiner sparse_combiner = feature_column::Combiner::kSum;
+  std::optional<checkpoint::WarmStartSettings> warm_start_from;
+};
+
+class LinearEstimator : public Estimator {
+ public:
+  explicit LinearEstimator(LinearEstimatorOptions options);
+};
+
+class LinearClassifier : public Estimator {
+ public:
+  explicit LinearClassifier(LinearClassifierOptions options);
+
+ protected:
+  LinearClassifier(LinearClassifierOptions options, nn::Reduction default_reduction);
+};
+
+class LinearRegressor : public Estimator {
+ public:
+  explicit LinearRegressor(LinearRegressorOptions options);
+
+ protected:
+  LinearRegressor(LinearRegressorOptions options, nn::Reduction default_reduction);
+};
+
+namespace compat::v1 {
+class LinearClassifier : public est::LinearClassifier {
+ public:
+  explicit LinearClassifier(LinearClassifierOptions options);
+};
+class LinearRegressor : public est::LinearRegressor {
+ public:
+  explicit LinearRegressor(LinearRegressorOptions options);
+};
+}  // namespace compat::v1
+
+}  // namespace est
