@@ -113,5 +113,6 @@ class Estimator {
 #include "estimator/hooks/basic_hooks.h"
 #include "estimator/hooks/early_stopping.h"
 #include "estimator/hooks/profiler_hook.h"
+#include "estimator/summary_ops.h"
 #include "estimator/summary_writer.h"
 #include "estimator/train_and_evaluate.h"

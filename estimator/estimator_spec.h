@@ -13,10 +13,13 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "estimator/export_output.h"
 #include "estimator/hooks/session_run_hook.h"
 #include "estimator/mode_keys.h"
+#include "estimator/model_fn_records.h"
+#include "estimator/scaffold.h"
 #include "nn/metrics.h"
 #include "nn/train_op.h"
 #include "ops/tensor.h"
@@ -39,6 +42,11 @@ struct EstimatorSpecFields {
   Hooks training_chief_hooks;  // run on the chief only
   Hooks evaluation_hooks;
   Hooks prediction_hooks;
+  Scaffold scaffold;  // init_fn (estimator/scaffold.h)
+  // Filled by the Estimator after the call, from what model_fn recorded through its ctx
+  // (estimator/summary_ops.h): model_fn leaves them empty.
+  std::vector<SummaryValue> summaries;          // written by the SummarySaverHook
+  std::map<std::string, Tensor> named_tensors;  // fetchable by name in hooks
 };
 
 struct EstimatorSpec : EstimatorSpecFields {

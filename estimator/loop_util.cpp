@@ -39,8 +39,11 @@ EstimatorSpec call_model_fn(const ModelFn& model_fn, EstimatorContext& ctx,
         data::structure_str(element)));
   if (log_calls) log::info("Calling model_fn.");
   ctx.begin_call();
+  ctx.records() = {};
   ModelFnCall in_call(ctx);
   EstimatorSpec spec = model_fn(element.features, element.labels, mode, ctx);
+  spec.summaries = std::move(ctx.records().summaries);
+  spec.named_tensors = std::move(ctx.records().named_tensors);
   if (log_calls) log::info("Done calling model_fn.");
   std::string where = fmt::format("model_fn (mode {})", mode_name(mode));
   if (spec.mode != mode)
@@ -86,6 +89,19 @@ void check_restored(const Restored& restored, const nn::VariableStore& store) {
           name, restored.path));
 }
 
+namespace {
+
+// A tensor model_fn named (est::identity or a summary), by its name or TF's "name:0".
+std::optional<Tensor> find_named_tensor(const EstimatorSpec& spec, const std::string& name) {
+  std::string_view key = name;
+  if (key.size() > 2 && key.substr(key.size() - 2) == ":0") key.remove_suffix(2);
+  auto it = spec.named_tensors.find(std::string(key));
+  if (it == spec.named_tensors.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace
+
 SessionRunValues resolve_fetches(const std::vector<SessionRunArgs>& args, const EstimatorSpec& spec,
                                  const Session& session, int64_t step_before, int64_t step_after) {
   SessionRunValues values;
@@ -101,11 +117,14 @@ SessionRunValues resolve_fetches(const std::vector<SessionRunArgs>& args, const 
         value = Tensor::scalar(static_cast<double>(step_before), DType::kI64);
       } else if (auto it = spec.predictions.find(name); it != spec.predictions.end()) {
         value = it->second;
+      } else if (auto named = find_named_tensor(spec, name)) {
+        value = *named;
       } else if (auto variable = session.store().find(name)) {
         value = variable->value;
       } else {
         std::string known = "loss, global_step";
         for (const auto& [key, tensor] : spec.predictions) known += ", " + key;
+        for (const auto& [key, tensor] : spec.named_tensors) known += ", " + key;
         throw NotFoundError(fmt::format(
             "a hook asked for '{}', which is neither a fetchable name ({}) nor a variable; "
             "supply the tensor in SessionRunArgs::tensors instead",
@@ -115,6 +134,17 @@ SessionRunValues resolve_fetches(const std::vector<SessionRunArgs>& args, const 
     }
   }
   return values;
+}
+
+void run_init_fn(const std::function<void(Session&)>& init_fn, Session& session,
+                 const std::vector<nn::VariableStore*>& stores) {
+  log::info("Running Scaffold.init_fn.");
+  init_fn(session);
+  for (size_t i = 1; i < stores.size(); ++i)
+    if (stores[i] != &session.store())  // (replicas that share one store: nothing to copy)
+      for (const nn::Variable& variable : session.store().variables())
+        if (stores[i]->contains(variable.name))  // (global_step lives in the first only)
+          stores[i]->assign(variable.name, variable.value);
 }
 
 void begin_hooks(const Hooks& hooks) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,11 @@ std::optional<Restored> restore_checkpoint(const std::string& path_or_dir,
 // After the first model_fn call: each variable the model created must have come from the
 // checkpoint (NotFoundError naming it and the checkpoint otherwise).
 void check_restored(const Restored& restored, const nn::VariableStore& store);
+
+// Scaffold.init_fn on `session` (the first replica's variables), then every variable copied to
+// the other replicas' stores (`stores`, the first being the session's), so they stay identical.
+void run_init_fn(const std::function<void(Session&)>& init_fn, Session& session,
+                 const std::vector<nn::VariableStore*>& stores);
 
 // The hooks' fetches after a step, by name: "loss", "global_step" (its value before the
 // step), prediction keys, variables; hook-supplied tensors as given.

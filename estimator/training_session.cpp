@@ -178,16 +178,26 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
   if (restored_) {
     check_restored(*restored_, replicas_.store());
     send_restored_state();
-  } else if (options_.warm_start_from) {
-    std::optional<checkpoint::WarmStartResult> result;
-    for (nn::VariableStore* copy : replicas_.stores()) {
-      checkpoint::TensorBundle variables = checkpoint::bundle_from_store(*copy);
-      result = checkpoint::warm_start(config_.model_dir, *options_.warm_start_from, variables);
+  } else {
+    bool changed = false;  // then model_fn runs again, so that this step sees the new values
+    if (options_.warm_start_from) {
+      std::vector<nn::VariableStore*> stores = replicas_.stores();
+      for (nn::VariableStore* copy : stores) {
+        checkpoint::TensorBundle variables = checkpoint::bundle_from_store(*copy);
+        auto result = checkpoint::warm_start(config_.model_dir, *options_.warm_start_from,
+                                             variables, copy == stores.front());
+        if (!result) break;
+        // Values for slots the optimizer creates at its first update.
+        for (const auto& [name, value] : result->staged) copy->restore(name, value);
+        changed = true;
+      }
     }
-    if (result) {
-      log::info("Warm-started {} variables from {}.", result->warm_started.size(), result->path);
-      specs = replicas_.call_model_fn(options_.model_fn, batch, ModeKeys::kTrain, false);
+    // Scaffold.init_fn: only when starting from scratch, after the warm start (TF's order).
+    if (const auto& init_fn = specs.front().scaffold.init_fn) {
+      run_init_fn(init_fn, session_, replicas_.stores());
+      changed = true;
     }
+    if (changed) specs = replicas_.call_model_fn(options_.model_fn, batch, ModeKeys::kTrain, false);
   }
   const EstimatorSpec& spec = specs.front();
   hooks_.insert(hooks_.end(), spec.training_hooks.begin(), spec.training_hooks.end());

@@ -61,6 +61,7 @@ Optimizer Optimizer::clip_by_global_norm(double clip_norm) const {
 }
 
 TrainOp Optimizer::minimize(const Tensor& loss, ModelContext& ctx) const {
+  if (ctx.mode() != Mode::kTrain) return TrainOp();  // EVAL/PREDICT ignore the train op
   if (!loss.defined())
     throw InvalidArgumentError(fmt::format("{}.minimize: the loss is undefined", name()));
   if (loss.numel() != 1)

@@ -105,6 +105,10 @@ class Optimizer {
 
   // Deferred training step over the trainable variables this model_fn call used: nothing is
   // computed until TrainOp::run(). The loss must be a scalar that depends on them.
+  // Outside training (ctx.mode() is kEval or kPredict) it checks nothing and returns an empty
+  // TrainOp: TF1 model_fns build their train op in every mode and the Estimator ignores it
+  // there (tf.estimator.EstimatorSpec drops train_op unless mode is TRAIN), so neither an
+  // update nor an error may come of it; the loss may then even be undefined.
   TrainOp minimize(const Tensor& loss, ModelContext& ctx) const;
 
   // Clipping (when set), the update in place, then global_step += 1. Undefined gradients skip

@@ -6,7 +6,9 @@
 
 #include <cmath>
 
+#include "estimator/estimator_spec.h"
 #include "estimator/summary_cache.h"
+#include "estimator/summary_ops.h"
 #include "ops/logging.h"
 
 namespace est::hooks {
@@ -180,7 +182,7 @@ SessionRunArgs SummarySaverHook::before_run(SessionRunContext& run_context) {
   return args;
 }
 
-void SummarySaverHook::after_run(SessionRunContext& /*run_context*/,
+void SummarySaverHook::after_run(SessionRunContext& run_context,
                                  const SessionRunValues& run_values) {
   if (!save_this_step_) return;
   int64_t step = run_values.global_step;
@@ -194,6 +196,9 @@ void SummarySaverHook::after_run(SessionRunContext& /*run_context*/,
           ops::shape_str(value.shape())));
     writer->add_scalar(name, value.item(), step);
   }
+  // The model_fn's own summaries of this step (TF's Scaffold.summary_op, merge_all).
+  for (const SummaryValue& value : run_context.spec().summaries)
+    summary::write(*writer, value, step);
 }
 
 void SummarySaverHook::end(Session& /*session*/) { summary_writer_for(output_dir_)->flush(); }

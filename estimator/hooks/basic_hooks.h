@@ -91,7 +91,10 @@ class NanTensorHook : public SessionRunHook {
 };
 
 // Writes the named scalar fetches (default: the loss) as summaries to `output_dir` every
-// `save_steps` steps or `save_secs` seconds, at the global step after the step.
+// `save_steps` steps or `save_secs` seconds, at the global step after the step, together with
+// every summary model_fn recorded in that step (est::summary::*; TF's hook given the
+// Estimator's scaffold, whose summary_op merges all of them). A fetch may be any name a hook
+// can fetch, est::identity's names included.
 class SummarySaverHook : public SessionRunHook {
  public:
   SummarySaverHook(std::optional<int64_t> save_steps, std::optional<double> save_secs,
