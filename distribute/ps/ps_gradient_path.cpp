@@ -60,6 +60,7 @@ void PsGradientPath::apply(ReplicaContext& replica, const nn::TrainOp& train_op,
   {
     ops::NoGradGuard no_grad;
     for (nn::GradAndVar& entry : grads) {
+      entry.densify();  // a row-sparse gradient (an embedding's) is pushed dense for now
       if (!entry.gradient.defined()) continue;
       entry.gradient = gradient_scale == 1.0 ? entry.gradient.detach()
                                              : ops::mul(entry.gradient.detach(), gradient_scale);
@@ -84,6 +85,7 @@ void PsGradientPath::combine(ReplicaContext& replica, std::vector<nn::GradAndVar
   std::vector<nn::GradAndVar> present;
   for (nn::GradAndVar& entry : grads_and_vars) {
     entry.summed_by = &replica;
+    entry.densify();  // a row-sparse gradient (an embedding's) is pushed dense for now
     if (entry.gradient.defined()) present.push_back(entry);
   }
   {

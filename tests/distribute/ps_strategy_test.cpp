@@ -9,6 +9,7 @@
 #include "distribute/ps/parameter_server_strategy.h"
 #include "distribute/ps/ps_server.h"
 #include "nn/nn.h"
+#include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/math.h"
 #include "tests/process_group.h"
@@ -77,6 +78,32 @@ TEST_CASE("ParameterServerStrategy: the custom loop's steps are applied by the p
     CHECK(server.updates_applied() == 2);
   }
   // Both strategies said they are done: the ps task's job is over.
+  CHECK_NOTHROW(server.join(std::chrono::seconds(5)));
+}
+
+TEST_CASE("ParameterServerStrategy: an embedding's row-sparse gradient reaches the ps task") {
+  PsServer server({.address = "127.0.0.1:0",
+                   .token = kToken,
+                   .task_index = 0,
+                   .num_workers = 1,
+                   .optimizer = nn::optim::sgd(0.5)});
+  TfConfig config = job(server.address(), {TaskType::kChief, 0});
+  {
+    ParameterServerStrategy chief(config, {.token = kToken});
+    chief.run([](ReplicaContext& r) {
+      nn::ModelContext& ctx = r.model_context();
+      ctx.begin_call();
+      Tensor table = ctx.get_variable("table", {4, 2}, DType::kF32, nn::constant(1.0f));
+      Tensor rows = ops::gather(table, Tensor::from_vector<int64_t>({1, 3, 3}));
+      Tensor loss = ops::sum(rows);
+      r.run_train_op(nn::optim::sgd(0.5).minimize(loss, ctx));
+      return loss;
+    });
+    // Rows 1 and 3 were read (3 twice): 1 - 0.5 * count; rows 0 and 2 keep their value.
+    CHECK(chief.store(0).get("table").value.to_vector<float>() ==
+          std::vector<float>{1, 1, 0.5f, 0.5f, 1, 1, 0, 0});
+    CHECK(server.updates_applied() == 1);
+  }
   CHECK_NOTHROW(server.join(std::chrono::seconds(5)));
 }
 
