@@ -274,7 +274,10 @@ TEST_CASE("--ps M: ps tasks listed in every TF_CONFIG; training waits for them t
 
 TEST_CASE("a ps task that fails stops the training tasks") {
   LaunchRun run;
-  run.start({"-n", "2", "--ps", "1", "--grace-period", "5"}, {"ps:0@exit:6", "wait-signal"});
+  // The ps task fails once both training tasks run (their signal handlers are installed before
+  // the barrier), so that each is stopped by est-launch, not killed before it can say so.
+  run.start({"-n", "2", "--ps", "1", "--grace-period", "5"},
+            {"barrier:" + run.dir(), "ps:0@exit:6", "wait-signal"});
   CHECK(run.wait() == 6);
   std::string output = run.output();
   CHECK_MESSAGE(contains(output, "ps 0 exited with status 6; stopping the other tasks"), output);
