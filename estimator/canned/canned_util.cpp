@@ -7,6 +7,8 @@
 #include <map>
 #include <set>
 
+#include "ops/registry.h"
+
 namespace est::canned {
 
 std::shared_ptr<const Head> classifier_head(int64_t n_classes, HeadOptions options,
@@ -77,6 +79,14 @@ void add_vocabulary_classes(Predictions& predictions, const std::vector<std::str
   predictions["classes"] = Tensor::from_vector<std::string>(classes, {batch, 1});
   predictions["all_classes"] = Tensor::from_vector<std::string>(
       all_classes, {batch, static_cast<int64_t>(vocabulary.size())});
+  // Looked up on the host: an export refuses them by this name instead of baking one batch's
+  // strings into the graph.
+  constexpr const char* kWhy =
+      "label_vocabulary's string '{}' (map the exported class_ids to labels in the client, or "
+      "train without label_vocabulary)";
+  ops::report_host_computation(fmt::format(kWhy, "classes").c_str(), predictions["classes"]);
+  ops::report_host_computation(fmt::format(kWhy, "all_classes").c_str(),
+                               predictions["all_classes"]);
 }
 
 ModelFn canned_model_fn(LogitFn logit_fn, std::shared_ptr<const Head> head,

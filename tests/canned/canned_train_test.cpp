@@ -231,3 +231,15 @@ TEST_CASE("a DNNClassifier over numeric columns exports for serving, binary and 
     }
   }
 }
+TEST_CASE("a classifier with label_vocabulary refuses export by naming its string classes") {
+  TempDir dir;
+  DNNClassifier classifier({.hidden_units = {4},
+                            .feature_columns = {fc::numeric_column("x1"), fc::numeric_column("x2")},
+                            .label_vocabulary = {"no", "yes"},
+                            .config = config(dir.str())});
+  classifier.train(train_input(Task::kStringBinary), {}, 5);
+  CHECK_THROWS_WITH_AS(
+      classifier.export_saved_model(
+          dir / "export", build_raw_serving_input_receiver_fn({{"x1", {{-1}}}, {"x2", {{-1}}}})),
+      doctest::Contains("label_vocabulary's string"), UnimplementedError);
+}
