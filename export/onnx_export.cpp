@@ -7,7 +7,6 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <google/protobuf/text_format.h>
 
 #include "onnx_subset.pb.h"
 #include "ops/error.h"
@@ -435,37 +434,6 @@ bool same_contents(const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
-std::string onnx_text(const std::string& serialized_model) {
-  onnx::ModelProto model;
-  if (!model.ParseFromString(serialized_model))
-    throw InvalidArgumentError("onnx_text: the bytes are not an ONNX ModelProto");
-  std::string text;
-  google::protobuf::TextFormat::PrintToString(model, &text);
-  return text;
-}
-
-int onnx_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return onnx::TensorProto::FLOAT;
-    case DType::kF64:
-      return onnx::TensorProto::DOUBLE;
-    case DType::kI32:
-      return onnx::TensorProto::INT32;
-    case DType::kI64:
-      return onnx::TensorProto::INT64;
-    case DType::kU8:
-      return onnx::TensorProto::UINT8;
-    case DType::kBool:
-      return onnx::TensorProto::BOOL;
-    case DType::kBF16:
-      return onnx::TensorProto::BFLOAT16;
-    case DType::kString:
-      return onnx::TensorProto::STRING;
-  }
-  throw InternalError("onnx_dtype: unknown dtype");
-}
-
 std::string to_onnx(const Trace& trace, const Trace& other, const std::string& graph_name) {
   check_same_structure(trace, other);
   // Liveness: the nodes the outputs depend on, found backwards from them.
@@ -510,11 +478,11 @@ std::string to_onnx(const Trace& trace, const Trace& other, const std::string& g
     auto theirs = other.constants.find(id);
     if (theirs == other.constants.end() || !same_contents(value, theirs->second))
       throw UnimplementedError(fmt::format(
-          "export: a constant of shape {} {} changes with the batch size or the input values "
+          "export: a constant of shape {}{} changes with the batch size or the input values "
           "(a tensor computed outside the ops, e.g. from values read on the host, or created "
           "with the batch's shape); ONNX cannot hold it as an initializer",
           ops::shape_str(value.shape()),
-          trace.constant_names.count(id) ? "('" + trace.constant_names.at(id) + "')" : ""));
+          trace.constant_names.count(id) ? " ('" + trace.constant_names.at(id) + "')" : ""));
     emitter.add_initializer(emitter.value_name(id), value);
   }
   for (size_t i : live_nodes) emitter.emit(trace.nodes[i]);
