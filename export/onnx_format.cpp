@@ -10,8 +10,6 @@
 
 namespace est::serving {
 
-namespace onnx = est::serving::onnx;
-
 std::string onnx_text(const std::string& serialized_model) {
   onnx::ModelProto model;
   if (!model.ParseFromString(serialized_model))
