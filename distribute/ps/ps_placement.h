@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -71,12 +72,13 @@ class PsPlacement {
 
   int num_ps() const { return num_ps_; }
   // Places a new variable (or returns where an already placed one is; a different shape or
-  // dtype is an InvalidArgumentError naming the variable).
+  // dtype is an InvalidArgumentError naming the variable). The reference (and find's pointer)
+  // stays valid while more variables are placed.
   const PsVariable& place(const std::string& name, const ops::Shape& shape, ops::DType dtype);
   // Null when `name` was never placed.
   const PsVariable* find(const std::string& name) const;
   // Every placed variable, in creation order.
-  const std::vector<PsVariable>& variables() const { return variables_; }
+  const std::deque<PsVariable>& variables() const { return variables_; }
   // Bytes placed on each ps task so far (GreedyLoadBalancing's loads).
   const std::vector<int64_t>& loads() const { return loads_; }
 
@@ -86,9 +88,9 @@ class PsPlacement {
   int num_ps_;
   PsLoadBalancing balancing_;
   Partitioner partitioner_;
-  int next_ = 0;                // round-robin
-  std::vector<int64_t> loads_;  // [num_ps] bytes
-  std::vector<PsVariable> variables_;
+  int next_ = 0;                      // round-robin
+  std::vector<int64_t> loads_;        // [num_ps] bytes
+  std::deque<PsVariable> variables_;  // a deque: place()'s references outlive later places
   std::unordered_map<std::string, size_t> index_;
 };
 
