@@ -115,6 +115,14 @@ class GradientPath {
   virtual void initialize_variable(ReplicaContext& replica, const std::string& name,
                                    Tensor& value) = 0;
 
+  // A model_fn is about to read variable `name` of replica.store() (`value`, the store's
+  // tensor): whole (`rows` null), or only the rows `*rows` names along axis 0 (an embedding
+  // lookup through ModelContext::get_variable_rows: integer ids, negative ones skipped).
+  // All-reduce: nothing (the store is the variables). Parameter server: brings what will be
+  // read up to date in `value` (the rows alone for a lookup, pulled from their owners).
+  virtual void read_variable(ReplicaContext& /*replica*/, const std::string& /*name*/,
+                             Tensor& /*value*/, const Tensor* /*rows*/) {}
+
   // The chief, before a checkpoint is written from replica 0's `store`: a path whose variables
   // live elsewhere brings their current values and optimizer state into the store (parameter
   // servers: read back from the owners). All-reduce: nothing (the store is the state).

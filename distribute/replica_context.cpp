@@ -180,6 +180,10 @@ void ReplicaContext::initialize_variable(const std::string& name, Tensor& value)
   gradient_path_->initialize_variable(*this, name, value);
 }
 
+void ReplicaContext::read_variable(const std::string& name, Tensor& value, const Tensor* rows) {
+  gradient_path_->read_variable(*this, name, value, rows);
+}
+
 void ReplicaContext::wait_for_local_replicas() { rendezvous_->barrier->arrive_and_wait(); }
 
 void ReplicaContext::broadcast_initial_value(const std::string& name, Tensor& value) {

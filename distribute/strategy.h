@@ -195,10 +195,11 @@ class ReplicaContext final : public nn::CrossReplicaSync {
 
   // nn::CrossReplicaSync, called by Optimizer::apply_gradients and ModelContext::get_variable:
   // the gradient path's combine (unless combined already) and applies_updates, after_update,
-  // initialize_variable.
+  // initialize_variable, read_variable.
   bool synchronize(std::vector<nn::GradAndVar>& grads_and_vars) override;
   void after_update() override;
   void initialize_variable(const std::string& name, Tensor& value) override;
+  void read_variable(const std::string& name, Tensor& value, const Tensor* rows) override;
 
  private:
   Strategy* strategy_;

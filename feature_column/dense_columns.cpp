@@ -66,9 +66,9 @@ Tensor embed(const Features& features, nn::ModelContext* context, const std::str
              const EmbeddingColumnOptions& options) {
   if (detail::is_sequence(categorical))
     detail::throw_sequence_in_dense_layer("embedding_column", column);
-  Tensor weights =
-      detail::embedding_weights(context, column, categorical.num_buckets(), dimension, options);
   IdWeightPair pair = categorical.sparse_tensors(features);
+  Tensor weights = detail::embedding_weights(context, column, categorical.num_buckets(), dimension,
+                                             options, pair.ids.values());
   Tensor embedded = safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.combiner,
                                                  options.max_norm);
   // Its combination of the ids is built on the host: an export refuses the column by its name.
@@ -80,7 +80,7 @@ Tensor embed(const Features& features, nn::ModelContext* context, const std::str
 
 Tensor detail::embedding_weights(nn::ModelContext* context, const std::string& column,
                                  int64_t num_buckets, int64_t dimension,
-                                 const EmbeddingColumnOptions& options) {
+                                 const EmbeddingColumnOptions& options, const Tensor& ids) {
   if (!context)
     throw InvalidArgumentError("embedding column '" + column +
                                "' needs a ModelContext for its embedding_weights variable");
@@ -88,8 +88,8 @@ Tensor detail::embedding_weights(nn::ModelContext* context, const std::string& c
       options.initializer
           ? *options.initializer
           : nn::truncated_normal(0.0, 1.0 / std::sqrt(static_cast<double>(dimension)));
-  return context->get_variable("embedding_weights", {num_buckets, dimension}, DType::kF32,
-                               initializer, options.trainable);
+  return context->get_variable_rows("embedding_weights", {num_buckets, dimension}, DType::kF32,
+                                    initializer, ids, options.trainable);
 }
 
 Tensor EmbeddingColumn::dense_tensor(const Features& features, nn::ModelContext* context) const {

@@ -99,9 +99,12 @@ std::shared_ptr<const EmbeddingColumn> embedding_column(CategoricalColumnPtr cat
                                                         EmbeddingColumnOptions options = {});
 
 namespace detail {
-// The variable "embedding_weights" [num_buckets, dimension] under the context's current scope.
+// The variable "embedding_weights" [num_buckets, dimension] under the context's current scope,
+// to be read only at the rows `ids` names (the values of the column's sparse ids: under
+// parameter servers just those rows are pulled, ModelContext::get_variable_rows).
 Tensor embedding_weights(nn::ModelContext* context, const std::string& column, int64_t num_buckets,
-                         int64_t dimension, const EmbeddingColumnOptions& options);
+                         int64_t dimension, const EmbeddingColumnOptions& options,
+                         const Tensor& ids);
 }  // namespace detail
 
 // safe_embedding_lookup_sparse over `weights` [vocabulary, dimension]: `ids` sparse int64

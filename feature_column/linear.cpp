@@ -87,9 +87,11 @@ Tensor linear_model(const Features& features, const std::vector<ColumnPtr>& colu
     auto column_scope = context.variable_scope(column->name());
     Tensor sum;
     if (const auto* categorical = dynamic_cast<const CategoricalColumn*>(column.get())) {
-      Tensor weights = context.get_variable("weights", {categorical->num_buckets(), options.units},
-                                            DType::kF32, nn::zeros());
       IdWeightPair pair = categorical->sparse_tensors(features);
+      // Read only at the ids' rows (safe_embedding_lookup_sparse): pulled alone on a ps.
+      Tensor weights =
+          context.get_variable_rows("weights", {categorical->num_buckets(), options.units},
+                                    DType::kF32, nn::zeros(), pair.ids.values());
       sum = safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.sparse_combiner);
     } else if (const auto* dense = dynamic_cast<const DenseColumn*>(column.get())) {
       const int64_t elements = ops::num_elements(dense->variable_shape());

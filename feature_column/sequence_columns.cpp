@@ -162,9 +162,9 @@ SequenceDenseTensor embed_steps(const Features& features, nn::ModelContext* cont
                                 int64_t dimension, const EmbeddingColumnOptions& options) {
   if (!detail::is_sequence(categorical))
     detail::throw_dense_in_sequence_layer("embedding_column", column);
-  const Tensor weights =
-      detail::embedding_weights(context, column, categorical.num_buckets(), dimension, options);
   IdWeightPair pair = categorical.sparse_tensors(features);  // [batch, T, k]
+  const Tensor weights = detail::embedding_weights(context, column, categorical.num_buckets(),
+                                                   dimension, options, pair.ids.values());
   const int64_t batch = pair.ids.dim(0), steps = pair.ids.dim(1);
   const IdWeightPair rows = steps_as_rows(pair);
   const Tensor embedded = safe_embedding_lookup_sparse(weights, rows.ids, rows.weights,

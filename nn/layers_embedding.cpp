@@ -22,8 +22,10 @@ Tensor embedding(ModelContext& ctx, const Tensor& ids, const EmbeddingOptions& o
         fmt::format("{}: input_dim and output_dim must be positive, got {} and {}; set .input_dim "
                     "(vocabulary size) and .output_dim",
                     name, options.input_dim, options.output_dim));
-  Tensor table = ctx.get_variable(name + "/embeddings", {options.input_dim, options.output_dim},
-                                  options.dtype, options.embeddings_initializer);
+  // Read only at the ids' rows: under parameter servers, only those are pulled.
+  Tensor table =
+      ctx.get_variable_rows(name + "/embeddings", {options.input_dim, options.output_dim},
+                            options.dtype, options.embeddings_initializer, ids);
   Tensor rows = ops::gather(table, ids, 0);
   const mixed_precision::Policy policy = mixed_precision::global_policy();
   return policy.is_mixed() ? ops::cast(rows, policy.compute_dtype()) : rows;

@@ -105,6 +105,21 @@ std::string ModelContext::layer_name(std::string_view base, std::string_view exp
 
 Tensor ModelContext::get_variable(std::string_view name, const Shape& shape, DType dtype,
                                   const Initializer& initializer, bool trainable) {
+  return read_variable(name, shape, dtype, initializer, trainable, nullptr);
+}
+
+Tensor ModelContext::get_variable_rows(std::string_view name, const Shape& shape, DType dtype,
+                                       const Initializer& initializer, const Tensor& ids,
+                                       bool trainable) {
+  if (!ids.defined() || (ids.dtype() != DType::kI32 && ids.dtype() != DType::kI64))
+    throw InvalidArgumentError(fmt::format(
+        "get_variable_rows('{}'): the ids must be an int32 or int64 tensor", full_name(name)));
+  return read_variable(name, shape, dtype, initializer, trainable, &ids);
+}
+
+Tensor ModelContext::read_variable(std::string_view name, const Shape& shape, DType dtype,
+                                   const Initializer& initializer, bool trainable,
+                                   const Tensor* rows) {
   if (name.empty()) throw InvalidArgumentError("get_variable: empty variable name");
   std::string full = full_name(name);
   std::optional<Variable> existing = store_->find(full);
@@ -151,6 +166,11 @@ Tensor ModelContext::get_variable(std::string_view name, const Shape& shape, DTy
         fmt::format("variable '{}' exists as {}trainable but was requested as {}trainable", full,
                     existing->trainable ? "" : "non-", trainable ? "" : "non-"));
   used_.insert(full);
+  if (replica_sync_) {  // a cache of variables kept elsewhere: bring what is read up to date
+    ops::NoGradGuard no_grad;
+    Tensor cached = value;
+    replica_sync_->read_variable(full, cached, rows);
+  }
   const Device stored = value.device();
   if (stored == device_ || (stored.is_cpu() && device_.is_cpu()) || !is_floating(value.dtype()))
     return value;  // CPU devices share host memory

@@ -109,6 +109,16 @@ class ModelContext {
   Tensor get_variable(std::string_view name, const Shape& shape, DType dtype,
                       const Initializer& initializer, bool trainable = true);
 
+  // get_variable for a caller that reads only the rows `ids` names along axis 0 (integer ids
+  // of any shape; negative ones are skipped, as safe_embedding_lookup_sparse skips them),
+  // through ops::gather: an embedding lookup. Inside a replica step whose strategy keeps the
+  // variables elsewhere (parameter servers), only those rows of the returned tensor are brought
+  // up to date (TF's embedding_lookup gathers on the ps task), so read nothing else of it;
+  // elsewhere it is get_variable.
+  Tensor get_variable_rows(std::string_view name, const Shape& shape, DType dtype,
+                           const Initializer& initializer, const Tensor& ids,
+                           bool trainable = true);
+
   // The trainable variables this call has used (through get_variable), in store order: what
   // minimize() differentiates.
   std::vector<Variable> trainable_variables() const;
@@ -150,6 +160,9 @@ class ModelContext {
   friend class VariableScope;
   void pop_scope();
   std::string full_name(std::string_view relative) const;
+  // get_variable (`rows` null) and get_variable_rows.
+  Tensor read_variable(std::string_view name, const Shape& shape, DType dtype,
+                       const Initializer& initializer, bool trainable, const Tensor* rows);
 
   VariableStore* store_;
   Device device_;

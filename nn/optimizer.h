@@ -74,6 +74,13 @@ class CrossReplicaSync {
   // may overwrite it in place (across workers, with the chief's value). Every replica of the
   // step creates the same variables in the same order, so this may be a collective.
   virtual void initialize_variable(const std::string& /*name*/, Tensor& /*value*/) {}
+  // A model_fn is about to read variable `name` of the store (`value`: the store's tensor):
+  // whole (`rows` null: ModelContext::get_variable), or only the rows `*rows` names along
+  // axis 0 (ModelContext::get_variable_rows, an embedding lookup: integer ids of any shape,
+  // negative ones skipped). A strategy whose store caches variables that live elsewhere
+  // (parameter servers) brings what will be read up to date in `value`, in place.
+  virtual void read_variable(const std::string& /*name*/, Tensor& /*value*/,
+                             const Tensor* /*rows*/) {}
 };
 
 namespace optim {

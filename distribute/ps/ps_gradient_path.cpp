@@ -9,6 +9,7 @@
 #include "nn/train_op.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
+#include "ops/indexed_slices.h"
 #include "ops/math.h"
 
 namespace est::distribute {
@@ -50,29 +51,74 @@ void PsGradientPath::push(nn::VariableStore& store, std::vector<nn::GradAndVar>&
   std::lock_guard lock(mutex_);
   place_global_step(store);
   int64_t seen = static_cast<int64_t>(nn::get_or_create_global_step(store).item());
-  variables_->push_pull(grads, store, seen);
+  variables_->push_pull(grads, store, seen, read_by_rows_);
+  stale_[&store] = read_by_rows_;
 }
+
+void PsGradientPath::read_variable(ReplicaContext& replica, const std::string& name, Tensor& value,
+                                   const Tensor* rows) {
+  std::lock_guard lock(mutex_);
+  if (!variables_->placement().find(name)) return;  // on the worker, or not created yet
+  std::set<std::string>& stale = stale_[&replica.store()];
+  if (rows) {
+    if (!read_whole_.contains(name)) read_by_rows_.insert(name);
+    if (stale.contains(name))
+      variables_->pull_rows(name, *rows, value);
+    else
+      variables_->rows_read(name, *rows);  // checks the ids (the store is fresh)
+    return;
+  }
+  read_whole_.insert(name);
+  read_by_rows_.erase(name);
+  if (stale.erase(name)) value.copy_from(variables_->pull_variable(name, wait_for_chief_));
+}
+
+namespace {
+
+// The gradients to push, from a step's `grads`: those present, times `scale`, a row-sparse one
+// kept as its rows (duplicates summed, on the host: what it moves and what the owner's sparse
+// update takes) and clipped by the global norm when `clip_norm` is set (a row-sparse one by its
+// distinct rows' values: the dense gradient's norm), as Optimizer::apply_gradients clips.
+std::vector<nn::GradAndVar> gradients_to_push(const std::vector<nn::GradAndVar>& grads,
+                                              double scale, std::optional<double> clip_norm) {
+  ops::NoGradGuard no_grad;
+  std::vector<nn::GradAndVar> present;
+  for (const nn::GradAndVar& entry : grads) {
+    if (!entry.has_gradient()) continue;
+    nn::GradAndVar pushed = entry;
+    if (pushed.sparse_gradient.defined()) {
+      ops::IndexedSlices& rows = pushed.sparse_gradient;
+      rows = ops::sum_duplicates({rows.indices.to(ops::Device::cpu()),
+                                  rows.values.detach().to(ops::Device::cpu()), rows.dense_shape});
+      if (scale != 1.0) rows = ops::scale_slices(rows, scale);
+    } else {
+      pushed.gradient =
+          scale == 1.0 ? pushed.gradient.detach() : ops::mul(pushed.gradient.detach(), scale);
+    }
+    present.push_back(std::move(pushed));
+  }
+  if (clip_norm) {
+    auto gradient_of = [](nn::GradAndVar& entry) -> Tensor& {
+      return entry.sparse_gradient.defined() ? entry.sparse_gradient.values : entry.gradient;
+    };
+    std::vector<Tensor> gradients;
+    for (nn::GradAndVar& entry : present) gradients.push_back(gradient_of(entry));
+    nn::optim::ClippedTensors clipped = nn::optim::clip_by_global_norm(gradients, *clip_norm);
+    for (size_t i = 0; i < present.size(); ++i) gradient_of(present[i]) = clipped.tensors[i];
+  }
+  return present;
+}
+
+}  // namespace
 
 void PsGradientPath::apply(ReplicaContext& replica, const nn::TrainOp& train_op,
                            double gradient_scale, nn::ModelContext& ctx, Tensor* loss_sum) {
   std::vector<nn::GradAndVar> grads = train_op.compute_gradients();
-  std::vector<nn::GradAndVar> present;
+  std::vector<nn::GradAndVar> present =
+      gradients_to_push(grads, gradient_scale, train_op.optimizer().clip_norm());
   {
-    ops::NoGradGuard no_grad;
-    for (nn::GradAndVar& entry : grads) {
-      entry.densify();  // a row-sparse gradient (an embedding's) is pushed dense for now
-      if (!entry.gradient.defined()) continue;
-      entry.gradient = gradient_scale == 1.0 ? entry.gradient.detach()
-                                             : ops::mul(entry.gradient.detach(), gradient_scale);
-      present.push_back(std::move(entry));
-    }
-    if (std::optional<double> clip = train_op.optimizer().clip_norm()) {
-      std::vector<Tensor> gradients;
-      for (const nn::GradAndVar& entry : present) gradients.push_back(entry.gradient);
-      nn::optim::ClippedTensors clipped = nn::optim::clip_by_global_norm(gradients, *clip);
-      for (size_t i = 0; i < present.size(); ++i) present[i].gradient = clipped.tensors[i];
-    }
     // This worker's own batch statistics (moving averages stay on the worker).
+    ops::NoGradGuard no_grad;
     for (const nn::MovingAverageUpdate& update : ctx.take_moving_average_updates())
       nn::apply_moving_average(update);
   }
@@ -82,12 +128,8 @@ void PsGradientPath::apply(ReplicaContext& replica, const nn::TrainOp& train_op,
 }
 
 void PsGradientPath::combine(ReplicaContext& replica, std::vector<nn::GradAndVar>& grads_and_vars) {
-  std::vector<nn::GradAndVar> present;
-  for (nn::GradAndVar& entry : grads_and_vars) {
-    entry.summed_by = &replica;
-    entry.densify();  // a row-sparse gradient (an embedding's) is pushed dense for now
-    if (entry.gradient.defined()) present.push_back(entry);
-  }
+  for (nn::GradAndVar& entry : grads_and_vars) entry.summed_by = &replica;
+  std::vector<nn::GradAndVar> present = gradients_to_push(grads_and_vars, 1.0, std::nullopt);
   {
     ops::NoGradGuard no_grad;
     for (const nn::MovingAverageUpdate& update :

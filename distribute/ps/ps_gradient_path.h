@@ -12,9 +12,19 @@
 // model, before the push, as TF's graph clips them on the worker. What stays on the worker:
 // non-trainable variables (batch norm's moving statistics are updated locally from the
 // worker's batches; the chief's are the ones its checkpoints save).
+//
+// Embedding tables move by rows, as TF's embedding_lookup gathers on the ps task and pushes
+// IndexedSlices: a variable that the model has read only through lookups
+// (ModelContext::get_variable_rows) is left out of the step's pull, and each lookup pulls just
+// the rows it reads before it reads them; its gradient stays row-sparse (duplicates summed) and
+// the owner applies it with the optimizer's sparse update. Which variables those are is learnt
+// as the model reads them: every variable is pulled whole until it has been read by rows, and
+// a whole read of one (a dense use of the table) pulls it whole there and then, and from then
+// on with every step.
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -40,12 +50,15 @@ class PsGradientPath final : public GradientPath {
   void after_update(ReplicaContext& /*replica*/) override {}
   void initialize_variable(ReplicaContext& replica, const std::string& name,
                            Tensor& value) override;
+  void read_variable(ReplicaContext& replica, const std::string& name, Tensor& value,
+                     const Tensor* rows) override;
   void before_checkpoint(nn::VariableStore& store) override;
   bool wants_restored_state() const override { return is_chief_; }
   void restore_state(const std::vector<std::pair<std::string, Tensor>>& values) override;
 
  private:
-  // Pushes `grads` (already scaled and clipped) and writes the fresh values into `store`.
+  // Pushes `grads` (already scaled and clipped) and writes the fresh values into `store`, but
+  // those of the tables read by rows only, which become stale.
   void push(nn::VariableStore& store, std::vector<nn::GradAndVar>& grads);
   // global_step on ps 0 (the chief's value: 0, or the restored step), once.
   void place_global_step(nn::VariableStore& store);
@@ -55,6 +68,10 @@ class PsGradientPath final : public GradientPath {
   std::chrono::milliseconds wait_for_chief_;
   std::mutex mutex_;  // the local replicas share the connections
   bool global_step_placed_ = false;
+  std::set<std::string> read_whole_;    // variables the model has read whole
+  std::set<std::string> read_by_rows_;  // the others it has read: rows only, not pulled whole
+  // Per replica store: of those, the ones pushed since the store's last whole pull.
+  std::map<const nn::VariableStore*, std::set<std::string>> stale_;
 };
 
 }  // namespace est::distribute

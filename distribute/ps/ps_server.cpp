@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "distribute/ps/ps_handshake.h"
+#include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
 #include "ops/logging.h"
@@ -204,6 +205,32 @@ PsReply PsServer::values(const std::vector<std::string>& names) const {
   return reply;
 }
 
+PsReply PsServer::rows(const std::vector<NamedTensor>& ids, const std::string& client) const {
+  PsReply reply = values({});
+  ops::NoGradGuard no_grad;
+  for (const NamedTensor& t : ids) {
+    std::optional<nn::Variable> variable = store_.find(t.name);
+    if (!variable)
+      return error_reply(
+          StatusCode::kFailedPrecondition,
+          fmt::format("{} does not hold '{}' yet (the chief initializes it)", name(), t.name));
+    const ops::Tensor& value = variable->value;
+    if (!t.value.defined() || t.value.dtype() != ops::DType::kI64 || t.value.rank() != 1 ||
+        value.rank() == 0)
+      return error_reply(StatusCode::kInvalidArgument,
+                         fmt::format("{}: {} asked for rows of '{}' without int64 row ids [k]",
+                                     name(), client, t.name));
+    const int64_t* id = t.value.data<int64_t>();
+    for (int64_t i = 0; i < t.value.numel(); ++i)
+      if (id[i] < 0 || id[i] >= value.dim(0))
+        return error_reply(StatusCode::kInvalidArgument,
+                           fmt::format("{}: {} asked for row {} of '{}', which has rows [0, {})",
+                                       name(), client, id[i], t.name, value.dim(0)));
+    reply.tensors.push_back({t.name, ops::gather(value.detach(), t.value)});
+  }
+  return reply;
+}
+
 PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
   std::unique_lock lock(mutex_);
   switch (request.kind) {
@@ -232,7 +259,20 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
             return error_reply(
                 StatusCode::kNotFound,
                 fmt::format("{} holds no variable '{}' for {}'s gradient", name(), t.name, client));
-          grads.push_back({t.name, t.value, variable->value, nullptr});
+          // A row-sparse gradient: the optimizer's sparse update (only those rows and their
+          // slots change, as TF's sparse apply on a ps task).
+          if (t.rows.defined() && t.rows.dense_shape != variable->value.shape())
+            return error_reply(
+                StatusCode::kInvalidArgument,
+                fmt::format("{}: {}'s row-sparse gradient for '{}' is of shape {} "
+                            "but the variable is {}",
+                            name(), client, t.name, ops::shape_str(t.rows.dense_shape),
+                            ops::shape_str(variable->value.shape())));
+          grads.push_back({.name = t.name,
+                           .gradient = t.value,
+                           .variable = variable->value,
+                           .summed_by = nullptr,
+                           .sparse_gradient = t.rows});
         }
         // The learning rate's step: ps 0's own count, elsewhere the step the worker saw.
         if (!holds_global_step_) {
@@ -244,6 +284,8 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
       }
       return values(request.names);
     }
+    case PsRequestKind::kPullRows:
+      return rows(request.tensors, client);
     case PsRequestKind::kPullAll: {
       std::vector<std::string> names;
       for (const nn::Variable& v : store_.variables())

@@ -72,6 +72,8 @@ class PsServer {
   void serve(std::shared_ptr<Link> link, std::string client);
   PsReply handle(const PsRequest& request, const std::string& client);
   PsReply values(const std::vector<std::string>& names) const;  // under mutex_
+  // kPullRows: the rows `ids` names of each variable (under mutex_).
+  PsReply rows(const std::vector<NamedTensor>& ids, const std::string& client) const;
   void end(JobStatus status);
   // Ends the job (ok) when the rule above says it is over.
   void check_end();

@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
 #include "ops/logging.h"
@@ -43,6 +44,23 @@ ops::Tensor rows(const ops::Tensor& whole, int64_t begin, int64_t end) {
 void set_rows(ops::Tensor& whole, int64_t begin, const ops::Tensor& part) {
   std::memcpy(static_cast<char*>(whole.raw_data()) + begin * row_bytes(whole), part.raw_data(),
               part.nbytes());
+}
+
+// The slices' rows in [begin, end), renumbered from `begin` (a part's share of a row-sparse
+// gradient), on the host.
+ops::IndexedSlices rows_in(const ops::IndexedSlices& slices, int64_t begin, int64_t end) {
+  const std::vector<int64_t> index = slices.indices.to_vector<int64_t>();
+  std::vector<int64_t> at, local;
+  for (size_t i = 0; i < index.size(); ++i)
+    if (index[i] >= begin && index[i] < end) {
+      at.push_back(static_cast<int64_t>(i));
+      local.push_back(index[i] - begin);
+    }
+  ops::Shape shape = slices.dense_shape;
+  shape[0] = end - begin;
+  ops::NoGradGuard no_grad;
+  ops::Tensor values = ops::gather(host(slices.values), ops::Tensor::from_vector(at));
+  return {ops::Tensor::from_vector(local), values, shape};
 }
 
 void write_into(nn::VariableStore& store, const std::string& name, const ops::Tensor& value) {
@@ -153,7 +171,7 @@ ops::Tensor PsVariables::pull_variable(const std::string& name, std::chrono::mil
 }
 
 int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::VariableStore& store,
-                               int64_t global_step_seen) {
+                               int64_t global_step_seen, const std::set<std::string>& not_pulled) {
   size_t num_ps = static_cast<size_t>(client_->num_ps());
   bool pushing = !grads.empty();
   std::vector<std::optional<PsRequest>> requests(num_ps);
@@ -162,29 +180,31 @@ int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::Var
   // The global step counts every push: its task takes part in each one.
   if (pushing) requests[0]->kind = PsRequestKind::kPushPull;
   for (const nn::GradAndVar& entry : grads) {
-    if (!entry.gradient.defined()) continue;
+    if (!entry.has_gradient()) continue;
     const PsVariable* variable = placement_->find(entry.name);
     if (!variable)
       throw InvalidArgumentError(fmt::format(
           "a gradient for '{}', which is not on the ps tasks (it was created after the first "
           "step?)",
           entry.name));
-    if (variable->partitioned() && entry.gradient.is_sparse())
-      throw UnimplementedError(fmt::format(
-          "'{}' is partitioned and its gradient is row-sparse: pushing sparse gradients to "
-          "parts is not supported; leave it whole (no partitioner) or use a dense lookup",
-          entry.name));
+    const ops::IndexedSlices& slices = entry.sparse_gradient;
     for (const PsShard& shard : variable->shards) {
+      NamedTensor gradient{.name = shard.name};
+      if (slices.defined()) {  // rows only, each to the part that holds it
+        gradient.rows = rows_in(slices, shard.row_begin, shard.row_end);
+        if (gradient.rows.num_rows() == 0) continue;
+      } else {
+        gradient.value = variable->partitioned()
+                             ? rows(entry.gradient, shard.row_begin, shard.row_end)
+                             : entry.gradient.detach();
+      }
       PsRequest& request = *requests[static_cast<size_t>(shard.ps)];
       request.kind = PsRequestKind::kPushPull;
-      ops::Tensor gradient = variable->partitioned()
-                                 ? rows(entry.gradient, shard.row_begin, shard.row_end)
-                                 : entry.gradient.detach();
-      request.tensors.push_back({shard.name, gradient});
+      request.tensors.push_back(std::move(gradient));
     }
   }
   for (const PsVariable& variable : placement_->variables()) {
-    if (variable.name == kGlobalStep) continue;
+    if (variable.name == kGlobalStep || not_pulled.contains(variable.name)) continue;
     for (const PsShard& shard : variable.shards)
       requests[static_cast<size_t>(shard.ps)]->names.push_back(shard.name);
   }
@@ -197,7 +217,7 @@ int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::Var
     if (reply->global_step >= 0) global_step = reply->global_step;
   }
   for (const PsVariable& variable : placement_->variables()) {
-    if (variable.name == kGlobalStep) continue;
+    if (variable.name == kGlobalStep || not_pulled.contains(variable.name)) continue;
     if (!variable.partitioned()) {
       write_into(store, variable.name, fresh.at(variable.name));
       continue;
@@ -212,6 +232,55 @@ int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::Var
     store.get(kGlobalStep).value.data<int64_t>()[0] = global_step;
   }
   return global_step;
+}
+
+std::set<int64_t> PsVariables::rows_read(const std::string& name, const ops::Tensor& ids) const {
+  const PsVariable* variable = placement_->find(name);
+  if (!variable) throw InvalidArgumentError(fmt::format("'{}' is not on the ps tasks", name));
+  if (variable->shape.empty())
+    throw InvalidArgumentError(fmt::format("'{}' is a scalar: it has no rows to look up", name));
+  const int64_t num_rows = variable->shape[0];
+  std::set<int64_t> wanted;
+  ops::NoGradGuard no_grad;
+  for (int64_t id : host(ops::cast(ids, ops::DType::kI64)).to_vector<int64_t>()) {
+    if (id < 0) continue;  // no row: safe_embedding_lookup_sparse skips it
+    if (id >= num_rows)
+      throw InvalidArgumentError(fmt::format(
+          "an embedding lookup reads row {} of '{}', which has {} rows: the ids must lie in "
+          "[0, {}) (check the vocabulary size or num_buckets against the ids)",
+          id, name, num_rows, num_rows));
+    wanted.insert(id);
+  }
+  return wanted;
+}
+
+void PsVariables::pull_rows(const std::string& name, const ops::Tensor& ids, ops::Tensor& into) {
+  const std::set<int64_t> wanted = rows_read(name, ids);
+  if (wanted.empty()) return;
+  const PsVariable* variable = placement_->find(name);
+  // Each id from the part whose row range holds it, renumbered within the part.
+  std::vector<std::optional<PsRequest>> requests(static_cast<size_t>(client_->num_ps()));
+  std::map<std::string, std::vector<int64_t>> global;  // part -> the ids asked of it
+  auto id = wanted.begin();
+  for (const PsShard& shard : variable->shards) {
+    std::vector<int64_t> local;
+    for (; id != wanted.end() && *id < shard.row_end; ++id) {
+      local.push_back(*id - shard.row_begin);
+      global[shard.name].push_back(*id);
+    }
+    if (local.empty()) continue;
+    auto& request = requests[static_cast<size_t>(shard.ps)];
+    if (!request) request = PsRequest{.kind = PsRequestKind::kPullRows};
+    request->tensors.push_back({shard.name, ops::Tensor::from_vector(local)});
+  }
+  auto replies = client_->exchange(requests, fmt::format("pulling rows of '{}'", name));
+  ops::NoGradGuard no_grad;
+  ops::Tensor target = host(into);
+  for (const auto& reply : replies)
+    if (reply)
+      for (const NamedTensor& t : reply->tensors)
+        ops::scatter_rows(target, ops::Tensor::from_vector(global.at(t.name)), t.value);
+  if (!into.device().is_cpu()) into.copy_from(target.to(into.device()));
 }
 
 std::vector<NamedTensor> PsVariables::pull_all() {

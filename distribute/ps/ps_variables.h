@@ -9,7 +9,12 @@
 //   push_pull  (each step): the gradients of each task's variables and the request for their
 //              fresh values in one message, one round trip per ps task for the whole step;
 //              a partitioned variable's gradient is cut into its parts and its parts' values
-//              are joined again;
+//              are joined again; a row-sparse gradient (an embedding's) travels as its rows,
+//              cut by the parts' row ranges;
+//   pull_rows  (an embedding lookup): only the rows a batch reads of a table the step does not
+//              pull whole, each id asked of the part that holds it (the parts are consecutive
+//              row ranges: embedding_lookup's partition_strategy "div", which is how TF's
+//              partitioners cut a variable);
 //   pull_all   (the chief's checkpoints): everything the tasks hold, named as one process
 //              names it (parts joined: "emb/part_1/Adagrad" is rows of "emb/Adagrad"), so a
 //              checkpoint is the same file every strategy writes.
@@ -17,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,11 +49,20 @@ class PsVariables {
   // The owners' value of placed variable `name` (parts joined), waiting (at most `timeout`)
   // until the chief has initialized it.
   ops::Tensor pull_variable(const std::string& name, std::chrono::milliseconds timeout);
-  // One step: pushes `grads` (of placed variables; undefined ones are skipped) and writes the
-  // fresh values of every placed variable into `store`. `global_step_seen`: the step the
-  // gradients were computed at. Returns the global step after the update.
+  // One step: pushes `grads` (of placed variables: dense, or row-sparse in sparse_gradient;
+  // neither: skipped) and writes the fresh values of every placed variable but those in
+  // `not_pulled` (tables read by rows only: pull_rows brings what a step reads) into `store`.
+  // `global_step_seen`: the step the gradients were computed at. Returns the global step after
+  // the update.
   int64_t push_pull(const std::vector<nn::GradAndVar>& grads, nn::VariableStore& store,
-                    int64_t global_step_seen);
+                    int64_t global_step_seen, const std::set<std::string>& not_pulled = {});
+  // The owners' rows `ids` (integer, any shape; negative ids skipped, repeats pulled once) of
+  // placed variable `name`, written into those rows of `into` (the worker's copy, of the
+  // variable's shape). An id past the variable's rows is an InvalidArgumentError naming both.
+  void pull_rows(const std::string& name, const ops::Tensor& ids, ops::Tensor& into);
+  // The distinct rows `ids` names of placed variable `name`, ascending, negative ids skipped;
+  // one past the variable's rows is an InvalidArgumentError naming the variable and the id.
+  std::set<int64_t> rows_read(const std::string& name, const ops::Tensor& ids) const;
   // Everything the tasks hold, with one process's names, parts joined.
   std::vector<NamedTensor> pull_all();
 

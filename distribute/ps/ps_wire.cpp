@@ -24,25 +24,37 @@ class Writer {
           "a parameter server holds numeric variables only; '{}' is a string tensor", name));
     put(static_cast<uint8_t>(tensor.is_sparse() ? 1 : 0));
     if (tensor.is_sparse()) {
-      put(static_cast<uint32_t>(tensor.shape().size()));
-      for (int64_t d : tensor.shape()) put(d);
+      put_shape(tensor.shape());
       put_tensor(tensor.indices(), name);
       put_tensor(tensor.values(), name);
       return;
     }
     ops::Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(ops::Device::cpu());
     put(static_cast<uint8_t>(host.dtype()));
-    put(static_cast<uint32_t>(host.shape().size()));
-    for (int64_t d : host.shape()) put(d);
+    put_shape(host.shape());
     put(static_cast<uint64_t>(host.nbytes()));
     bytes.append(static_cast<const char*>(host.raw_data()), host.nbytes());
+  }
+  // Tagged as a tensor is: 2 marks row slices.
+  void put_slices(const ops::IndexedSlices& slices, const std::string& name) {
+    put(static_cast<uint8_t>(2));
+    put_shape(slices.dense_shape);
+    put_tensor(slices.indices, name);
+    put_tensor(slices.values, name);
   }
   void put_tensors(const std::vector<NamedTensor>& tensors) {
     put(static_cast<uint64_t>(tensors.size()));
     for (const NamedTensor& t : tensors) {
       put_string(t.name);
-      put_tensor(t.value, t.name);
+      if (t.rows.defined())
+        put_slices(t.rows, t.name);
+      else
+        put_tensor(t.value, t.name);
     }
+  }
+  void put_shape(const ops::Shape& shape) {
+    put(static_cast<uint32_t>(shape.size()));
+    for (int64_t d : shape) put(d);
   }
   std::string bytes;
 };
@@ -65,9 +77,10 @@ class Reader {
     at_ += n;
     return s;
   }
-  ops::Tensor get_tensor() {
-    bool sparse = get<uint8_t>() != 0;
-    if (sparse) {
+  ops::Tensor get_tensor() { return get_tensor(get<uint8_t>()); }
+  ops::Tensor get_tensor(uint8_t tag) {
+    if (tag > 1) bad("row slices where a tensor belongs");
+    if (tag == 1) {
       ops::Shape dense_shape = get_shape();
       ops::Tensor indices = get_tensor();
       ops::Tensor values = get_tensor();
@@ -88,8 +101,13 @@ class Reader {
     uint64_t n = get<uint64_t>();
     std::vector<NamedTensor> tensors;
     for (uint64_t i = 0; i < n; ++i) {
-      std::string name = get_string();
-      tensors.push_back({std::move(name), get_tensor()});
+      NamedTensor t{.name = get_string()};
+      auto tag = get<uint8_t>();
+      if (tag == 2)
+        t.rows = get_slices(t.name);
+      else
+        t.value = get_tensor(tag);
+      tensors.push_back(std::move(t));
     }
     return tensors;
   }
@@ -98,6 +116,18 @@ class Reader {
   }
 
  private:
+  // Row slices as make_indexed_slices checks them (indices int64 [n] within the rows, values
+  // [n, ...]): malformed ones are a DataLossError like any other malformed message.
+  ops::IndexedSlices get_slices(const std::string& name) {
+    ops::Shape dense_shape = get_shape();
+    ops::Tensor indices = get_tensor();
+    ops::Tensor values = get_tensor();
+    try {
+      return ops::make_indexed_slices(indices, values, dense_shape);
+    } catch (const InvalidArgumentError& error) {
+      bad(fmt::format("malformed row slices for '{}' ({})", name, error.what()).c_str());
+    }
+  }
   ops::Shape get_shape() {
     uint32_t rank = get<uint32_t>();
     if (rank > 32) bad("a tensor of rank over 32");
@@ -148,7 +178,7 @@ PsRequest decode_request(std::string_view bytes, const std::string& from) {
   Reader r(bytes, from);
   PsRequest request;
   auto kind = r.get<uint8_t>();
-  if (kind < 1 || kind > static_cast<uint8_t>(PsRequestKind::kAbort))
+  if (kind < 1 || kind > static_cast<uint8_t>(PsRequestKind::kPullRows))
     throw DataLossError(
         fmt::format("a parameter-server request from {} has unknown kind {}", from, kind));
   request.kind = static_cast<PsRequestKind>(kind);

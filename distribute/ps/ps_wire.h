@@ -4,8 +4,13 @@
 // variable): the gradients of the variables that task holds, and the names whose fresh values
 // it wants back, batched in one frame. A frame is its length (8 bytes) then its bytes; a tensor
 // is its name, dtype, shape and raw elements (host byte order: the tasks of a job run the same
-// build), or for a row-sparse gradient (TF's IndexedSlices) its indices and values. Strings
-// are not carried (a ps holds numeric variables only).
+// build), or for a sparse tensor its indices and values, or for a row-sparse gradient (TF's
+// IndexedSlices) its dense shape, row indices and rows. Strings are not carried (a ps holds
+// numeric variables only).
+//
+// Embedding tables move by rows: a step pulls only the rows its lookups read (kPullRows, the
+// gather TF's embedding_lookup runs on the ps task) and pushes their gradients as slices, which
+// the owner applies with the optimizer's sparse update.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +20,7 @@
 
 #include "distribute/data_plane.h"
 #include "ops/error.h"
+#include "ops/indexed_slices.h"
 #include "ops/tensor.h"
 
 namespace est::distribute {
@@ -27,11 +33,15 @@ enum class PsRequestKind : uint8_t {
   kWorkerDone = 5,  // `message` (the task) has finished training
   kEndJob = 6,      // the chief (`message`) is done: exit once the others are done or gone
   kAbort = 7,       // the job failed with `message`: exit with that error
+  kPullRows = 8,    // for each of `tensors` (a variable, int64 row ids [k]): its rows [k, ...]
 };
 
 struct NamedTensor {
   std::string name;
-  ops::Tensor value;  // on the host
+  ops::Tensor value;  // on the host; undefined when `rows` holds the value
+  // A row-sparse gradient (TF's IndexedSlices) instead of `value`: rows of the variable's axis
+  // 0 (of its part, on a ps task) and their values.
+  ops::IndexedSlices rows{};
 };
 
 struct PsRequest {
