@@ -6,7 +6,8 @@
 // the variables after several steps are those of the dense path (the table read through a
 // one-hot matmul: pulled whole, dense gradients) and of one process; a partitioned table's ids
 // reach the part that holds them; a whole read of a table read by rows so far sees fresh
-// values; ids past the table are an error naming the variable and the id.
+// values; feature columns' tables move by rows too; row slices survive the wire; ids past the
+// table are an error naming the variable and the id.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -231,6 +232,27 @@ TEST_CASE("ps embedding: a whole read of a table read by rows so far sees fresh 
   for (int s = 0; s < steps; ++s)
     local.run([&](ReplicaContext& r) { return model_step(r, 50, s, Read::kRowsThenWhole); });
   check_same(ps, values_after(local));
+}
+
+TEST_CASE("ps embedding: row slices cross the wire; malformed ones are a DataLossError") {
+  PsRequest push{.kind = PsRequestKind::kPushPull};
+  push.tensors.push_back(
+      {.name = "emb",
+       .rows = ops::make_indexed_slices(Tensor::from_vector<int64_t>({4, 1}),
+                                        Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}), {5, 2})});
+  push.tensors.push_back({.name = "dense/bias", .value = Tensor::from_vector<float>({7})});
+  PsRequest got = decode_request(encode(push), "chief 0");
+  REQUIRE(got.tensors.size() == 2);
+  CHECK_FALSE(got.tensors[0].value.defined());
+  CHECK(got.tensors[0].rows.dense_shape == Shape{5, 2});
+  CHECK(got.tensors[0].rows.indices.to_vector<int64_t>() == std::vector<int64_t>{4, 1});
+  CHECK(got.tensors[0].rows.values.to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+  CHECK_FALSE(got.tensors[1].rows.defined());
+  CHECK(got.tensors[1].value.to_vector<float>() == std::vector<float>{7});
+  // Row 5 of a 5-row variable (slices built unchecked, as a corrupt peer would send them).
+  push.tensors[0].rows.indices = Tensor::from_vector<int64_t>({5, 1});
+  CHECK_THROWS_WITH_AS(decode_request(encode(push), "chief 0"),
+                       doctest::Contains("malformed row slices for 'emb'"), DataLossError);
 }
 
 TEST_CASE("ps embedding: an id past the table names the variable and the id") {
