@@ -78,8 +78,19 @@ ParameterServerStrategy::ParameterServerStrategy(const TfConfig& config,
                             .health = {}});
         setup.variables = std::make_unique<PsVariables>(*setup.client, *setup.placement);
         setup.variable_placement = mirrored_placement();  // the worker's store: a cache
-        setup.gradient_path = std::make_shared<PsGradientPath>(*setup.variables, setup.is_chief,
-                                                               options.session_creation_timeout);
+        if (options.sync_replicas) {
+          options.sync_replicas->validate();
+          int trainers = static_cast<int>(setup.num_input_pipelines);
+          if (options.sync_replicas->resolved_total_num_replicas() != trainers)
+            log::warning(
+                "ParameterServerStrategy: SyncReplicas total_num_replicas = {} but TF_CONFIG lists "
+                "{} training tasks: each step releases {} tokens",
+                options.sync_replicas->resolved_total_num_replicas(), trainers,
+                options.sync_replicas->tokens_per_step());
+        }
+        setup.gradient_path = std::make_shared<PsGradientPath>(
+            *setup.variables, setup.is_chief, options.session_creation_timeout,
+            options.sync_replicas, setup.task_name);
         return setup;
       }()) {}
 
