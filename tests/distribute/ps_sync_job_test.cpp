@@ -5,7 +5,8 @@
 //    first step (num_tokens = 0), ends with the checkpoint MultiWorkerMirroredStrategy writes
 //    over the same data (each task's own batch of 32, the same steps), within float32 rounding;
 //  - replicas_to_aggregate = 2 of 3 training tasks (one backup replica, TF's default tokens):
-//    every ps task applies exactly one aggregated update per global step;
+//    every ps task applies exactly one aggregated update per global step, and the job goes on
+//    when one of the three is killed;
 //  - a worker killed mid-job: the chief's wait for its token ends within token_timeout with an
 //    error naming the step and the worker, and the ps task stops with it; restarted within
 //    token_timeout, the worker rejoins the step and the job completes.
@@ -198,6 +199,27 @@ TEST_CASE("ps sync job: a worker killed and restarted within token_timeout rejoi
   CHECK(ps == 0);
   CHECK(group.output(again).find("finished worker 0") != std::string::npos);
   CHECK(checkpoint::read_info(*checkpoint::latest_checkpoint(dir / "model")).global_step == 300);
+}
+
+TEST_CASE("ps sync job: with a backup replica, a worker's death does not stop the job") {
+  ScratchDir dir;
+  ProcessGroup group(dir.str());
+  start(group, tf_configs(2, 1),
+        {"--model_dir", dir / "model", "--max_steps", "200", "--batch", "16", "--step_delay_ms",
+         "20", "--sync_replicas", "2", "--total_num_replicas", "3", "--token_timeout_s", "60"});
+  REQUIRE_MESSAGE(wait_for_output(group, 2, "loss = ", 120s), group.outputs());
+  group.signal(2, SIGKILL);  // worker 1
+  CHECK(group.wait(2, 10s) == -SIGKILL);
+  // The chief and worker 0 are still replicas_to_aggregate: every step completes without it.
+  auto chief = group.wait(0, 300s);
+  auto worker = group.wait(1, 60s);
+  auto ps = group.wait(3, 30s);
+  INFO(group.outputs());
+  CHECK(chief == 0);
+  CHECK(worker == 0);
+  CHECK(ps == 0);
+  CHECK(checkpoint::read_info(*checkpoint::latest_checkpoint(dir / "model")).global_step == 200);
+  CHECK(group.output(3).find("ps 0: 200 synchronous steps applied") != std::string::npos);
 }
 
 }  // namespace est::testing
