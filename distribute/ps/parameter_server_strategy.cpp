@@ -45,6 +45,7 @@ ParameterServerStrategy::ParameterServerStrategy(const TfConfig& config,
                                                  ParameterServerOptions options)
     : ParameterServerStrategy([&] {
         Setup setup{.config = config, .options = options};
+        if (options.sync_replicas) options.sync_replicas->validate();
         const ClusterSpec& cluster = config.cluster;
         int num_ps = cluster.num_tasks(TaskType::kPs);
         if (!cluster.empty())
@@ -79,7 +80,6 @@ ParameterServerStrategy::ParameterServerStrategy(const TfConfig& config,
         setup.variables = std::make_unique<PsVariables>(*setup.client, *setup.placement);
         setup.variable_placement = mirrored_placement();  // the worker's store: a cache
         if (options.sync_replicas) {
-          options.sync_replicas->validate();
           int trainers = static_cast<int>(setup.num_input_pipelines);
           if (options.sync_replicas->resolved_total_num_replicas() != trainers)
             log::warning(

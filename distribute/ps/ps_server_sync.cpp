@@ -64,10 +64,16 @@ PsReply PsServer::sync_push(const PsRequest& request, const std::string& client)
         client));
   if (!options_.optimizer)
     throw InternalError("this ps task has no optimizer to apply updates with");
-  for (const NamedTensor& t : request.tensors)
-    if (!store_.contains(t.name))
+  for (const NamedTensor& t : request.tensors) {
+    std::optional<nn::Variable> variable = store_.find(t.name);
+    if (!variable)
       throw NotFoundError(
           fmt::format("this ps task holds no variable '{}' for {}'s gradient", t.name, client));
+    if (t.value.shape() != variable->value.shape())
+      throw InvalidArgumentError(fmt::format("{}'s gradient for '{}' has shape {}, the variable {}",
+                                             client, t.name, ops::shape_str(t.value.shape()),
+                                             ops::shape_str(variable->value.shape())));
+  }
   if (!accumulator_->apply_grad(request.global_step, request.tensors)) {
     log::debug("{}: dropped {}'s stale gradients of step {} (the accumulator is at step {})",
                name(), client, request.global_step, accumulator_->step());
@@ -120,19 +126,18 @@ PsReply PsServer::take_token(const PsRequest& request, const std::string& client
     if (end_ && !end_->ok()) throw_error(end_->code, end_->message);
     if (stopping_) throw CancelledError("the ps task is stopping");
     if (Clock::now() >= deadline) {
-      std::vector<std::string> lost(lost_.begin(), lost_.end());
       const std::vector<std::string>& arrived = tokens_->arrived();
+      std::string who = arrived.empty() ? "" : " (" + join_names(arrived) + ")";
+      std::vector<std::string> lost(lost_.begin(), lost_.end()), done(done_.begin(), done_.end());
+      if (!lost.empty())
+        who += fmt::format("; the connection from {} ended before it was done", join_names(lost));
+      if (!done.empty()) who += fmt::format("; {} finished training", join_names(done));
       throw DeadlineExceededError(fmt::format(
           "{} waited {} s for the token of synchronous step {}: {} of replicas_to_aggregate = {} "
-          "replicas had pushed that step's gradients to every ps task{}{}. A training task "
-          "died or stalled: restart it (it rejoins the step), or raise "
-          "SyncReplicasOptions::token_timeout",
+          "replicas had pushed that step's gradients to every ps task{}. A training task died or "
+          "stalled: restart it (it rejoins the step), or raise SyncReplicasOptions::token_timeout",
           client, std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
-          tokens_->global_step(), arrived.size(), tokens_->options().replicas_to_aggregate,
-          arrived.empty() ? "" : " (" + join_names(arrived) + ")",
-          lost.empty() ? ""
-                       : fmt::format("; the connection from {} ended before it was done",
-                                     join_names(lost))));
+          tokens_->global_step(), arrived.size(), tokens_->options().replicas_to_aggregate, who));
     }
     tokens_cv_.wait_for(lock, std::chrono::milliseconds(100));
   }

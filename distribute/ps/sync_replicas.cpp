@@ -75,14 +75,18 @@ bool GradientAccumulator::apply_grad(int64_t local_step,
     return false;
   }
   ops::NoGradGuard no_grad;
+  std::vector<ops::Tensor> dense;  // checked first: a refused push leaves the sums as they were
   for (const NamedTensor& g : gradients) {
-    ops::Tensor dense = g.value.is_sparse() ? ops::sparse::to_dense(g.value) : g.value.detach();
-    Sum& sum = sums_[g.name];
-    if (sum.count > 0 && sum.total.shape() != dense.shape())
+    dense.push_back(g.value.is_sparse() ? ops::sparse::to_dense(g.value) : g.value.detach());
+    auto sum = sums_.find(g.name);
+    if (sum != sums_.end() && sum->second.total.shape() != dense.back().shape())
       throw InvalidArgumentError(fmt::format(
           "a gradient for '{}' of shape {} does not match the ones accumulated for it ({})", g.name,
-          ops::shape_str(dense.shape()), ops::shape_str(sum.total.shape())));
-    sum.total = sum.count == 0 ? dense.clone() : ops::add(sum.total, dense);
+          ops::shape_str(dense.back().shape()), ops::shape_str(sum->second.total.shape())));
+  }
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    Sum& sum = sums_[gradients[i].name];
+    sum.total = sum.count == 0 ? dense[i].clone() : ops::add(sum.total, dense[i]);
     ++sum.count;
   }
   ++count_;

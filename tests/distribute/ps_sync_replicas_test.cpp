@@ -51,10 +51,15 @@ TEST_CASE("sync replicas: the accumulator averages replicas_to_aggregate fresh g
 }
 
 TEST_CASE("sync replicas: a gradient of another shape than the accumulated ones is refused") {
-  GradientAccumulator accumulator(3, 0);
-  accumulator.apply_grad(0, {grad("w", {1, 2})});
-  CHECK_THROWS_WITH_AS(accumulator.apply_grad(0, {grad("w", {1, 2, 3})}), doctest::Contains("'w'"),
-                       InvalidArgumentError);
+  GradientAccumulator accumulator(2, 0);
+  accumulator.apply_grad(0, {grad("w", {1, 2}), grad("b", {1})});
+  CHECK_THROWS_WITH_AS(accumulator.apply_grad(0, {grad("b", {5}), grad("w", {1, 2, 3})}),
+                       doctest::Contains("'w'"), InvalidArgumentError);
+  CHECK(accumulator.count() == 1);  // the refused push left nothing behind, "b" included
+  accumulator.apply_grad(0, {grad("w", {3, 4}), grad("b", {3})});
+  auto means = by_name(accumulator.take_grad());
+  CHECK(means.at("w") == std::vector<float>{2, 3});
+  CHECK(means.at("b") == std::vector<float>{2});
 }
 
 TEST_CASE("sync replicas: a step completes when replicas_to_aggregate workers arrive with it") {

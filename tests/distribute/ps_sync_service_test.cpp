@@ -171,6 +171,22 @@ TEST_CASE("ps sync: a worker waiting for a token that does not come names the wa
       DeadlineExceededError);
 }
 
+TEST_CASE("ps sync: a gradient whose shape is not its variable's is refused before it counts") {
+  auto servers = start_ps(1, nn::optim::sgd(1.0));
+  SyncReplicasOptions options{.replicas_to_aggregate = 1, .num_tokens = 0, .token_timeout = 30s};
+  Worker chief(servers, "chief 0", options, true);
+  std::vector<float> bias = chief.floats("dense/bias");
+  std::vector<nn::GradAndVar> wrong = gradients(chief.store, 1);
+  wrong.back().gradient = ops::Tensor::from_vector<float>({1, 2, 3});  // dense/bias is [2]
+  CHECK_THROWS_WITH_AS(chief.sync.step(chief.store, wrong),
+                       doctest::Contains("gradient for 'dense/bias' has shape [3]"),
+                       InvalidArgumentError);
+  CHECK(servers[0]->sync_stats()->steps == 0);
+  chief.sync.step(chief.store, gradients(chief.store, 1));  // the step is still to be done
+  CHECK(chief.global_step() == 1);
+  CHECK(chief.floats("dense/bias") == std::vector<float>{bias[0] - 1, bias[1] - 2});
+}
+
 TEST_CASE("ps sync: a worker that pushes asynchronously to a synchronous job is refused") {
   auto servers = start_ps(1, nn::optim::sgd(0.1));
   SyncReplicasOptions options{.replicas_to_aggregate = 1, .num_tokens = 0};
