@@ -2,8 +2,9 @@
 // bounded waits, every process killed by pid at the end), each task ps_job_task with its
 // TF_CONFIG and --sync_replicas (SyncReplicasOptimizer's semantics):
 //  - replicas_to_aggregate = total_num_replicas = the 2 training tasks, in lock-step from the
-//    first step (num_tokens = 0), ends with the checkpoint MultiWorkerMirroredStrategy writes
-//    over the same data (each task's own batch of 32, the same steps), within float32 rounding;
+//    first step (num_tokens = 0), over 2 ps tasks with a partitioned kernel, ends with the
+//    checkpoint MultiWorkerMirroredStrategy writes over the same data (each task's own batch of
+//    32, the same steps), within float32 rounding;
 //  - replicas_to_aggregate = 2 of 3 training tasks (one backup replica, TF's default tokens):
 //    every ps task applies exactly one aggregated update per global step, and the job goes on
 //    when one of the three is killed;
@@ -96,14 +97,20 @@ TEST_CASE(
   ScratchDir dir;
   const std::vector<std::string> common = {"--max_steps", "40",          "--batch",
                                            "32",          "--optimizer", "momentum"};
-  std::vector<std::string> ps_args = {"--model_dir", dir / "ps",     "--sync_replicas",
-                                      "2",           "--num_tokens", "0"};
+  // Two ps tasks, the hidden kernel cut in two parts: each task's accumulators and the tokens of
+  // ps 0 must agree on every step.
+  std::vector<std::string> ps_args = {"--model_dir",  dir / "ps", "--sync_replicas", "2",
+                                      "--num_tokens", "0",        "--partitions",    "2"};
   ps_args.insert(ps_args.end(), common.begin(), common.end());
   std::filesystem::create_directories(dir / "ps_logs");
   ProcessGroup ps_job(dir / "ps_logs");
-  run_job(ps_job, tf_configs(1, 1), ps_args);
-  CHECK(ps_job.output(2).find("ps 0: 40 synchronous steps applied (2 gradients averaged into "
-                              "each), 0 stale gradients dropped") != std::string::npos);
+  run_job(ps_job, tf_configs(1, 2), ps_args);
+  for (size_t ps : {2, 3}) {
+    std::string line = "ps " + std::to_string(ps - 2) +
+                       ": 40 synchronous steps applied (2 gradients averaged into each), 0 stale "
+                       "gradients dropped";
+    CHECK_MESSAGE(ps_job.output(ps).find(line) != std::string::npos, ps_job.output(ps));
+  }
 
   std::vector<std::string> mwms_args = {"--model_dir", dir / "mwms", "--strategy", "mwms"};
   mwms_args.insert(mwms_args.end(), common.begin(), common.end());
