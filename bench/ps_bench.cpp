@@ -31,6 +31,7 @@
 #include <est/distribute/ps/ps_server.h>
 #include <est/nn/nn.h>
 
+#include "bench/child_processes.h"
 #include "bench/fashion_mnist_memory.h"
 #include "examples/cnn_model.h"
 
@@ -97,22 +98,8 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& tf_config,
   return pid;
 }
 
-double value_in(const std::string& log, const std::string& key) {
-  std::ifstream in(log);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key + "=", 0) == 0) return std::stod(line.substr(key.size() + 1));
-  throw est::InternalError("no " + key + " in " + log);
-}
-
-void wait_all(const std::vector<pid_t>& pids) {
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      throw est::InternalError("a benchmark process failed");
-  }
-}
+using bench::value_in;
+using bench::wait_all;
 
 }  // namespace
 
