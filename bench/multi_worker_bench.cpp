@@ -10,17 +10,12 @@
 // the per-round ratios. Lines: `one_process examples_per_sec=...`, `two_workers ...`,
 // `ratio=...`.
 #include <fmt/format.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -74,25 +69,7 @@ double train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t 
   return static_cast<double>(steps * global_batch) / seconds;
 }
 
-// Runs `argv` (this program in a role) with TF_CONFIG `tf_config` and its output in `log`.
-pid_t spawn(const std::vector<std::string>& argv, const std::string& tf_config,
-            const std::string& log) {
-  std::vector<std::string> args = argv;
-  std::vector<char*> pointers;
-  for (auto& arg : args) pointers.push_back(arg.data());
-  pointers.push_back(nullptr);
-  if (tf_config.empty()) ::unsetenv("TF_CONFIG");
-  else ::setenv("TF_CONFIG", tf_config.c_str(), 1);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, pointers.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw est::UnavailableError("cannot start a benchmark process");
-  return pid;
-}
-
+using bench::spawn;
 using bench::value_in;
 using bench::wait_all;
 
