@@ -32,10 +32,6 @@ TEST_CASE("every canned estimator trains under MultiWorkerMirroredStrategy") {
     TempDir dir;
     train_on_two_workers(c, dir.str());
     Metrics metrics = c.make(config(dir.str()))->evaluate(eval_input(c.task));
-    CHECK(metrics.at("global_step") == 300);
-    if (std::string(c.metric) == "accuracy")
-      CHECK(metrics.at("accuracy") > c.bound);
-    else
-      CHECK(metrics.at("average_loss") < c.bound);
+    check_trained(c, metrics);
   }
 }
