@@ -21,17 +21,24 @@
 // as the model reads them: every variable is pulled whole until it has been read by rows, and
 // a whole read of one (a dense use of the table) pulls it whole there and then, and from then
 // on with every step.
+//
+// Synchronous on request (`sync`: SyncReplicasOptimizer's semantics): the step's push goes into
+// the owners' accumulators and the worker waits for its token before the next step
+// (distribute/ps/ps_sync_step.h).
 #pragma once
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "distribute/gradient_path.h"
+#include "distribute/ps/ps_sync_step.h"
 #include "distribute/ps/ps_variables.h"
 
 namespace est::distribute {
@@ -39,8 +46,9 @@ namespace est::distribute {
 class PsGradientPath final : public GradientPath {
  public:
   // `variables` must outlive the path. `wait_for_chief`: how long a worker waits for the chief
-  // to initialize a variable.
-  PsGradientPath(PsVariables& variables, bool is_chief, std::chrono::milliseconds wait_for_chief);
+  // to initialize a variable. `sync`: train synchronously (`task` names this task then).
+  PsGradientPath(PsVariables& variables, bool is_chief, std::chrono::milliseconds wait_for_chief,
+                 std::optional<SyncReplicasOptions> sync = std::nullopt, std::string task = {});
 
   std::string_view name() const override { return "push to the ps tasks"; }
   void apply(ReplicaContext& replica, const nn::TrainOp& train_op, double gradient_scale,
@@ -72,6 +80,7 @@ class PsGradientPath final : public GradientPath {
   std::set<std::string> read_by_rows_;  // the others it has read: rows only, not pulled whole
   // Per replica store: of those, the ones pushed since the store's last whole pull.
   std::map<const nn::VariableStore*, std::set<std::string>> stale_;
+  std::unique_ptr<PsSyncStep> sync_;  // null: asynchronous
 };
 
 }  // namespace est::distribute

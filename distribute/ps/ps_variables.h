@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -65,6 +66,12 @@ class PsVariables {
   std::set<int64_t> rows_read(const std::string& name, const ops::Tensor& ids) const;
   // Everything the tasks hold, with one process's names, parts joined.
   std::vector<NamedTensor> pull_all();
+  // Adds `grads` (of placed variables: dense, or row-sparse in sparse_gradient, sent as its
+  // rows; neither: skipped) to `requests` ([ps tasks], each set already), each gradient cut
+  // into its parts' rows for the tasks that hold them, and sets `kind` on every request that
+  // got one.
+  void add_gradients(const std::vector<nn::GradAndVar>& grads,
+                     std::vector<std::optional<PsRequest>>& requests, PsRequestKind kind) const;
 
   // This training task is done (the chief: the job ends once the other training tasks are
   // done or gone, and the ps tasks exit).

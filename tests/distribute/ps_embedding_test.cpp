@@ -98,13 +98,19 @@ std::map<std::string, std::vector<float>> values_after(Strategy& strategy) {
   return values;
 }
 
-std::map<std::string, std::vector<float>> train(int num_ps, Partitioner partitioner, Read read,
-                                                int steps, int64_t rows = 50) {
+std::map<std::string, std::vector<float>> train(
+    int num_ps, Partitioner partitioner, Read read, int steps,
+    std::optional<SyncReplicasOptions> sync = std::nullopt, uint64_t* last_step_bytes = nullptr,
+    int64_t rows = 50) {
   Cluster cluster = start_job(num_ps, nn::optim::adagrad(0.5));
-  ParameterServerStrategy chief(cluster.config,
-                                {.token = kToken, .partitioner = std::move(partitioner)});
-  for (int s = 0; s < steps; ++s)
+  ParameterServerStrategy chief(
+      cluster.config,
+      {.token = kToken, .partitioner = std::move(partitioner), .sync_replicas = sync});
+  for (int s = 0; s < steps; ++s) {
+    uint64_t before = chief.bytes_sent() + chief.bytes_received();
     chief.run([&](ReplicaContext& r) { return model_step(r, rows, s, read); });
+    if (last_step_bytes) *last_step_bytes = chief.bytes_sent() + chief.bytes_received() - before;
+  }
   return values_after(chief);
 }
 
@@ -221,6 +227,19 @@ TEST_CASE("ps embedding: a partitioned table's ids reach the parts that hold the
   std::vector<float> want(20, -1.0f);
   for (int row : {0, 3, 4, 9}) want[2 * row] = want[2 * row + 1] = static_cast<float>(row);
   CHECK(cache.to_vector<float>() == want);
+}
+
+TEST_CASE("ps embedding: synchronous training moves rows too, with the asynchronous result") {
+  // One training task aggregating its own gradients: each step as the asynchronous one (the
+  // accumulator's mean of one row-sparse gradient, applied by the ps task).
+  const int steps = 4;
+  uint64_t bytes = 0;
+  auto sync =
+      train(2, fixed_size_partitioner(3), Read::kRows, steps,
+            SyncReplicasOptions{.replicas_to_aggregate = 1, .num_tokens = 0}, &bytes, 20000);
+  check_same(sync, train(1, {}, Read::kRows, steps, std::nullopt, nullptr, 20000));
+  // 6 rows each way, the dense layer, the token: not the table (20000 x 8 floats).
+  CHECK(bytes < 4096);
 }
 
 TEST_CASE("ps embedding: a whole read of a table read by rows so far sees fresh values") {
