@@ -139,10 +139,10 @@ TEST_CASE(
   for (const char* name : {"dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias",
                            "dense/kernel/Momentum", "dense_1/bias/Momentum", "global_step"})
     CHECK_MESSAGE(names.count(name) == 1, name);
-  // Asynchronous: the other worker's last push may land between the chief's step and its save's
-  // pull, so the checkpoint's name can trail its global_step variable by one (issue 18 lists it).
-  CHECK(checkpoint::read_info(latest).global_step >= ps.global_step - 1);
-  CHECK(checkpoint::read_info(latest).global_step <= ps.global_step);
+  // Named after the global_step it holds (read with the variables, after the other worker's
+  // last push).
+  CHECK(checkpoint::read_info(latest).global_step == ps.global_step);
+  CHECK(latest == dir / ("model/model.ckpt-" + std::to_string(ps.global_step) + ".h5"));
 
   // Resumed under MirroredStrategy in one process, from the PS checkpoint.
   ProgramResult resumed =
