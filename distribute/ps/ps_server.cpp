@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "distribute/ps/ps_handshake.h"
+#include "nn/model_context.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
 #include "ops/logging.h"
@@ -241,6 +242,14 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
         }
         options_.optimizer->apply_gradients(store_, std::move(grads));
         ++updates_;
+        for (const PsMovingAverage& average : request.moving_averages) {
+          std::optional<nn::Variable> variable = store_.find(average.name);
+          if (!variable)
+            return error_reply(StatusCode::kNotFound,
+                               fmt::format("{} holds no variable '{}' for {}'s moving average",
+                                           name(), average.name, client));
+          nn::apply_moving_average({variable->value, average.value, average.momentum});
+        }
       }
       return values(request.names);
     }

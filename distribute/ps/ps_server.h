@@ -12,6 +12,9 @@
 // every training task has said it is done, or the chief has and no other training task is
 // still connected (a worker that died does not keep the job alive; one still stepping does);
 // a job that failed (a task sent its error) makes join() throw that error.
+//
+// A push may also carry moving averages (batch norm's statistics), applied after its gradients
+// to the variables held here, as TF colocates assign_moving_average with its variable.
 #pragma once
 
 #include <atomic>

@@ -153,9 +153,10 @@ ops::Tensor PsVariables::pull_variable(const std::string& name, std::chrono::mil
 }
 
 int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::VariableStore& store,
-                               int64_t global_step_seen) {
+                               int64_t global_step_seen,
+                               const std::vector<PsMovingAverage>& moving_averages) {
   size_t num_ps = static_cast<size_t>(client_->num_ps());
-  bool pushing = !grads.empty();
+  bool pushing = !grads.empty() || !moving_averages.empty();
   std::vector<std::optional<PsRequest>> requests(num_ps);
   for (size_t ps = 0; ps < num_ps; ++ps)
     requests[ps] = PsRequest{.kind = PsRequestKind::kPull, .global_step = global_step_seen};
@@ -181,6 +182,20 @@ int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::Var
                                  ? rows(entry.gradient, shard.row_begin, shard.row_end)
                                  : entry.gradient.detach();
       request.tensors.push_back({shard.name, gradient});
+    }
+  }
+  for (const PsMovingAverage& average : moving_averages) {
+    const PsVariable* variable = placement_->find(average.name);
+    if (!variable)
+      throw InvalidArgumentError(
+          fmt::format("a moving average of '{}', which is not on the ps tasks", average.name));
+    for (const PsShard& shard : variable->shards) {
+      PsRequest& request = *requests[static_cast<size_t>(shard.ps)];
+      request.kind = PsRequestKind::kPushPull;
+      ops::Tensor value = variable->partitioned()
+                              ? rows(average.value, shard.row_begin, shard.row_end)
+                              : host(average.value);
+      request.moving_averages.push_back({shard.name, value, average.momentum});
     }
   }
   for (const PsVariable& variable : placement_->variables()) {

@@ -43,11 +43,13 @@ class PsVariables {
   // The owners' value of placed variable `name` (parts joined), waiting (at most `timeout`)
   // until the chief has initialized it.
   ops::Tensor pull_variable(const std::string& name, std::chrono::milliseconds timeout);
-  // One step: pushes `grads` (of placed variables; undefined ones are skipped) and writes the
-  // fresh values of every placed variable into `store`. `global_step_seen`: the step the
-  // gradients were computed at. Returns the global step after the update.
+  // One step: pushes `grads` (of placed variables; undefined ones are skipped) and
+  // `moving_averages` (of placed variables: their owners apply them after the gradients) and
+  // writes the fresh values of every placed variable into `store`. `global_step_seen`: the step
+  // the gradients were computed at. Returns the global step after the update.
   int64_t push_pull(const std::vector<nn::GradAndVar>& grads, nn::VariableStore& store,
-                    int64_t global_step_seen);
+                    int64_t global_step_seen,
+                    const std::vector<PsMovingAverage>& moving_averages = {});
   // Everything the tasks hold, with one process's names, parts joined.
   std::vector<NamedTensor> pull_all();
 
