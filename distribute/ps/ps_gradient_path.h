@@ -15,16 +15,23 @@
 // statistics (non-trainable) are updated on their owner: each worker pushes its batch's
 // statistics with its gradients and the owner applies the moving average (TF colocates
 // assign_moving_average with the variable), so the chief's checkpoints hold every worker's.
+//
+// Synchronous on request (`sync`: SyncReplicasOptimizer's semantics): the step's push goes into
+// the owners' accumulators and the worker waits for its token before the next step
+// (distribute/ps/ps_sync_step.h).
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "distribute/gradient_path.h"
+#include "distribute/ps/ps_sync_step.h"
 #include "distribute/ps/ps_variables.h"
 #include "nn/model_context.h"
 
@@ -33,8 +40,9 @@ namespace est::distribute {
 class PsGradientPath final : public GradientPath {
  public:
   // `variables` must outlive the path. `wait_for_chief`: how long a worker waits for the chief
-  // to initialize a variable.
-  PsGradientPath(PsVariables& variables, bool is_chief, std::chrono::milliseconds wait_for_chief);
+  // to initialize a variable. `sync`: train synchronously (`task` names this task then).
+  PsGradientPath(PsVariables& variables, bool is_chief, std::chrono::milliseconds wait_for_chief,
+                 std::optional<SyncReplicasOptions> sync = std::nullopt, std::string task = {});
 
   std::string_view name() const override { return "push to the ps tasks"; }
   void apply(ReplicaContext& replica, const nn::TrainOp& train_op, double gradient_scale,
@@ -69,6 +77,7 @@ class PsGradientPath final : public GradientPath {
   std::mutex mutex_;  // the local replicas share the connections
   bool global_step_placed_ = false;
   std::vector<std::string> uninitialized_;  // the chief: placed, not sent to the owners yet
+  std::unique_ptr<PsSyncStep> sync_;        // null: asynchronous
 };
 
 }  // namespace est::distribute

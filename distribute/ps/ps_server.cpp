@@ -111,6 +111,7 @@ void PsServer::end(JobStatus status) {
     end_ = std::move(status);
   }
   ended_cv_.notify_all();
+  tokens_cv_.notify_all();
 }
 
 void PsServer::accept_loop() {
@@ -142,6 +143,7 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
   {
     std::lock_guard lock(mutex_);
     connected_.insert(client);
+    lost_.erase(client);
   }
   try {
     for (;;) {
@@ -162,6 +164,7 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
       std::lock_guard lock(mutex_);
       connected_.erase(connected_.find(client));
       done = done_.contains(client);
+      if (!done) lost_.insert(client);
     }
     if (!stopping_ && !done)
       log::info("{}: the connection from {} ended ({})", name(), client, error.what());
@@ -205,6 +208,16 @@ PsReply PsServer::values(const std::vector<std::string>& names) const {
   return reply;
 }
 
+void PsServer::apply_moving_averages(const PsRequest& request, const std::string& client) {
+  for (const PsMovingAverage& average : request.moving_averages) {
+    std::optional<nn::Variable> variable = store_.find(average.name);
+    if (!variable)
+      throw NotFoundError(fmt::format("this ps task holds no variable '{}' for {}'s moving average",
+                                      average.name, client));
+    nn::apply_moving_average({variable->value, average.value, average.momentum});
+  }
+}
+
 PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
   std::unique_lock lock(mutex_);
   switch (request.kind) {
@@ -223,6 +236,14 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
     case PsRequestKind::kPull:
     case PsRequestKind::kPushPull: {
       if (request.kind == PsRequestKind::kPushPull) {
+        if (accumulator_)
+          return error_reply(
+              StatusCode::kInvalidArgument,
+              fmt::format("{} aggregates gradients synchronously ({} configured it: "
+                          "replicas_to_aggregate = {}), but {} pushed asynchronously: give every "
+                          "training task the same ParameterServerOptions::sync_replicas",
+                          name(), sync_configured_by_, accumulator_->replicas_to_aggregate(),
+                          client));
         if (!options_.optimizer)
           return error_reply(StatusCode::kInternal,
                              fmt::format("{} has no optimizer to apply updates with", name()));
@@ -242,14 +263,7 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
         }
         options_.optimizer->apply_gradients(store_, std::move(grads));
         ++updates_;
-        for (const PsMovingAverage& average : request.moving_averages) {
-          std::optional<nn::Variable> variable = store_.find(average.name);
-          if (!variable)
-            return error_reply(StatusCode::kNotFound,
-                               fmt::format("{} holds no variable '{}' for {}'s moving average",
-                                           name(), average.name, client));
-          nn::apply_moving_average({variable->value, average.value, average.momentum});
-        }
+        apply_moving_averages(request, client);
       }
       return values(request.names);
     }
@@ -266,6 +280,12 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
       lock.unlock();
       check_end();
       return {};
+    case PsRequestKind::kSyncConfigure:
+      return sync_configure(request, client);
+    case PsRequestKind::kSyncPush:
+      return sync_push(request, client);
+    case PsRequestKind::kTakeToken:
+      return take_token(request, client, lock);
     case PsRequestKind::kAbort:
       lock.unlock();
       log::error("{}: {} reports that the job failed: {}", name(), client, request.message);

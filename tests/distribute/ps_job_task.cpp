@@ -7,9 +7,12 @@
 //               [--strategy ps|tf1|mirrored|none] [--ps_balancing round_robin|greedy]
 //               [--partitions P] [--step_delay_ms MS] [--throttle_secs S]
 //               [--warm_start_from DIR] [--batch_norm]
-// --strategy ps: ParameterServerStrategy::from_env(); tf1: no train_distribute (TF1's default,
-// the Estimator makes one when TF_CONFIG lists ps tasks); mirrored: MirroredStrategy on one CPU
-// (restoring a PS checkpoint); none: no strategy (the one-process reference).
+//               [--sync_replicas R [--total_num_replicas N] [--num_tokens T] [--token_timeout_s S]]
+// --strategy ps: ParameterServerStrategy::from_env(), synchronous when --sync_replicas is given
+// (SyncReplicasOptions); tf1: no train_distribute (TF1's default, the Estimator makes one when
+// TF_CONFIG lists ps tasks); mirrored: MirroredStrategy on one CPU (restoring a PS checkpoint);
+// mwms: MultiWorkerMirroredStrategy::from_env() on one CPU per task (synchronous all-reduce, the
+// reference of synchronous ps training); none: no strategy (the one-process reference).
 // --batch_norm puts batch normalization after the hidden layer (moving statistics on the ps
 // tasks); --warm_start_from warm-starts every variable from DIR's latest checkpoint. Each task
 // first prints "started <type> <index> pid <pid>" (a test kills it by that pid); the evaluator
@@ -26,6 +29,7 @@
 
 #include "distribute/distribute.h"
 #include "distribute/mirrored_strategy.h"
+#include "distribute/multi_worker_mirrored_strategy.h"
 #include "distribute/ps/parameter_server_strategy.h"
 #include "estimator/estimator.h"
 #include "nn/nn.h"
@@ -87,6 +91,7 @@ int main(int argc, char** argv) try {
   double throttle_secs = 100000;
   std::string warm_start_from;
   bool batch_norm = false;
+  int sync_replicas = 0, total_num_replicas = 0, num_tokens = -1, token_timeout_s = 600;
   CLI::App app("a task of est's parameter-server job tests", "ps_job_task");
   app.add_option("--model_dir", model_dir)->required();
   app.add_option("--max_steps", max_steps);
@@ -99,6 +104,10 @@ int main(int argc, char** argv) try {
   app.add_option("--throttle_secs", throttle_secs, "EvalSpec.throttle_secs");
   app.add_option("--warm_start_from", warm_start_from);
   app.add_flag("--batch_norm", batch_norm);
+  app.add_option("--sync_replicas", sync_replicas, "replicas_to_aggregate (0: asynchronous)");
+  app.add_option("--total_num_replicas", total_num_replicas);
+  app.add_option("--num_tokens", num_tokens);
+  app.add_option("--token_timeout_s", token_timeout_s);
   CLI11_PARSE(app, argc, argv);
 
   std::shared_ptr<distribute::Strategy> strategy;
@@ -111,7 +120,17 @@ int main(int argc, char** argv) try {
              [cut](const std::string& name, const ops::Shape& shape, ops::DType dtype) {
                return name == "dense/kernel" ? cut(name, shape, dtype) : 1;
              },
-         .session_creation_timeout = std::chrono::seconds(60)});
+         .session_creation_timeout = std::chrono::seconds(60),
+         .sync_replicas = sync_replicas > 0
+                              ? std::optional<distribute::SyncReplicasOptions>(
+                                    {.replicas_to_aggregate = sync_replicas,
+                                     .total_num_replicas = total_num_replicas,
+                                     .num_tokens = num_tokens,
+                                     .token_timeout = std::chrono::seconds(token_timeout_s)})
+                              : std::nullopt});
+  } else if (strategy_name == "mwms") {
+    strategy = distribute::MultiWorkerMirroredStrategy::from_env(
+        {}, {.session_creation_timeout = std::chrono::seconds(60), .devices = {"/cpu:0"}});
   } else if (strategy_name == "mirrored") {
     strategy = std::make_shared<distribute::MirroredStrategy>(std::vector<std::string>{"/cpu:0"});
   }

@@ -7,6 +7,8 @@
 // statistics) is applied on the ps task; without ps tasks the strategy trains locally.
 #include <doctest/doctest.h>
 
+#include <functional>
+
 #include "distribute/ps/parameter_server_strategy.h"
 #include "distribute/ps/ps_server.h"
 #include "nn/nn.h"
@@ -43,6 +45,21 @@ Tensor step(ReplicaContext& replica, float init, bool through_apply_gradients) {
     replica.run_train_op(sgd.minimize(loss, ctx));
   }
   return loss;
+}
+
+// A batch-norm-like step: a non-trainable moving mean (momentum 0.5) moves towards this batch's
+// statistic (batch, 2 * batch) as the trainable "w" is trained.
+std::function<Tensor(ReplicaContext&)> step_with_statistic(float batch) {
+  return [batch](ReplicaContext& r) {
+    nn::ModelContext& ctx = r.model_context();
+    ctx.begin_call();
+    Tensor w = ctx.get_variable("w", {2}, DType::kF32, nn::constant(1.0f));
+    Tensor mean = ctx.get_variable("moving_mean", {2}, DType::kF32, nn::constant(0.0f), false);
+    ctx.update_moving_average(mean, Tensor::from_vector<float>({batch, 2 * batch}), 0.5);
+    Tensor loss = ops::sum(ops::mul(w, Tensor::from_vector<float>({1, -2})));
+    r.run_train_op(nn::optim::sgd(0.5).minimize(loss, ctx));
+    return loss;
+  };
 }
 
 }  // namespace
@@ -117,20 +134,6 @@ TEST_CASE("ParameterServerStrategy: each worker's moving average is applied on t
   TfConfig chief_config = job(server.address(), {TaskType::kChief, 0});
   TfConfig worker_config = chief_config;
   worker_config.task = TaskSpec{TaskType::kWorker, 0};
-  // A batch-norm-like step: a non-trainable moving mean (momentum 0.5) moves towards this
-  // batch's statistic `batch` as the trainable "w" is trained.
-  auto step_with_statistic = [](float batch) {
-    return [batch](ReplicaContext& r) {
-      nn::ModelContext& ctx = r.model_context();
-      ctx.begin_call();
-      Tensor w = ctx.get_variable("w", {2}, DType::kF32, nn::constant(1.0f));
-      Tensor mean = ctx.get_variable("moving_mean", {2}, DType::kF32, nn::constant(0.0f), false);
-      ctx.update_moving_average(mean, Tensor::from_vector<float>({batch, 2 * batch}), 0.5);
-      Tensor loss = ops::sum(ops::mul(w, Tensor::from_vector<float>({1, -2})));
-      r.run_train_op(nn::optim::sgd(0.5).minimize(loss, ctx));
-      return loss;
-    };
-  };
   {
     ParameterServerStrategy chief(chief_config, {.token = kToken});
     chief.run(step_with_statistic(2));  // on the ps: 0 * 0.5 + (2, 4) * 0.5
@@ -145,6 +148,26 @@ TEST_CASE("ParameterServerStrategy: each worker's moving average is applied on t
     chief.gradient_path().before_checkpoint(chief.store(0));
     CHECK(chief.store(0).get("moving_mean").value.to_vector<float>() ==
           std::vector<float>{2.5f, 5});
+  }
+  CHECK_NOTHROW(server.join(std::chrono::seconds(5)));
+}
+
+TEST_CASE("ParameterServerStrategy: synchronous steps apply the moving averages on the ps task") {
+  PsServer server({.address = "127.0.0.1:0",
+                   .token = kToken,
+                   .task_index = 0,
+                   .num_workers = 1,
+                   .optimizer = nn::optim::sgd(0.5)});
+  TfConfig config = job(server.address(), {TaskType::kChief, 0});
+  {
+    ParameterServerStrategy chief(config, {.token = kToken,
+                                           .sync_replicas = SyncReplicasOptions{
+                                               .replicas_to_aggregate = 1, .num_tokens = 0}});
+    chief.run(step_with_statistic(2));  // on the ps: 0 * 0.5 + (2, 4) * 0.5
+    chief.run(step_with_statistic(4));  // (1, 2) * 0.5 + (4, 8) * 0.5
+    CHECK(chief.store(0).get("moving_mean").value.to_vector<float>() ==
+          std::vector<float>{2.5f, 5});
+    CHECK(chief.store(0).get("global_step").value.item() == 2);
   }
   CHECK_NOTHROW(server.join(std::chrono::seconds(5)));
 }
