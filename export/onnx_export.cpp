@@ -25,6 +25,11 @@ namespace onnx = est::serving::onnx;
         "export: {} is computed on the host, not by ops the export can write as ONNX; keep it "
         "out of the PREDICT path of model_fn (or compute it in the client before the request)",
         node.name));
+  if (node.kind == NodeKind::kLookup)
+    throw UnimplementedError(fmt::format(
+        "export: the lookup of '{}' cannot be exported: {}; look features up in their feature "
+        "columns, which read what the serving input receiver gives",
+        node.name, why));
   throw UnimplementedError(fmt::format(
       "export: op '{}' (registry op '{}') cannot be exported to ONNX: {}; keep it out of the "
       "PREDICT path of model_fn (or compute it after serving)",
@@ -52,6 +57,7 @@ class Emitter {
   void set_inputs() {
     for (const auto& [name, id] : a_.inputs) input_names_[id] = name;
   }
+  void set_input_name(int id, const std::string& name) { input_names_[id] = name; }
 
   void add_value_info(onnx::ValueInfoProto* info, const std::string& name, int id) {
     info->set_name(name);
@@ -73,6 +79,11 @@ class Emitter {
     tensor->set_name(name);
     tensor->set_data_type(onnx_dtype(host.dtype()));
     for (int64_t dim : host.shape()) tensor->add_dims(dim);
+    if (host.dtype() == DType::kString) {  // strings are string_data, never raw bytes
+      for (int64_t i = 0; i < host.numel(); ++i)
+        tensor->add_string_data(host.data<std::string>()[i]);
+      return;
+    }
     tensor->set_raw_data(std::string(static_cast<const char*>(host.raw_data()), host.nbytes()));
   }
   std::string int64_constant(const std::vector<int64_t>& values) {
@@ -165,6 +176,16 @@ void Emitter::emit(const TracedNode& node) {
   auto in = [&](size_t i) { return value_name(node.inputs.at(i)); };
   const int out_id = node.outputs.at(0);
   const std::string out = value_name(out_id);
+  if (node.kind == NodeKind::kLookup) {  // an index-to-string table: feature lookups are inputs
+    const auto& table = a_.lookups.at(static_cast<size_t>(node.member)).table;
+    if (table.kind != feature_column::LookupTable::Kind::kIndexToString)
+      refuse(node, "a lookup over a value model_fn computed (lookups read features)");
+    const std::string strings = fmt::format("est/strings_{}", counter_++);
+    add_initializer(strings,
+                    Tensor::from_vector<std::string>(table.string_keys, {table.vocabulary_size()}));
+    attribute(add("Gather", {strings, in(0)}, {out}), "axis", int64_t{0});
+    return;
+  }
   if (node.kind == NodeKind::kReshape) {
     std::vector<int64_t> target;
     int dynamic_axes = 0;
@@ -432,24 +453,36 @@ bool same_contents(const Tensor& x, const Tensor& y) {
   return std::memcmp(hx.raw_data(), hy.raw_data(), hx.nbytes()) == 0;
 }
 
+bool is_feature_lookup(const Trace& trace, const TracedNode& node) {
+  return node.kind == NodeKind::kLookup &&
+         trace.lookups.at(static_cast<size_t>(node.member)).table.kind !=
+             feature_column::LookupTable::Kind::kIndexToString;
+}
+
 }  // namespace
 
-std::string to_onnx(const Trace& trace, const Trace& other, const std::string& graph_name) {
+std::string to_onnx(const Trace& trace, const Trace& other, const std::string& graph_name,
+                    std::vector<LookupStep>* lookups) {
   check_same_structure(trace, other);
-  // Liveness: the nodes the outputs depend on, found backwards from them.
+  // Liveness: the nodes the outputs depend on, found backwards from them; a feature lookup's
+  // ids are a graph input, so the search stops there.
   std::map<int, size_t> producer;
   for (size_t i = 0; i < trace.nodes.size(); ++i)
     for (int id : trace.nodes[i].outputs) producer[id] = i;
   std::set<int> live_values;
   std::vector<int> pending;
   for (const auto& [name, id] : trace.outputs) pending.push_back(id);
-  std::set<size_t> live_nodes;
+  std::set<size_t> live_nodes, live_lookups;
   while (!pending.empty()) {
     const int id = pending.back();
     pending.pop_back();
     if (id < 0 || !live_values.insert(id).second) continue;
     auto found = producer.find(id);
     if (found == producer.end()) continue;
+    if (is_feature_lookup(trace, trace.nodes[found->second])) {
+      live_lookups.insert(found->second);
+      continue;
+    }
     live_nodes.insert(found->second);
     for (int input : trace.nodes[found->second].inputs) pending.push_back(input);
   }
@@ -465,7 +498,6 @@ std::string to_onnx(const Trace& trace, const Trace& other, const std::string& g
   graph.set_name(graph_name);
   Emitter emitter(trace, other, graph);
   emitter.set_inputs();
-  for (const auto& [name, id] : trace.inputs) emitter.add_value_info(graph.add_input(), name, id);
   // What cannot be written is refused by name first: a host computation also leaves constants
   // that change with the input behind it.
   for (size_t i : live_nodes) {
@@ -473,6 +505,46 @@ std::string to_onnx(const Trace& trace, const Trace& other, const std::string& g
         trace.nodes[i].kind == NodeKind::kHostComputed)
       refuse(trace.nodes[i], "it has no ONNX form in est's exporter");
   }
+  // Feature lookups: each reads a graph input (through reshapes) and feeds "<column>/ids".
+  std::map<int, std::string> input_of;  // value id -> graph input name
+  for (const auto& [name, id] : trace.inputs) input_of[id] = name;
+  std::set<int> looked_up;  // graph inputs a lookup reads
+  std::vector<LookupStep> steps;
+  for (size_t i : live_lookups) {
+    const TracedNode& node = trace.nodes[i];
+    if (lookups == nullptr)
+      refuse(node,
+             "its lookup runs as est-serve's pre-processing step, which only "
+             "Estimator::export_saved_model writes (signatures.json)");
+    int root = node.inputs.at(0);
+    while (producer.count(root) && trace.nodes[producer.at(root)].kind == NodeKind::kReshape)
+      root = trace.nodes[producer.at(root)].inputs.at(0);
+    if (!input_of.count(root)) refuse(node, "it reads a value model_fn computed, not a feature");
+    looked_up.insert(root);
+    const feature_column::LookupTable& table =
+        trace.lookups.at(static_cast<size_t>(node.member)).table;
+    const std::string& feature = input_of.at(root);
+    std::string name;
+    for (const LookupStep& step : steps)
+      if (step.input == feature && step.table == table) name = step.output;
+    if (name.empty()) {
+      name = node.name + "/ids";
+      for (int n = 1;; ++n) {  // a name no other step or input has
+        bool taken = trace.inputs.count(name) > 0;
+        for (const LookupStep& step : steps) taken = taken || step.output == name;
+        if (!taken) break;
+        name = fmt::format("{}/ids_{}", node.name, n);
+      }
+      steps.push_back({.input = feature, .output = name, .table = table});
+      emitter.add_value_info(graph.add_input(), name, node.outputs.at(0));
+    }
+    emitter.set_input_name(node.outputs.at(0), name);
+  }
+  for (const auto& [name, id] : trace.inputs)
+    if (live_values.count(id) || !looked_up.count(id))
+      emitter.add_value_info(graph.add_input(), name, id);
+  if (lookups != nullptr)
+    for (LookupStep& step : steps) lookups->push_back(std::move(step));
   for (const auto& [id, value] : trace.constants) {
     if (!live_values.count(id)) continue;
     auto theirs = other.constants.find(id);

@@ -9,10 +9,18 @@
 // which are NCHW in ONNX, the graph transposes. What the export cannot express (a kernel with
 // no ONNX form here, a reshape with two batch-dependent dimensions) is an UnimplementedError
 // naming the op, never a wrong graph; ops the outputs do not depend on are dropped.
+//
+// Lookup tables (feature_column/lookup.h): a column's lookup of a feature (vocabulary, hash
+// bucket, identity) becomes a pre-processing step (export/lookup_step.h) whose ids feed the
+// graph input "<column>/ids"; the feature itself stays out of the graph when nothing else reads
+// it. The same lookup twice (an indicator and an embedding of one column) feeds one input. An
+// index-to-string table (a classifier's label_vocabulary) is a Gather from a string initializer,
+// in the graph.
 #pragma once
 
 #include <string>
 
+#include "export/lookup_step.h"
 #include "export/trace.h"
 
 namespace est::serving {
@@ -22,8 +30,10 @@ inline constexpr int kOnnxIrVersion = 8;
 
 // The serialized ModelProto of `trace`, whose dynamic dimensions and constants are checked
 // against `other` (the same function traced at another batch size). `graph_name` names the
-// graph ("serving_default").
-std::string to_onnx(const Trace& trace, const Trace& other, const std::string& graph_name);
+// graph ("serving_default"). The lookup steps the graph needs are appended to `lookups`; when
+// it is null, a graph that needs one is an UnimplementedError naming the column.
+std::string to_onnx(const Trace& trace, const Trace& other, const std::string& graph_name,
+                    std::vector<LookupStep>* lookups = nullptr);
 
 // A serialized ModelProto in protobuf's text format (export_saved_model's as_text).
 std::string onnx_text(const std::string& serialized_model);

@@ -55,6 +55,14 @@ using Values = std::map<std::string, Tensor>;
 Tensor tensor_of(const onnx::TensorProto& proto) {
   const DType dtype = OnnxModel::dtype_of(proto.data_type());
   Shape shape(proto.dims().begin(), proto.dims().end());
+  if (dtype == DType::kString) {
+    if (proto.string_data_size() != ops::num_elements(shape))
+      throw DataLossError(fmt::format("ONNX initializer '{}' has {} strings for shape {}",
+                                      proto.name(), proto.string_data_size(),
+                                      ops::shape_str(shape)));
+    return Tensor::from_vector<std::string>(
+        {proto.string_data().begin(), proto.string_data().end()}, shape);
+  }
   Tensor tensor = Tensor::empty(shape, dtype);
   const size_t bytes = tensor.nbytes();
   if (proto.has_raw_data()) {
@@ -124,6 +132,23 @@ std::array<int, 2> pair_of(const std::vector<int64_t>& values, int fallback) {
   return {static_cast<int>(values[0]), static_cast<int>(values[1])};
 }
 
+// Gather of strings (an index-to-string table), which est's kernels do not copy: rows of a
+// 1-D string tensor at int32 or int64 indices of any shape.
+Tensor gather_strings(const Tensor& params, const Tensor& indices) {
+  if (params.rank() != 1)
+    throw UnimplementedError("ONNX Gather of strings: est gathers from 1-D string tensors only");
+  const std::vector<std::string> table = params.to_vector<std::string>();
+  std::vector<std::string> out;
+  for (int64_t index : indices.to_vector<int64_t>()) {
+    if (index < 0) index += static_cast<int64_t>(table.size());
+    if (index < 0 || index >= static_cast<int64_t>(table.size()))
+      throw InvalidArgumentError(
+          fmt::format("Gather: index {} is out of range [0, {})", index, table.size()));
+    out.push_back(table[static_cast<size_t>(index)]);
+  }
+  return Tensor::from_vector<std::string>(out, indices.shape());
+}
+
 Tensor nchw_to_nhwc(const Tensor& x) { return ops::transpose(x, {0, 2, 3, 1}); }
 Tensor nhwc_to_nchw(const Tensor& x) { return ops::transpose(x, {0, 3, 1, 2}); }
 
@@ -167,6 +192,7 @@ std::vector<Tensor> run_node(const Node& node, const std::vector<Tensor>& in) {
   }
   if (op == "Transpose") return {ops::transpose(in[0], as_ints(node.ints("perm")))};
   if (op == "Concat") return {ops::concat(in, static_cast<int>(node.attribute("axis", 0)))};
+  if (op == "Gather" && in[0].dtype() == DType::kString) return {gather_strings(in[0], in[1])};
   if (op == "Gather")
     return {ops::gather(in[0], in[1], static_cast<int>(node.attribute("axis", 0)))};
   if (op == "Softmax") return {ops::softmax(in[0], static_cast<int>(node.attribute("axis", -1)))};
@@ -261,6 +287,8 @@ DType OnnxModel::dtype_of(int onnx_dtype) {
       return DType::kBool;
     case onnx::TensorProto::BFLOAT16:
       return DType::kBF16;
+    case onnx::TensorProto::STRING:
+      return DType::kString;
     default:
       throw UnimplementedError(fmt::format("ONNX data type {} has no est dtype", onnx_dtype));
   }

@@ -1,19 +1,28 @@
 // Feature-column models at export: numeric and bucketized columns are ops (the bucket is a
 // count of boundaries below the value, then one_hot), so their input layer is part of the ONNX
 // graph, and onnxruntime-node and est's interpreter answer as Estimator::predict does, boundary
-// values included. Columns computed on the host (indicator and embedding columns over
-// categorical lookups) are refused at export by the column's name.
+// values included. Categorical lookups (vocabulary list and file, hash bucket, identity) are
+// pre-processing steps in signatures.json, their vocabulary files assets, and the indicator,
+// embedding and linear views over their ids are in the graph: a wide&deep classifier's export,
+// moved elsewhere, answers as predict does, label_vocabulary's string classes included. What
+// has no dense form (a weighted column) is still refused by the column's name.
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 #include "estimator/estimator.h"
+#include "export/lookup_step.h"
 #include "export/onnx_export.h"
 #include "export/onnx_model.h"
+#include "export/servable.h"
 #include "export/trace.h"
 #include "feature_column/feature_column.h"
+#include "feature_column/hashing.h"
 #include "nn/nn.h"
 #include "tests/export/onnx_tools.h"
+#include "tests/export/wide_deep_model.h"
 
 namespace {
 
@@ -88,29 +97,126 @@ TEST_CASE("export: numeric and bucketized columns export; onnxruntime answers as
   testing::check_close(results["inputs"], Tensor::from_vector(inputs, {10, 6}));
 }
 
-TEST_CASE("export: indicator and embedding columns are refused with the column's name") {
-  auto color = fc::categorical_column_with_vocabulary_list(
-      "color", std::vector<std::string>{"red", "green", "blue"});
-  auto export_columns = [](const std::vector<fc::DenseColumnPtr>& columns,
-                           const serving::NamedTensors& first,
-                           const serving::NamedTensors& second) {
-    nn::VariableStore store;
-    ModelContext ctx(store, nn::Mode::kPredict, 1);
-    auto fn = [&](const serving::NamedTensors& features) {
-      ctx.begin_call();
-      return serving::NamedTensors{{"x", fc::input_layer(features, columns, ctx)}};
-    };
-    fn(first);  // creates the variables
-    return serving::to_onnx(serving::trace(fn, first), serving::trace(fn, second), "g");
-  };
+TEST_CASE("export: a wide&deep classifier's lookups run before its graph, as predict's do") {
+  namespace wd = testing::wide_deep;
+  testing::ScratchDir dir;
+  auto classifier = wd::classifier(dir / "model", dir / "cities.txt");
+  classifier.train(wd::training_input(), {}, 6);
+  const fs::path exported = classifier.export_saved_model(
+      dir / "export", build_raw_serving_input_receiver_fn(wd::receiver_specs()));
+  const std::vector<Predictions> predictions = classifier.predict(wd::probe_input());
+  REQUIRE(predictions.size() == 5);
+
+  // The vocabulary file is an asset, named relative to the export; one step per lookup (the
+  // linear part and the DNN part share them).
+  CHECK(fs::is_regular_file(exported / "assets" / "cities.txt"));
+  const nlohmann::json signatures =
+      nlohmann::json::parse(std::ifstream(exported / "signatures.json"));
+  std::map<std::string, nlohmann::json> steps;
+  for (const auto& step : signatures["serving_default"]["lookups"]) steps[step["input"]] = step;
+  REQUIRE(steps.size() == 4);
+  CHECK(signatures["serving_default"]["lookups"].size() == 4);
+  CHECK(steps["city"]["vocabulary_file"] == "assets/cities.txt");
+  CHECK(steps["color"]["vocabulary"] == nlohmann::json({"red", "green", "blue"}));
+  CHECK(steps["color"]["num_oov_buckets"] == 1);
+  CHECK(steps["name"]["kind"] == "hash_bucket");
+  CHECK(steps["day"]["kind"] == "identity");
+  CHECK(steps["day"]["default_value"] == 0);
+
+  // Moved elsewhere, the export still loads (its asset included).
+  const fs::path moved = dir / "moved";
+  fs::rename(dir / "export", moved);
+  const fs::path version = moved / exported.filename();
+  const serving::Signatures loaded = serving::load_signatures(version / "signatures.json");
+  const serving::OnnxModel model = serving::OnnxModel::load(version / "model.onnx");
+  std::set<std::string> graph_inputs;
+  for (const auto& info : model.inputs()) graph_inputs.insert(info.name);
+  CHECK(graph_inputs ==
+        std::set<std::string>{"age", "city/ids", "color/ids", "day/ids", "name/ids"});
+
+  // TF's ids: "pink" in color's OOV bucket (3 + hash % 1), "berlin" not in the city file and no
+  // OOV bucket (-1, dropped), "" and -1 ignored (-1), day 9 out of range (the default 0).
+  const serving::NamedTensors ids = serving::run_lookups(loaded.at("serving_default").lookups,
+                                                         wd::probe_features(), model.inputs());
+  CHECK(ids.at("color/ids").shape() == Shape{5, 1});
+  CHECK(ids.at("color/ids").to_vector<int64_t>() == std::vector<int64_t>{2, 3, -1, 0, 1});
+  CHECK(ids.at("city/ids").to_vector<int64_t>() == std::vector<int64_t>{2, -1, 0, -1, 1});
+  CHECK(ids.at("day/ids").to_vector<int64_t>() == std::vector<int64_t>{3, 0, -1, 6, 1});
+  std::vector<int64_t> names;
+  for (const char* name : {"zed", "ann", "", "bob", "quinn"})
+    names.push_back(*name ? static_cast<int64_t>(fc::fingerprint64(name) % 5) : -1);
+  CHECK(ids.at("name/ids").to_vector<int64_t>() == names);
+
+  std::vector<float> logits, probabilities;
+  std::vector<std::string> classes;
+  for (const Predictions& row : predictions) {
+    logits.push_back(row.at("logits").to_vector<float>().at(0));
+    for (float p : row.at("probabilities").to_vector<float>()) probabilities.push_back(p);
+    classes.push_back(row.at("classes").to_vector<std::string>().at(0));
+    const int64_t id = row.at("class_ids").to_vector<int64_t>().at(0);
+    CHECK(classes.back() == (id == 0 ? "no" : "yes"));
+  }
+  const serving::NamedTensors outputs = model.run(ids);
+  const std::vector<float> served = outputs.at("logits").to_vector<float>();
+  REQUIRE(served.size() == logits.size());
+  for (size_t i = 0; i < logits.size(); ++i)
+    CHECK(served[i] == doctest::Approx(logits[i]).epsilon(1e-5));
+  CHECK(outputs.at("classes").to_vector<std::string>() == classes);
+  CHECK(outputs.at("all_classes").to_vector<std::string>() ==
+        std::vector<std::string>{"no", "yes", "no", "yes", "no", "yes", "no", "yes", "no", "yes"});
+
+  if (!testing::check_with_onnx_checker(version / "model.onnx")) return;
+  serving::NamedTensors feeds;  // the graph's inputs only: the raw strings stay out
+  for (const std::string& name : graph_inputs) feeds[name] = ids.at(name);
+  nlohmann::json results;
+  if (!testing::run_onnxruntime(version / "model.onnx", feeds, dir, results)) return;
+  testing::check_close(results["logits"], Tensor::from_vector(logits, {5, 1}));
+  testing::check_close(results["probabilities"], Tensor::from_vector(probabilities, {5, 2}));
+  CHECK(results["classes"]["data"].get<std::vector<std::string>>() == classes);
+}
+
+namespace {
+
+std::string export_input_layer(const std::vector<fc::DenseColumnPtr>& columns,
+                               std::vector<serving::LookupStep>* steps) {
   auto strings = [](std::vector<std::string> values) {
     const int64_t n = static_cast<int64_t>(values.size());
     return data::string_tensor(std::move(values), {n, 1});
   };
-  const serving::NamedTensors two{{"color", strings({"red", "blue"})}};
-  const serving::NamedTensors three{{"color", strings({"green", "red", "pink"})}};
-  CHECK_THROWS_WITH_AS(export_columns({fc::indicator_column(color)}, two, three),
-                       doctest::Contains("indicator_column 'color_indicator'"), UnimplementedError);
-  CHECK_THROWS_WITH_AS(export_columns({fc::embedding_column(color, 2)}, two, three),
-                       doctest::Contains("embedding_column 'color_embedding'"), UnimplementedError);
+  const serving::NamedTensors two{
+      {"color", strings({"red", "blue"})},
+      {"weight", Tensor::from_vector(std::vector<float>{1, 2}, {2, 1})}};
+  const serving::NamedTensors three{
+      {"color", strings({"green", "red", "pink"})},
+      {"weight", Tensor::from_vector(std::vector<float>{1, 2, 3}, {3, 1})}};
+  nn::VariableStore store;
+  ModelContext ctx(store, nn::Mode::kPredict, 1);
+  auto fn = [&](const serving::NamedTensors& features) {
+    ctx.begin_call();
+    return serving::NamedTensors{{"x", fc::input_layer(features, columns, ctx)}};
+  };
+  fn(two);  // creates the variables
+  return serving::to_onnx(serving::trace(fn, two), serving::trace(fn, three), "g", steps);
+}
+
+}  // namespace
+
+TEST_CASE("export: a lookup needs its step; a column without a dense form is refused by name") {
+  auto color = fc::categorical_column_with_vocabulary_list(
+      "color", std::vector<std::string>{"red", "green", "blue"});
+  // to_onnx alone has nowhere to write the lookup: refused, naming the column.
+  CHECK_THROWS_WITH_AS(export_input_layer({fc::indicator_column(color)}, nullptr),
+                       doctest::Contains("the lookup of 'color'"), UnimplementedError);
+  // With a list for the steps: one step, shared by the indicator and the embedding.
+  std::vector<serving::LookupStep> steps;
+  export_input_layer({fc::indicator_column(color), fc::embedding_column(color, 2)}, &steps);
+  REQUIRE(steps.size() == 1);
+  CHECK(steps[0].input == "color");
+  CHECK(steps[0].output == "color/ids");
+  CHECK(steps[0].table.string_keys == std::vector<std::string>{"red", "green", "blue"});
+  // A weighted column combines ids and weights on the host.
+  auto weighted = fc::weighted_categorical_column(color, "weight");
+  CHECK_THROWS_WITH_AS(export_input_layer({fc::indicator_column(weighted)}, &steps),
+                       doctest::Contains("indicator_column 'color_weighted_by_weight_indicator'"),
+                       UnimplementedError);
 }

@@ -28,7 +28,7 @@ async function main() {
   const outputs = {};
   for (const [name, tensor] of Object.entries(results)) {
     outputs[name] = {dims: tensor.dims, dtype: tensor.type,
-                     data: Array.from(tensor.data, (v) => Number(v))};
+                     data: Array.from(tensor.data, (v) => (typeof v === 'string' ? v : Number(v)))};
   }
   fs.writeFileSync(outputsPath, JSON.stringify(outputs));
 }
