@@ -1,9 +1,10 @@
 // The lookup steps of a signature, as signatures.json holds them: the categorical columns'
-// lookups (vocabulary, hash bucket, identity: feature_column/lookup.h), which run before the
-// ONNX graph, in est-serve, because TF's hash (Fingerprint64) has no ONNX op and an identity
-// column without default_value must fail on an id out of range. Each step reads a feature (a
-// signature input, or a feature the parse_example step made) and feeds the graph input
-// "<column>/ids" with int64 ids of the feature's shape (-1 where TF ignores the value: "" or -1):
+// lookups that run before the ONNX graph, in est-serve (feature_column/lookup.h; which ones:
+// export/onnx_export.h): hash buckets and OOV buckets need TF's Fingerprint64, which has no
+// ONNX op, an identity column must fail on an id out of range when it has no default_value
+// (est keeps every identity lookup here), and a vocabulary file is an asset. Each step reads a feature (a signature input, or a feature the
+// parse_example step made) and feeds the graph input "<column>/ids" with int64 ids of the
+// feature's shape (-1 where TF ignores the value: "" or -1):
 //
 //   "lookups": [{"input": "color", "output": "color/ids", "kind": "vocabulary",
 //                "key_dtype": "DT_STRING", "vocabulary_file": "assets/colors.txt",

@@ -2,6 +2,7 @@
 // emitter per registry op (see onnx_export.h).
 #include "export/onnx_export.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -18,6 +19,15 @@ namespace {
 using ops::Activation;
 using ops::OpId;
 namespace onnx = est::serving::onnx;
+
+// A string vocabulary list without OOV buckets is ai.onnx.ml's LabelEncoder in the graph; the
+// other lookups need TF's Fingerprint64 or an error on bad ids, which ONNX has not, and a
+// vocabulary file is an asset the step reads.
+bool lookup_in_graph(const feature_column::LookupTable& table) {
+  return table.kind == feature_column::LookupTable::Kind::kVocabulary &&
+         table.key_dtype == DType::kString && table.num_oov_buckets == 0 &&
+         table.vocabulary_file.empty();
+}
 
 [[noreturn]] void refuse(const TracedNode& node, const std::string& why) {
   if (node.kind == NodeKind::kHostComputed)
@@ -114,6 +124,13 @@ class Emitter {
     a->set_i(value);
   }
   static void attribute(onnx::NodeProto* node, const std::string& name,
+                        const std::vector<std::string>& values) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRINGS);
+    for (const std::string& v : values) a->add_strings(v);
+  }
+  static void attribute(onnx::NodeProto* node, const std::string& name,
                         const std::vector<int64_t>& values) {
     auto* a = node->add_attribute();
     a->set_name(name);
@@ -163,8 +180,11 @@ class Emitter {
   }
 
   void emit(const TracedNode& node);
+  // Whether a node of ONNX's ai.onnx.ml domain (LabelEncoder) was written.
+  bool uses_ml_domain() const { return uses_ml_domain_; }
 
  private:
+  bool uses_ml_domain_ = false;
   const Trace& a_;
   const Trace& b_;
   onnx::GraphProto& graph_;
@@ -176,8 +196,27 @@ void Emitter::emit(const TracedNode& node) {
   auto in = [&](size_t i) { return value_name(node.inputs.at(i)); };
   const int out_id = node.outputs.at(0);
   const std::string out = value_name(out_id);
-  if (node.kind == NodeKind::kLookup) {  // an index-to-string table: feature lookups are inputs
+  if (node.kind == NodeKind::kLookup) {  // other feature lookups are graph inputs
     const auto& table = a_.lookups.at(static_cast<size_t>(node.member)).table;
+    if (lookup_in_graph(table)) {
+      // ai.onnx.ml's LabelEncoder: each key's position, "" (TF's ignored value) -1, others
+      // default_value.
+      std::vector<std::string> keys = table.string_keys;
+      std::vector<int64_t> values;
+      for (size_t i = 0; i < keys.size(); ++i)
+        values.push_back(keys[i].empty() ? -1 : static_cast<int64_t>(i));
+      if (std::find(keys.begin(), keys.end(), std::string()) == keys.end()) {
+        keys.emplace_back();
+        values.push_back(-1);
+      }
+      auto* encoder = add("LabelEncoder", {in(0)}, {out});
+      encoder->set_domain(kOnnxMlDomain);
+      attribute(encoder, "keys_strings", keys);
+      attribute(encoder, "values_int64s", values);
+      attribute(encoder, "default_int64", table.default_value);
+      uses_ml_domain_ = true;
+      return;
+    }
     if (table.kind != feature_column::LookupTable::Kind::kIndexToString)
       refuse(node, "a lookup over a value model_fn computed (lookups read features)");
     const std::string strings = fmt::format("est/strings_{}", counter_++);
@@ -453,10 +492,12 @@ bool same_contents(const Tensor& x, const Tensor& y) {
   return std::memcmp(hx.raw_data(), hy.raw_data(), hx.nbytes()) == 0;
 }
 
+// A lookup that runs before the graph (lookup_step.h): any but an index-to-string table and a
+// string vocabulary list without OOV buckets (LabelEncoder).
 bool is_feature_lookup(const Trace& trace, const TracedNode& node) {
-  return node.kind == NodeKind::kLookup &&
-         trace.lookups.at(static_cast<size_t>(node.member)).table.kind !=
-             feature_column::LookupTable::Kind::kIndexToString;
+  if (node.kind != NodeKind::kLookup) return false;
+  const auto& table = trace.lookups.at(static_cast<size_t>(node.member)).table;
+  return table.kind != feature_column::LookupTable::Kind::kIndexToString && !lookup_in_graph(table);
 }
 
 }  // namespace
@@ -558,6 +599,11 @@ std::string to_onnx(const Trace& trace, const Trace& other, const std::string& g
     emitter.add_initializer(emitter.value_name(id), value);
   }
   for (size_t i : live_nodes) emitter.emit(trace.nodes[i]);
+  if (emitter.uses_ml_domain()) {
+    auto* ml = model.add_opset_import();
+    ml->set_domain(kOnnxMlDomain);
+    ml->set_version(kOnnxMlOpsetVersion);
+  }
   for (const auto& [name, id] : trace.outputs) {
     emitter.add("Identity", {emitter.value_name(id)}, {name});
     emitter.add_value_info(graph.add_output(), name, id);

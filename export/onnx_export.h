@@ -10,12 +10,16 @@
 // no ONNX form here, a reshape with two batch-dependent dimensions) is an UnimplementedError
 // naming the op, never a wrong graph; ops the outputs do not depend on are dropped.
 //
-// Lookup tables (feature_column/lookup.h): a column's lookup of a feature (vocabulary, hash
-// bucket, identity) becomes a pre-processing step (export/lookup_step.h) whose ids feed the
-// graph input "<column>/ids"; the feature itself stays out of the graph when nothing else reads
-// it. The same lookup twice (an indicator and an embedding of one column) feeds one input. An
-// index-to-string table (a classifier's label_vocabulary) is a Gather from a string initializer,
-// in the graph.
+// Lookup tables (feature_column/lookup.h): a string vocabulary list without OOV buckets is in
+// the graph, as ai.onnx.ml's LabelEncoder (opset 2; "" maps to -1, unknown keys to
+// default_value), so any ONNX runtime runs it. The other lookups of a feature (OOV buckets and
+// hash buckets need TF's Fingerprint64, which ONNX has not; identity columns, as one without a
+// default fails on an id out of range; a vocabulary file is an asset; integer vocabularies)
+// become pre-processing steps (export/lookup_step.h) whose ids feed the graph input
+// "<column>/ids"; the feature itself stays out of the graph when nothing else reads it. The
+// same lookup twice (an indicator and an embedding of one column) feeds one input. An
+// index-to-string table (a classifier's label_vocabulary) is a Gather from a string
+// initializer, in the graph.
 #pragma once
 
 #include <string>
@@ -27,6 +31,8 @@ namespace est::serving {
 
 inline constexpr int kOnnxOpsetVersion = 13;
 inline constexpr int kOnnxIrVersion = 8;
+inline constexpr const char* kOnnxMlDomain = "ai.onnx.ml";  // LabelEncoder
+inline constexpr int kOnnxMlOpsetVersion = 2;
 
 // The serialized ModelProto of `trace`, whose dynamic dimensions and constants are checked
 // against `other` (the same function traced at another batch size). `graph_name` names the

@@ -1,9 +1,10 @@
 // Feature-column models at export: numeric and bucketized columns are ops (the bucket is a
 // count of boundaries below the value, then one_hot), so their input layer is part of the ONNX
 // graph, and onnxruntime-node and est's interpreter answer as Estimator::predict does, boundary
-// values included. Categorical lookups (vocabulary list and file, hash bucket, identity) are
-// pre-processing steps in signatures.json, their vocabulary files assets, and the indicator,
-// embedding and linear views over their ids are in the graph: a wide&deep classifier's export,
+// values included. A string vocabulary list without OOV buckets is a LabelEncoder in the graph;
+// the other categorical lookups (vocabulary file, OOV buckets, hash bucket, identity) are
+// pre-processing steps in signatures.json, their vocabulary files assets; the indicator,
+// embedding and linear views over the ids are in the graph: a wide&deep classifier's export,
 // moved elsewhere, answers as predict does, label_vocabulary's string classes included. What
 // has no dense form (a weighted column) is still refused by the column's name.
 #include <doctest/doctest.h>
@@ -27,6 +28,11 @@
 namespace {
 
 using namespace est;
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(file), {}};
+}
 namespace fc = est::feature_column;
 namespace fs = std::filesystem;
 
@@ -107,18 +113,17 @@ TEST_CASE("export: a wide&deep classifier's lookups run before its graph, as pre
   const std::vector<Predictions> predictions = classifier.predict(wd::probe_input());
   REQUIRE(predictions.size() == 5);
 
-  // The vocabulary file is an asset, named relative to the export; one step per lookup (the
-  // linear part and the DNN part share them).
+  // The vocabulary file is an asset, named relative to the export; one step per lookup outside
+  // the graph (the linear part and the DNN part share them); color's list is in the graph.
   CHECK(fs::is_regular_file(exported / "assets" / "cities.txt"));
   const nlohmann::json signatures =
       nlohmann::json::parse(std::ifstream(exported / "signatures.json"));
   std::map<std::string, nlohmann::json> steps;
   for (const auto& step : signatures["serving_default"]["lookups"]) steps[step["input"]] = step;
-  REQUIRE(steps.size() == 4);
-  CHECK(signatures["serving_default"]["lookups"].size() == 4);
+  REQUIRE(steps.size() == 3);
+  CHECK(signatures["serving_default"]["lookups"].size() == 3);
   CHECK(steps["city"]["vocabulary_file"] == "assets/cities.txt");
-  CHECK(steps["color"]["vocabulary"] == nlohmann::json({"red", "green", "blue"}));
-  CHECK(steps["color"]["num_oov_buckets"] == 1);
+  CHECK(steps["city"]["num_oov_buckets"] == 1);
   CHECK(steps["name"]["kind"] == "hash_bucket");
   CHECK(steps["day"]["kind"] == "identity");
   CHECK(steps["day"]["default_value"] == 0);
@@ -131,16 +136,17 @@ TEST_CASE("export: a wide&deep classifier's lookups run before its graph, as pre
   const serving::OnnxModel model = serving::OnnxModel::load(version / "model.onnx");
   std::set<std::string> graph_inputs;
   for (const auto& info : model.inputs()) graph_inputs.insert(info.name);
-  CHECK(graph_inputs ==
-        std::set<std::string>{"age", "city/ids", "color/ids", "day/ids", "name/ids"});
+  CHECK(graph_inputs == std::set<std::string>{"age", "city/ids", "color", "day/ids", "name/ids"});
+  const std::string text = serving::onnx_text(read_file(version / "model.onnx"));
+  CHECK(text.find("op_type: \"LabelEncoder\"") != std::string::npos);
+  CHECK(text.find("domain: \"ai.onnx.ml\"") != std::string::npos);
 
-  // TF's ids: "pink" in color's OOV bucket (3 + hash % 1), "berlin" not in the city file and no
-  // OOV bucket (-1, dropped), "" and -1 ignored (-1), day 9 out of range (the default 0).
+  // TF's ids: "berlin" not in the city file, in its OOV bucket (3 + hash % 1), "" and -1
+  // ignored (-1), day 9 out of range (the default 0).
   const serving::NamedTensors ids = serving::run_lookups(loaded.at("serving_default").lookups,
                                                          wd::probe_features(), model.inputs());
-  CHECK(ids.at("color/ids").shape() == Shape{5, 1});
-  CHECK(ids.at("color/ids").to_vector<int64_t>() == std::vector<int64_t>{2, 3, -1, 0, 1});
-  CHECK(ids.at("city/ids").to_vector<int64_t>() == std::vector<int64_t>{2, -1, 0, -1, 1});
+  CHECK(ids.at("city/ids").shape() == Shape{5, 1});
+  CHECK(ids.at("city/ids").to_vector<int64_t>() == std::vector<int64_t>{2, 3, 0, -1, 1});
   CHECK(ids.at("day/ids").to_vector<int64_t>() == std::vector<int64_t>{3, 0, -1, 6, 1});
   std::vector<int64_t> names;
   for (const char* name : {"zed", "ann", "", "bob", "quinn"})
@@ -166,7 +172,7 @@ TEST_CASE("export: a wide&deep classifier's lookups run before its graph, as pre
         std::vector<std::string>{"no", "yes", "no", "yes", "no", "yes", "no", "yes", "no", "yes"});
 
   if (!testing::check_with_onnx_checker(version / "model.onnx")) return;
-  serving::NamedTensors feeds;  // the graph's inputs only: the raw strings stay out
+  serving::NamedTensors feeds;  // the graph's inputs only: the strings looked up before stay out
   for (const std::string& name : graph_inputs) feeds[name] = ids.at(name);
   nlohmann::json results;
   if (!testing::run_onnxruntime(version / "model.onnx", feeds, dir, results)) return;
@@ -201,19 +207,26 @@ std::string export_input_layer(const std::vector<fc::DenseColumnPtr>& columns,
 
 }  // namespace
 
-TEST_CASE("export: a lookup needs its step; a column without a dense form is refused by name") {
+TEST_CASE("export: a lookup outside the graph needs its step; a weighted column is refused") {
   auto color = fc::categorical_column_with_vocabulary_list(
       "color", std::vector<std::string>{"red", "green", "blue"});
-  // to_onnx alone has nowhere to write the lookup: refused, naming the column.
-  CHECK_THROWS_WITH_AS(export_input_layer({fc::indicator_column(color)}, nullptr),
+  auto colors = fc::categorical_column_with_vocabulary_list(
+      "color", std::vector<std::string>{"red", "green", "blue"}, {.num_oov_buckets = 2});
+  // A vocabulary list without OOV buckets is in the graph: no step.
+  std::vector<serving::LookupStep> steps;
+  CHECK(export_input_layer({fc::indicator_column(color)}, nullptr).find("LabelEncoder") !=
+        std::string::npos);
+  // With OOV buckets (Fingerprint64), to_onnx alone has nowhere to write the lookup: refused,
+  // naming the column.
+  CHECK_THROWS_WITH_AS(export_input_layer({fc::indicator_column(colors)}, nullptr),
                        doctest::Contains("the lookup of 'color'"), UnimplementedError);
   // With a list for the steps: one step, shared by the indicator and the embedding.
-  std::vector<serving::LookupStep> steps;
-  export_input_layer({fc::indicator_column(color), fc::embedding_column(color, 2)}, &steps);
+  export_input_layer({fc::indicator_column(colors), fc::embedding_column(colors, 2)}, &steps);
   REQUIRE(steps.size() == 1);
   CHECK(steps[0].input == "color");
   CHECK(steps[0].output == "color/ids");
   CHECK(steps[0].table.string_keys == std::vector<std::string>{"red", "green", "blue"});
+  CHECK(steps[0].table.num_oov_buckets == 2);
   // A weighted column combines ids and weights on the host.
   auto weighted = fc::weighted_categorical_column(color, "weight");
   CHECK_THROWS_WITH_AS(export_input_layer({fc::indicator_column(weighted)}, &steps),

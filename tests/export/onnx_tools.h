@@ -33,7 +33,7 @@ inline bool check_with_onnx_checker(const std::string& path) {
   return true;
 }
 
-// onnxruntime-node's outputs for `inputs` (float32 or int64 tensors) into `outputs`:
+// onnxruntime-node's outputs for `inputs` (float32, int64 or string tensors) into `outputs`:
 // {"name": {"dims": [...], "data": [...]}} (strings for a string output).
 inline bool run_onnxruntime(const std::string& path, const serving::NamedTensors& inputs,
                             const ScratchDir& dir, nlohmann::json& outputs) {
@@ -48,7 +48,10 @@ inline bool run_onnxruntime(const std::string& path, const serving::NamedTensors
   node_modules = node_modules.substr(node_modules.find_last_of('\n') + 1);
   nlohmann::json feeds;
   for (const auto& [name, tensor] : inputs) {
-    if (tensor.dtype() == DType::kI64)
+    if (tensor.dtype() == DType::kString)
+      feeds[name] = {
+          {"dtype", "string"}, {"dims", tensor.shape()}, {"data", tensor.to_vector<std::string>()}};
+    else if (tensor.dtype() == DType::kI64)
       feeds[name] = {
           {"dtype", "int64"}, {"dims", tensor.shape()}, {"data", tensor.to_vector<int64_t>()}};
     else

@@ -1,11 +1,12 @@
 // A wide&deep classifier over every kind of categorical lookup, for the export suites
 // (feature_column_export_test.cpp: the ONNX file and its lookup steps; rest_lookup_test.cpp:
 // est-serve with raw string features): DNNLinearCombinedClassifier with label_vocabulary
-// {"no", "yes"}, its linear part over a vocabulary list with an OOV bucket (color), an
-// identity column with a default (day) and a hash bucket (name), its DNN part over a numeric
-// column, indicators of color and day, and embeddings of a vocabulary file (city, mean, with
-// max_norm) and of the hash bucket (sqrtn). The probe rows hold what the lookups treat
-// specially: an OOV color, unknown cities, ignored values ("" and -1), a day out of range.
+// {"no", "yes"}, its linear part over a vocabulary list (color: in the ONNX graph, as a
+// LabelEncoder), an identity column with a default (day) and a hash bucket (name), its DNN
+// part over a numeric column, indicators of color and day, and embeddings of a vocabulary file
+// with an OOV bucket (city, mean, with max_norm) and of the hash bucket (sqrtn). The probe
+// rows hold what the lookups treat specially: an unknown color (-1, dropped), an unknown city
+// (its OOV bucket), ignored values ("" and -1), a day out of range (the default).
 #pragma once
 
 #include <filesystem>
@@ -42,7 +43,7 @@ inline Tensor training_labels() {
   return data::string_tensor({"no", "yes", "yes", "no", "yes", "no", "no", "yes"}, {8, 1});
 }
 
-// Rows the lookups treat specially: "pink" (an OOV bucket), "berlin" (no OOV bucket: dropped),
+// Rows the lookups treat specially: "pink" (not in the list: -1), "berlin" (the OOV bucket),
 // "" and -1 (ignored), day 9 (out of range: the default 0).
 inline Features probe_features() {
   return features({22, 47, 30, 61, 39}, {"blue", "pink", "", "red", "green"},
@@ -63,8 +64,9 @@ inline DNNLinearCombinedClassifier classifier(const std::string& model_dir,
                                               const std::string& vocabulary_file) {
   std::ofstream(vocabulary_file) << "paris\nlondon\ntokyo\n";
   auto color = fc::categorical_column_with_vocabulary_list(
-      "color", std::vector<std::string>{"red", "green", "blue"}, {.num_oov_buckets = 1});
-  auto city = fc::categorical_column_with_vocabulary_file("city", vocabulary_file);
+      "color", std::vector<std::string>{"red", "green", "blue"});
+  auto city =
+      fc::categorical_column_with_vocabulary_file("city", vocabulary_file, {.num_oov_buckets = 1});
   auto name = fc::categorical_column_with_hash_bucket("name", 5);
   auto day = fc::categorical_column_with_identity("day", 7, 0);
   return DNNLinearCombinedClassifier(
