@@ -1,8 +1,8 @@
 // The lookup steps of a signature, as signatures.json holds them: the categorical columns'
 // lookups that run before the ONNX graph, in est-serve (feature_column/lookup.h; which ones:
 // export/onnx_export.h): hash buckets and OOV buckets need TF's Fingerprint64, which has no
-// ONNX op, an identity column must fail on an id out of range when it has no default_value
-// (est keeps every identity lookup here), and a vocabulary file is an asset. Each step reads a feature (a signature input, or a feature the
+// ONNX op, an identity column without default_value must fail on an id out of range, and a
+// vocabulary file is an asset. Each step reads a feature (a signature input, or a feature the
 // parse_example step made) and feeds the graph input "<column>/ids" with int64 ids of the
 // feature's shape (-1 where TF ignores the value: "" or -1):
 //
@@ -12,7 +12,7 @@
 //               {"input": "city", "output": "city/ids", "kind": "hash_bucket",
 //                "key_dtype": "DT_STRING", "num_buckets": 100},
 //               {"input": "day", "output": "day/ids", "kind": "identity",
-//                "key_dtype": "DT_INT64", "num_buckets": 7, "default_value": 0}]
+//                "key_dtype": "DT_INT64", "num_buckets": 7}]
 //
 // A vocabulary read from a file is an asset: the file is copied into the export's assets/ and
 // named relative to the export directory, so a moved export still serves; a vocabulary list is

@@ -20,13 +20,15 @@ using ops::Activation;
 using ops::OpId;
 namespace onnx = est::serving::onnx;
 
-// A string vocabulary list without OOV buckets is ai.onnx.ml's LabelEncoder in the graph; the
-// other lookups need TF's Fingerprint64 or an error on bad ids, which ONNX has not, and a
-// vocabulary file is an asset the step reads.
+// A string vocabulary list without OOV buckets is ai.onnx.ml's LabelEncoder in the graph, an
+// identity column with a default is arithmetic on the ids; the other lookups need TF's
+// Fingerprint64 or an error on bad ids, which ONNX has not, and a vocabulary file is an asset
+// the step reads.
 bool lookup_in_graph(const feature_column::LookupTable& table) {
-  return table.kind == feature_column::LookupTable::Kind::kVocabulary &&
-         table.key_dtype == DType::kString && table.num_oov_buckets == 0 &&
-         table.vocabulary_file.empty();
+  using Kind = feature_column::LookupTable::Kind;
+  return (table.kind == Kind::kVocabulary && table.key_dtype == DType::kString &&
+          table.num_oov_buckets == 0 && table.vocabulary_file.empty()) ||
+         (table.kind == Kind::kIdentity && table.has_default);
 }
 
 [[noreturn]] void refuse(const TracedNode& node, const std::string& why) {
@@ -179,6 +181,39 @@ class Emitter {
     return out;
   }
 
+  // An identity column's ids with a default, in int64 arithmetic (ONNX 13 has no Where on
+  // ints that est runs): ignored = x == -1, in = (x > -1) * (x < num_buckets),
+  // v = in * x + (1 - in) * default, ids = v * (1 - ignored) - ignored.
+  void identity_lookup(const TracedNode& node, const feature_column::LookupTable& table) {
+    std::string x = value_name(node.inputs.at(0));
+    if (a_.values[node.inputs.at(0)].dtype != DType::kI64) {
+      std::string cast = temporary();
+      attribute(add("Cast", {x}, {cast}), "to", onnx_dtype(DType::kI64));
+      x = cast;
+    }
+    auto as_int = [&](const std::string& op, const std::string& a, double b) {
+      std::string compared = temporary(), out = temporary();
+      add(op, {a, scalar_constant(b, DType::kI64)}, {compared});
+      attribute(add("Cast", {compared}, {out}), "to", onnx_dtype(DType::kI64));
+      return out;
+    };
+    const std::string one = scalar_constant(1, DType::kI64);
+    std::string ignored = as_int("Equal", x, -1), in_range = temporary();
+    add("Mul",
+        {as_int("Greater", x, -1), as_int("Less", x, static_cast<double>(table.num_buckets))},
+        {in_range});
+    std::string kept = temporary(), outside = temporary(), defaults = temporary();
+    std::string value = temporary(), not_ignored = temporary(), masked = temporary();
+    add("Mul", {in_range, x}, {kept});
+    add("Sub", {one, in_range}, {outside});
+    add("Mul", {outside, scalar_constant(static_cast<double>(table.default_value), DType::kI64)},
+        {defaults});
+    add("Add", {kept, defaults}, {value});
+    add("Sub", {one, ignored}, {not_ignored});
+    add("Mul", {value, not_ignored}, {masked});
+    add("Sub", {masked, ignored}, {value_name(node.outputs.at(0))});
+  }
+
   void emit(const TracedNode& node);
   // Whether a node of ONNX's ai.onnx.ml domain (LabelEncoder) was written.
   bool uses_ml_domain() const { return uses_ml_domain_; }
@@ -198,6 +233,10 @@ void Emitter::emit(const TracedNode& node) {
   const std::string out = value_name(out_id);
   if (node.kind == NodeKind::kLookup) {  // other feature lookups are graph inputs
     const auto& table = a_.lookups.at(static_cast<size_t>(node.member)).table;
+    if (lookup_in_graph(table) && table.kind == feature_column::LookupTable::Kind::kIdentity) {
+      identity_lookup(node, table);
+      return;
+    }
     if (lookup_in_graph(table)) {
       // ai.onnx.ml's LabelEncoder: each key's position, "" (TF's ignored value) -1, others
       // default_value.

@@ -12,9 +12,10 @@
 //
 // Lookup tables (feature_column/lookup.h): a string vocabulary list without OOV buckets is in
 // the graph, as ai.onnx.ml's LabelEncoder (opset 2; "" maps to -1, unknown keys to
-// default_value), so any ONNX runtime runs it. The other lookups of a feature (OOV buckets and
-// hash buckets need TF's Fingerprint64, which ONNX has not; identity columns, as one without a
-// default fails on an id out of range; a vocabulary file is an asset; integer vocabularies)
+// default_value), and so is an identity column with a default (int64 arithmetic), so any ONNX
+// runtime runs them. The other lookups of a feature (OOV buckets and hash buckets need TF's
+// Fingerprint64, which ONNX has not; an identity column without a default fails on an id out of
+// range; a vocabulary file is an asset; integer vocabularies)
 // become pre-processing steps (export/lookup_step.h) whose ids feed the graph input
 // "<column>/ids"; the feature itself stays out of the graph when nothing else reads it. The
 // same lookup twice (an indicator and an embedding of one column) feeds one input. An

@@ -1,8 +1,9 @@
 // Feature-column models at export: numeric and bucketized columns are ops (the bucket is a
 // count of boundaries below the value, then one_hot), so their input layer is part of the ONNX
 // graph, and onnxruntime-node and est's interpreter answer as Estimator::predict does, boundary
-// values included. A string vocabulary list without OOV buckets is a LabelEncoder in the graph;
-// the other categorical lookups (vocabulary file, OOV buckets, hash bucket, identity) are
+// values included. A string vocabulary list without OOV buckets is a LabelEncoder in the graph,
+// an identity column with a default arithmetic there; the other categorical lookups
+// (vocabulary file, OOV buckets, hash bucket, identity without a default) are
 // pre-processing steps in signatures.json, their vocabulary files assets; the indicator,
 // embedding and linear views over the ids are in the graph: a wide&deep classifier's export,
 // moved elsewhere, answers as predict does, label_vocabulary's string classes included. What
@@ -120,13 +121,11 @@ TEST_CASE("export: a wide&deep classifier's lookups run before its graph, as pre
       nlohmann::json::parse(std::ifstream(exported / "signatures.json"));
   std::map<std::string, nlohmann::json> steps;
   for (const auto& step : signatures["serving_default"]["lookups"]) steps[step["input"]] = step;
-  REQUIRE(steps.size() == 3);
-  CHECK(signatures["serving_default"]["lookups"].size() == 3);
+  REQUIRE(steps.size() == 2);
+  CHECK(signatures["serving_default"]["lookups"].size() == 2);
   CHECK(steps["city"]["vocabulary_file"] == "assets/cities.txt");
   CHECK(steps["city"]["num_oov_buckets"] == 1);
   CHECK(steps["name"]["kind"] == "hash_bucket");
-  CHECK(steps["day"]["kind"] == "identity");
-  CHECK(steps["day"]["default_value"] == 0);
 
   // Moved elsewhere, the export still loads (its asset included).
   const fs::path moved = dir / "moved";
@@ -136,18 +135,17 @@ TEST_CASE("export: a wide&deep classifier's lookups run before its graph, as pre
   const serving::OnnxModel model = serving::OnnxModel::load(version / "model.onnx");
   std::set<std::string> graph_inputs;
   for (const auto& info : model.inputs()) graph_inputs.insert(info.name);
-  CHECK(graph_inputs == std::set<std::string>{"age", "city/ids", "color", "day/ids", "name/ids"});
+  CHECK(graph_inputs == std::set<std::string>{"age", "city/ids", "color", "day", "name/ids"});
   const std::string text = serving::onnx_text(read_file(version / "model.onnx"));
   CHECK(text.find("op_type: \"LabelEncoder\"") != std::string::npos);
   CHECK(text.find("domain: \"ai.onnx.ml\"") != std::string::npos);
 
-  // TF's ids: "berlin" not in the city file, in its OOV bucket (3 + hash % 1), "" and -1
-  // ignored (-1), day 9 out of range (the default 0).
+  // TF's ids: "berlin" not in the city file, in its OOV bucket (3 + hash % 1), "" ignored (-1).
+  // (day, with -1 ignored and 9 out of range, is looked up in the graph.)
   const serving::NamedTensors ids = serving::run_lookups(loaded.at("serving_default").lookups,
                                                          wd::probe_features(), model.inputs());
   CHECK(ids.at("city/ids").shape() == Shape{5, 1});
   CHECK(ids.at("city/ids").to_vector<int64_t>() == std::vector<int64_t>{2, 3, 0, -1, 1});
-  CHECK(ids.at("day/ids").to_vector<int64_t>() == std::vector<int64_t>{3, 0, -1, 6, 1});
   std::vector<int64_t> names;
   for (const char* name : {"zed", "ann", "", "bob", "quinn"})
     names.push_back(*name ? static_cast<int64_t>(fc::fingerprint64(name) % 5) : -1);
@@ -191,9 +189,11 @@ std::string export_input_layer(const std::vector<fc::DenseColumnPtr>& columns,
   };
   const serving::NamedTensors two{
       {"color", strings({"red", "blue"})},
+      {"day", Tensor::from_vector(std::vector<int64_t>{1, 4}, {2, 1})},
       {"weight", Tensor::from_vector(std::vector<float>{1, 2}, {2, 1})}};
   const serving::NamedTensors three{
       {"color", strings({"green", "red", "pink"})},
+      {"day", Tensor::from_vector(std::vector<int64_t>{0, 6, 2}, {3, 1})},
       {"weight", Tensor::from_vector(std::vector<float>{1, 2, 3}, {3, 1})}};
   nn::VariableStore store;
   ModelContext ctx(store, nn::Mode::kPredict, 1);
@@ -227,6 +227,18 @@ TEST_CASE("export: a lookup outside the graph needs its step; a weighted column 
   CHECK(steps[0].output == "color/ids");
   CHECK(steps[0].table.string_keys == std::vector<std::string>{"red", "green", "blue"});
   CHECK(steps[0].table.num_oov_buckets == 2);
+  // An identity column is arithmetic in the graph with a default, a step without one (an id
+  // out of range must fail).
+  steps.clear();
+  export_input_layer({fc::indicator_column(fc::categorical_column_with_identity("day", 7, 0))},
+                     &steps);
+  CHECK(steps.empty());
+  export_input_layer({fc::indicator_column(fc::categorical_column_with_identity("day", 7))},
+                     &steps);
+  REQUIRE(steps.size() == 1);
+  CHECK(steps[0].output == "day/ids");
+  CHECK(steps[0].table.kind == fc::LookupTable::Kind::kIdentity);
+  CHECK_FALSE(steps[0].table.has_default);
   // A weighted column combines ids and weights on the host.
   auto weighted = fc::weighted_categorical_column(color, "weight");
   CHECK_THROWS_WITH_AS(export_input_layer({fc::indicator_column(weighted)}, &steps),

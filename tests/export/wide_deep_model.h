@@ -2,11 +2,12 @@
 // (feature_column_export_test.cpp: the ONNX file and its lookup steps; rest_lookup_test.cpp:
 // est-serve with raw string features): DNNLinearCombinedClassifier with label_vocabulary
 // {"no", "yes"}, its linear part over a vocabulary list (color: in the ONNX graph, as a
-// LabelEncoder), an identity column with a default (day) and a hash bucket (name), its DNN
-// part over a numeric column, indicators of color and day, and embeddings of a vocabulary file
-// with an OOV bucket (city, mean, with max_norm) and of the hash bucket (sqrtn). The probe
-// rows hold what the lookups treat specially: an unknown color (-1, dropped), an unknown city
-// (its OOV bucket), ignored values ("" and -1), a day out of range (the default).
+// LabelEncoder), an identity column with a default (day: in the graph too) and a hash bucket
+// (name), its DNN part over a numeric column, indicators of color and day, and embeddings of a
+// vocabulary file with an OOV bucket (city, mean, with max_norm) and of the hash bucket
+// (sqrtn). The probe rows hold what the lookups treat specially: an unknown color (-1,
+// dropped), an unknown city (its OOV bucket), ignored values ("" and -1), a day out of range
+// (the default).
 #pragma once
 
 #include <filesystem>
