@@ -87,12 +87,19 @@ Tensor linear_model(const Features& features, const std::vector<ColumnPtr>& colu
     auto column_scope = context.variable_scope(column->name());
     Tensor sum;
     if (const auto* categorical = dynamic_cast<const CategoricalColumn*>(column.get())) {
-      IdWeightPair pair = categorical->sparse_tensors(features);
-      // Read only at the ids' rows (safe_embedding_lookup_sparse): pulled alone on a ps.
-      Tensor weights =
-          context.get_variable_rows("weights", {categorical->num_buckets(), options.units},
-                                    DType::kF32, nn::zeros(), pair.ids.values());
-      sum = safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.sparse_combiner);
+      // Read only at the ids' rows: pulled alone on a ps (ModelContext::get_variable_rows).
+      const Shape shape{categorical->num_buckets(), options.units};
+      if (auto ids = dense_ids_for_predict(*categorical, features, &context)) {
+        Tensor weights =
+            context.get_variable_rows("weights", shape, DType::kF32, nn::zeros(), *ids);
+        sum = embedding_lookup_dense(weights, *ids, options.sparse_combiner);
+      } else {
+        IdWeightPair pair = categorical->sparse_tensors(features);
+        Tensor weights = context.get_variable_rows("weights", shape, DType::kF32, nn::zeros(),
+                                                   pair.ids.values());
+        sum =
+            safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.sparse_combiner);
+      }
     } else if (const auto* dense = dynamic_cast<const DenseColumn*>(column.get())) {
       const int64_t elements = ops::num_elements(dense->variable_shape());
       Tensor weights =

@@ -79,6 +79,8 @@ PsReply PsServer::sync_push(const PsRequest& request, const std::string& client)
                                              ops::shape_str(variable->value.shape())));
     gradients.push_back({t.name, t.rows.defined() ? ops::to_dense(t.rows) : t.value});
   }
+  // Batch norm's statistics: each replica's, as it arrives (TF's update ops are not aggregated).
+  apply_moving_averages(request, client);
   if (!accumulator_->apply_grad(request.global_step, gradients)) {
     log::debug("{}: dropped {}'s stale gradients of step {} (the accumulator is at step {})",
                name(), client, request.global_step, accumulator_->step());

@@ -32,6 +32,7 @@ void PsSyncStep::start(nn::VariableStore& store, std::chrono::milliseconds wait_
 }
 
 void PsSyncStep::step(nn::VariableStore& store, const std::vector<nn::GradAndVar>& grads,
+                      const std::vector<PsMovingAverage>& moving_averages,
                       const std::set<std::string>& not_pulled) {
   PsClient& client = variables_->client();
   size_t num_ps = static_cast<size_t>(client.num_ps());
@@ -42,6 +43,7 @@ void PsSyncStep::step(nn::VariableStore& store, const std::vector<nn::GradAndVar
     push =
         PsRequest{.kind = PsRequestKind::kSyncPush, .global_step = local_step_, .message = task_};
   variables_->add_gradients(grads, pushes, PsRequestKind::kSyncPush);
+  variables_->add_moving_averages(moving_averages, pushes, PsRequestKind::kSyncPush);
   client.exchange(pushes, fmt::format("pushing the gradients of synchronous step {}", local_step_));
 
   std::vector<std::optional<PsRequest>> token(num_ps);
@@ -51,7 +53,7 @@ void PsSyncStep::step(nn::VariableStore& store, const std::vector<nn::GradAndVar
       token, fmt::format("waiting for the token that follows synchronous step {}", local_step_));
   local_step_ = replies[0]->global_step;
 
-  variables_->push_pull({}, store, 0, not_pulled);  // the fresh values and global_step
+  variables_->push_pull({}, store, 0, {}, not_pulled);  // the fresh values and global_step
 }
 
 }  // namespace est::distribute

@@ -51,12 +51,15 @@ class PsVariables {
   // until the chief has initialized it.
   ops::Tensor pull_variable(const std::string& name, std::chrono::milliseconds timeout);
   // One step: pushes `grads` (of placed variables: dense, or row-sparse in sparse_gradient;
-  // neither: skipped) and writes the fresh values of every placed variable but those in
+  // neither: skipped) and `moving_averages` (of placed variables: their owners apply them after
+  // the gradients) and writes the fresh values of every placed variable but those in
   // `not_pulled` (tables read by rows only: pull_rows brings what a step reads) into `store`.
   // `global_step_seen`: the step the gradients were computed at. Returns the global step after
   // the update.
   int64_t push_pull(const std::vector<nn::GradAndVar>& grads, nn::VariableStore& store,
-                    int64_t global_step_seen, const std::set<std::string>& not_pulled = {});
+                    int64_t global_step_seen,
+                    const std::vector<PsMovingAverage>& moving_averages = {},
+                    const std::set<std::string>& not_pulled = {});
   // The owners' rows `ids` (integer, any shape; negative ids skipped, repeats pulled once) of
   // placed variable `name`, written into those rows of `into` (the worker's copy, of the
   // variable's shape). An id past the variable's rows is an InvalidArgumentError naming both.
@@ -72,6 +75,10 @@ class PsVariables {
   // got one.
   void add_gradients(const std::vector<nn::GradAndVar>& grads,
                      std::vector<std::optional<PsRequest>>& requests, PsRequestKind kind) const;
+  // Adds `moving_averages` (of placed variables) to `requests` the same way.
+  void add_moving_averages(const std::vector<PsMovingAverage>& moving_averages,
+                           std::vector<std::optional<PsRequest>>& requests,
+                           PsRequestKind kind) const;
 
   // This training task is done (the chief: the job ends once the other training tasks are
   // done or gone, and the ps tasks exit).
