@@ -79,7 +79,8 @@ ParameterServerStrategy::ParameterServerStrategy(const TfConfig& config,
         setup.variables = std::make_unique<PsVariables>(*setup.client, *setup.placement);
         setup.variable_placement = mirrored_placement();  // the worker's store: a cache
         setup.gradient_path = std::make_shared<PsGradientPath>(*setup.variables, setup.is_chief,
-                                                               options.session_creation_timeout);
+                                                               options.session_creation_timeout,
+                                                               options.push_ahead_bytes);
         return setup;
       }()) {}
 
@@ -88,10 +89,10 @@ ParameterServerStrategy::ParameterServerStrategy(Setup setup)
                setup.variable_placement, setup.gradient_path, setup.is_chief, setup.local_tasks),
       config_(std::move(setup.config)),
       task_name_(std::move(setup.task_name)),
-      placement_(std::move(setup.placement)),
-      client_(std::move(setup.client)),
       num_input_pipelines_(setup.num_input_pipelines),
       input_pipeline_id_(setup.input_pipeline_id),
+      placement_(std::move(setup.placement)),
+      client_(std::move(setup.client)),
       variables_(std::move(setup.variables)) {
   log::info("Using {}", description());
 }

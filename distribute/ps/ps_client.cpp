@@ -16,6 +16,8 @@ PsClient::PsClient(PsClientOptions options) : options_(std::move(options)) {
     links_.push_back(connect_to_ps(options_.ps_addresses[i], describe(static_cast<int>(i)),
                                    options_.token, options_.task_name, options_.connect_timeout,
                                    options_.health));
+  round_trips_.assign(links_.size(), 0);
+  frames_sent_.assign(links_.size(), 0);
 }
 
 std::string PsClient::describe(int ps) const {
@@ -29,9 +31,13 @@ std::vector<std::optional<PsReply>> PsClient::exchange(
                                            requests.size(), links_.size()));
   for (size_t i = 0; i < links_.size(); ++i) {
     if (!requests[i]) continue;
+    if (!expects_reply(requests[i]->kind))
+      throw InternalError("PsClient::exchange: a request without a reply; send() it");
     std::string bytes = encode(*requests[i]);
     send_frame(links_[i], bytes, options_.health, what);
     bytes_sent_ += bytes.size() + sizeof(uint64_t);
+    ++frames_sent_[i];
+    ++round_trips_[i];
   }
   std::vector<std::optional<PsReply>> replies(links_.size());
   std::optional<PsReply> failed;
@@ -44,6 +50,16 @@ std::vector<std::optional<PsReply>> PsClient::exchange(
   }
   if (failed) throw_error(failed->code, fmt::format("{} (during {})", failed->message, what));
   return replies;
+}
+
+void PsClient::send(int ps, const PsRequest& request, const std::string& what) {
+  if (expects_reply(request.kind))
+    throw InternalError("PsClient::send: a request that gets a reply; exchange() it");
+  auto i = static_cast<size_t>(ps);
+  std::string bytes = encode(request);
+  send_frame(links_.at(i), bytes, options_.health, what);
+  bytes_sent_ += bytes.size() + sizeof(uint64_t);
+  ++frames_sent_[i];
 }
 
 std::vector<std::optional<PsReply>> PsClient::broadcast(const PsRequest& request,

@@ -19,8 +19,11 @@ constexpr const char* kGlobalStep = "global_step";
 }  // namespace
 
 PsGradientPath::PsGradientPath(PsVariables& variables, bool is_chief,
-                               std::chrono::milliseconds wait_for_chief)
-    : variables_(&variables), is_chief_(is_chief), wait_for_chief_(wait_for_chief) {}
+                               std::chrono::milliseconds wait_for_chief, size_t push_ahead_bytes)
+    : variables_(&variables),
+      is_chief_(is_chief),
+      wait_for_chief_(wait_for_chief),
+      push_ahead_bytes_(push_ahead_bytes) {}
 
 void PsGradientPath::place_global_step(nn::VariableStore& store) {
   if (global_step_placed_) return;
@@ -47,14 +50,62 @@ void PsGradientPath::initialize_variable(ReplicaContext& replica, const std::str
 }
 
 void PsGradientPath::push(nn::VariableStore& store, std::vector<nn::GradAndVar>& grads) {
-  std::lock_guard lock(mutex_);
   place_global_step(store);
   int64_t seen = static_cast<int64_t>(nn::get_or_create_global_step(store).item());
   variables_->push_pull(grads, store, seen);
 }
 
+std::vector<nn::GradAndVar> PsGradientPath::gradients_pushing_ahead(const nn::TrainOp& train_op,
+                                                                    double scale) {
+  std::vector<std::string> names = train_op.variable_names();
+  std::vector<Tensor> sources;
+  for (const std::string& name : names) sources.push_back(train_op.store().get(name).value);
+  std::vector<bool> staged(names.size(), false);
+  std::vector<ops::SourceGradient> gradients = ops::row_sparse_gradients(
+      train_op.loss(), sources, [&](size_t i, const ops::SourceGradient& gradient) {
+        if (gradient.row_sparse() || gradient.dense.nbytes() < push_ahead_bytes_) return;
+        ops::NoGradGuard no_grad;
+        Tensor dense = gradient.dense.detach();
+        if (scale != 1.0) dense = ops::mul(dense, scale);
+        variables_->stage({{names[i], dense, sources[i]}});
+        staged[i] = true;
+      });
+  std::vector<nn::GradAndVar> rest;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (staged[i]) continue;
+    nn::GradAndVar entry{names[i], gradients[i].dense, sources[i]};
+    entry.sparse_gradient = std::move(gradients[i].rows);
+    entry.densify();  // a row-sparse gradient (an embedding's) is pushed dense for now
+    if (!entry.gradient.defined()) continue;
+    ops::NoGradGuard no_grad;
+    entry.gradient =
+        scale == 1.0 ? entry.gradient.detach() : ops::mul(entry.gradient.detach(), scale);
+    rest.push_back(std::move(entry));
+  }
+  return rest;
+}
+
 void PsGradientPath::apply(ReplicaContext& replica, const nn::TrainOp& train_op,
                            double gradient_scale, nn::ModelContext& ctx, Tensor* loss_sum) {
+  if (push_ahead_bytes_ > 0 && !train_op.optimizer().clip_norm()) {
+    // The connections carry this replica's staged frames until its push: held throughout.
+    std::lock_guard lock(mutex_);
+    try {
+      place_global_step(train_op.store());
+      std::vector<nn::GradAndVar> rest = gradients_pushing_ahead(train_op, gradient_scale);
+      {
+        ops::NoGradGuard no_grad;
+        for (const nn::MovingAverageUpdate& update : ctx.take_moving_average_updates())
+          nn::apply_moving_average(update);
+      }
+      push(train_op.store(), rest);
+    } catch (...) {
+      variables_->discard_staged();  // no push will apply them
+      throw;
+    }
+    if (loss_sum) *loss_sum = train_op.loss().detach().clone();
+    return;
+  }
   std::vector<nn::GradAndVar> grads = train_op.compute_gradients();
   std::vector<nn::GradAndVar> present;
   {
@@ -76,6 +127,7 @@ void PsGradientPath::apply(ReplicaContext& replica, const nn::TrainOp& train_op,
     for (const nn::MovingAverageUpdate& update : ctx.take_moving_average_updates())
       nn::apply_moving_average(update);
   }
+  std::lock_guard lock(mutex_);
   push(train_op.store(), present);
   if (loss_sum) *loss_sum = train_op.loss().detach().clone();
   (void)replica;
@@ -94,6 +146,7 @@ void PsGradientPath::combine(ReplicaContext& replica, std::vector<nn::GradAndVar
          replica.model_context().take_moving_average_updates())
       nn::apply_moving_average(update);
   }
+  std::lock_guard lock(mutex_);
   push(replica.store(), present);
 }
 

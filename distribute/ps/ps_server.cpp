@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -142,10 +143,25 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
     std::lock_guard lock(mutex_);
     connected_.insert(client);
   }
+  // Gradients this connection staged for its next push (kStage), applied with it.
+  std::vector<NamedTensor> staged;
   try {
     for (;;) {
       std::string frame = receive_frame(*link, health, what);
       PsRequest request = decode_request(frame, client);
+      if (request.kind == PsRequestKind::kStage) {
+        std::move(request.tensors.begin(), request.tensors.end(), std::back_inserter(staged));
+        continue;
+      }
+      if (request.kind == PsRequestKind::kDiscardStaged) {
+        staged.clear();
+        continue;
+      }
+      if (request.kind == PsRequestKind::kPushPull && !staged.empty()) {
+        std::move(request.tensors.begin(), request.tensors.end(), std::back_inserter(staged));
+        request.tensors = std::move(staged);
+        staged.clear();
+      }
       PsReply reply;
       try {
         reply = handle(request, client);
@@ -257,6 +273,9 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
       lock.unlock();
       check_end();
       return {};
+    case PsRequestKind::kStage:
+    case PsRequestKind::kDiscardStaged:
+      break;  // serve() keeps them; they get no reply
     case PsRequestKind::kAbort:
       lock.unlock();
       log::error("{}: {} reports that the job failed: {}", name(), client, request.message);

@@ -10,6 +10,9 @@
 //              fresh values in one message, one round trip per ps task for the whole step;
 //              a partitioned variable's gradient is cut into its parts and its parts' values
 //              are joined again;
+//   stage      (during a step's backward pass): gradients that are ready go ahead to their
+//              tasks in frames without a reply; the step's push_pull applies them with its
+//              own gradients, still one round trip and one update per ps task;
 //   pull_all   (the chief's checkpoints): everything the tasks hold, named as one process
 //              names it (parts joined: "emb/part_1/Adagrad" is rows of "emb/Adagrad"), so a
 //              checkpoint is the same file every strategy writes.
@@ -17,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +52,12 @@ class PsVariables {
   // gradients were computed at. Returns the global step after the update.
   int64_t push_pull(const std::vector<nn::GradAndVar>& grads, nn::VariableStore& store,
                     int64_t global_step_seen);
+  // Sends `grads` (of placed variables, dense, already scaled) ahead of the step's push_pull,
+  // which applies them with its own (a variable's gradient goes in one of the two, once).
+  void stage(const std::vector<nn::GradAndVar>& grads);
+  // The step that staged gradients failed before its push_pull: the tasks drop them (best
+  // effort: a task that cannot be reached has dropped them with its connection).
+  void discard_staged() noexcept;
   // Everything the tasks hold, with one process's names, parts joined.
   std::vector<NamedTensor> pull_all();
 
@@ -64,9 +74,14 @@ class PsVariables {
   // The placed variable `name` is `variable` or a slot of it ("dense/kernel/Momentum"): the
   // variable, and the slot's suffix ("/Momentum", or "" for the variable itself).
   const PsVariable* owner(const std::string& name, std::string* suffix) const;
+  // Adds `entry`'s gradient (cut into its parts' rows when partitioned) to the requests of
+  // the tasks that hold it, creating a request of `kind` where there is none.
+  void route(const nn::GradAndVar& entry, std::vector<std::optional<PsRequest>>& requests,
+             PsRequestKind kind) const;
 
   PsClient* client_;
   PsPlacement* placement_;
+  std::vector<bool> staged_;  // [ps tasks]: holds gradients staged for the next push_pull
 };
 
 }  // namespace est::distribute

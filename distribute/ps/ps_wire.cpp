@@ -148,7 +148,10 @@ PsRequest decode_request(std::string_view bytes, const std::string& from) {
   Reader r(bytes, from);
   PsRequest request;
   auto kind = r.get<uint8_t>();
-  if (kind < 1 || kind > static_cast<uint8_t>(PsRequestKind::kAbort))
+  bool known = (kind >= 1 && kind <= static_cast<uint8_t>(PsRequestKind::kAbort)) ||
+               kind == static_cast<uint8_t>(PsRequestKind::kStage) ||
+               kind == static_cast<uint8_t>(PsRequestKind::kDiscardStaged);
+  if (!known)
     throw DataLossError(
         fmt::format("a parameter-server request from {} has unknown kind {}", from, kind));
   request.kind = static_cast<PsRequestKind>(kind);

@@ -2,10 +2,12 @@
 //
 // A worker's step is one request and one reply per ps task (TF1 sends one RecvTensor per
 // variable): the gradients of the variables that task holds, and the names whose fresh values
-// it wants back, batched in one frame. A frame is its length (8 bytes) then its bytes; a tensor
-// is its name, dtype, shape and raw elements (host byte order: the tasks of a job run the same
-// build), or for a row-sparse gradient (TF's IndexedSlices) its indices and values. Strings
-// are not carried (a ps holds numeric variables only).
+// it wants back, batched in one frame; large gradients may go ahead of it in kStage frames
+// (no reply) as the backward pass completes them, so the transfer overlaps the backward pass. A
+// frame is its length (8 bytes) then its bytes; a tensor is its name, dtype, shape and raw elements
+// (host byte order: the tasks of a job run the same build), or for a row-sparse gradient (TF's
+// IndexedSlices) its indices and values. Strings are not carried (a ps holds numeric variables
+// only).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +29,17 @@ enum class PsRequestKind : uint8_t {
   kWorkerDone = 5,  // `message` (the task) has finished training
   kEndJob = 6,      // the chief (`message`) is done: exit once the others are done or gone
   kAbort = 7,       // the job failed with `message`: exit with that error
+  // Gradients of the connection's next kPushPull, sent while the backward pass still runs:
+  // kept (no reply) and applied with that push's own, in one update. kDiscardStaged drops
+  // them (the step that staged them failed before its push).
+  kStage = 9,
+  kDiscardStaged = 10,
 };
+
+// Whether a request of `kind` gets a reply (kStage and kDiscardStaged do not).
+inline bool expects_reply(PsRequestKind kind) {
+  return kind != PsRequestKind::kStage && kind != PsRequestKind::kDiscardStaged;
+}
 
 struct NamedTensor {
   std::string name;
