@@ -14,7 +14,8 @@
 // times `steps` steps per worker after 20 warm-up steps; the figures are the medians of the
 // rounds. Lines: `one_process examples_per_sec=...`, then per job kind `ps_job push_ahead=...
 // examples_per_sec=... ratio=...` and `bytes_per_step=... variables_bytes=... bytes_ratio=...`,
-// and `ahead_vs_batched=...` (the two jobs' examples/s, round by round).
+// `wait_us_per_step=...` (how long the chief waited for the replies once its requests were
+// sent), and `ahead_vs_batched=...` (the two jobs' examples/s, round by round).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spawn.h>
@@ -32,6 +33,7 @@
 #include <est/distribute/distribute.h>
 #include <est/distribute/job_token.h>
 #include <est/distribute/ps/parameter_server_strategy.h>
+#include <est/distribute/ps/ps_client.h>
 #include <est/distribute/ps/ps_server.h>
 #include <est/nn/nn.h>
 
@@ -160,10 +162,13 @@ int main(int argc, char** argv) try {
     Timed timed = train(*strategy, data, batch, steps, ps ? ps->input_pipeline_id() * 30000 : 0);
     fmt::print("examples_per_sec={:.1f}\nvariables_bytes={:.0f}\n", timed.examples_per_sec,
                timed.variables_bytes);
-    if (ps)
+    if (ps) {
       fmt::print("bytes_per_step={:.0f}\n",
                  static_cast<double>(ps->bytes_sent() + ps->bytes_received()) /
                      static_cast<double>(steps + 20));
+      fmt::print("wait_us_per_step={:.1f}\n",
+                 ps->ps_client()->seconds_waiting() * 1e6 / static_cast<double>(steps + 20));
+    }
     return 0;
   }
 
@@ -174,7 +179,7 @@ int main(int argc, char** argv) try {
   std::filesystem::create_directories(dir);
   std::vector<double> singles, variables;
   const std::vector<size_t> kinds = {0, push_ahead_bytes};  // batched, then ahead
-  std::vector<std::vector<double>> jobs(2), ratios(2), bytes(2);
+  std::vector<std::vector<double>> jobs(2), ratios(2), bytes(2), waits(2);
   std::vector<double> ahead_vs_batched;
   for (int r = 0; r < rounds; ++r) {
     auto args = common;
@@ -204,11 +209,12 @@ int main(int argc, char** argv) try {
       jobs[k].push_back(job);
       ratios[k].push_back(job / singles.back());
       bytes[k].push_back(value_in(dir + "/chief.log", "bytes_per_step"));
+      waits[k].push_back(value_in(dir + "/chief.log", "wait_us_per_step"));
       if (k == 0) variables.push_back(value_in(dir + "/chief.log", "variables_bytes"));
       fmt::print(
           "round {}: one_process {:.1f} ps_job push_ahead={} {:.1f} ratio {:.3f} "
-          "bytes_per_step {:.0f}\n",
-          r, singles.back(), kinds[k], job, ratios[k].back(), bytes[k].back());
+          "bytes_per_step {:.0f} wait_us_per_step {:.0f}\n",
+          r, singles.back(), kinds[k], job, ratios[k].back(), bytes[k].back(), waits[k].back());
     }
     ahead_vs_batched.push_back(jobs[1].back() / jobs[0].back());
   }
@@ -228,6 +234,8 @@ int main(int argc, char** argv) try {
         "push_ahead={} bytes_per_step={:.0f} variables_bytes={:.0f} bytes_ratio={:.3f} (vs 2 x "
         "variables)\n",
         kinds[k], moved, model, moved / (2 * model));
+    fmt::print("push_ahead={} wait_us_per_step={:.1f} (the chief's wait for the replies)\n",
+               kinds[k], bench::median(waits[k]));
   }
   fmt::print("ahead_vs_batched={:.3f} (range {:.3f}-{:.3f})\n", bench::median(ahead_vs_batched),
              *std::min_element(ahead_vs_batched.begin(), ahead_vs_batched.end()),

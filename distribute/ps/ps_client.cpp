@@ -39,6 +39,7 @@ std::vector<std::optional<PsReply>> PsClient::exchange(
     ++frames_sent_[i];
     ++round_trips_[i];
   }
+  auto sent = std::chrono::steady_clock::now();
   std::vector<std::optional<PsReply>> replies(links_.size());
   std::optional<PsReply> failed;
   for (size_t i = 0; i < links_.size(); ++i) {
@@ -48,6 +49,8 @@ std::vector<std::optional<PsReply>> PsClient::exchange(
     replies[i] = decode_reply(bytes, describe(static_cast<int>(i)));
     if (!replies[i]->ok() && !failed) failed = replies[i];
   }
+  seconds_waiting_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   if (failed) throw_error(failed->code, fmt::format("{} (during {})", failed->message, what));
   return replies;
 }

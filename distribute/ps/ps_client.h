@@ -56,6 +56,9 @@ class PsClient {
   // (those and the ones without a reply), for tests and benchmarks.
   uint64_t round_trips(int ps) const { return round_trips_.at(static_cast<size_t>(ps)); }
   uint64_t frames_sent(int ps) const { return frames_sent_.at(static_cast<size_t>(ps)); }
+  // Seconds exchange() spent waiting for replies once its requests were sent (benchmarks: the
+  // part of a step the worker waits for the ps tasks).
+  double seconds_waiting() const { return seconds_waiting_; }
 
  private:
   PsClientOptions options_;
@@ -64,6 +67,7 @@ class PsClient {
   uint64_t bytes_received_ = 0;
   std::vector<uint64_t> round_trips_;  // [ps tasks]
   std::vector<uint64_t> frames_sent_;  // [ps tasks]
+  double seconds_waiting_ = 0;
 };
 
 }  // namespace est::distribute
