@@ -7,8 +7,9 @@
 //   tcp          the data plane's Link: send_frame / receive_frame (what PsClient uses);
 //   grpc_unary   one unary gRPC call per step, the encoded message in a `bytes` field;
 //   grpc_stream  one bidirectional gRPC stream, one message each way per step.
-// The message bytes are the same in all three (gRPC's are moved into the proto, not copied), so
-// the figures compare transports only; no optimizer runs.
+// The message bytes are the same in all three, encoded into buffers reused from step to step
+// where the API allows (PsClient and PsServer reuse theirs), so the figures compare transports
+// only; no optimizer runs.
 //
 //   ps_transport_bench [--steps 200] [--rounds 5]
 // Rounds interleave the three transports (tcp, grpc_unary, grpc_stream, then again), each
@@ -70,12 +71,13 @@ class Answer {
   Answer() {
     for (dist::NamedTensor& v : cnn_variables()) values_[v.name] = v.value;
   }
-  std::string operator()(const std::string& request_bytes) const {
+  // The reply's bytes into `out` (its capacity reused where the transport allows).
+  void operator()(const std::string& request_bytes, std::string& out) const {
     dist::PsRequest request = dist::decode_request(request_bytes, "the bench client");
     dist::PsReply reply;
     reply.global_step = 1;
     for (const std::string& name : request.names) reply.tensors.push_back({name, values_.at(name)});
-    return dist::encode(reply);
+    dist::encode(reply, out);
   }
 
  private:
@@ -87,7 +89,7 @@ class Service final : public est::bench::PsTransport::Service {
   explicit Service(const Answer& answer) : answer_(&answer) {}
   grpc::Status Step(grpc::ServerContext*, const est::bench::PsFrame* in,
                     est::bench::PsFrame* out) override {
-    *out->mutable_data() = (*answer_)(in->data());
+    (*answer_)(in->data(), *out->mutable_data());
     return grpc::Status::OK;
   }
   grpc::Status Steps(
@@ -95,7 +97,7 @@ class Service final : public est::bench::PsTransport::Service {
       grpc::ServerReaderWriter<est::bench::PsFrame, est::bench::PsFrame>* stream) override {
     est::bench::PsFrame in, out;
     while (stream->Read(&in)) {
-      *out.mutable_data() = (*answer_)(in.data());
+      (*answer_)(in.data(), *out.mutable_data());
       stream->Write(out);
     }
     return grpc::Status::OK;
@@ -121,9 +123,13 @@ int serve() {
   int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
   dist::tune_socket(fd);
   dist::Link link(fd, "the bench client");
+  std::string frame, reply;  // reused, as PsServer does
   try {
-    for (;;)
-      dist::send_frame(link, answer(dist::receive_frame(link, {}, "serving")), {}, "serving");
+    for (;;) {
+      dist::receive_frame(link, {}, "serving", frame);
+      answer(frame, reply);
+      dist::send_frame(link, reply, {}, "serving");
+    }
   } catch (const est::Error&) {  // the client closed the connection: done
   }
   server->Shutdown();
@@ -131,16 +137,30 @@ int serve() {
   return 0;
 }
 
-// CPU seconds process `pid` has used (all its threads; /proc/<pid>/stat's utime + stime).
-double cpu_seconds(pid_t pid) {
+// Fields of /proc/<pid>/stat for process `pid` (all its threads): CPU seconds (utime + stime)
+// and minor page faults.
+struct Usage {
+  double cpu_seconds = 0;
+  double minor_faults = 0;
+};
+Usage usage(pid_t pid) {
   std::ifstream in(fmt::format("/proc/{}/stat", pid));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::istringstream fields(text.substr(text.rfind(')') + 2));
   std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i)
-    if (i >= 14) ticks += std::stod(field);
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  Usage result;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 10) result.minor_faults = std::stod(field);
+    if (i >= 14)
+      result.cpu_seconds += std::stod(field) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  }
+  return result;
+}
+
+// Both processes' usage.
+Usage usage(pid_t client, pid_t server) {
+  Usage a = usage(client), b = usage(server);
+  return {a.cpu_seconds + b.cpu_seconds, a.minor_faults + b.minor_faults};
 }
 
 std::pair<int, int> read_ports(const std::string& log) {
@@ -212,46 +232,52 @@ int main(int argc, char** argv) try {
     if (!reply.ok() || reply.tensors.size() != names)
       throw est::InternalError("the bench server's reply is not the step's values");
   };
+  // Buffers reused from step to step, as PsClient's are (gRPC's unary reply is a fresh message).
+  std::string request_bytes, reply_bytes;
+  est::bench::PsFrame in, out;
   std::map<std::string, std::function<void()>> transports = {
       {"tcp",
        [&] {
-         std::string bytes = dist::encode(request);
-         step_bytes = static_cast<double>(bytes.size());
-         dist::send_frame(link, bytes, {}, "a step");
-         std::string reply = dist::receive_frame(link, {}, "a step");
-         step_bytes += static_cast<double>(reply.size());
-         check(dist::decode_reply(reply, "the bench server"), request.names.size());
+         dist::encode(request, request_bytes);
+         step_bytes = static_cast<double>(request_bytes.size());
+         dist::send_frame(link, request_bytes, {}, "a step");
+         dist::receive_frame(link, {}, "a step", reply_bytes);
+         step_bytes += static_cast<double>(reply_bytes.size());
+         check(dist::decode_reply(reply_bytes, "the bench server"), request.names.size());
        }},
       {"grpc_unary",
        [&] {
-         est::bench::PsFrame in, out;
-         *out.mutable_data() = dist::encode(request);
+         est::bench::PsFrame reply;
+         dist::encode(request, *out.mutable_data());
          grpc::ClientContext context;
-         grpc::Status status = stub->Step(&context, out, &in);
+         grpc::Status status = stub->Step(&context, out, &reply);
          if (!status.ok()) throw est::UnavailableError("grpc: " + status.error_message());
-         check(dist::decode_reply(in.data(), "the bench server"), request.names.size());
+         check(dist::decode_reply(reply.data(), "the bench server"), request.names.size());
        }},
       {"grpc_stream", [&] {
-         est::bench::PsFrame in, out;
-         *out.mutable_data() = dist::encode(request);
+         dist::encode(request, *out.mutable_data());
          if (!stream->Write(out) || !stream->Read(&in))
            throw est::UnavailableError("grpc: the stream ended");
          check(dist::decode_reply(in.data(), "the bench server"), request.names.size());
        }}};
   const std::vector<std::string> order = {"tcp", "grpc_unary", "grpc_stream"};
-  std::map<std::string, std::vector<double>> seconds, cpu;
+  std::map<std::string, std::vector<double>> seconds, cpu, faults;
   for (int r = 0; r < rounds; ++r)
-    for (const std::string& name : order) {
+    for (size_t i = 0; i < order.size(); ++i) {
+      // Each round starts with another transport: none always follows gRPC's busy threads.
+      const std::string& name = order[(i + static_cast<size_t>(r)) % order.size()];
       for (int s = 0; s < 10; ++s) transports[name]();
       // gRPC's threads stay busy for a moment after its calls: let them settle.
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      double cpu_start = cpu_seconds(::getpid()) + cpu_seconds(pid);
+      Usage before = usage(::getpid(), pid);
       Clock::time_point start = Clock::now();
       for (int s = 0; s < steps; ++s) transports[name]();
       seconds[name].push_back(std::chrono::duration<double>(Clock::now() - start).count() / steps);
-      cpu[name].push_back((cpu_seconds(::getpid()) + cpu_seconds(pid) - cpu_start) / steps);
-      fmt::print("round {}: {} {:.1f} us/step, cpu {:.1f} us/step\n", r, name,
-                 seconds[name].back() * 1e6, cpu[name].back() * 1e6);
+      Usage after = usage(::getpid(), pid);
+      cpu[name].push_back((after.cpu_seconds - before.cpu_seconds) / steps);
+      faults[name].push_back((after.minor_faults - before.minor_faults) / steps);
+      fmt::print("round {}: {} {:.1f} us/step, cpu {:.1f} us/step, {:.0f} page faults/step\n", r,
+                 name, seconds[name].back() * 1e6, cpu[name].back() * 1e6, faults[name].back());
     }
   stream->WritesDone();
   stream->Finish();
@@ -267,8 +293,9 @@ int main(int argc, char** argv) try {
     double s = bench::median(seconds[name]), c = bench::median(cpu[name]);
     fmt::print(
         "transport={} us_per_step={:.1f} gb_per_s={:.2f} speed_vs_tcp={:.3f} "
-        "cpu_us_per_step={:.1f} cpu_vs_tcp={:.3f}\n",
-        name, s * 1e6, step_bytes / s / 1e9, tcp / s, c * 1e6, c / tcp_cpu);
+        "cpu_us_per_step={:.1f} cpu_vs_tcp={:.3f} page_faults_per_step={:.0f}\n",
+        name, s * 1e6, step_bytes / s / 1e9, tcp / s, c * 1e6, c / tcp_cpu,
+        bench::median(faults[name]));
   }
   return 0;
 } catch (const est::Error& error) {

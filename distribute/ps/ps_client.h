@@ -68,6 +68,9 @@ class PsClient {
   std::vector<uint64_t> round_trips_;  // [ps tasks]
   std::vector<uint64_t> frames_sent_;  // [ps tasks]
   double seconds_waiting_ = 0;
+  // Frames are encoded into and received into these, reused from step to step (ps_wire.h).
+  std::string send_buffer_;
+  std::vector<std::string> receive_buffers_;  // [ps tasks]
 };
 
 }  // namespace est::distribute

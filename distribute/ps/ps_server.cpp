@@ -145,10 +145,12 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
   }
   // Gradients this connection staged for its next push (kStage), applied with it.
   std::vector<NamedTensor> staged;
+  std::string frame, reply_bytes;  // reused from request to request (ps_wire.h)
   try {
     for (;;) {
-      std::string frame = receive_frame(*link, health, what);
+      receive_frame(*link, health, what, frame);
       PsRequest request = decode_request(frame, client);
+      trim_frame_buffer(frame);
       if (request.kind == PsRequestKind::kStage) {
         std::move(request.tensors.begin(), request.tensors.end(), std::back_inserter(staged));
         continue;
@@ -168,7 +170,9 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
       } catch (const Error& error) {
         reply = error_reply(error.code(), fmt::format("{}: {}", name(), error.what()));
       }
-      send_frame(*link, encode(reply), health, what);
+      encode(reply, reply_bytes);
+      send_frame(*link, reply_bytes, health, what);
+      trim_frame_buffer(reply_bytes);
     }
   } catch (const Error& error) {
     // A worker that went away: an asynchronous job goes on without it (it may come back).

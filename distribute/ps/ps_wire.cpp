@@ -10,6 +10,7 @@ namespace {
 
 class Writer {
  public:
+  explicit Writer(std::string& out) : bytes(out) { bytes.clear(); }
   template <class T>
   void put(T value) {
     bytes.append(reinterpret_cast<const char*>(&value), sizeof value);
@@ -44,7 +45,7 @@ class Writer {
       put_tensor(t.value, t.name);
     }
   }
-  std::string bytes;
+  std::string& bytes;
 };
 
 class Reader {
@@ -124,24 +125,34 @@ class Reader {
 
 }  // namespace
 
-std::string encode(const PsRequest& request) {
-  Writer w;
+void encode(const PsRequest& request, std::string& out) {
+  Writer w(out);
   w.put(static_cast<uint8_t>(request.kind));
   w.put(request.global_step);
   w.put_tensors(request.tensors);
   w.put(static_cast<uint64_t>(request.names.size()));
   for (const std::string& name : request.names) w.put_string(name);
   w.put_string(request.message);
-  return std::move(w.bytes);
 }
 
-std::string encode(const PsReply& reply) {
-  Writer w;
+void encode(const PsReply& reply, std::string& out) {
+  Writer w(out);
   w.put(static_cast<int32_t>(reply.code));
   w.put_string(reply.message);
   w.put(reply.global_step);
   w.put_tensors(reply.tensors);
-  return std::move(w.bytes);
+}
+
+std::string encode(const PsRequest& request) {
+  std::string out;
+  encode(request, out);
+  return out;
+}
+
+std::string encode(const PsReply& reply) {
+  std::string out;
+  encode(reply, out);
+  return out;
 }
 
 PsRequest decode_request(std::string_view bytes, const std::string& from) {
@@ -182,8 +193,8 @@ void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,
   link.send_raw(bytes.data(), bytes.size(), health, what);
 }
 
-std::string receive_frame(Link& link, const HealthCheck& health, const std::string& what,
-                          uint64_t max_bytes) {
+void receive_frame(Link& link, const HealthCheck& health, const std::string& what, std::string& out,
+                   uint64_t max_bytes) {
   uint64_t n = 0;
   link.receive_raw(&n, sizeof n, health, what);
   if (n > max_bytes)
@@ -191,9 +202,19 @@ std::string receive_frame(Link& link, const HealthCheck& health, const std::stri
         fmt::format("{} sent a frame of {} bytes during {} (at most {}): it is "
                     "not an est parameter-server peer",
                     link.peer(), n, what, max_bytes));
-  std::string bytes(n, '\0');
-  link.receive_raw(bytes.data(), n, health, what);
+  out.resize(n);  // within its capacity: no fresh pages, no zeroing
+  link.receive_raw(out.data(), n, health, what);
+}
+
+std::string receive_frame(Link& link, const HealthCheck& health, const std::string& what,
+                          uint64_t max_bytes) {
+  std::string bytes;
+  receive_frame(link, health, what, bytes, max_bytes);
   return bytes;
+}
+
+void trim_frame_buffer(std::string& buffer) {
+  if (buffer.capacity() > (size_t{64} << 20)) std::string().swap(buffer);
 }
 
 }  // namespace est::distribute

@@ -66,6 +66,10 @@ struct PsReply {
 
 std::string encode(const PsRequest& request);
 std::string encode(const PsReply& reply);
+// The same into `out`, replacing its bytes but keeping its capacity: a connection that reuses
+// one buffer for its frames does not map fresh pages for each megabyte-sized step.
+void encode(const PsRequest& request, std::string& out);
+void encode(const PsReply& reply, std::string& out);
 // DataLossError naming `from` when the bytes are not a well-formed message.
 PsRequest decode_request(std::string_view bytes, const std::string& from);
 PsReply decode_reply(std::string_view bytes, const std::string& from);
@@ -75,5 +79,11 @@ void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,
                 const std::string& what);
 std::string receive_frame(Link& link, const HealthCheck& health, const std::string& what,
                           uint64_t max_bytes = uint64_t{1} << 36);
+// The same into `out` (its capacity reused, as encode's).
+void receive_frame(Link& link, const HealthCheck& health, const std::string& what, std::string& out,
+                   uint64_t max_bytes = uint64_t{1} << 36);
+// Releases `buffer`'s memory when a frame made it larger than a step's usually are (a
+// checkpoint's pull of everything), so that a connection does not hold that much for good.
+void trim_frame_buffer(std::string& buffer);
 
 }  // namespace est::distribute
