@@ -7,10 +7,15 @@
 // the values back: the least a step that pushes every gradient and pulls every value can move).
 //
 //   ps_bench [--batch 64] [--steps 200] [--rounds 3] [--push-ahead-bytes 65536]
-// Each round runs a fresh one-process run, then two fresh jobs (ps 0, worker 0, worker 1): one
+//            [--sync_replicas 2]
+// --sync_replicas R: the job trains synchronously (SyncReplicasOptimizer's semantics, R = 2
+// gradients averaged per step, num_tokens = 0: lock-step), each step then three round trips
+// (push, token, pull) and a wait for the slower worker; no gradient is pushed ahead then.
+// Each round runs a fresh one-process run, then fresh jobs (ps 0, worker 0, worker 1): one
 // whose workers send every gradient with the step's request after the backward pass
-// (push_ahead_bytes 0, before issue 18's overlap), one whose workers send gradients of at least
-// --push-ahead-bytes as the backward pass completes them (ParameterServerOptions's default), and
+// (push_ahead_bytes 0, before issue 18's overlap), and (asynchronous only) one whose workers
+// send gradients of at least --push-ahead-bytes as the backward pass completes them
+// (ParameterServerOptions's default), and
 // times `steps` steps per worker after 20 warm-up steps; the figures are the medians of the
 // rounds. Lines: `one_process examples_per_sec=...`, then per job kind `ps_job push_ahead=...
 // examples_per_sec=... ratio=...` and `bytes_per_step=... variables_bytes=... bytes_ratio=...`,
@@ -37,6 +42,7 @@
 #include <est/distribute/ps/ps_server.h>
 #include <est/nn/nn.h>
 
+#include "bench/child_processes.h"
 #include "bench/fashion_mnist_memory.h"
 #include "examples/cnn_model.h"
 
@@ -83,42 +89,9 @@ Timed train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t b
   return timed;
 }
 
-pid_t spawn(const std::vector<std::string>& argv, const std::string& tf_config,
-            const std::string& log) {
-  std::vector<std::string> args = argv;
-  std::vector<char*> pointers;
-  for (auto& arg : args) pointers.push_back(arg.data());
-  pointers.push_back(nullptr);
-  if (tf_config.empty())
-    ::unsetenv("TF_CONFIG");
-  else
-    ::setenv("TF_CONFIG", tf_config.c_str(), 1);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, pointers.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw est::UnavailableError("cannot start a benchmark process");
-  return pid;
-}
-
-double value_in(const std::string& log, const std::string& key) {
-  std::ifstream in(log);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key + "=", 0) == 0) return std::stod(line.substr(key.size() + 1));
-  throw est::InternalError("no " + key + " in " + log);
-}
-
-void wait_all(const std::vector<pid_t>& pids) {
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      throw est::InternalError("a benchmark process failed");
-  }
-}
+using bench::spawn;
+using bench::value_in;
+using bench::wait_all;
 
 }  // namespace
 
@@ -134,6 +107,10 @@ int main(int argc, char** argv) try {
   app.add_option("--rounds", rounds, "runs of each")->capture_default_str();
   app.add_option("--push-ahead-bytes", push_ahead_bytes,
                  "the second job's workers send gradients of this size or more ahead")
+      ->capture_default_str();
+  int sync_replicas = 0;
+  app.add_option("--sync_replicas", sync_replicas,
+                 "train synchronously, averaging this many gradients per step (0: async)")
       ->capture_default_str();
   app.add_option("--role", role, "internal: single, ps or worker")->group("");
   CLI11_PARSE(app, argc, argv);
@@ -155,8 +132,11 @@ int main(int argc, char** argv) try {
     if (role == "single") {
       strategy = std::make_shared<dist::OneDeviceStrategy>("/cpu:0", 7);
     } else {
+      std::optional<dist::SyncReplicasOptions> sync;
+      if (sync_replicas > 0)
+        sync = dist::SyncReplicasOptions{.replicas_to_aggregate = sync_replicas, .num_tokens = 0};
       ps = dist::ParameterServerStrategy::from_env(
-          {.push_ahead_bytes = push_ahead_bytes, .seed = 7});
+          {.push_ahead_bytes = push_ahead_bytes, .sync_replicas = sync, .seed = 7});
       strategy = ps;
     }
     Timed timed = train(*strategy, data, batch, steps, ps ? ps->input_pipeline_id() * 30000 : 0);
@@ -173,12 +153,15 @@ int main(int argc, char** argv) try {
   }
 
   ::setenv("EST_JOB_TOKEN", dist::generate_job_token().c_str(), 1);
-  std::vector<std::string> common = {"/proc/self/exe", "--batch", std::to_string(batch), "--steps",
-                                     std::to_string(steps)};
+  std::vector<std::string> common = {
+      "/proc/self/exe",      "--batch",         std::to_string(batch),        "--steps",
+      std::to_string(steps), "--sync_replicas", std::to_string(sync_replicas)};
   std::string dir = "/tmp/est_ps_bench_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   std::vector<double> singles, variables;
-  const std::vector<size_t> kinds = {0, push_ahead_bytes};  // batched, then ahead
+  // Batched, then (asynchronous only: a synchronous step does not push ahead) ahead.
+  const std::vector<size_t> kinds =
+      sync_replicas > 0 ? std::vector<size_t>{0} : std::vector<size_t>{0, push_ahead_bytes};
   std::vector<std::vector<double>> jobs(2), ratios(2), bytes(2), waits(2);
   std::vector<double> ahead_vs_batched;
   for (int r = 0; r < rounds; ++r) {
@@ -216,7 +199,7 @@ int main(int argc, char** argv) try {
           "bytes_per_step {:.0f} wait_us_per_step {:.0f}\n",
           r, singles.back(), kinds[k], job, ratios[k].back(), bytes[k].back(), waits[k].back());
     }
-    ahead_vs_batched.push_back(jobs[1].back() / jobs[0].back());
+    if (kinds.size() == 2) ahead_vs_batched.push_back(jobs[1].back() / jobs[0].back());
   }
   std::filesystem::remove_all(dir);
   double model = bench::median(variables);
@@ -225,9 +208,10 @@ int main(int argc, char** argv) try {
   for (size_t k = 0; k < kinds.size(); ++k) {
     double moved = bench::median(bytes[k]);
     fmt::print(
-        "ps_job workers=2x1 ps=1 push_ahead={} examples_per_sec={:.1f} ratio={:.3f} (range "
+        "ps_job workers=2x1 ps=1{} push_ahead={} examples_per_sec={:.1f} ratio={:.3f} (range "
         "{:.3f}-{:.3f})\n",
-        kinds[k], bench::median(jobs[k]), bench::median(ratios[k]),
+        sync_replicas > 0 ? fmt::format(" sync_replicas={}", sync_replicas) : "", kinds[k],
+        bench::median(jobs[k]), bench::median(ratios[k]),
         *std::min_element(ratios[k].begin(), ratios[k].end()),
         *std::max_element(ratios[k].begin(), ratios[k].end()));
     fmt::print(
@@ -237,9 +221,10 @@ int main(int argc, char** argv) try {
     fmt::print("push_ahead={} wait_us_per_step={:.1f} (the chief's wait for the replies)\n",
                kinds[k], bench::median(waits[k]));
   }
-  fmt::print("ahead_vs_batched={:.3f} (range {:.3f}-{:.3f})\n", bench::median(ahead_vs_batched),
-             *std::min_element(ahead_vs_batched.begin(), ahead_vs_batched.end()),
-             *std::max_element(ahead_vs_batched.begin(), ahead_vs_batched.end()));
+  if (kinds.size() == 2)
+    fmt::print("ahead_vs_batched={:.3f} (range {:.3f}-{:.3f})\n", bench::median(ahead_vs_batched),
+               *std::min_element(ahead_vs_batched.begin(), ahead_vs_batched.end()),
+               *std::max_element(ahead_vs_batched.begin(), ahead_vs_batched.end()));
   return 0;
 } catch (const est::Error& error) {
   fmt::print(stderr, "error: {}\n", error.what());

@@ -19,17 +19,21 @@ constexpr const char* kGlobalStep = "global_step";
 }  // namespace
 
 PsGradientPath::PsGradientPath(PsVariables& variables, bool is_chief,
-                               std::chrono::milliseconds wait_for_chief, size_t push_ahead_bytes)
+                               std::chrono::milliseconds wait_for_chief, size_t push_ahead_bytes,
+                               std::optional<SyncReplicasOptions> sync, std::string task)
     : variables_(&variables),
       is_chief_(is_chief),
       wait_for_chief_(wait_for_chief),
-      push_ahead_bytes_(push_ahead_bytes) {}
+      push_ahead_bytes_(push_ahead_bytes) {
+  if (sync) sync_ = std::make_unique<PsSyncStep>(variables, *sync, std::move(task), is_chief);
+}
 
 void PsGradientPath::place_global_step(nn::VariableStore& store) {
   if (global_step_placed_) return;
   Tensor step = nn::get_or_create_global_step(store);
   variables_->place(kGlobalStep, step);
   if (is_chief_) variables_->initialize({{kGlobalStep, step.clone()}});
+  if (sync_) sync_->start(store, wait_for_chief_);
   global_step_placed_ = true;
 }
 
@@ -51,6 +55,10 @@ void PsGradientPath::initialize_variable(ReplicaContext& replica, const std::str
 
 void PsGradientPath::push(nn::VariableStore& store, std::vector<nn::GradAndVar>& grads) {
   place_global_step(store);
+  if (sync_) {
+    sync_->step(store, grads);
+    return;
+  }
   int64_t seen = static_cast<int64_t>(nn::get_or_create_global_step(store).item());
   variables_->push_pull(grads, store, seen);
 }
@@ -87,7 +95,7 @@ std::vector<nn::GradAndVar> PsGradientPath::gradients_pushing_ahead(const nn::Tr
 
 void PsGradientPath::apply(ReplicaContext& replica, const nn::TrainOp& train_op,
                            double gradient_scale, nn::ModelContext& ctx, Tensor* loss_sum) {
-  if (push_ahead_bytes_ > 0 && !train_op.optimizer().clip_norm()) {
+  if (push_ahead_bytes_ > 0 && !sync_ && !train_op.optimizer().clip_norm()) {
     // The connections carry this replica's staged frames until its push: held throughout.
     std::lock_guard lock(mutex_);
     try {

@@ -23,17 +23,24 @@
 // model, before the push, as TF's graph clips them on the worker. What stays on the worker:
 // non-trainable variables (batch norm's moving statistics are updated locally from the
 // worker's batches; the chief's are the ones its checkpoints save).
+//
+// Synchronous on request (`sync`: SyncReplicasOptimizer's semantics): the step's push goes into
+// the owners' accumulators and the worker waits for its token before the next step
+// (distribute/ps/ps_sync_step.h).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "distribute/gradient_path.h"
+#include "distribute/ps/ps_sync_step.h"
 #include "distribute/ps/ps_variables.h"
 
 namespace est::distribute {
@@ -42,9 +49,11 @@ class PsGradientPath final : public GradientPath {
  public:
   // `variables` must outlive the path. `wait_for_chief`: how long a worker waits for the chief
   // to initialize a variable. `push_ahead_bytes`: see above; 0 sends every gradient with the
-  // step's request, after the backward pass.
+  // step's request, after the backward pass. `sync`: train synchronously (`task` names this
+  // task then; gradients are not pushed ahead).
   PsGradientPath(PsVariables& variables, bool is_chief, std::chrono::milliseconds wait_for_chief,
-                 size_t push_ahead_bytes);
+                 size_t push_ahead_bytes, std::optional<SyncReplicasOptions> sync = std::nullopt,
+                 std::string task = {});
 
   std::string_view name() const override { return "push to the ps tasks"; }
   void apply(ReplicaContext& replica, const nn::TrainOp& train_op, double gradient_scale,
@@ -75,6 +84,7 @@ class PsGradientPath final : public GradientPath {
   size_t push_ahead_bytes_;
   std::mutex mutex_;  // the local replicas share the connections
   bool global_step_placed_ = false;
+  std::unique_ptr<PsSyncStep> sync_;  // null: asynchronous
 };
 
 }  // namespace est::distribute

@@ -154,36 +154,39 @@ ops::Tensor PsVariables::pull_variable(const std::string& name, std::chrono::mil
   }
 }
 
-void PsVariables::route(const nn::GradAndVar& entry,
-                        std::vector<std::optional<PsRequest>>& requests, PsRequestKind kind) const {
-  if (!entry.gradient.defined()) return;
-  const PsVariable* variable = placement_->find(entry.name);
-  if (!variable)
-    throw InvalidArgumentError(fmt::format(
-        "a gradient for '{}', which is not on the ps tasks (it was created after the first "
-        "step?)",
-        entry.name));
-  if (variable->partitioned() && entry.gradient.is_sparse())
-    throw UnimplementedError(fmt::format(
-        "'{}' is partitioned and its gradient is row-sparse: pushing sparse gradients to "
-        "parts is not supported; leave it whole (no partitioner) or use a dense lookup",
-        entry.name));
-  for (const PsShard& shard : variable->shards) {
-    std::optional<PsRequest>& request = requests[static_cast<size_t>(shard.ps)];
-    if (!request) request = PsRequest{.kind = kind};
-    request->kind = kind;
-    ops::Tensor gradient = variable->partitioned()
-                               ? rows(entry.gradient, shard.row_begin, shard.row_end)
-                               : entry.gradient.detach();
-    request->tensors.push_back({shard.name, gradient});
+void PsVariables::add_gradients(const std::vector<nn::GradAndVar>& grads,
+                                std::vector<std::optional<PsRequest>>& requests,
+                                PsRequestKind kind) const {
+  for (const nn::GradAndVar& entry : grads) {
+    if (!entry.gradient.defined()) continue;
+    const PsVariable* variable = placement_->find(entry.name);
+    if (!variable)
+      throw InvalidArgumentError(fmt::format(
+          "a gradient for '{}', which is not on the ps tasks (it was created after the first "
+          "step?)",
+          entry.name));
+    if (variable->partitioned() && entry.gradient.is_sparse())
+      throw UnimplementedError(fmt::format(
+          "'{}' is partitioned and its gradient is row-sparse: pushing sparse gradients to "
+          "parts is not supported; leave it whole (no partitioner) or use a dense lookup",
+          entry.name));
+    for (const PsShard& shard : variable->shards) {
+      PsRequest& request = *requests[static_cast<size_t>(shard.ps)];
+      request.kind = kind;
+      ops::Tensor gradient = variable->partitioned()
+                                 ? rows(entry.gradient, shard.row_begin, shard.row_end)
+                                 : entry.gradient.detach();
+      request.tensors.push_back({shard.name, gradient});
+    }
   }
 }
 
 void PsVariables::stage(const std::vector<nn::GradAndVar>& grads) {
-  std::vector<std::optional<PsRequest>> requests(static_cast<size_t>(client_->num_ps()));
-  for (const nn::GradAndVar& entry : grads) route(entry, requests, PsRequestKind::kStage);
+  std::vector<std::optional<PsRequest>> requests(static_cast<size_t>(client_->num_ps()),
+                                                 PsRequest{.kind = PsRequestKind::kStage});
+  add_gradients(grads, requests, PsRequestKind::kStage);
   for (size_t ps = 0; ps < requests.size(); ++ps) {
-    if (!requests[ps]) continue;
+    if (requests[ps]->tensors.empty()) continue;
     staged_[ps] = true;
     client_->send(static_cast<int>(ps), *requests[ps], "sending a training step's gradients");
   }
@@ -209,15 +212,14 @@ int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::Var
   bool staged = std::find(staged_.begin(), staged_.end(), true) != staged_.end();
   bool pushing = !grads.empty() || staged;
   std::vector<std::optional<PsRequest>> requests(num_ps);
-  for (const nn::GradAndVar& entry : grads) route(entry, requests, PsRequestKind::kPushPull);
   for (size_t ps = 0; ps < num_ps; ++ps) {
-    if (!requests[ps]) requests[ps] = PsRequest{.kind = PsRequestKind::kPull};
-    requests[ps]->global_step = global_step_seen;
+    requests[ps] = PsRequest{.kind = PsRequestKind::kPull, .global_step = global_step_seen};
     // A task that holds staged gradients applies them with this push.
     if (staged_[ps]) requests[ps]->kind = PsRequestKind::kPushPull;
   }
   // The global step counts every push: its task takes part in each one.
   if (pushing) requests[0]->kind = PsRequestKind::kPushPull;
+  add_gradients(grads, requests, PsRequestKind::kPushPull);
   for (const PsVariable& variable : placement_->variables()) {
     if (variable.name == kGlobalStep) continue;
     for (const PsShard& shard : variable.shards)

@@ -60,6 +60,11 @@ class PsVariables {
   void discard_staged() noexcept;
   // Everything the tasks hold, with one process's names, parts joined.
   std::vector<NamedTensor> pull_all();
+  // Adds `grads` (of placed variables; undefined ones are skipped) to `requests` ([ps tasks],
+  // each set already), each gradient cut into its parts' rows for the tasks that hold them,
+  // and sets `kind` on every request that got one.
+  void add_gradients(const std::vector<nn::GradAndVar>& grads,
+                     std::vector<std::optional<PsRequest>>& requests, PsRequestKind kind) const;
 
   // This training task is done (the chief: the job ends once the other training tasks are
   // done or gone, and the ps tasks exit).
@@ -74,10 +79,6 @@ class PsVariables {
   // The placed variable `name` is `variable` or a slot of it ("dense/kernel/Momentum"): the
   // variable, and the slot's suffix ("/Momentum", or "" for the variable itself).
   const PsVariable* owner(const std::string& name, std::string* suffix) const;
-  // Adds `entry`'s gradient (cut into its parts' rows when partitioned) to the requests of
-  // the tasks that hold it, creating a request of `kind` where there is none.
-  void route(const nn::GradAndVar& entry, std::vector<std::optional<PsRequest>>& requests,
-             PsRequestKind kind) const;
 
   PsClient* client_;
   PsPlacement* placement_;

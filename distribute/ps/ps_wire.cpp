@@ -159,7 +159,7 @@ PsRequest decode_request(std::string_view bytes, const std::string& from) {
   Reader r(bytes, from);
   PsRequest request;
   auto kind = r.get<uint8_t>();
-  bool known = (kind >= 1 && kind <= static_cast<uint8_t>(PsRequestKind::kAbort)) ||
+  bool known = (kind >= 1 && kind <= static_cast<uint8_t>(PsRequestKind::kTakeToken)) ||
                kind == static_cast<uint8_t>(PsRequestKind::kStage) ||
                kind == static_cast<uint8_t>(PsRequestKind::kDiscardStaged);
   if (!known)
