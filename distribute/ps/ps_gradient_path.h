@@ -16,13 +16,16 @@
 //
 // Asynchronous, as TF1's between-graph replication without SyncReplicasOptimizer: each worker
 // steps on its own, the owners apply pushes in the order they arrive, and the global step (on
-// ps 0) counts every worker's updates. As a model_fn creates a trainable variable, the chief
-// initializes it on its owner (with the checkpoint's value when it restored one), and every
-// other worker takes the owner's value, waiting for the chief when it is not there yet. Clipping
-// (the optimizer's clip_by_global_norm) runs on the worker, over the gradients of the whole
-// model, before the push, as TF's graph clips them on the worker. What stays on the worker:
-// non-trainable variables (batch norm's moving statistics are updated locally from the
-// worker's batches; the chief's are the ones its checkpoints save).
+// ps 0) counts every worker's updates. Every variable a model_fn creates is placed on a ps task
+// (as replica_device_setter places every variable); the chief initializes them on their owners
+// once the first model_fn call created them and the restore, the warm start and
+// Scaffold.init_fn set their values (variables_ready, or else its first push or checkpoint),
+// and every other worker takes the owner's value, waiting for the chief when it is not there
+// yet. Clipping (the optimizer's clip_by_global_norm) runs on the worker, over the gradients of
+// the whole model, before the push, as TF's graph clips them on the worker. Batch norm's moving
+// statistics (non-trainable) are updated on their owner: each worker pushes its batch's
+// statistics with its gradients and the owner applies the moving average (TF colocates
+// assign_moving_average with the variable), so the chief's checkpoints hold every worker's.
 //
 // Synchronous on request (`sync`: SyncReplicasOptimizer's semantics): the step's push goes into
 // the owners' accumulators and the worker waits for its token before the next step
@@ -42,6 +45,7 @@
 #include "distribute/gradient_path.h"
 #include "distribute/ps/ps_sync_step.h"
 #include "distribute/ps/ps_variables.h"
+#include "nn/model_context.h"
 
 namespace est::distribute {
 
@@ -59,18 +63,26 @@ class PsGradientPath final : public GradientPath {
   void apply(ReplicaContext& replica, const nn::TrainOp& train_op, double gradient_scale,
              nn::ModelContext& ctx, Tensor* loss_sum) override;
   void combine(ReplicaContext& replica, std::vector<nn::GradAndVar>& grads_and_vars) override;
+  bool takes_moving_averages() const override { return true; }
   bool applies_updates(const ReplicaContext& /*replica*/) const override { return false; }
   void after_update(ReplicaContext& /*replica*/) override {}
   void initialize_variable(ReplicaContext& replica, const std::string& name,
                            Tensor& value) override;
+  void variables_ready(nn::VariableStore& store) override;
   void before_checkpoint(nn::VariableStore& store) override;
   bool wants_restored_state() const override { return is_chief_; }
   void restore_state(const std::vector<std::pair<std::string, Tensor>>& values) override;
 
  private:
-  // Pushes `grads` (already scaled and clipped) and writes the fresh values into `store`;
-  // under mutex_.
-  void push(nn::VariableStore& store, std::vector<nn::GradAndVar>& grads);
+  // Pushes `grads` (already scaled and clipped) and the moving averages, and writes the fresh
+  // values into `store`; under mutex_.
+  void push(nn::VariableStore& store, std::vector<nn::GradAndVar>& grads,
+            const std::vector<nn::MovingAverageUpdate>& moving_averages);
+  // The chief: the values of the variables created since the last call, to their owners.
+  void send_initial_values(const nn::VariableStore& store);
+  // `updates` of placed variables, named for their owners; the others are applied here.
+  std::vector<PsMovingAverage> owned_moving_averages(
+      const nn::VariableStore& store, const std::vector<nn::MovingAverageUpdate>& updates) const;
   // train_op's gradients times `scale`, those of push_ahead_bytes_ or more (dense) staged to
   // their owners as the backward pass completes them; returns the others, in store order.
   // Under mutex_.
@@ -84,7 +96,8 @@ class PsGradientPath final : public GradientPath {
   size_t push_ahead_bytes_;
   std::mutex mutex_;  // the local replicas share the connections
   bool global_step_placed_ = false;
-  std::unique_ptr<PsSyncStep> sync_;  // null: asynchronous
+  std::vector<std::string> uninitialized_;  // the chief: placed, not sent to the owners yet
+  std::unique_ptr<PsSyncStep> sync_;        // null: asynchronous
 };
 
 }  // namespace est::distribute

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "distribute/ps/ps_handshake.h"
+#include "nn/model_context.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
 #include "ops/logging.h"
@@ -227,6 +228,16 @@ PsReply PsServer::values(const std::vector<std::string>& names) const {
   return reply;
 }
 
+void PsServer::apply_moving_averages(const PsRequest& request, const std::string& client) {
+  for (const PsMovingAverage& average : request.moving_averages) {
+    std::optional<nn::Variable> variable = store_.find(average.name);
+    if (!variable)
+      throw NotFoundError(fmt::format("this ps task holds no variable '{}' for {}'s moving average",
+                                      average.name, client));
+    nn::apply_moving_average({variable->value, average.value, average.momentum});
+  }
+}
+
 PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
   std::unique_lock lock(mutex_);
   switch (request.kind) {
@@ -272,6 +283,7 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
         }
         options_.optimizer->apply_gradients(store_, std::move(grads));
         ++updates_;
+        apply_moving_averages(request, client);
       }
       return values(request.names);
     }

@@ -206,11 +206,31 @@ void PsVariables::discard_staged() noexcept {
   }
 }
 
+void PsVariables::add_moving_averages(const std::vector<PsMovingAverage>& moving_averages,
+                                      std::vector<std::optional<PsRequest>>& requests,
+                                      PsRequestKind kind) const {
+  for (const PsMovingAverage& average : moving_averages) {
+    const PsVariable* variable = placement_->find(average.name);
+    if (!variable)
+      throw InvalidArgumentError(
+          fmt::format("a moving average of '{}', which is not on the ps tasks", average.name));
+    for (const PsShard& shard : variable->shards) {
+      PsRequest& request = *requests[static_cast<size_t>(shard.ps)];
+      request.kind = kind;
+      ops::Tensor value = variable->partitioned()
+                              ? rows(average.value, shard.row_begin, shard.row_end)
+                              : host(average.value);
+      request.moving_averages.push_back({shard.name, value, average.momentum});
+    }
+  }
+}
+
 int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::VariableStore& store,
-                               int64_t global_step_seen) {
+                               int64_t global_step_seen,
+                               const std::vector<PsMovingAverage>& moving_averages) {
   size_t num_ps = static_cast<size_t>(client_->num_ps());
   bool staged = std::find(staged_.begin(), staged_.end(), true) != staged_.end();
-  bool pushing = !grads.empty() || staged;
+  bool pushing = !grads.empty() || !moving_averages.empty() || staged;
   std::vector<std::optional<PsRequest>> requests(num_ps);
   for (size_t ps = 0; ps < num_ps; ++ps) {
     requests[ps] = PsRequest{.kind = PsRequestKind::kPull, .global_step = global_step_seen};
@@ -220,6 +240,7 @@ int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::Var
   // The global step counts every push: its task takes part in each one.
   if (pushing) requests[0]->kind = PsRequestKind::kPushPull;
   add_gradients(grads, requests, PsRequestKind::kPushPull);
+  add_moving_averages(moving_averages, requests, PsRequestKind::kPushPull);
   for (const PsVariable& variable : placement_->variables()) {
     if (variable.name == kGlobalStep) continue;
     for (const PsShard& shard : variable.shards)

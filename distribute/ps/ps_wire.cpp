@@ -133,6 +133,12 @@ void encode(const PsRequest& request, std::string& out) {
   w.put(static_cast<uint64_t>(request.names.size()));
   for (const std::string& name : request.names) w.put_string(name);
   w.put_string(request.message);
+  w.put(static_cast<uint64_t>(request.moving_averages.size()));
+  for (const PsMovingAverage& average : request.moving_averages) {
+    w.put_string(average.name);
+    w.put_tensor(average.value, average.name);
+    w.put(average.momentum);
+  }
 }
 
 void encode(const PsReply& reply, std::string& out) {
@@ -171,6 +177,13 @@ PsRequest decode_request(std::string_view bytes, const std::string& from) {
   uint64_t names = r.get<uint64_t>();
   for (uint64_t i = 0; i < names; ++i) request.names.push_back(r.get_string());
   request.message = r.get_string();
+  uint64_t averages = r.get<uint64_t>();
+  for (uint64_t i = 0; i < averages; ++i) {
+    PsMovingAverage average{.name = r.get_string(), .value = {}, .momentum = 0};
+    average.value = r.get_tensor();
+    average.momentum = r.get<double>();
+    request.moving_averages.push_back(std::move(average));
+  }
   r.finish();
   return request;
 }

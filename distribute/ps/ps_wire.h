@@ -1,13 +1,13 @@
 // The messages between workers and `ps` tasks, and their framing on a data-plane Link.
 //
 // A worker's step is one request and one reply per ps task (TF1 sends one RecvTensor per
-// variable): the gradients of the variables that task holds, and the names whose fresh values
-// it wants back, batched in one frame; large gradients may go ahead of it in kStage frames
-// (no reply) as the backward pass completes them, so the transfer overlaps the backward pass. A
-// frame is its length (8 bytes) then its bytes; a tensor is its name, dtype, shape and raw elements
-// (host byte order: the tasks of a job run the same build), or for a row-sparse gradient (TF's
-// IndexedSlices) its indices and values. Strings are not carried (a ps holds numeric variables
-// only).
+// variable): the gradients of the variables that task holds, the moving averages of its
+// statistics, and the names whose fresh values it wants back, batched in one frame; large
+// gradients may go ahead of it in kStage frames (no reply) as the backward pass completes them,
+// so the transfer overlaps the backward pass. A frame is its length (8 bytes) then its bytes; a
+// tensor is its name, dtype, shape and raw elements (host byte order: the tasks of a job run the
+// same build), or for a row-sparse gradient (TF's IndexedSlices) its indices and values. Strings
+// are not carried (a ps holds numeric variables only).
 #pragma once
 
 #include <cstdint>
@@ -55,6 +55,15 @@ struct NamedTensor {
   ops::Tensor value;  // on the host
 };
 
+// A moving average the owner applies to a variable it holds (batch norm's moving statistics:
+// TF colocates assign_moving_average's ops with the variable, so they run on its ps task):
+// variable = variable * momentum + value * (1 - momentum).
+struct PsMovingAverage {
+  std::string name;
+  ops::Tensor value;  // on the host
+  double momentum = 0;
+};
+
 struct PsRequest {
   PsRequestKind kind = PsRequestKind::kPull;
   // kPushPull: the global step the worker last saw (the learning rate's step on ps tasks that
@@ -63,6 +72,7 @@ struct PsRequest {
   std::vector<NamedTensor> tensors;
   std::vector<std::string> names;
   std::string message;
+  std::vector<PsMovingAverage> moving_averages;  // kPushPull: applied after the gradients
 };
 
 struct PsReply {
