@@ -15,6 +15,9 @@
 //              pull whole, each id asked of the part that holds it (the parts are consecutive
 //              row ranges: embedding_lookup's partition_strategy "div", which is how TF's
 //              partitioners cut a variable);
+//   stage      (during a step's backward pass): gradients that are ready go ahead to their
+//              tasks in frames without a reply; the step's push_pull applies them with its
+//              own gradients, still one round trip and one update per ps task;
 //   pull_all   (the chief's checkpoints): everything the tasks hold, named as one process
 //              names it (parts joined: "emb/part_1/Adagrad" is rows of "emb/Adagrad"), so a
 //              checkpoint is the same file every strategy writes.
@@ -60,6 +63,12 @@ class PsVariables {
                     int64_t global_step_seen,
                     const std::vector<PsMovingAverage>& moving_averages = {},
                     const std::set<std::string>& not_pulled = {});
+  // Sends `grads` (of placed variables, dense, already scaled) ahead of the step's push_pull,
+  // which applies them with its own (a variable's gradient goes in one of the two, once).
+  void stage(const std::vector<nn::GradAndVar>& grads);
+  // The step that staged gradients failed before its push_pull: the tasks drop them (best
+  // effort: a task that cannot be reached has dropped them with its connection).
+  void discard_staged() noexcept;
   // The owners' rows `ids` (integer, any shape; negative ids skipped, repeats pulled once) of
   // placed variable `name`, written into those rows of `into` (the worker's copy, of the
   // variable's shape). An id past the variable's rows is an InvalidArgumentError naming both.
@@ -96,6 +105,7 @@ class PsVariables {
 
   PsClient* client_;
   PsPlacement* placement_;
+  std::vector<bool> staged_;  // [ps tasks]: holds gradients staged for the next push_pull
 };
 
 }  // namespace est::distribute
