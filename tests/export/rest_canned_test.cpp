@@ -4,7 +4,8 @@
 // its feature columns answers TF Serving's :classify ({"results": [[["class", score], ...]]})
 // with every class's name and probability equal to Estimator::predict's, a DNNRegressor answers
 // :regress; with a raw receiver of several features only the "predict" signature is left (TF's
-// export_lib drops the classify and regress signatures, serving_default among them).
+// export_lib drops the classify and regress signatures, serving_default among them), with one
+// raw string tensor all are kept.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -185,4 +186,30 @@ TEST_CASE("export: a raw receiver keeps only the canned heads' predict signature
     CHECK(signatures["predict"]["inputs"].contains("x1"));
     CHECK(signatures["predict"]["outputs"].contains("probabilities"));
   }
+  // A raw receiver of one string tensor passes TF's check (ClassificationOutput's
+  // as_signature_def asks only for one string input): every signature is kept, the classify ones
+  // with that tensor under "inputs" and no parse step (TF feeds it the serialized examples).
+  auto color = fc::categorical_column_with_vocabulary_list(
+      "color", std::vector<std::string>{"red", "green", "blue"});
+  DNNClassifier by_color({.hidden_units = {2},
+                          .feature_columns = {fc::indicator_column(color)},
+                          .config = quiet(dir / "model_color")});
+  by_color.train(
+      [](ModeKeys, const InputContext*) {
+        return data::Dataset::from_tensor_slices(
+                   Features{{"color", data::string_tensor({"red", "blue", "green", "red"}, {4})}},
+                   Tensor::from_vector(std::vector<int32_t>{0, 1, 1, 0}))
+            .batch(4);
+      },
+      {}, 2);
+  const json kept = read_signatures(by_color.export_saved_model(
+      dir / "export_color",
+      build_raw_serving_input_receiver_fn({{"color", {{-1}, DType::kString}}})));
+  std::vector<std::string> names;
+  for (const auto& item : kept.items()) names.push_back(item.key());
+  CHECK(names ==
+        std::vector<std::string>{"classification", "predict", "regression", "serving_default"});
+  CHECK(kept["serving_default"]["inputs"]["inputs"]["name"] == "color");
+  CHECK(!kept["serving_default"].contains("parse_example"));
+  CHECK(kept["predict"]["inputs"].contains("color"));
 }
