@@ -10,17 +10,12 @@
 // the per-round ratios. Lines: `one_process examples_per_sec=...`, `two_workers ...`,
 // `ratio=...`.
 #include <fmt/format.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,6 +23,7 @@
 #include <est/distribute/job_token.h>
 #include <est/nn/nn.h>
 
+#include "bench/child_processes.h"
 #include "bench/fashion_mnist_memory.h"
 #include "examples/cnn_model.h"
 
@@ -73,41 +69,9 @@ double train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t 
   return static_cast<double>(steps * global_batch) / seconds;
 }
 
-// Runs `argv` (this program in a role) with TF_CONFIG `tf_config` and its output in `log`.
-pid_t spawn(const std::vector<std::string>& argv, const std::string& tf_config,
-            const std::string& log) {
-  std::vector<std::string> args = argv;
-  std::vector<char*> pointers;
-  for (auto& arg : args) pointers.push_back(arg.data());
-  pointers.push_back(nullptr);
-  if (tf_config.empty()) ::unsetenv("TF_CONFIG");
-  else ::setenv("TF_CONFIG", tf_config.c_str(), 1);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, pointers.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw est::UnavailableError("cannot start a benchmark process");
-  return pid;
-}
-
-double rate_in(const std::string& log) {
-  std::ifstream in(log);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("examples_per_sec=", 0) == 0) return std::stod(line.substr(17));
-  throw est::InternalError("no examples_per_sec in " + log);
-}
-
-void wait_all(const std::vector<pid_t>& pids) {
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      throw est::InternalError("a benchmark process failed");
-  }
-}
+using bench::spawn;
+using bench::value_in;
+using bench::wait_all;
 
 }  // namespace
 
@@ -148,7 +112,7 @@ int main(int argc, char** argv) try {
     auto args = common;
     args.insert(args.end(), {"--role", "single"});
     wait_all({spawn(args, "", dir + "/single.log")});
-    singles.push_back(rate_in(dir + "/single.log"));
+    singles.push_back(value_in(dir + "/single.log", "examples_per_sec"));
     int p0 = 20000 + (::getpid() * 7 + r * 2) % 20000;
     std::string cluster = fmt::format(R"({{"worker": ["127.0.0.1:{}", "127.0.0.1:{}"]}})", p0, p0 + 1);
     args = common;
@@ -160,7 +124,7 @@ int main(int argc, char** argv) try {
                                        cluster, w),
                            dir + "/worker" + std::to_string(w) + ".log"));
     wait_all(pids);
-    workers.push_back(rate_in(dir + "/worker0.log"));
+    workers.push_back(value_in(dir + "/worker0.log", "examples_per_sec"));
     ratios.push_back(workers.back() / singles.back());
     fmt::print("round {}: one_process {:.1f} two_workers {:.1f} ratio {:.3f}\n", r, singles.back(),
                workers.back(), ratios.back());

@@ -31,6 +31,7 @@
 #include <est/distribute/ps/ps_server.h>
 #include <est/nn/nn.h>
 
+#include "bench/child_processes.h"
 #include "bench/fashion_mnist_memory.h"
 #include "examples/cnn_model.h"
 
@@ -77,42 +78,9 @@ Timed train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t b
   return timed;
 }
 
-pid_t spawn(const std::vector<std::string>& argv, const std::string& tf_config,
-            const std::string& log) {
-  std::vector<std::string> args = argv;
-  std::vector<char*> pointers;
-  for (auto& arg : args) pointers.push_back(arg.data());
-  pointers.push_back(nullptr);
-  if (tf_config.empty())
-    ::unsetenv("TF_CONFIG");
-  else
-    ::setenv("TF_CONFIG", tf_config.c_str(), 1);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, pointers.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw est::UnavailableError("cannot start a benchmark process");
-  return pid;
-}
-
-double value_in(const std::string& log, const std::string& key) {
-  std::ifstream in(log);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key + "=", 0) == 0) return std::stod(line.substr(key.size() + 1));
-  throw est::InternalError("no " + key + " in " + log);
-}
-
-void wait_all(const std::vector<pid_t>& pids) {
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      throw est::InternalError("a benchmark process failed");
-  }
-}
+using bench::spawn;
+using bench::value_in;
+using bench::wait_all;
 
 }  // namespace
 

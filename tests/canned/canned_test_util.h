@@ -2,6 +2,8 @@
 // a color decide a binary label, three classes, or a linear target) and its input_fn.
 #pragma once
 
+#include <doctest/doctest.h>
+
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -91,6 +93,16 @@ struct Case {
   const char* metric;
   double bound;  // accuracy above it, or average_loss below it
 };
+
+// Checks what c's estimator reports after its 300 training steps: the step, and the metric
+// beyond its bound.
+inline void check_trained(const Case& c, const Metrics& metrics) {
+  CHECK(metrics.at("global_step") == 300);
+  if (std::string(c.metric) == "accuracy")
+    CHECK(metrics.at("accuracy") > c.bound);
+  else
+    CHECK(metrics.at("average_loss") < c.bound);
+}
 
 inline std::vector<Case> cases() {
   return {

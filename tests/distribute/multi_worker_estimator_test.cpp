@@ -7,7 +7,6 @@
 #include <doctest/doctest.h>
 
 #include <array>
-#include <future>
 #include <optional>
 
 #include "checkpoint/checkpoint.h"
@@ -15,7 +14,7 @@
 #include "estimator/estimator.h"
 #include "nn/nn.h"
 #include "tests/command.h"
-#include "tests/process_group.h"
+#include "tests/distribute/two_workers.h"
 
 using namespace est;
 using namespace std::chrono_literals;
@@ -61,42 +60,18 @@ class StopAfter : public SessionRunHook {
 // worker w gets hooks[w]. Worker 0 is the chief.
 void run_job(const std::string& dir, const std::array<Hooks, 2>& hooks,
              std::optional<int64_t> max_steps = std::nullopt) {
-  distribute::ClusterSpec::Jobs jobs;
-  for (int i = 0; i < 2; ++i)
-    jobs[distribute::TaskType::kWorker].push_back("127.0.0.1:" +
-                                                  std::to_string(testing::free_port()));
-  distribute::ClusterSpec cluster(jobs);
-  std::vector<std::future<void>> workers;
-  for (int w = 0; w < 2; ++w)
-    workers.push_back(std::async(std::launch::async, [&, w] {
-      distribute::TfConfig tf_config{
-          .cluster = cluster, .task = distribute::TaskSpec{distribute::TaskType::kWorker, w}};
-      auto strategy = std::make_shared<distribute::MultiWorkerMirroredStrategy>(
-          tf_config, distribute::CommunicationOptions{},
-          distribute::MultiWorkerOptions{.token = "multi-worker-estimator-test-0123",
-                                         .session_creation_timeout = 30s,
-                                         .heartbeat_interval = 200ms,
-                                         .heartbeat_timeout = 3000ms,
-                                         .devices = {"/cpu:0"}});
-      RunConfig config{.model_dir = dir,
-                       .tf_random_seed = 5,
-                       .save_summary_steps = 0,
-                       .save_checkpoints_steps = 1000,
-                       .save_checkpoints_secs = std::nullopt,
-                       .log_step_count_steps = 1000,
-                       .train_distribute = strategy};
-      config.read_tf_config = false;
-      config.cluster_spec = cluster;
-      config.task_id = w;
-      config.is_chief = w == 0;
-      config.num_worker_replicas = 2;
-      Estimator estimator(model_fn, config);
-      estimator.train(counting_input(), hooks[static_cast<size_t>(w)], std::nullopt, max_steps);
-    }));
-  for (auto& worker : workers) {
-    REQUIRE(worker.wait_for(120s) == std::future_status::ready);
-    worker.get();
-  }
+  RunConfig config{.model_dir = dir,
+                   .tf_random_seed = 5,
+                   .save_summary_steps = 0,
+                   .save_checkpoints_steps = 1000,
+                   .save_checkpoints_secs = std::nullopt,
+                   .log_step_count_steps = 1000};
+  testing::train_on_two_workers(
+      {.token = "multi-worker-estimator-test-0123", .heartbeat_timeout = 3000ms, .bound = 120s},
+      config, [&](const RunConfig& worker_config, int w) {
+        Estimator estimator(model_fn, worker_config);
+        estimator.train(counting_input(), hooks[static_cast<size_t>(w)], std::nullopt, max_steps);
+      });
 }
 
 // Each worker's position in the chief's last checkpoint is the one after kStopAfter batches.
