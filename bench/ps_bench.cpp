@@ -6,7 +6,10 @@
 // pull, frames included) against 2 x the variables' bytes (one copy of the gradients out, one of
 // the values back: the least a step that pushes every gradient and pulls every value can move).
 //
-//   ps_bench [--batch 64] [--steps 200] [--rounds 3]
+//   ps_bench [--batch 64] [--steps 200] [--rounds 3] [--sync_replicas 2]
+// --sync_replicas R: the job trains synchronously (SyncReplicasOptimizer's semantics, R = 2
+// gradients averaged per step, num_tokens = 0: lock-step), each step then three round trips
+// (push, token, pull) and a wait for the slower worker.
 // Each round runs a fresh one-process run, then a fresh job (ps 0, worker 0, worker 1), and
 // times `steps` steps per worker after 20 warm-up steps; the figures are the medians of the
 // rounds. Lines: `one_process examples_per_sec=...`, `ps_job examples_per_sec=...`,
@@ -93,6 +96,10 @@ int main(int argc, char** argv) try {
   app.add_option("--batch", batch, "each worker's batch per step")->capture_default_str();
   app.add_option("--steps", steps, "timed steps per worker")->capture_default_str();
   app.add_option("--rounds", rounds, "runs of each")->capture_default_str();
+  int sync_replicas = 0;
+  app.add_option("--sync_replicas", sync_replicas,
+                 "train synchronously, averaging this many gradients per step (0: async)")
+      ->capture_default_str();
   app.add_option("--role", role, "internal: single, ps or worker")->group("");
   CLI11_PARSE(app, argc, argv);
 
@@ -113,7 +120,10 @@ int main(int argc, char** argv) try {
     if (role == "single") {
       strategy = std::make_shared<dist::OneDeviceStrategy>("/cpu:0", 7);
     } else {
-      ps = dist::ParameterServerStrategy::from_env({.seed = 7});
+      std::optional<dist::SyncReplicasOptions> sync;
+      if (sync_replicas > 0)
+        sync = dist::SyncReplicasOptions{.replicas_to_aggregate = sync_replicas, .num_tokens = 0};
+      ps = dist::ParameterServerStrategy::from_env({.sync_replicas = sync, .seed = 7});
       strategy = ps;
     }
     Timed timed = train(*strategy, data, batch, steps, ps ? ps->input_pipeline_id() * 30000 : 0);
@@ -127,8 +137,9 @@ int main(int argc, char** argv) try {
   }
 
   ::setenv("EST_JOB_TOKEN", dist::generate_job_token().c_str(), 1);
-  std::vector<std::string> common = {"/proc/self/exe", "--batch", std::to_string(batch), "--steps",
-                                     std::to_string(steps)};
+  std::vector<std::string> common = {
+      "/proc/self/exe",      "--batch",         std::to_string(batch),        "--steps",
+      std::to_string(steps), "--sync_replicas", std::to_string(sync_replicas)};
   std::string dir = "/tmp/est_ps_bench_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   std::vector<double> singles, jobs, ratios, bytes, variables;
@@ -167,7 +178,9 @@ int main(int argc, char** argv) try {
   double moved = bench::median(bytes), model = bench::median(variables);
   fmt::print("batch={} steps={}\n", batch, steps);
   fmt::print("one_process threads=2 examples_per_sec={:.1f}\n", bench::median(singles));
-  fmt::print("ps_job workers=2x1 ps=1 examples_per_sec={:.1f}\n", bench::median(jobs));
+  fmt::print("ps_job workers=2x1 ps=1{} examples_per_sec={:.1f}\n",
+             sync_replicas > 0 ? fmt::format(" sync_replicas={}", sync_replicas) : "",
+             bench::median(jobs));
   fmt::print("ratio={:.3f} (range {:.3f}-{:.3f})\n", bench::median(ratios),
              *std::min_element(ratios.begin(), ratios.end()),
              *std::max_element(ratios.begin(), ratios.end()));

@@ -62,6 +62,11 @@ void run_parameter_server(const Estimator& estimator, const TrainSpec& train_spe
   server.join();
   log::info("ps {}: the job is over; {} updates applied here", config.task_id,
             server.updates_applied());
+  if (std::optional<distribute::PsServer::SyncStats> sync = server.sync_stats())
+    log::info(
+        "ps {}: {} synchronous steps applied ({} gradients averaged into each), {} stale "
+        "gradients dropped",
+        config.task_id, sync->steps, sync->options.replicas_to_aggregate, sync->stale_dropped);
 #else
   (void)train_spec;
   throw UnimplementedError(

@@ -45,6 +45,7 @@ ParameterServerStrategy::ParameterServerStrategy(const TfConfig& config,
                                                  ParameterServerOptions options)
     : ParameterServerStrategy([&] {
         Setup setup{.config = config, .options = options};
+        if (options.sync_replicas) options.sync_replicas->validate();
         const ClusterSpec& cluster = config.cluster;
         int num_ps = cluster.num_tasks(TaskType::kPs);
         if (!cluster.empty())
@@ -78,8 +79,18 @@ ParameterServerStrategy::ParameterServerStrategy(const TfConfig& config,
                             .health = {}});
         setup.variables = std::make_unique<PsVariables>(*setup.client, *setup.placement);
         setup.variable_placement = mirrored_placement();  // the worker's store: a cache
-        setup.gradient_path = std::make_shared<PsGradientPath>(*setup.variables, setup.is_chief,
-                                                               options.session_creation_timeout);
+        if (options.sync_replicas) {
+          int trainers = static_cast<int>(setup.num_input_pipelines);
+          if (options.sync_replicas->resolved_total_num_replicas() != trainers)
+            log::warning(
+                "ParameterServerStrategy: SyncReplicas total_num_replicas = {} but TF_CONFIG lists "
+                "{} training tasks: each step releases {} tokens",
+                options.sync_replicas->resolved_total_num_replicas(), trainers,
+                options.sync_replicas->tokens_per_step());
+        }
+        setup.gradient_path = std::make_shared<PsGradientPath>(
+            *setup.variables, setup.is_chief, options.session_creation_timeout,
+            options.sync_replicas, setup.task_name);
         return setup;
       }()) {}
 
@@ -88,10 +99,10 @@ ParameterServerStrategy::ParameterServerStrategy(Setup setup)
                setup.variable_placement, setup.gradient_path, setup.is_chief, setup.local_tasks),
       config_(std::move(setup.config)),
       task_name_(std::move(setup.task_name)),
-      placement_(std::move(setup.placement)),
-      client_(std::move(setup.client)),
       num_input_pipelines_(setup.num_input_pipelines),
       input_pipeline_id_(setup.input_pipeline_id),
+      placement_(std::move(setup.placement)),
+      client_(std::move(setup.client)),
       variables_(std::move(setup.variables)) {
   log::info("Using {}", description());
 }

@@ -6,11 +6,14 @@
 // round-robin or greedily by size, optionally partitioned along axis 0: ps_placement.h) and
 // apply the updates; the chief and the workers train, each on its own (asynchronously), each
 // step pushing its gradients to the owners and pulling fresh values in one round trip per ps
-// task (ps_gradient_path.h). The chief (or worker 0 without one) initializes the variables on
-// the ps tasks, or restores them from the latest checkpoint, and writes the checkpoints by
-// reading them back: the same files every strategy writes, so a job restarts under another
-// strategy from them and the other way round. A `ps` task runs train_and_evaluate's ps role
-// (estimator/ps_task.h); on it, and on the evaluator, this strategy only computes locally.
+// task (ps_gradient_path.h); or, with ParameterServerOptions::sync_replicas, synchronously as
+// TF1's SyncReplicasOptimizer trained (sync_replicas.h: the owners average replicas_to_aggregate
+// gradients of one step, drop stale ones, apply the mean once; workers wait for a token). The chief
+// (or worker 0 without one) initializes the variables on the ps tasks, or restores them from the
+// latest checkpoint, and writes the checkpoints by reading them back: the same files every strategy
+// writes, so a job restarts under another strategy from them and the other way round. A `ps` task
+// runs train_and_evaluate's ps role (estimator/ps_task.h); on it, and on the evaluator, this
+// strategy only computes locally.
 //
 // Every connection carries the job token. A ps task that dies fails every worker's next step
 // with an error naming it, and each failing worker tells the ps tasks it can reach, which then
@@ -28,6 +31,7 @@
 #include <string>
 
 #include "distribute/ps/ps_placement.h"
+#include "distribute/ps/sync_replicas.h"
 #include "distribute/strategy.h"
 #include "distribute/tf_config.h"
 
@@ -43,6 +47,10 @@ struct ParameterServerOptions {
   // How long a worker waits for the ps tasks to accept and for the chief to initialize the
   // variables (TensorFlow's session_creation_timeout_secs, 7200 by default).
   std::chrono::milliseconds session_creation_timeout{std::chrono::hours(2)};
+  // Synchronous training with SyncReplicasOptimizer's semantics (distribute/ps/
+  // sync_replicas.h: replicas_to_aggregate, total_num_replicas, num_tokens); unset:
+  // asynchronous, TF1's default. Every training task of the job must give the same.
+  std::optional<SyncReplicasOptions> sync_replicas;
   std::string device = "/cpu:0";  // this worker's device (one replica)
   uint64_t seed = 0;
 };

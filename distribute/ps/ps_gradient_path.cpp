@@ -19,14 +19,18 @@ constexpr const char* kGlobalStep = "global_step";
 }  // namespace
 
 PsGradientPath::PsGradientPath(PsVariables& variables, bool is_chief,
-                               std::chrono::milliseconds wait_for_chief)
-    : variables_(&variables), is_chief_(is_chief), wait_for_chief_(wait_for_chief) {}
+                               std::chrono::milliseconds wait_for_chief,
+                               std::optional<SyncReplicasOptions> sync, std::string task)
+    : variables_(&variables), is_chief_(is_chief), wait_for_chief_(wait_for_chief) {
+  if (sync) sync_ = std::make_unique<PsSyncStep>(variables, *sync, std::move(task), is_chief);
+}
 
 void PsGradientPath::place_global_step(nn::VariableStore& store) {
   if (global_step_placed_) return;
   Tensor step = nn::get_or_create_global_step(store);
   variables_->place(kGlobalStep, step);
   if (is_chief_) variables_->initialize({{kGlobalStep, step.clone()}});
+  if (sync_) sync_->start(store, wait_for_chief_);
   global_step_placed_ = true;
 }
 
@@ -49,6 +53,10 @@ void PsGradientPath::initialize_variable(ReplicaContext& replica, const std::str
 void PsGradientPath::push(nn::VariableStore& store, std::vector<nn::GradAndVar>& grads) {
   std::lock_guard lock(mutex_);
   place_global_step(store);
+  if (sync_) {
+    sync_->step(store, grads);
+    return;
+  }
   int64_t seen = static_cast<int64_t>(nn::get_or_create_global_step(store).item());
   variables_->push_pull(grads, store, seen);
 }

@@ -12,16 +12,23 @@
 // model, before the push, as TF's graph clips them on the worker. What stays on the worker:
 // non-trainable variables (batch norm's moving statistics are updated locally from the
 // worker's batches; the chief's are the ones its checkpoints save).
+//
+// Synchronous on request (`sync`: SyncReplicasOptimizer's semantics): the step's push goes into
+// the owners' accumulators and the worker waits for its token before the next step
+// (distribute/ps/ps_sync_step.h).
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "distribute/gradient_path.h"
+#include "distribute/ps/ps_sync_step.h"
 #include "distribute/ps/ps_variables.h"
 
 namespace est::distribute {
@@ -29,8 +36,9 @@ namespace est::distribute {
 class PsGradientPath final : public GradientPath {
  public:
   // `variables` must outlive the path. `wait_for_chief`: how long a worker waits for the chief
-  // to initialize a variable.
-  PsGradientPath(PsVariables& variables, bool is_chief, std::chrono::milliseconds wait_for_chief);
+  // to initialize a variable. `sync`: train synchronously (`task` names this task then).
+  PsGradientPath(PsVariables& variables, bool is_chief, std::chrono::milliseconds wait_for_chief,
+                 std::optional<SyncReplicasOptions> sync = std::nullopt, std::string task = {});
 
   std::string_view name() const override { return "push to the ps tasks"; }
   void apply(ReplicaContext& replica, const nn::TrainOp& train_op, double gradient_scale,
@@ -55,6 +63,7 @@ class PsGradientPath final : public GradientPath {
   std::chrono::milliseconds wait_for_chief_;
   std::mutex mutex_;  // the local replicas share the connections
   bool global_step_placed_ = false;
+  std::unique_ptr<PsSyncStep> sync_;  // null: asynchronous
 };
 
 }  // namespace est::distribute

@@ -110,6 +110,7 @@ void PsServer::end(JobStatus status) {
     end_ = std::move(status);
   }
   ended_cv_.notify_all();
+  tokens_cv_.notify_all();
 }
 
 void PsServer::accept_loop() {
@@ -141,6 +142,7 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
   {
     std::lock_guard lock(mutex_);
     connected_.insert(client);
+    lost_.erase(client);
   }
   try {
     for (;;) {
@@ -161,6 +163,7 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
       std::lock_guard lock(mutex_);
       connected_.erase(connected_.find(client));
       done = done_.contains(client);
+      if (!done) lost_.insert(client);
     }
     if (!stopping_ && !done)
       log::info("{}: the connection from {} ended ({})", name(), client, error.what());
@@ -222,6 +225,14 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
     case PsRequestKind::kPull:
     case PsRequestKind::kPushPull: {
       if (request.kind == PsRequestKind::kPushPull) {
+        if (accumulator_)
+          return error_reply(
+              StatusCode::kInvalidArgument,
+              fmt::format("{} aggregates gradients synchronously ({} configured it: "
+                          "replicas_to_aggregate = {}), but {} pushed asynchronously: give every "
+                          "training task the same ParameterServerOptions::sync_replicas",
+                          name(), sync_configured_by_, accumulator_->replicas_to_aggregate(),
+                          client));
         if (!options_.optimizer)
           return error_reply(StatusCode::kInternal,
                              fmt::format("{} has no optimizer to apply updates with", name()));
@@ -257,6 +268,12 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
       lock.unlock();
       check_end();
       return {};
+    case PsRequestKind::kSyncConfigure:
+      return sync_configure(request, client);
+    case PsRequestKind::kSyncPush:
+      return sync_push(request, client);
+    case PsRequestKind::kTakeToken:
+      return take_token(request, client, lock);
     case PsRequestKind::kAbort:
       lock.unlock();
       log::error("{}: {} reports that the job failed: {}", name(), client, request.message);

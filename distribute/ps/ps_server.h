@@ -12,6 +12,14 @@
 // every training task has said it is done, or the chief has and no other training task is
 // still connected (a worker that died does not keep the job alive; one still stepping does);
 // a job that failed (a task sent its error) makes join() throw that error.
+//
+// Synchronous training (SyncReplicasOptimizer's semantics, distribute/ps/sync_replicas.h) is
+// switched on by the chief's kSyncConfigure: pushes then go into a GradientAccumulator and
+// each step's mean is applied once, here, with the job's optimizer; the task holding
+// global_step keeps the token queue, and a worker's kTakeToken waits (at most the configured
+// token_timeout, with an error naming the step and the tasks missing) until the step is done
+// everywhere. Once the chief is done, tokens are handed out at once, so that a worker waiting
+// for one ends its training instead of waiting for a step that will not come.
 #pragma once
 
 #include <atomic>
@@ -28,6 +36,7 @@
 
 #include "distribute/coordination_state.h"
 #include "distribute/ps/ps_wire.h"
+#include "distribute/ps/sync_replicas.h"
 #include "nn/optimizer.h"
 #include "nn/variable_store.h"
 
@@ -66,12 +75,24 @@ class PsServer {
   // counter that tasks other than ps 0 keep for the learning rate is not listed.
   std::vector<std::string> names() const;
   uint64_t updates_applied() const { return updates_; }
+  // Synchronous training's counts (unset while asynchronous).
+  struct SyncStats {
+    SyncReplicasOptions options;
+    uint64_t steps = 0;          // aggregated updates applied here
+    uint64_t stale_dropped = 0;  // pushes dropped as stale
+  };
+  std::optional<SyncStats> sync_stats() const;
 
  private:
   void accept_loop();
   void serve(std::shared_ptr<Link> link, std::string client);
   PsReply handle(const PsRequest& request, const std::string& client);
   PsReply values(const std::vector<std::string>& names) const;  // under mutex_
+  // Synchronous training (ps_server_sync.cpp), under mutex_ (`lock` holds it).
+  PsReply sync_configure(const PsRequest& request, const std::string& client);
+  PsReply sync_push(const PsRequest& request, const std::string& client);
+  PsReply take_token(const PsRequest& request, const std::string& client,
+                     std::unique_lock<std::mutex>& lock);
   void end(JobStatus status);
   // Ends the job (ok) when the rule above says it is over.
   void check_end();
@@ -95,6 +116,14 @@ class PsServer {
   std::multiset<std::string> connected_;  // the callers of the open connections
   bool chief_done_ = false;
   std::optional<JobStatus> end_;  // set once: ok (ended) or the job's error
+  std::set<std::string> lost_;    // training tasks whose connection ended before they were done
+
+  // Synchronous training, once the chief configured it: every task accumulates, the task that
+  // holds global_step keeps the tokens.
+  std::optional<GradientAccumulator> accumulator_;
+  std::optional<SyncTokenQueue> tokens_;
+  std::string sync_configured_by_;
+  std::condition_variable tokens_cv_;
 };
 
 }  // namespace est::distribute

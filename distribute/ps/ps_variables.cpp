@@ -152,15 +152,9 @@ ops::Tensor PsVariables::pull_variable(const std::string& name, std::chrono::mil
   }
 }
 
-int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::VariableStore& store,
-                               int64_t global_step_seen) {
-  size_t num_ps = static_cast<size_t>(client_->num_ps());
-  bool pushing = !grads.empty();
-  std::vector<std::optional<PsRequest>> requests(num_ps);
-  for (size_t ps = 0; ps < num_ps; ++ps)
-    requests[ps] = PsRequest{.kind = PsRequestKind::kPull, .global_step = global_step_seen};
-  // The global step counts every push: its task takes part in each one.
-  if (pushing) requests[0]->kind = PsRequestKind::kPushPull;
+void PsVariables::add_gradients(const std::vector<nn::GradAndVar>& grads,
+                                std::vector<std::optional<PsRequest>>& requests,
+                                PsRequestKind kind) const {
   for (const nn::GradAndVar& entry : grads) {
     if (!entry.gradient.defined()) continue;
     const PsVariable* variable = placement_->find(entry.name);
@@ -176,13 +170,25 @@ int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::Var
           entry.name));
     for (const PsShard& shard : variable->shards) {
       PsRequest& request = *requests[static_cast<size_t>(shard.ps)];
-      request.kind = PsRequestKind::kPushPull;
+      request.kind = kind;
       ops::Tensor gradient = variable->partitioned()
                                  ? rows(entry.gradient, shard.row_begin, shard.row_end)
                                  : entry.gradient.detach();
       request.tensors.push_back({shard.name, gradient});
     }
   }
+}
+
+int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::VariableStore& store,
+                               int64_t global_step_seen) {
+  size_t num_ps = static_cast<size_t>(client_->num_ps());
+  bool pushing = !grads.empty();
+  std::vector<std::optional<PsRequest>> requests(num_ps);
+  for (size_t ps = 0; ps < num_ps; ++ps)
+    requests[ps] = PsRequest{.kind = PsRequestKind::kPull, .global_step = global_step_seen};
+  // The global step counts every push: its task takes part in each one.
+  if (pushing) requests[0]->kind = PsRequestKind::kPushPull;
+  add_gradients(grads, requests, PsRequestKind::kPushPull);
   for (const PsVariable& variable : placement_->variables()) {
     if (variable.name == kGlobalStep) continue;
     for (const PsShard& shard : variable.shards)

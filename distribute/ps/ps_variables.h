@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,11 @@ class PsVariables {
                     int64_t global_step_seen);
   // Everything the tasks hold, with one process's names, parts joined.
   std::vector<NamedTensor> pull_all();
+  // Adds `grads` (of placed variables; undefined ones are skipped) to `requests` ([ps tasks],
+  // each set already), each gradient cut into its parts' rows for the tasks that hold them,
+  // and sets `kind` on every request that got one.
+  void add_gradients(const std::vector<nn::GradAndVar>& grads,
+                     std::vector<std::optional<PsRequest>>& requests, PsRequestKind kind) const;
 
   // This training task is done (the chief: the job ends once the other training tasks are
   // done or gone, and the ps tasks exit).

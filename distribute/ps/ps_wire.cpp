@@ -148,7 +148,7 @@ PsRequest decode_request(std::string_view bytes, const std::string& from) {
   Reader r(bytes, from);
   PsRequest request;
   auto kind = r.get<uint8_t>();
-  if (kind < 1 || kind > static_cast<uint8_t>(PsRequestKind::kAbort))
+  if (kind < 1 || kind > static_cast<uint8_t>(PsRequestKind::kTakeToken))
     throw DataLossError(
         fmt::format("a parameter-server request from {} has unknown kind {}", from, kind));
   request.kind = static_cast<PsRequestKind>(kind);

@@ -27,6 +27,15 @@ enum class PsRequestKind : uint8_t {
   kWorkerDone = 5,  // `message` (the task) has finished training
   kEndJob = 6,      // the chief (`message`) is done: exit once the others are done or gone
   kAbort = 7,       // the job failed with `message`: exit with that error
+  // Synchronous training (sync_replicas.h). The chief, as it starts: `tensors` holds the
+  // SyncReplicasOptions, `global_step` the step to start from; gradients are aggregated from now.
+  kSyncConfigure = 8,
+  // `tensors`: gradients computed at `global_step` (the worker's local step) into the
+  // accumulator, dropped when stale; `message` names the worker.
+  kSyncPush = 9,
+  // To the task holding global_step: `message` (the worker) pushed the gradients of
+  // `global_step` to every ps task; waits for a token, which the reply's global_step holds.
+  kTakeToken = 10,
 };
 
 struct NamedTensor {

@@ -6,9 +6,12 @@
 //   ps_job_task --model_dir D --max_steps N --batch B [--optimizer sgd|momentum|adam]
 //               [--strategy ps|tf1|mirrored|none] [--ps_balancing round_robin|greedy]
 //               [--partitions P] [--step_delay_ms MS]
-// --strategy ps: ParameterServerStrategy::from_env(); tf1: no train_distribute (TF1's default,
-// the Estimator makes one when TF_CONFIG lists ps tasks); mirrored: MirroredStrategy on one CPU
-// (restoring a PS checkpoint); none: no strategy (the one-process reference).
+//               [--sync_replicas R [--total_num_replicas N] [--num_tokens T] [--token_timeout_s S]]
+// --strategy ps: ParameterServerStrategy::from_env(), synchronous when --sync_replicas is given
+// (SyncReplicasOptions); tf1: no train_distribute (TF1's default, the Estimator makes one when
+// TF_CONFIG lists ps tasks); mirrored: MirroredStrategy on one CPU (restoring a PS checkpoint);
+// mwms: MultiWorkerMirroredStrategy::from_env() on one CPU per task (synchronous all-reduce, the
+// reference of synchronous ps training); none: no strategy (the one-process reference).
 // Exit status: 0 when the role ends, 1 with "error: <message>" on an est::Error.
 #include <fmt/format.h>
 
@@ -19,6 +22,7 @@
 
 #include "distribute/distribute.h"
 #include "distribute/mirrored_strategy.h"
+#include "distribute/multi_worker_mirrored_strategy.h"
 #include "distribute/ps/parameter_server_strategy.h"
 #include "estimator/estimator.h"
 #include "nn/nn.h"
@@ -49,7 +53,8 @@ data::Dataset synthetic(int64_t offset = 0) {
       x[static_cast<size_t>(i * kFeatures + f)] = v;
       for (int c = 0; c < 3; ++c) score[c] += v * static_cast<float>(((f + c * 3) % 5) - 2);
     }
-    int64_t label = score[0] > score[1] ? (score[0] > score[2] ? 0 : 2) : (score[1] > score[2] ? 1 : 2);
+    int64_t label =
+        score[0] > score[1] ? (score[0] > score[2] ? 0 : 2) : (score[1] > score[2] ? 1 : 2);
     if (hash(n * 7 + 3) % 8 == 0) label = static_cast<int64_t>(hash(n) % 3);
     y[static_cast<size_t>(i)] = label;
   }
@@ -76,6 +81,7 @@ int main(int argc, char** argv) try {
   std::string model_dir, optimizer = "momentum", strategy_name = "ps", balancing = "round_robin";
   int64_t max_steps = 100, batch = 32, partitions = 1;
   int step_delay_ms = 0;
+  int sync_replicas = 0, total_num_replicas = 0, num_tokens = -1, token_timeout_s = 600;
   CLI::App app("a task of est's parameter-server job tests", "ps_job_task");
   app.add_option("--model_dir", model_dir)->required();
   app.add_option("--max_steps", max_steps);
@@ -85,6 +91,10 @@ int main(int argc, char** argv) try {
   app.add_option("--ps_balancing", balancing);
   app.add_option("--partitions", partitions, "fixed_size_partitioner for the hidden kernel");
   app.add_option("--step_delay_ms", step_delay_ms);
+  app.add_option("--sync_replicas", sync_replicas, "replicas_to_aggregate (0: asynchronous)");
+  app.add_option("--total_num_replicas", total_num_replicas);
+  app.add_option("--num_tokens", num_tokens);
+  app.add_option("--token_timeout_s", token_timeout_s);
   CLI11_PARSE(app, argc, argv);
 
   std::shared_ptr<distribute::Strategy> strategy;
@@ -97,7 +107,17 @@ int main(int argc, char** argv) try {
              [cut](const std::string& name, const ops::Shape& shape, ops::DType dtype) {
                return name == "dense/kernel" ? cut(name, shape, dtype) : 1;
              },
-         .session_creation_timeout = std::chrono::seconds(60)});
+         .session_creation_timeout = std::chrono::seconds(60),
+         .sync_replicas = sync_replicas > 0
+                              ? std::optional<distribute::SyncReplicasOptions>(
+                                    {.replicas_to_aggregate = sync_replicas,
+                                     .total_num_replicas = total_num_replicas,
+                                     .num_tokens = num_tokens,
+                                     .token_timeout = std::chrono::seconds(token_timeout_s)})
+                              : std::nullopt});
+  } else if (strategy_name == "mwms") {
+    strategy = distribute::MultiWorkerMirroredStrategy::from_env(
+        {}, {.session_creation_timeout = std::chrono::seconds(60), .devices = {"/cpu:0"}});
   } else if (strategy_name == "mirrored") {
     strategy = std::make_shared<distribute::MirroredStrategy>(std::vector<std::string>{"/cpu:0"});
   }

@@ -1,0 +1,146 @@
+// PsServer's synchronous requests (SyncReplicasOptimizer's semantics, distribute/ps/
+// sync_replicas.h): the chief's configuration, a worker's push into the accumulator with the
+// update applied once per step, and the token a worker waits for before its next step.
+#include <fmt/format.h>
+
+#include "distribute/ps/ps_server.h"
+#include "ops/autograd.h"
+#include "ops/error.h"
+#include "ops/logging.h"
+
+namespace est::distribute {
+namespace {
+
+constexpr const char* kGlobalStep = "global_step";
+using Clock = std::chrono::steady_clock;
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& n : names) text += (text.empty() ? "" : ", ") + n;
+  return text;
+}
+
+}  // namespace
+
+std::optional<PsServer::SyncStats> PsServer::sync_stats() const {
+  std::lock_guard lock(mutex_);
+  if (!accumulator_) return std::nullopt;
+  SyncReplicasOptions options;
+  options.replicas_to_aggregate = accumulator_->replicas_to_aggregate();
+  if (tokens_) options = tokens_->options();
+  return SyncStats{.options = options,
+                   .steps = accumulator_->steps_taken(),
+                   .stale_dropped = accumulator_->stale_dropped()};
+}
+
+PsReply PsServer::sync_configure(const PsRequest& request, const std::string& client) {
+  if (request.tensors.size() != 1)
+    throw DataLossError(fmt::format("{}'s synchronous-training settings hold {} tensors, not 1",
+                                    client, request.tensors.size()));
+  SyncReplicasOptions options = SyncReplicasOptions::from_tensor(request.tensors[0], client);
+  // A chief that restarted configures again: a step's partial group is dropped with the old
+  // accumulator (its workers' pushes were computed from values the chief may have replaced).
+  accumulator_.emplace(options.replicas_to_aggregate, request.global_step);
+  if (holds_global_step_) {
+    tokens_.emplace(options, request.global_step);
+    ops::NoGradGuard no_grad;
+    store_.get(kGlobalStep).value.data<int64_t>()[0] = request.global_step;
+  }
+  sync_configured_by_ = client;
+  log::info(
+      "{}: SyncReplicas: replicas_to_aggregate={}; total_num_replicas={} (from {}, at step {}{})",
+      name(), options.replicas_to_aggregate, options.resolved_total_num_replicas(), client,
+      request.global_step,
+      holds_global_step_ ? fmt::format("; {} tokens to start", options.resolved_num_tokens()) : "");
+  tokens_cv_.notify_all();
+  return values({});
+}
+
+PsReply PsServer::sync_push(const PsRequest& request, const std::string& client) {
+  if (!accumulator_)
+    throw FailedPreconditionError(fmt::format(
+        "{} pushed gradients synchronously, but the chief did not configure synchronous training "
+        "here: give every training task the same ParameterServerOptions::sync_replicas",
+        client));
+  if (!options_.optimizer)
+    throw InternalError("this ps task has no optimizer to apply updates with");
+  for (const NamedTensor& t : request.tensors) {
+    std::optional<nn::Variable> variable = store_.find(t.name);
+    if (!variable)
+      throw NotFoundError(
+          fmt::format("this ps task holds no variable '{}' for {}'s gradient", t.name, client));
+    if (t.value.shape() != variable->value.shape())
+      throw InvalidArgumentError(fmt::format("{}'s gradient for '{}' has shape {}, the variable {}",
+                                             client, t.name, ops::shape_str(t.value.shape()),
+                                             ops::shape_str(variable->value.shape())));
+  }
+  if (!accumulator_->apply_grad(request.global_step, request.tensors)) {
+    log::debug("{}: dropped {}'s stale gradients of step {} (the accumulator is at step {})",
+               name(), client, request.global_step, accumulator_->step());
+    return values({});
+  }
+  if (!accumulator_->ready()) return values({});
+  // The group is complete: its mean, applied once with the job's optimizer. The learning rate
+  // reads the step being applied; global_step itself advances with the tokens (take_token),
+  // once every ps task has applied the step.
+  int64_t step = accumulator_->step();
+  std::vector<NamedTensor> means = accumulator_->take_grad();
+  if (means.empty()) return values({});
+  std::vector<nn::GradAndVar> grads;
+  for (NamedTensor& mean : means)
+    grads.push_back({mean.name, mean.value, store_.get(mean.name).value, nullptr});
+  ops::NoGradGuard no_grad;
+  ops::Tensor global_step = nn::get_or_create_global_step(store_);
+  int64_t kept = static_cast<int64_t>(global_step.item());
+  global_step.data<int64_t>()[0] = step;
+  options_.optimizer->apply_gradients(store_, std::move(grads));
+  if (holds_global_step_) global_step.data<int64_t>()[0] = kept;
+  ++updates_;
+  return values({});
+}
+
+PsReply PsServer::take_token(const PsRequest& request, const std::string& client,
+                             std::unique_lock<std::mutex>& lock) {
+  if (!tokens_)
+    throw FailedPreconditionError(fmt::format(
+        "{} asked for a synchronous-training token, but {}", client,
+        holds_global_step_ ? "the chief did not configure synchronous training here"
+                           : "this task does not hold global_step (ps 0 keeps the tokens)"));
+  if (tokens_->arrive(request.global_step, client)) {
+    ops::NoGradGuard no_grad;
+    store_.get(kGlobalStep).value.data<int64_t>()[0] = tokens_->global_step();
+    tokens_cv_.notify_all();
+  }
+  const std::chrono::milliseconds timeout = tokens_->options().token_timeout;
+  const Clock::time_point deadline = Clock::now() + timeout;
+  for (;;) {
+    PsReply reply;
+    if (std::optional<int64_t> token = tokens_->take()) {
+      reply.global_step = *token;
+      return reply;
+    }
+    if (chief_done_) {  // the job is ending: no step will complete any more
+      reply.global_step = tokens_->global_step();
+      return reply;
+    }
+    if (end_ && !end_->ok()) throw_error(end_->code, end_->message);
+    if (stopping_) throw CancelledError("the ps task is stopping");
+    if (Clock::now() >= deadline) {
+      const std::vector<std::string>& arrived = tokens_->arrived();
+      std::string who = arrived.empty() ? "" : " (" + join_names(arrived) + ")";
+      std::vector<std::string> lost(lost_.begin(), lost_.end()), done(done_.begin(), done_.end());
+      if (!lost.empty())
+        who += fmt::format("; the connection from {} ended before it was done", join_names(lost));
+      if (!done.empty()) who += fmt::format("; {} finished training", join_names(done));
+      throw DeadlineExceededError(fmt::format(
+          "{} waited {} s for the token of synchronous step {}: {} of replicas_to_aggregate = {} "
+          "replicas had pushed that step's gradients to every ps task{}. A training task died or "
+          "stalled: restart it (it rejoins the step), or raise SyncReplicasOptions::token_timeout",
+          client, std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
+          tokens_->global_step(), arrived.size(), tokens_->options().replicas_to_aggregate, who));
+    }
+    tokens_cv_.wait_for(lock, std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace est::distribute

@@ -1,0 +1,137 @@
+// SyncReplicasOptions, GradientAccumulator and SyncTokenQueue: the bookkeeping of synchronous
+// parameter-server training (see the header).
+#include "distribute/ps/sync_replicas.h"
+
+#include <fmt/format.h>
+
+#include "ops/autograd.h"
+#include "ops/error.h"
+#include "ops/math.h"
+#include "ops/sparse.h"
+
+namespace est::distribute {
+namespace {
+
+constexpr const char* kOptionsName = "sync_replicas";
+
+}  // namespace
+
+void SyncReplicasOptions::validate() const {
+  if (replicas_to_aggregate < 1)
+    throw InvalidArgumentError(fmt::format(
+        "SyncReplicasOptions: replicas_to_aggregate is {}; it must be at least 1 (the number of "
+        "gradients averaged into each update)",
+        replicas_to_aggregate));
+  if (total_num_replicas < 0)
+    throw InvalidArgumentError(fmt::format(
+        "SyncReplicasOptions: total_num_replicas is {}; give the number of training tasks, or 0 "
+        "for replicas_to_aggregate",
+        total_num_replicas));
+  int needed = replicas_to_aggregate - resolved_total_num_replicas();
+  if (num_tokens >= 0 && num_tokens < needed)
+    throw InvalidArgumentError(fmt::format(
+        "SyncReplicasOptions: too few tokens to finish the first step: num_tokens = {} but "
+        "replicas_to_aggregate - total_num_replicas = {} ({} - {}); give at least {}, or -1",
+        num_tokens, needed, replicas_to_aggregate, resolved_total_num_replicas(), needed));
+  if (token_timeout.count() <= 0)
+    throw InvalidArgumentError("SyncReplicasOptions: token_timeout must be positive");
+}
+
+NamedTensor SyncReplicasOptions::to_tensor() const {
+  return {kOptionsName,
+          ops::Tensor::from_vector<int64_t>({replicas_to_aggregate, resolved_total_num_replicas(),
+                                             resolved_num_tokens(), token_timeout.count()})};
+}
+
+SyncReplicasOptions SyncReplicasOptions::from_tensor(const NamedTensor& tensor,
+                                                     const std::string& from) {
+  if (tensor.name != kOptionsName || tensor.value.dtype() != ops::DType::kI64 ||
+      tensor.value.numel() != 4)
+    throw DataLossError(fmt::format(
+        "{} sent synchronous-training settings that are not four int64 values named '{}': the "
+        "tasks run different builds of est",
+        from, kOptionsName));
+  std::vector<int64_t> v = tensor.value.to_vector<int64_t>();
+  SyncReplicasOptions options{.replicas_to_aggregate = static_cast<int>(v[0]),
+                              .total_num_replicas = static_cast<int>(v[1]),
+                              .num_tokens = static_cast<int>(v[2]),
+                              .token_timeout = std::chrono::milliseconds(v[3])};
+  options.validate();
+  return options;
+}
+
+GradientAccumulator::GradientAccumulator(int replicas_to_aggregate, int64_t global_step)
+    : replicas_to_aggregate_(replicas_to_aggregate), step_(global_step) {
+  if (replicas_to_aggregate < 1)
+    throw InvalidArgumentError(
+        fmt::format("GradientAccumulator: replicas_to_aggregate is {}; it must be at least 1",
+                    replicas_to_aggregate));
+}
+
+bool GradientAccumulator::apply_grad(int64_t local_step,
+                                     const std::vector<NamedTensor>& gradients) {
+  if (local_step < step_) {
+    ++stale_dropped_;
+    return false;
+  }
+  ops::NoGradGuard no_grad;
+  std::vector<ops::Tensor> dense;  // checked first: a refused push leaves the sums as they were
+  for (const NamedTensor& g : gradients) {
+    dense.push_back(g.value.is_sparse() ? ops::sparse::to_dense(g.value) : g.value.detach());
+    auto sum = sums_.find(g.name);
+    if (sum != sums_.end() && sum->second.total.shape() != dense.back().shape())
+      throw InvalidArgumentError(fmt::format(
+          "a gradient for '{}' of shape {} does not match the ones accumulated for it ({})", g.name,
+          ops::shape_str(dense.back().shape()), ops::shape_str(sum->second.total.shape())));
+  }
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    Sum& sum = sums_[gradients[i].name];
+    sum.total = sum.count == 0 ? dense[i].clone() : ops::add(sum.total, dense[i]);
+    ++sum.count;
+  }
+  ++count_;
+  return true;
+}
+
+std::vector<NamedTensor> GradientAccumulator::take_grad() {
+  if (!ready())
+    throw InvalidArgumentError(
+        fmt::format("GradientAccumulator::take_grad: {} of {} gradients have arrived for step {}",
+                    count_, replicas_to_aggregate_, step_));
+  ops::NoGradGuard no_grad;
+  std::vector<NamedTensor> means;
+  for (auto& [name, sum] : sums_) {
+    ops::Tensor divisor = ops::Tensor::scalar(static_cast<double>(sum.count), sum.total.dtype());
+    means.push_back({name, sum.count == 1 ? sum.total : ops::div(sum.total, divisor)});
+  }
+  sums_.clear();
+  count_ = 0;
+  ++step_;
+  ++steps_taken_;
+  return means;
+}
+
+SyncTokenQueue::SyncTokenQueue(const SyncReplicasOptions& options, int64_t global_step)
+    : options_(options), global_step_(global_step) {
+  options_.validate();
+  for (int i = 0; i < options_.resolved_num_tokens(); ++i) tokens_.push_back(global_step_);
+}
+
+bool SyncTokenQueue::arrive(int64_t local_step, const std::string& task) {
+  if (local_step != global_step_) return false;  // a stale push: its step is already done
+  arrived_.push_back(task);
+  if (static_cast<int>(arrived_.size()) < options_.replicas_to_aggregate) return false;
+  ++global_step_;
+  arrived_.clear();
+  for (int i = 0; i < options_.tokens_per_step(); ++i) tokens_.push_back(global_step_);
+  return true;
+}
+
+std::optional<int64_t> SyncTokenQueue::take() {
+  if (tokens_.empty()) return std::nullopt;
+  int64_t token = tokens_.front();
+  tokens_.pop_front();
+  return token;
+}
+
+}  // namespace est::distribute

@@ -1,0 +1,134 @@
+// Synchronous training on parameter servers with TF1's SyncReplicasOptimizer semantics
+// (tensorflow/python/training/sync_replicas_optimizer.py, and the ConditionalAccumulator of
+// tensorflow/python/ops/data_flow_ops.py it builds on): the options a worker asks for, and the
+// two pieces of state a ps task keeps for them, here as plain objects (no sockets, no locks:
+// the PsServer holds them under its mutex) so that they can be tested on their own.
+//
+//   GradientAccumulator (every ps task, one for the variables it holds): a worker's gradients
+//     arrive tagged with the step it computed them at (its local step); a gradient older than
+//     the accumulator's step is stale and dropped; once `replicas_to_aggregate` fresh pushes
+//     have arrived, each variable's mean over the gradients it received is taken (then applied
+//     once with the job's optimizer, on the ps task) and the accumulator's step advances by one.
+//   SyncTokenQueue (the task that holds global_step, ps 0): a worker that has pushed a step's
+//     gradients to every ps task arrives here with that step and takes a token before its next
+//     step (TF's sync_token_q). When `replicas_to_aggregate` workers have arrived with the
+//     current step, every ps task has applied that step (each of those pushes was either one of
+//     its group, or stale because its group was already applied), so global_step advances by one
+//     and max(total_num_replicas, replicas_to_aggregate) tokens holding the new step are
+//     released. `num_tokens` tokens are there from the start (TF's make_session_run_hook(
+//     is_chief, num_tokens=-1): replicas_to_aggregate of them), so that with fewer workers than
+//     replicas_to_aggregate the first step can fill up.
+//
+// As in TensorFlow, what is counted is pushes, not distinct workers: a worker that holds a spare
+// token may supply two gradients of one step, and another none. With the default num_tokens each
+// worker's first step is followed at once by a second, computed before the first update landed,
+// which TensorFlow usually drops as stale; num_tokens = 0 makes the workers step in lock-step
+// from the start (replicas_to_aggregate = total_num_replicas = workers then gives exactly the
+// update of synchronous all-reduce over the same global batch).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distribute/ps/ps_wire.h"
+
+namespace est::distribute {
+
+// ParameterServerOptions::sync_replicas: TF's SyncReplicasOptimizer(opt, replicas_to_aggregate,
+// total_num_replicas) and make_session_run_hook(is_chief, num_tokens), plus est's bound on a
+// worker's wait for its token.
+struct SyncReplicasOptions {
+  int replicas_to_aggregate = 1;  // gradients averaged into each update
+  // Training tasks of the job (TF: backup replicas + replicas_to_aggregate); 0: as
+  // replicas_to_aggregate, TensorFlow's default.
+  int total_num_replicas = 0;
+  // Tokens in the queue before the first update; -1: replicas_to_aggregate (TensorFlow's
+  // default). At least replicas_to_aggregate - total_num_replicas.
+  int num_tokens = -1;
+  // How long a worker waits for its token at the end of a step before failing with a
+  // DeadlineExceededError that names the step, the replicas that had arrived and the training
+  // tasks that stopped answering (TensorFlow waits forever: a restarted worker may rejoin within
+  // this time).
+  std::chrono::milliseconds token_timeout{std::chrono::minutes(10)};
+
+  int resolved_total_num_replicas() const {
+    return total_num_replicas > 0 ? total_num_replicas : replicas_to_aggregate;
+  }
+  int resolved_num_tokens() const { return num_tokens >= 0 ? num_tokens : replicas_to_aggregate; }
+  int tokens_per_step() const {
+    return std::max(resolved_total_num_replicas(), replicas_to_aggregate);
+  }
+  // InvalidArgumentError naming the field: replicas_to_aggregate < 1, total_num_replicas < 0,
+  // too few tokens for the first step (TensorFlow's "Too few tokens to finish the first step"),
+  // a token_timeout that is not positive.
+  void validate() const;
+
+  // The settings as the chief sends them to the ps tasks (kSyncConfigure) and back.
+  NamedTensor to_tensor() const;
+  static SyncReplicasOptions from_tensor(const NamedTensor& tensor, const std::string& from);
+};
+
+class GradientAccumulator {
+ public:
+  // Starts at `global_step` (TF's set_global_step from the chief's init op).
+  GradientAccumulator(int replicas_to_aggregate, int64_t global_step);
+
+  // One worker's gradients (variable or part name -> gradient; sparse ones are densified),
+  // computed at `local_step`. Returns false, changing nothing, when they are stale
+  // (local_step < step()); an empty push counts as one replica's arrival.
+  bool apply_grad(int64_t local_step, const std::vector<NamedTensor>& gradients);
+  // Whether replicas_to_aggregate fresh pushes have arrived.
+  bool ready() const { return count_ >= replicas_to_aggregate_; }
+  // Each variable's mean over the gradients it received since the last take (variables that
+  // received none are left out); the accumulator empties and step() advances by one.
+  // InvalidArgumentError unless ready().
+  std::vector<NamedTensor> take_grad();
+
+  int64_t step() const { return step_; }
+  int count() const { return count_; }  // fresh pushes since the last take
+  int replicas_to_aggregate() const { return replicas_to_aggregate_; }
+  uint64_t stale_dropped() const { return stale_dropped_; }
+  uint64_t steps_taken() const { return steps_taken_; }
+
+ private:
+  struct Sum {
+    ops::Tensor total;
+    int count = 0;
+  };
+  int replicas_to_aggregate_;
+  int64_t step_;
+  int count_ = 0;
+  std::map<std::string, Sum> sums_;
+  uint64_t stale_dropped_ = 0;
+  uint64_t steps_taken_ = 0;
+};
+
+class SyncTokenQueue {
+ public:
+  SyncTokenQueue(const SyncReplicasOptions& options, int64_t global_step);
+
+  // A worker (`task`) pushed the gradients of `local_step` to every ps task. Returns true when
+  // this completed the current step: global_step() advanced and the step's tokens are queued.
+  bool arrive(int64_t local_step, const std::string& task);
+  // The oldest token (the global step it was released at), if one is queued.
+  std::optional<int64_t> take();
+
+  int64_t global_step() const { return global_step_; }
+  // The tasks that arrived with the current step so far (for messages).
+  const std::vector<std::string>& arrived() const { return arrived_; }
+  const SyncReplicasOptions& options() const { return options_; }
+
+ private:
+  SyncReplicasOptions options_;
+  int64_t global_step_;
+  std::vector<std::string> arrived_;
+  std::deque<int64_t> tokens_;
+};
+
+}  // namespace est::distribute

@@ -1,0 +1,233 @@
+// Synchronous parameter-server jobs of real processes on 127.0.0.1 (free ports, the job token,
+// bounded waits, every process killed by pid at the end), each task ps_job_task with its
+// TF_CONFIG and --sync_replicas (SyncReplicasOptimizer's semantics):
+//  - replicas_to_aggregate = total_num_replicas = the 2 training tasks, in lock-step from the
+//    first step (num_tokens = 0), over 2 ps tasks with a partitioned kernel, ends with the
+//    checkpoint MultiWorkerMirroredStrategy writes over the same data (each task's own batch of
+//    32, the same steps), within float32 rounding;
+//  - replicas_to_aggregate = 2 of 3 training tasks (one backup replica, TF's default tokens):
+//    every ps task applies exactly one aggregated update per global step, and the job goes on
+//    when one of the three is killed;
+//  - a worker killed mid-job: the chief's wait for its token ends within token_timeout with an
+//    error naming the step and the worker, and the ps task stops with it; restarted within
+//    token_timeout, the worker rejoins the step and the job completes.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <thread>
+
+#include "checkpoint/reader.h"
+#include "checkpoint/state_file.h"
+#include "distribute/job_token.h"
+#include "tests/command.h"
+#include "tests/process_group.h"
+
+namespace est::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+const std::string kTask = EST_TEST_PS_JOB_PROGRAM;
+
+// TF_CONFIGs of a job with a chief, `workers` workers and `ps` ps tasks, in that order.
+std::vector<std::string> tf_configs(int workers, int ps) {
+  auto list = [](int n) {
+    std::string text;
+    for (int i = 0; i < n; ++i)
+      text += (i ? ", \"127.0.0.1:" : "\"127.0.0.1:") + std::to_string(free_port()) + "\"";
+    return text;
+  };
+  std::string cluster = "{\"chief\": [" + list(1) + "], \"worker\": [" + list(workers) + "]" +
+                        (ps > 0 ? ", \"ps\": [" + list(ps) + "]" : std::string()) + "}";
+  std::vector<std::string> configs;
+  auto add = [&](const std::string& type, int index) {
+    configs.push_back("{\"cluster\": " + cluster + ", \"task\": {\"type\": \"" + type +
+                      "\", \"index\": " + std::to_string(index) + "}}");
+  };
+  add("chief", 0);
+  for (int i = 0; i < workers; ++i) add("worker", i);
+  for (int i = 0; i < ps; ++i) add("ps", i);
+  return configs;
+}
+
+size_t start_task(ProcessGroup& group, const std::string& config,
+                  const std::vector<std::string>& args, const std::string& token) {
+  std::vector<std::string> argv = {kTask};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return group.start(argv, {{"TF_CONFIG", config},
+                            {"EST_JOB_TOKEN", token},
+                            {"OMP_NUM_THREADS", "1"},
+                            {"EST_LOG_LEVEL", "INFO"}});
+}
+
+void start(ProcessGroup& group, const std::vector<std::string>& configs,
+           const std::vector<std::string>& args,
+           const std::string& token = distribute::generate_job_token()) {
+  for (const std::string& config : configs) start_task(group, config, args, token);
+}
+
+// Runs a whole job to its end; every task must succeed.
+void run_job(ProcessGroup& group, const std::vector<std::string>& configs,
+             const std::vector<std::string>& args) {
+  start(group, configs, args);
+  auto codes = group.wait_all(400s);
+  INFO(group.outputs());
+  for (auto code : codes) REQUIRE(code == 0);
+}
+
+bool wait_for_output(ProcessGroup& group, size_t i, const std::string& text,
+                     std::chrono::seconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (group.output(i).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "ps sync job: replicas_to_aggregate = total_num_replicas = 2 gives "
+    "MultiWorkerMirroredStrategy's result") {
+  ScratchDir dir;
+  const std::vector<std::string> common = {"--max_steps", "40",          "--batch",
+                                           "32",          "--optimizer", "momentum"};
+  // Two ps tasks, the hidden kernel cut in two parts: each task's accumulators and the tokens of
+  // ps 0 must agree on every step.
+  std::vector<std::string> ps_args = {"--model_dir",  dir / "ps", "--sync_replicas", "2",
+                                      "--num_tokens", "0",        "--partitions",    "2"};
+  ps_args.insert(ps_args.end(), common.begin(), common.end());
+  std::filesystem::create_directories(dir / "ps_logs");
+  ProcessGroup ps_job(dir / "ps_logs");
+  run_job(ps_job, tf_configs(1, 2), ps_args);
+  for (size_t ps : {2, 3}) {
+    std::string line = "ps " + std::to_string(ps - 2) +
+                       ": 40 synchronous steps applied (2 gradients averaged into each), 0 stale "
+                       "gradients dropped";
+    CHECK_MESSAGE(ps_job.output(ps).find(line) != std::string::npos, ps_job.output(ps));
+  }
+
+  std::vector<std::string> mwms_args = {"--model_dir", dir / "mwms", "--strategy", "mwms"};
+  mwms_args.insert(mwms_args.end(), common.begin(), common.end());
+  std::filesystem::create_directories(dir / "mwms_logs");
+  ProcessGroup mwms_job(dir / "mwms_logs");
+  run_job(mwms_job, tf_configs(1, 0), mwms_args);
+
+  std::string ps = *checkpoint::latest_checkpoint(dir / "ps");
+  std::string mwms = *checkpoint::latest_checkpoint(dir / "mwms");
+  CHECK(checkpoint::read_info(ps).global_step == 40);
+  CHECK(checkpoint::read_info(mwms).global_step == 40);
+  // The step's update in both is momentum's on the mean of the two tasks' gradients; only the
+  // order of float32 sums may differ.
+  for (const char* name : {"dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias",
+                           "dense/kernel/Momentum", "dense_1/kernel/Momentum"}) {
+    INFO(std::string(name));
+    std::vector<float> a = checkpoint::load_variable(ps, name).to_vector<float>();
+    std::vector<float> b = checkpoint::load_variable(mwms, name).to_vector<float>();
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      worst =
+          std::max(worst, std::abs(double{a[i]} - b[i]) / std::max(1.0, std::abs(double{b[i]})));
+    MESSAGE(std::string(name), ": largest difference ", worst);
+    CHECK(worst <= 1e-5);
+  }
+  // And the variables did move: 40 steps from the same start are not the start.
+  CHECK(checkpoint::load_variable(ps, "dense_1/bias").to_vector<float>() !=
+        std::vector<float>(3, 0.0f));
+}
+
+TEST_CASE("ps sync job: replicas_to_aggregate = 2 of 3 training tasks, one update per step") {
+  ScratchDir dir;
+  ProcessGroup group(dir.str());
+  // TensorFlow's default tokens (num_tokens = -1): the first steps may aggregate one worker's
+  // two batches or drop stale ones; every step is still one aggregated update on each ps task.
+  run_job(group, tf_configs(2, 2),
+          {"--model_dir", dir / "model", "--max_steps", "30", "--batch", "16", "--sync_replicas",
+           "2", "--total_num_replicas", "3"});
+  CHECK(checkpoint::read_info(*checkpoint::latest_checkpoint(dir / "model")).global_step == 30);
+  for (size_t ps : {3, 4}) {
+    std::string line = "ps " + std::to_string(ps - 3) +
+                       ": 30 synchronous steps applied (2 gradients averaged into each)";
+    CHECK_MESSAGE(group.output(ps).find(line) != std::string::npos, group.output(ps));
+  }
+  for (size_t t : {0, 1, 2}) CHECK(group.output(t).find("finished") != std::string::npos);
+}
+
+TEST_CASE("ps sync job: a worker killed mid-job is named when its token does not come") {
+  ScratchDir dir;
+  ProcessGroup group(dir.str());
+  start(group, tf_configs(1, 1),
+        {"--model_dir", dir / "model", "--max_steps", "100000", "--batch", "16", "--step_delay_ms",
+         "20", "--sync_replicas", "2", "--num_tokens", "0", "--token_timeout_s", "15"});
+  REQUIRE_MESSAGE(wait_for_output(group, 1, "loss = ", 120s), group.outputs());
+  group.signal(1, SIGKILL);
+  CHECK(group.wait(1, 10s) == -SIGKILL);
+  // The chief waits at most token_timeout (15 s: long enough that a slow start on a loaded machine
+  // is not taken for a death) for the step to complete, then fails naming the wait and the worker;
+  // the ps task stops with the chief's error.
+  auto chief = group.wait(0, 60s);
+  auto ps = group.wait(2, 30s);
+  INFO(group.outputs());
+  REQUIRE(chief.has_value());
+  CHECK(*chief != 0);
+  CHECK(group.output(0).find("waited 15 s for the token of synchronous step") != std::string::npos);
+  CHECK(group.output(0).find("the connection from worker 0 ended") != std::string::npos);
+  REQUIRE(ps.has_value());
+  CHECK(*ps != 0);
+}
+
+TEST_CASE("ps sync job: a worker killed and restarted within token_timeout rejoins the step") {
+  ScratchDir dir;
+  ProcessGroup group(dir.str());
+  std::vector<std::string> configs = tf_configs(1, 1);
+  std::vector<std::string> args = {"--model_dir",       dir / "model", "--max_steps",     "300",
+                                   "--batch",           "16",          "--step_delay_ms", "20",
+                                   "--sync_replicas",   "2",           "--num_tokens",    "0",
+                                   "--token_timeout_s", "120"};
+  std::string token = distribute::generate_job_token();
+  start(group, configs, args, token);
+  REQUIRE_MESSAGE(wait_for_output(group, 1, "loss = ", 120s), group.outputs());
+  group.signal(1, SIGKILL);
+  CHECK(group.wait(1, 10s) == -SIGKILL);
+  // The chief waits for the step; worker 0 comes back with the same TF_CONFIG, takes the
+  // current global step as its local step, and its push completes the step.
+  size_t again = start_task(group, configs[1], args, token);
+  auto chief = group.wait(0, 300s);
+  auto restarted = group.wait(again, 60s);
+  auto ps = group.wait(2, 30s);
+  INFO(group.outputs());
+  CHECK(chief == 0);
+  CHECK(restarted == 0);
+  CHECK(ps == 0);
+  CHECK(group.output(again).find("finished worker 0") != std::string::npos);
+  CHECK(checkpoint::read_info(*checkpoint::latest_checkpoint(dir / "model")).global_step == 300);
+}
+
+TEST_CASE("ps sync job: with a backup replica, a worker's death does not stop the job") {
+  ScratchDir dir;
+  ProcessGroup group(dir.str());
+  start(group, tf_configs(2, 1),
+        {"--model_dir", dir / "model", "--max_steps", "200", "--batch", "16", "--step_delay_ms",
+         "20", "--sync_replicas", "2", "--total_num_replicas", "3", "--token_timeout_s", "60"});
+  REQUIRE_MESSAGE(wait_for_output(group, 2, "loss = ", 120s), group.outputs());
+  group.signal(2, SIGKILL);  // worker 1
+  CHECK(group.wait(2, 10s) == -SIGKILL);
+  // The chief and worker 0 are still replicas_to_aggregate: every step completes without it.
+  auto chief = group.wait(0, 300s);
+  auto worker = group.wait(1, 60s);
+  auto ps = group.wait(3, 30s);
+  INFO(group.outputs());
+  CHECK(chief == 0);
+  CHECK(worker == 0);
+  CHECK(ps == 0);
+  CHECK(checkpoint::read_info(*checkpoint::latest_checkpoint(dir / "model")).global_step == 200);
+  CHECK(group.output(3).find("ps 0: 200 synchronous steps applied") != std::string::npos);
+}
+
+}  // namespace est::testing

@@ -1,0 +1,132 @@
+// The bookkeeping of synchronous parameter-server training (distribute/ps/sync_replicas.h),
+// checked against TF1's SyncReplicasOptimizer and ConditionalAccumulator as documented: a
+// gradient older than the accumulator's step is dropped, replicas_to_aggregate gradients are
+// averaged, each completed step releases max(total_num_replicas, replicas_to_aggregate) tokens
+// holding the new global step, num_tokens tokens are there at the start (replicas_to_aggregate
+// by default), and too few tokens for the first step is an error.
+#include <doctest/doctest.h>
+
+#include "distribute/ps/sync_replicas.h"
+#include "ops/error.h"
+
+namespace est::distribute {
+namespace {
+
+NamedTensor grad(const std::string& name, std::vector<float> values) {
+  return {name, ops::Tensor::from_vector<float>(values)};
+}
+
+std::map<std::string, std::vector<float>> by_name(const std::vector<NamedTensor>& tensors) {
+  std::map<std::string, std::vector<float>> result;
+  for (const NamedTensor& t : tensors) result[t.name] = t.value.to_vector<float>();
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("sync replicas: the accumulator averages replicas_to_aggregate fresh gradients") {
+  GradientAccumulator accumulator(2, 5);
+  CHECK(accumulator.apply_grad(5, {grad("w", {1, 2}), grad("b", {4})}));
+  CHECK_FALSE(accumulator.ready());
+  // Computed at step 4, before step 5's values: stale, dropped, not counted.
+  CHECK_FALSE(accumulator.apply_grad(4, {grad("w", {100, 100}), grad("b", {100})}));
+  CHECK(accumulator.count() == 1);
+  CHECK(accumulator.stale_dropped() == 1);
+  CHECK_FALSE(accumulator.ready());
+  CHECK_THROWS_AS(accumulator.take_grad(), InvalidArgumentError);
+  CHECK(accumulator.apply_grad(5, {grad("w", {3, -2})}));  // no gradient for "b" this time
+  REQUIRE(accumulator.ready());
+  auto means = by_name(accumulator.take_grad());
+  CHECK(means.at("w") == std::vector<float>{2, 0});
+  CHECK(means.at("b") == std::vector<float>{4});  // the mean of the one it received
+  CHECK(accumulator.step() == 6);
+  CHECK(accumulator.count() == 0);
+  CHECK(accumulator.steps_taken() == 1);
+  // Step 5's gradients are stale now; an empty push counts as one replica's arrival.
+  CHECK_FALSE(accumulator.apply_grad(5, {grad("w", {1, 1})}));
+  CHECK(accumulator.apply_grad(6, {}));
+  CHECK(accumulator.apply_grad(6, {grad("w", {1, 3})}));
+  CHECK(by_name(accumulator.take_grad()).at("w") == std::vector<float>{1, 3});
+  CHECK(accumulator.step() == 7);
+}
+
+TEST_CASE("sync replicas: a gradient of another shape than the accumulated ones is refused") {
+  GradientAccumulator accumulator(2, 0);
+  accumulator.apply_grad(0, {grad("w", {1, 2}), grad("b", {1})});
+  CHECK_THROWS_WITH_AS(accumulator.apply_grad(0, {grad("b", {5}), grad("w", {1, 2, 3})}),
+                       doctest::Contains("'w'"), InvalidArgumentError);
+  CHECK(accumulator.count() == 1);  // the refused push left nothing behind, "b" included
+  accumulator.apply_grad(0, {grad("w", {3, 4}), grad("b", {3})});
+  auto means = by_name(accumulator.take_grad());
+  CHECK(means.at("w") == std::vector<float>{2, 3});
+  CHECK(means.at("b") == std::vector<float>{2});
+}
+
+TEST_CASE("sync replicas: a step completes when replicas_to_aggregate workers arrive with it") {
+  // Two of three replicas are aggregated; no tokens to start with.
+  SyncTokenQueue queue({.replicas_to_aggregate = 2, .total_num_replicas = 3, .num_tokens = 0}, 10);
+  CHECK_FALSE(queue.take().has_value());
+  CHECK_FALSE(queue.arrive(10, "chief 0"));
+  CHECK(queue.arrived() == std::vector<std::string>{"chief 0"});
+  CHECK(queue.arrive(10, "worker 1"));
+  CHECK(queue.global_step() == 11);
+  CHECK(queue.arrived().empty());
+  // The backup replica's push of step 10 comes too late: it changes nothing, but its worker
+  // takes one of the three tokens like the others.
+  CHECK_FALSE(queue.arrive(10, "worker 0"));
+  CHECK(queue.global_step() == 11);
+  for (int i = 0; i < 3; ++i) CHECK(queue.take() == 11);
+  CHECK_FALSE(queue.take().has_value());
+}
+
+TEST_CASE("sync replicas: TensorFlow's initial tokens and tokens per step") {
+  SUBCASE("num_tokens = -1 gives replicas_to_aggregate tokens holding the first step") {
+    SyncTokenQueue queue({.replicas_to_aggregate = 3, .total_num_replicas = 2}, 0);
+    for (int i = 0; i < 3; ++i) CHECK(queue.take() == 0);
+    CHECK_FALSE(queue.take().has_value());
+    // Fewer replicas than replicas_to_aggregate: each step releases 3 tokens, not 2.
+    queue.arrive(0, "worker 0");
+    queue.arrive(0, "worker 1");
+    CHECK(queue.arrive(0, "worker 0"));
+    for (int i = 0; i < 3; ++i) CHECK(queue.take() == 1);
+    CHECK_FALSE(queue.take().has_value());
+  }
+  SUBCASE("total_num_replicas defaults to replicas_to_aggregate") {
+    SyncReplicasOptions options{.replicas_to_aggregate = 4};
+    CHECK(options.resolved_total_num_replicas() == 4);
+    CHECK(options.resolved_num_tokens() == 4);
+    CHECK(options.tokens_per_step() == 4);
+  }
+  SUBCASE("the settings travel to the ps tasks unchanged") {
+    SyncReplicasOptions options{.replicas_to_aggregate = 3,
+                                .total_num_replicas = 5,
+                                .num_tokens = 0,
+                                .token_timeout = std::chrono::milliseconds(1234)};
+    SyncReplicasOptions back = SyncReplicasOptions::from_tensor(options.to_tensor(), "chief 0");
+    CHECK(back.replicas_to_aggregate == 3);
+    CHECK(back.resolved_total_num_replicas() == 5);
+    CHECK(back.resolved_num_tokens() == 0);
+    CHECK(back.token_timeout.count() == 1234);
+    CHECK_THROWS_AS(SyncReplicasOptions::from_tensor(grad("sync_replicas", {1, 2, 3, 4}), "x"),
+                    DataLossError);
+  }
+}
+
+TEST_CASE("sync replicas: settings that cannot train are refused, naming the field") {
+  CHECK_THROWS_WITH_AS((SyncReplicasOptions{.replicas_to_aggregate = 0}.validate()),
+                       doctest::Contains("replicas_to_aggregate"), InvalidArgumentError);
+  // Three gradients per step from two replicas need at least one token to start with.
+  CHECK_THROWS_WITH_AS(
+      (SyncReplicasOptions{.replicas_to_aggregate = 3, .total_num_replicas = 2, .num_tokens = 0}
+           .validate()),
+      doctest::Contains("too few tokens"), InvalidArgumentError);
+  CHECK_NOTHROW(
+      (SyncReplicasOptions{.replicas_to_aggregate = 3, .total_num_replicas = 2, .num_tokens = 1}
+           .validate()));
+  CHECK_THROWS_WITH_AS(
+      (SyncReplicasOptions{.replicas_to_aggregate = 2, .token_timeout = std::chrono::seconds(0)}
+           .validate()),
+      doctest::Contains("token_timeout"), InvalidArgumentError);
+}
+
+}  // namespace est::distribute
