@@ -96,6 +96,11 @@ class GradientPath {
   // A parameter server pushes them here, and the owners apply the update.
   virtual void combine(ReplicaContext& replica, std::vector<nn::GradAndVar>& grads_and_vars) = 0;
 
+  // Whether the path takes a step's moving averages itself even with one replica (parameter
+  // servers: to the variables' owners), so replica contexts defer them
+  // (ModelContext::set_defer_moving_averages) and apply or combine receives them.
+  virtual bool takes_moving_averages() const { return false; }
+
   // Whether `replica` applies the combined gradients to its own store with the optimizer
   // (Optimizer::apply_gradients asks, after combine). All-reduce: as the placement says (every
   // mirrored copy; replica 0 under central storage). Parameter server: false (the owner did).
@@ -115,16 +120,24 @@ class GradientPath {
   virtual void initialize_variable(ReplicaContext& replica, const std::string& name,
                                    Tensor& value) = 0;
 
+  // The chief, after the first training model_fn call on replica 0's `store`, once the restore,
+  // the warm start and Scaffold.init_fn have set the variables' values: a path whose variables
+  // live elsewhere sends those initial values to their owners (parameter servers: the other
+  // workers wait for them, as TF's workers wait until the chief's session is ready). A path may
+  // also do this at its first update or checkpoint (the custom training loop does not call
+  // this). All-reduce: nothing (initialize_variable broadcast the values).
+  virtual void variables_ready(nn::VariableStore& /*store*/) {}
+
   // The chief, before a checkpoint is written from replica 0's `store`: a path whose variables
   // live elsewhere brings their current values and optimizer state into the store (parameter
   // servers: read back from the owners). All-reduce: nothing (the store is the state).
   virtual void before_checkpoint(nn::VariableStore& /*store*/) {}
   // Whether restore_state wants the values of a restored checkpoint that no variable took.
   virtual bool wants_restored_state() const { return false; }
-  // After the first model_fn call of a restored job: the checkpoint's values that no variable
-  // of the model took (optimizer slots, beta1_power), for a path whose optimizer state lives
-  // elsewhere (parameter servers: sent to the owners). All-reduce: nothing (the optimizer
-  // takes them from the store when it creates its slots).
+  // After the first model_fn call of a restored (or warm-started) job: the checkpoint's values
+  // that no variable of the model took (optimizer slots, beta1_power), for a path whose optimizer
+  // state lives elsewhere (parameter servers: sent to the owners). All-reduce: nothing (the
+  // optimizer takes them from the store when it creates its slots).
   virtual void restore_state(const std::vector<std::pair<std::string, Tensor>>& /*values*/) {}
 };
 

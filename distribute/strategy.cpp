@@ -150,7 +150,7 @@ std::unique_ptr<ReplicaSet> Strategy::make_replicas(const ContextFactory& factor
 
 void Strategy::configure_replica_context(nn::ModelContext& ctx) const {
   bool replicated = num_replicas_in_sync() > 1;
-  ctx.set_defer_moving_averages(replicated);
+  ctx.set_defer_moving_averages(replicated || gradient_path_->takes_moving_averages());
   ctx.set_shares_store(num_local_replicas() > 1 && placement_->shared());
 }
 

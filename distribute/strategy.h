@@ -306,8 +306,9 @@ class Strategy {
   // that they stop at once with its error. Never throws.
   virtual void report_error(const std::exception& /*error*/) noexcept {}
 
-  // Makes a replica's model context fit this strategy: with several replicas it defers its
-  // moving averages (averaged over replicas by the step), and under central storage it keeps
+  // Makes a replica's model context fit this strategy: with several replicas (or a gradient
+  // path that takes them) it defers its moving averages (averaged over replicas by the step,
+  // or sent to their owners), and under central storage it keeps
   // its initializer stream in step with the other replicas on the shared store.
   void configure_replica_context(nn::ModelContext& ctx) const;
 

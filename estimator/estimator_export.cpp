@@ -8,8 +8,10 @@
 // every variable exists with its saved value, then two traced calls at batch sizes 2 and 3 with
 // different random inputs (export/onnx_export.h: the dims that differ are the dynamic ones).
 // The directory is written under a temporary name and renamed, as TF does. A parsing receiver
-// is exported as a pre-processing step (estimator/serving_input.h); signature_defs follows
-// TF's rules for the default signature and for classify and regress signatures.
+// is exported as a pre-processing step (estimator/serving_input.h), and so are the feature
+// columns' lookups (export/lookup_step.h: every signature lists them; a vocabulary file is
+// copied into assets/, as TF's assets); signature_defs follows TF's rules for the default
+// signature and for classify and regress signatures.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +84,7 @@ std::string export_output_name(const std::string& signature, const std::string& 
 nlohmann::json signature_defs(
     const EstimatorSpec& spec, const std::map<std::string, TensorSpec>& receiver_tensors,
     const std::optional<serving::ParseExampleStep>& parsing,
+    const std::vector<serving::LookupStep>& lookups,
     const std::function<nlohmann::json(const std::string&)>& output_info) {
   constexpr const char* kDefault = "serving_default";
   std::map<std::string, ExportOutput> export_outputs = spec.export_outputs;
@@ -128,6 +131,7 @@ nlohmann::json signature_defs(
       outputs[key] = output_info(onnx_names.at(signature + "/" + key));
     def["outputs"] = outputs;
     if (step) def["parse_example"] = serving::to_json(*step);
+    for (const serving::LookupStep& lookup : lookups) def["lookups"].push_back(to_json(lookup));
     signatures[signature] = def;
   }
   return signatures;
@@ -234,7 +238,20 @@ std::string Estimator::export_saved_model(const std::string& export_dir_base,
     names.emplace_back(variable.name, variable.value);
   serving::Trace first = serving::trace(predict, inputs_at(2, 11), names);
   serving::Trace second = serving::trace(predict, inputs_at(3, 21), names);
-  const std::string model = serving::to_onnx(first, second, "serving_default");
+  std::vector<serving::LookupStep> lookups;
+  const std::string model = serving::to_onnx(first, second, "serving_default", &lookups);
+  // Vocabulary files are assets: copied into assets/ and named relative to the export.
+  std::map<std::string, std::string> assets;  // assets/<name> -> the file it copies
+  for (serving::LookupStep& step : lookups) {
+    std::string& file = step.table.vocabulary_file;
+    if (file.empty()) continue;
+    const fs::path source = fs::absolute(file);
+    std::string asset = "assets/" + source.filename().string();
+    for (int n = 1; assets.count(asset) && assets.at(asset) != source.string(); ++n)
+      asset = fmt::format("assets/{}_{}{}", source.stem().string(), n, source.extension().string());
+    assets[asset] = source.string();
+    file = asset;
+  }
   auto output_info = [&](const std::string& onnx_name) {
     const serving::TracedValue& value = first.values[first.outputs.at(onnx_name)];
     Shape shape = value.shape;
@@ -244,7 +261,7 @@ std::string Estimator::export_saved_model(const std::string& export_dir_base,
     return tensor_info(onnx_name, value.dtype, shape);
   };
   const nlohmann::json signatures =
-      signature_defs(last_spec, receiver.receiver_tensors, parsing, output_info);
+      signature_defs(last_spec, receiver.receiver_tensors, parsing, lookups, output_info);
 
   const fs::path final_dir = timestamped_export_dir(export_dir_base, config_.now());
   const fs::path temp_dir = final_dir.parent_path() / ("temp-" + final_dir.filename().string());
@@ -252,6 +269,8 @@ std::string Estimator::export_saved_model(const std::string& export_dir_base,
   std::ofstream(temp_dir / "model.onnx", std::ios::binary) << model;
   if (as_text) std::ofstream(temp_dir / "model.pbtxt") << serving::onnx_text(model);
   std::ofstream(temp_dir / "signatures.json") << signatures.dump(2) << "\n";
+  for (const auto& [asset, source_path] : assets)
+    fs::copy_file(source_path, temp_dir / asset, fs::copy_options::overwrite_existing);
   for (const auto& [destination, source_path] : assets_extra) {
     const fs::path target = temp_dir / "assets.extra" / destination;
     fs::create_directories(target.parent_path());

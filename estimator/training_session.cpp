@@ -187,8 +187,10 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
         auto result = checkpoint::warm_start(config_.model_dir, *options_.warm_start_from,
                                              variables, copy == stores.front());
         if (!result) break;
-        // Values for slots the optimizer creates at its first update.
+        // Values for slots the optimizer creates at its first update (where the optimizer's
+        // state lives elsewhere, they go there).
         for (const auto& [name, value] : result->staged) copy->restore(name, value);
+        if (copy == stores.front()) send_state(result->staged);
         changed = true;
       }
     }
@@ -199,6 +201,9 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
     }
     if (changed) specs = replicas_.call_model_fn(options_.model_fn, batch, ModeKeys::kTrain, false);
   }
+  // The variables have their first values: where they live elsewhere, they go there now.
+  if (distribute::Strategy* strategy = replicas_.strategy())
+    strategy->gradient_path().variables_ready(replicas_.store());
   const EstimatorSpec& spec = specs.front();
   hooks_.insert(hooks_.end(), spec.training_hooks.begin(), spec.training_hooks.end());
   if (config_.is_chief)
@@ -216,11 +221,15 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
 }
 
 void TrainingSession::send_restored_state() {
-  distribute::Strategy* strategy = replicas_.strategy();
-  if (!strategy || !strategy->gradient_path().wants_restored_state()) return;
   std::vector<std::pair<std::string, Tensor>> values;
   for (const std::string& name : replicas_.store().pending_restores())
     values.emplace_back(name, checkpoint::load_variable(restored_->path, name));
+  send_state(values);
+}
+
+void TrainingSession::send_state(const std::vector<std::pair<std::string, Tensor>>& values) {
+  distribute::Strategy* strategy = replicas_.strategy();
+  if (!strategy || !strategy->gradient_path().wants_restored_state()) return;
   strategy->gradient_path().restore_state(values);
 }
 

@@ -94,6 +94,9 @@ class TrainingSession {
   // The restored checkpoint's values that no variable took (optimizer state), to a gradient
   // path that keeps that state elsewhere (parameter servers).
   void send_restored_state();
+  // `values` (optimizer state no variable took: restored, or staged by the warm start) to a
+  // gradient path that keeps that state elsewhere.
+  void send_state(const std::vector<std::pair<std::string, Tensor>>& values);
   // The RNG states and input position of the restored checkpoint.
   void restore_extras();
   // Variables, slots, global step, RNG states and input positions, for the saver.

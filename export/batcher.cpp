@@ -1,6 +1,7 @@
 // The Batcher's queues, the leader's wait, and splitting a batch's outputs (see batcher.h).
 #include "export/batcher.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "ops/array_ops.h"
@@ -28,6 +29,34 @@ int64_t rows_of(const NamedTensors& inputs) {
   for (const auto& [name, tensor] : inputs)
     if (tensor.rank() > 0) return tensor.dim(0);
   return 0;
+}
+
+// Rows of tensors one after another (axis 0); strings, which est's kernels do not copy, on
+// the host.
+Tensor concat_rows(const std::vector<Tensor>& parts) {
+  if (parts.front().dtype() != DType::kString) return ops::concat(parts, 0);
+  std::vector<std::string> values;
+  Shape shape = parts.front().shape();
+  shape[0] = 0;
+  for (const Tensor& part : parts) {
+    const std::vector<std::string> strings = part.to_vector<std::string>();
+    values.insert(values.end(), strings.begin(), strings.end());
+    shape[0] += part.dim(0);
+  }
+  return Tensor::from_vector<std::string>(values, shape);
+}
+
+// Rows [begin, begin + rows) of `tensor`.
+Tensor slice_rows(const Tensor& tensor, int64_t begin, int64_t rows) {
+  std::vector<int64_t> start(static_cast<size_t>(tensor.rank()), 0);
+  Shape size = tensor.shape();
+  start[0] = begin;
+  size[0] = rows;
+  if (tensor.dtype() != DType::kString) return ops::slice(tensor, start, size);
+  const std::vector<std::string> strings = tensor.to_vector<std::string>();
+  const int64_t row = tensor.numel() / std::max<int64_t>(tensor.dim(0), 1);
+  return Tensor::from_vector<std::string>(
+      {strings.begin() + begin * row, strings.begin() + (begin + rows) * row}, size);
 }
 
 }  // namespace
@@ -61,7 +90,7 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Request>> batch, const RunFn
     for (const auto& [name, first] : batch.front()->inputs) {
       std::vector<Tensor> parts;
       for (const auto& request : batch) parts.push_back(request->inputs.at(name));
-      inputs[name] = ops::concat(parts, 0);
+      inputs[name] = concat_rows(parts);
     }
     NamedTensors outputs = fn(inputs);
     bool splittable = true;
@@ -73,13 +102,8 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Request>> batch, const RunFn
     }
     int64_t begin = 0;
     for (const auto& request : batch) {
-      for (const auto& [name, tensor] : outputs) {
-        std::vector<int64_t> start(static_cast<size_t>(tensor.rank()), 0);
-        std::vector<int64_t> size(tensor.shape());
-        start[0] = begin;
-        size[0] = request->rows;
-        request->outputs[name] = ops::slice(tensor, start, size);
-      }
+      for (const auto& [name, tensor] : outputs)
+        request->outputs[name] = slice_rows(tensor, begin, request->rows);
       begin += request->rows;
     }
   } catch (...) {

@@ -2,6 +2,7 @@
 // emitter per registry op (see onnx_export.h).
 #include "export/onnx_export.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -19,12 +20,28 @@ using ops::Activation;
 using ops::OpId;
 namespace onnx = est::serving::onnx;
 
+// A string vocabulary list without OOV buckets is ai.onnx.ml's LabelEncoder in the graph, an
+// identity column with a default is arithmetic on the ids; the other lookups need TF's
+// Fingerprint64 or an error on bad ids, which ONNX has not, and a vocabulary file is an asset
+// the step reads.
+bool lookup_in_graph(const feature_column::LookupTable& table) {
+  using Kind = feature_column::LookupTable::Kind;
+  return (table.kind == Kind::kVocabulary && table.key_dtype == DType::kString &&
+          table.num_oov_buckets == 0 && table.vocabulary_file.empty()) ||
+         (table.kind == Kind::kIdentity && table.has_default);
+}
+
 [[noreturn]] void refuse(const TracedNode& node, const std::string& why) {
   if (node.kind == NodeKind::kHostComputed)
     throw UnimplementedError(fmt::format(
         "export: {} is computed on the host, not by ops the export can write as ONNX; keep it "
         "out of the PREDICT path of model_fn (or compute it in the client before the request)",
         node.name));
+  if (node.kind == NodeKind::kLookup)
+    throw UnimplementedError(fmt::format(
+        "export: the lookup of '{}' cannot be exported: {}; look features up in their feature "
+        "columns, which read what the serving input receiver gives",
+        node.name, why));
   throw UnimplementedError(fmt::format(
       "export: op '{}' (registry op '{}') cannot be exported to ONNX: {}; keep it out of the "
       "PREDICT path of model_fn (or compute it after serving)",
@@ -52,6 +69,7 @@ class Emitter {
   void set_inputs() {
     for (const auto& [name, id] : a_.inputs) input_names_[id] = name;
   }
+  void set_input_name(int id, const std::string& name) { input_names_[id] = name; }
 
   void add_value_info(onnx::ValueInfoProto* info, const std::string& name, int id) {
     info->set_name(name);
@@ -73,6 +91,11 @@ class Emitter {
     tensor->set_name(name);
     tensor->set_data_type(onnx_dtype(host.dtype()));
     for (int64_t dim : host.shape()) tensor->add_dims(dim);
+    if (host.dtype() == DType::kString) {  // strings are string_data, never raw bytes
+      for (int64_t i = 0; i < host.numel(); ++i)
+        tensor->add_string_data(host.data<std::string>()[i]);
+      return;
+    }
     tensor->set_raw_data(std::string(static_cast<const char*>(host.raw_data()), host.nbytes()));
   }
   std::string int64_constant(const std::vector<int64_t>& values) {
@@ -101,6 +124,13 @@ class Emitter {
     a->set_name(name);
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(value);
+  }
+  static void attribute(onnx::NodeProto* node, const std::string& name,
+                        const std::vector<std::string>& values) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRINGS);
+    for (const std::string& v : values) a->add_strings(v);
   }
   static void attribute(onnx::NodeProto* node, const std::string& name,
                         const std::vector<int64_t>& values) {
@@ -151,9 +181,45 @@ class Emitter {
     return out;
   }
 
+  // An identity column's ids with a default, in int64 arithmetic (ONNX 13 has no Where on
+  // ints that est runs): ignored = x == -1, in = (x > -1) * (x < num_buckets),
+  // v = in * x + (1 - in) * default, ids = v * (1 - ignored) - ignored.
+  void identity_lookup(const TracedNode& node, const feature_column::LookupTable& table) {
+    std::string x = value_name(node.inputs.at(0));
+    if (a_.values[node.inputs.at(0)].dtype != DType::kI64) {
+      std::string cast = temporary();
+      attribute(add("Cast", {x}, {cast}), "to", onnx_dtype(DType::kI64));
+      x = cast;
+    }
+    auto as_int = [&](const std::string& op, const std::string& a, double b) {
+      std::string compared = temporary(), out = temporary();
+      add(op, {a, scalar_constant(b, DType::kI64)}, {compared});
+      attribute(add("Cast", {compared}, {out}), "to", onnx_dtype(DType::kI64));
+      return out;
+    };
+    const std::string one = scalar_constant(1, DType::kI64);
+    std::string ignored = as_int("Equal", x, -1), in_range = temporary();
+    add("Mul",
+        {as_int("Greater", x, -1), as_int("Less", x, static_cast<double>(table.num_buckets))},
+        {in_range});
+    std::string kept = temporary(), outside = temporary(), defaults = temporary();
+    std::string value = temporary(), not_ignored = temporary(), masked = temporary();
+    add("Mul", {in_range, x}, {kept});
+    add("Sub", {one, in_range}, {outside});
+    add("Mul", {outside, scalar_constant(static_cast<double>(table.default_value), DType::kI64)},
+        {defaults});
+    add("Add", {kept, defaults}, {value});
+    add("Sub", {one, ignored}, {not_ignored});
+    add("Mul", {value, not_ignored}, {masked});
+    add("Sub", {masked, ignored}, {value_name(node.outputs.at(0))});
+  }
+
   void emit(const TracedNode& node);
+  // Whether a node of ONNX's ai.onnx.ml domain (LabelEncoder) was written.
+  bool uses_ml_domain() const { return uses_ml_domain_; }
 
  private:
+  bool uses_ml_domain_ = false;
   const Trace& a_;
   const Trace& b_;
   onnx::GraphProto& graph_;
@@ -165,6 +231,39 @@ void Emitter::emit(const TracedNode& node) {
   auto in = [&](size_t i) { return value_name(node.inputs.at(i)); };
   const int out_id = node.outputs.at(0);
   const std::string out = value_name(out_id);
+  if (node.kind == NodeKind::kLookup) {  // other feature lookups are graph inputs
+    const auto& table = a_.lookups.at(static_cast<size_t>(node.member)).table;
+    if (lookup_in_graph(table) && table.kind == feature_column::LookupTable::Kind::kIdentity) {
+      identity_lookup(node, table);
+      return;
+    }
+    if (lookup_in_graph(table)) {
+      // ai.onnx.ml's LabelEncoder: each key's position, "" (TF's ignored value) -1, others
+      // default_value.
+      std::vector<std::string> keys = table.string_keys;
+      std::vector<int64_t> values;
+      for (size_t i = 0; i < keys.size(); ++i)
+        values.push_back(keys[i].empty() ? -1 : static_cast<int64_t>(i));
+      if (std::find(keys.begin(), keys.end(), std::string()) == keys.end()) {
+        keys.emplace_back();
+        values.push_back(-1);
+      }
+      auto* encoder = add("LabelEncoder", {in(0)}, {out});
+      encoder->set_domain(kOnnxMlDomain);
+      attribute(encoder, "keys_strings", keys);
+      attribute(encoder, "values_int64s", values);
+      attribute(encoder, "default_int64", table.default_value);
+      uses_ml_domain_ = true;
+      return;
+    }
+    if (table.kind != feature_column::LookupTable::Kind::kIndexToString)
+      refuse(node, "a lookup over a value model_fn computed (lookups read features)");
+    const std::string strings = fmt::format("est/strings_{}", counter_++);
+    add_initializer(strings,
+                    Tensor::from_vector<std::string>(table.string_keys, {table.vocabulary_size()}));
+    attribute(add("Gather", {strings, in(0)}, {out}), "axis", int64_t{0});
+    return;
+  }
   if (node.kind == NodeKind::kReshape) {
     std::vector<int64_t> target;
     int dynamic_axes = 0;
@@ -432,24 +531,38 @@ bool same_contents(const Tensor& x, const Tensor& y) {
   return std::memcmp(hx.raw_data(), hy.raw_data(), hx.nbytes()) == 0;
 }
 
+// A lookup that runs before the graph (lookup_step.h): any but an index-to-string table and a
+// string vocabulary list without OOV buckets (LabelEncoder).
+bool is_feature_lookup(const Trace& trace, const TracedNode& node) {
+  if (node.kind != NodeKind::kLookup) return false;
+  const auto& table = trace.lookups.at(static_cast<size_t>(node.member)).table;
+  return table.kind != feature_column::LookupTable::Kind::kIndexToString && !lookup_in_graph(table);
+}
+
 }  // namespace
 
-std::string to_onnx(const Trace& trace, const Trace& other, const std::string& graph_name) {
+std::string to_onnx(const Trace& trace, const Trace& other, const std::string& graph_name,
+                    std::vector<LookupStep>* lookups) {
   check_same_structure(trace, other);
-  // Liveness: the nodes the outputs depend on, found backwards from them.
+  // Liveness: the nodes the outputs depend on, found backwards from them; a feature lookup's
+  // ids are a graph input, so the search stops there.
   std::map<int, size_t> producer;
   for (size_t i = 0; i < trace.nodes.size(); ++i)
     for (int id : trace.nodes[i].outputs) producer[id] = i;
   std::set<int> live_values;
   std::vector<int> pending;
   for (const auto& [name, id] : trace.outputs) pending.push_back(id);
-  std::set<size_t> live_nodes;
+  std::set<size_t> live_nodes, live_lookups;
   while (!pending.empty()) {
     const int id = pending.back();
     pending.pop_back();
     if (id < 0 || !live_values.insert(id).second) continue;
     auto found = producer.find(id);
     if (found == producer.end()) continue;
+    if (is_feature_lookup(trace, trace.nodes[found->second])) {
+      live_lookups.insert(found->second);
+      continue;
+    }
     live_nodes.insert(found->second);
     for (int input : trace.nodes[found->second].inputs) pending.push_back(input);
   }
@@ -465,7 +578,6 @@ std::string to_onnx(const Trace& trace, const Trace& other, const std::string& g
   graph.set_name(graph_name);
   Emitter emitter(trace, other, graph);
   emitter.set_inputs();
-  for (const auto& [name, id] : trace.inputs) emitter.add_value_info(graph.add_input(), name, id);
   // What cannot be written is refused by name first: a host computation also leaves constants
   // that change with the input behind it.
   for (size_t i : live_nodes) {
@@ -473,6 +585,46 @@ std::string to_onnx(const Trace& trace, const Trace& other, const std::string& g
         trace.nodes[i].kind == NodeKind::kHostComputed)
       refuse(trace.nodes[i], "it has no ONNX form in est's exporter");
   }
+  // Feature lookups: each reads a graph input (through reshapes) and feeds "<column>/ids".
+  std::map<int, std::string> input_of;  // value id -> graph input name
+  for (const auto& [name, id] : trace.inputs) input_of[id] = name;
+  std::set<int> looked_up;  // graph inputs a lookup reads
+  std::vector<LookupStep> steps;
+  for (size_t i : live_lookups) {
+    const TracedNode& node = trace.nodes[i];
+    if (lookups == nullptr)
+      refuse(node,
+             "its lookup runs as est-serve's pre-processing step, which only "
+             "Estimator::export_saved_model writes (signatures.json)");
+    int root = node.inputs.at(0);
+    while (producer.count(root) && trace.nodes[producer.at(root)].kind == NodeKind::kReshape)
+      root = trace.nodes[producer.at(root)].inputs.at(0);
+    if (!input_of.count(root)) refuse(node, "it reads a value model_fn computed, not a feature");
+    looked_up.insert(root);
+    const feature_column::LookupTable& table =
+        trace.lookups.at(static_cast<size_t>(node.member)).table;
+    const std::string& feature = input_of.at(root);
+    std::string name;
+    for (const LookupStep& step : steps)
+      if (step.input == feature && step.table == table) name = step.output;
+    if (name.empty()) {
+      name = node.name + "/ids";
+      for (int n = 1;; ++n) {  // a name no other step or input has
+        bool taken = trace.inputs.count(name) > 0;
+        for (const LookupStep& step : steps) taken = taken || step.output == name;
+        if (!taken) break;
+        name = fmt::format("{}/ids_{}", node.name, n);
+      }
+      steps.push_back({.input = feature, .output = name, .table = table});
+      emitter.add_value_info(graph.add_input(), name, node.outputs.at(0));
+    }
+    emitter.set_input_name(node.outputs.at(0), name);
+  }
+  for (const auto& [name, id] : trace.inputs)
+    if (live_values.count(id) || !looked_up.count(id))
+      emitter.add_value_info(graph.add_input(), name, id);
+  if (lookups != nullptr)
+    for (LookupStep& step : steps) lookups->push_back(std::move(step));
   for (const auto& [id, value] : trace.constants) {
     if (!live_values.count(id)) continue;
     auto theirs = other.constants.find(id);
@@ -486,6 +638,11 @@ std::string to_onnx(const Trace& trace, const Trace& other, const std::string& g
     emitter.add_initializer(emitter.value_name(id), value);
   }
   for (size_t i : live_nodes) emitter.emit(trace.nodes[i]);
+  if (emitter.uses_ml_domain()) {
+    auto* ml = model.add_opset_import();
+    ml->set_domain(kOnnxMlDomain);
+    ml->set_version(kOnnxMlOpsetVersion);
+  }
   for (const auto& [name, id] : trace.outputs) {
     emitter.add("Identity", {emitter.value_name(id)}, {name});
     emitter.add_value_info(graph.add_output(), name, id);

@@ -9,21 +9,38 @@
 // which are NCHW in ONNX, the graph transposes. What the export cannot express (a kernel with
 // no ONNX form here, a reshape with two batch-dependent dimensions) is an UnimplementedError
 // naming the op, never a wrong graph; ops the outputs do not depend on are dropped.
+//
+// Lookup tables (feature_column/lookup.h): a string vocabulary list without OOV buckets is in
+// the graph, as ai.onnx.ml's LabelEncoder (opset 2; "" maps to -1, unknown keys to
+// default_value), and so is an identity column with a default (int64 arithmetic), so any ONNX
+// runtime runs them. The other lookups of a feature (OOV buckets and hash buckets need TF's
+// Fingerprint64, which ONNX has not; an identity column without a default fails on an id out of
+// range; a vocabulary file is an asset; integer vocabularies)
+// become pre-processing steps (export/lookup_step.h) whose ids feed the graph input
+// "<column>/ids"; the feature itself stays out of the graph when nothing else reads it. The
+// same lookup twice (an indicator and an embedding of one column) feeds one input. An
+// index-to-string table (a classifier's label_vocabulary) is a Gather from a string
+// initializer, in the graph.
 #pragma once
 
 #include <string>
 
+#include "export/lookup_step.h"
 #include "export/trace.h"
 
 namespace est::serving {
 
 inline constexpr int kOnnxOpsetVersion = 13;
 inline constexpr int kOnnxIrVersion = 8;
+inline constexpr const char* kOnnxMlDomain = "ai.onnx.ml";  // LabelEncoder
+inline constexpr int kOnnxMlOpsetVersion = 2;
 
 // The serialized ModelProto of `trace`, whose dynamic dimensions and constants are checked
 // against `other` (the same function traced at another batch size). `graph_name` names the
-// graph ("serving_default").
-std::string to_onnx(const Trace& trace, const Trace& other, const std::string& graph_name);
+// graph ("serving_default"). The lookup steps the graph needs are appended to `lookups`; when
+// it is null, a graph that needs one is an UnimplementedError naming the column.
+std::string to_onnx(const Trace& trace, const Trace& other, const std::string& graph_name,
+                    std::vector<LookupStep>* lookups = nullptr);
 
 // A serialized ModelProto in protobuf's text format (export_saved_model's as_text).
 std::string onnx_text(const std::string& serialized_model);

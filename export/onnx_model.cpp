@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -23,6 +24,7 @@ namespace est::serving {
 struct Attribute {
   int64_t i = 0;
   std::vector<int64_t> ints;
+  std::vector<std::string> strings;
 };
 
 struct Node {
@@ -30,6 +32,8 @@ struct Node {
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::map<std::string, Attribute> attributes;
+  // LabelEncoder's keys_strings -> values_int64s, built once at load.
+  std::shared_ptr<const std::unordered_map<std::string, int64_t>> label_table;
 
   int64_t attribute(const std::string& name, int64_t fallback) const {
     auto found = attributes.find(name);
@@ -55,6 +59,14 @@ using Values = std::map<std::string, Tensor>;
 Tensor tensor_of(const onnx::TensorProto& proto) {
   const DType dtype = OnnxModel::dtype_of(proto.data_type());
   Shape shape(proto.dims().begin(), proto.dims().end());
+  if (dtype == DType::kString) {
+    if (proto.string_data_size() != ops::num_elements(shape))
+      throw DataLossError(fmt::format("ONNX initializer '{}' has {} strings for shape {}",
+                                      proto.name(), proto.string_data_size(),
+                                      ops::shape_str(shape)));
+    return Tensor::from_vector<std::string>(
+        {proto.string_data().begin(), proto.string_data().end()}, shape);
+  }
   Tensor tensor = Tensor::empty(shape, dtype);
   const size_t bytes = tensor.nbytes();
   if (proto.has_raw_data()) {
@@ -124,6 +136,23 @@ std::array<int, 2> pair_of(const std::vector<int64_t>& values, int fallback) {
   return {static_cast<int>(values[0]), static_cast<int>(values[1])};
 }
 
+// Gather of strings (an index-to-string table), which est's kernels do not copy: rows of a
+// 1-D string tensor at int32 or int64 indices of any shape.
+Tensor gather_strings(const Tensor& params, const Tensor& indices) {
+  if (params.rank() != 1)
+    throw UnimplementedError("ONNX Gather of strings: est gathers from 1-D string tensors only");
+  const std::vector<std::string> table = params.to_vector<std::string>();
+  std::vector<std::string> out;
+  for (int64_t index : indices.to_vector<int64_t>()) {
+    if (index < 0) index += static_cast<int64_t>(table.size());
+    if (index < 0 || index >= static_cast<int64_t>(table.size()))
+      throw InvalidArgumentError(
+          fmt::format("Gather: index {} is out of range [0, {})", index, table.size()));
+    out.push_back(table[static_cast<size_t>(index)]);
+  }
+  return Tensor::from_vector<std::string>(out, indices.shape());
+}
+
 Tensor nchw_to_nhwc(const Tensor& x) { return ops::transpose(x, {0, 2, 3, 1}); }
 Tensor nhwc_to_nchw(const Tensor& x) { return ops::transpose(x, {0, 3, 1, 2}); }
 
@@ -134,6 +163,18 @@ std::vector<Tensor> run_node(const Node& node, const std::vector<Tensor>& in) {
     return std::vector<Tensor>{fn(in[0], in[1])};
   };
   if (op == "Identity") return {in[0]};
+  if (op == "LabelEncoder") {  // ai.onnx.ml: strings to int64, default_int64 for unknown keys
+    if (in[0].dtype() != DType::kString)
+      throw InvalidArgumentError("LabelEncoder: est maps string keys only");
+    Tensor out = Tensor::empty(in[0].shape(), DType::kI64);
+    const std::string* keys = in[0].data<std::string>();
+    const int64_t fallback = node.attribute("default_int64", -1);
+    for (int64_t i = 0; i < in[0].numel(); ++i) {
+      auto found = node.label_table->find(keys[i]);
+      out.data<int64_t>()[i] = found == node.label_table->end() ? fallback : found->second;
+    }
+    return {out};
+  }
   if (op == "Cast")
     return {ops::cast(in[0], OnnxModel::dtype_of(static_cast<int>(node.attribute("to", 1))))};
   if (op == "Add") return binary(ops::add);
@@ -167,6 +208,7 @@ std::vector<Tensor> run_node(const Node& node, const std::vector<Tensor>& in) {
   }
   if (op == "Transpose") return {ops::transpose(in[0], as_ints(node.ints("perm")))};
   if (op == "Concat") return {ops::concat(in, static_cast<int>(node.attribute("axis", 0)))};
+  if (op == "Gather" && in[0].dtype() == DType::kString) return {gather_strings(in[0], in[1])};
   if (op == "Gather")
     return {ops::gather(in[0], in[1], static_cast<int>(node.attribute("axis", 0)))};
   if (op == "Softmax") return {ops::softmax(in[0], static_cast<int>(node.attribute("axis", -1)))};
@@ -224,12 +266,12 @@ std::vector<Tensor> run_node(const Node& node, const std::vector<Tensor>& in) {
 // What load() checks about a node before any request: an op est runs, attributes it honours.
 void check_supported(const Node& node) {
   static const std::set<std::string> kOps{
-      "Identity", "Cast",      "Add",    "Sub",    "Mul",       "Div",
-      "Max",      "Min",       "Pow",    "Equal",  "Greater",   "Less",
-      "Neg",      "Exp",       "Log",    "Sqrt",   "Abs",       "Relu",
-      "Sigmoid",  "Tanh",      "Clip",   "Expand", "ReduceSum", "ReduceMax",
-      "ArgMax",   "Transpose", "Concat", "Gather", "Softmax",   "LogSoftmax",
-      "MatMul",   "Reshape",   "Slice",  "Conv",   "MaxPool",   "AveragePool"};
+      "Identity",    "Cast",        "Add",       "Sub",     "Mul",       "Div",    "Max",
+      "Min",         "Pow",         "Equal",     "Greater", "Less",      "Neg",    "Exp",
+      "Log",         "Sqrt",        "Abs",       "Relu",    "Sigmoid",   "Tanh",   "Clip",
+      "Expand",      "ReduceSum",   "ReduceMax", "ArgMax",  "Transpose", "Concat", "Gather",
+      "Softmax",     "LogSoftmax",  "MatMul",    "Reshape", "Slice",     "Conv",   "MaxPool",
+      "AveragePool", "LabelEncoder"};
   if (!kOps.count(node.op_type))
     throw UnimplementedError(fmt::format(
         "ONNX op '{}' is not one est runs (est runs the ops its exporter writes)", node.op_type));
@@ -241,6 +283,17 @@ void check_supported(const Node& node) {
     throw UnimplementedError("ONNX " + node.op_type + " with auto_pad is not run by est");
   if (node.op_type == "Slice" && node.inputs.size() > 4)
     throw UnimplementedError("ONNX Slice with steps is not run by est");
+  if (node.op_type == "LabelEncoder") {
+    for (const auto& [name, attribute] : node.attributes)
+      if (name != "keys_strings" && name != "values_int64s" && name != "default_int64")
+        throw UnimplementedError("ONNX LabelEncoder with " + name +
+                                 " is not run by est (it maps strings to int64)");
+    if (!node.attributes.count("keys_strings") || !node.attributes.count("values_int64s") ||
+        node.attributes.at("keys_strings").strings.size() !=
+            node.attributes.at("values_int64s").ints.size())
+      throw UnimplementedError(
+          "ONNX LabelEncoder needs keys_strings and values_int64s of one length for est");
+  }
 }
 
 }  // namespace
@@ -261,6 +314,8 @@ DType OnnxModel::dtype_of(int onnx_dtype) {
       return DType::kBool;
     case onnx::TensorProto::BFLOAT16:
       return DType::kBF16;
+    case onnx::TensorProto::STRING:
+      return DType::kString;
     default:
       throw UnimplementedError(fmt::format("ONNX data type {} has no est dtype", onnx_dtype));
   }
@@ -283,15 +338,25 @@ OnnxModel OnnxModel::load(const std::string& path) {
               .inputs = {proto.input().begin(), proto.input().end()},
               .outputs = {proto.output().begin(), proto.output().end()}};
     for (const auto& attribute : proto.attribute())
-      node.attributes[attribute.name()] = {attribute.i(),
-                                           {attribute.ints().begin(), attribute.ints().end()}};
-    if (!proto.domain().empty())
-      throw UnimplementedError("OnnxModel: " + path + ": op domain '" + proto.domain() +
-                               "' is not run by est");
+      node.attributes[attribute.name()] = {
+          attribute.i(),
+          {attribute.ints().begin(), attribute.ints().end()},
+          {attribute.strings().begin(), attribute.strings().end()}};
+    const bool ml = proto.domain() == "ai.onnx.ml" && proto.op_type() == "LabelEncoder";
+    if (!proto.domain().empty() && !ml)
+      throw UnimplementedError("OnnxModel: " + path + ": op " + proto.op_type() + " of domain '" +
+                               proto.domain() + "' is not run by est");
     try {
       check_supported(node);
     } catch (const UnimplementedError& error) {
       throw UnimplementedError(path + ": " + error.what());
+    }
+    if (node.op_type == "LabelEncoder") {
+      auto table = std::make_shared<std::unordered_map<std::string, int64_t>>();
+      const auto& keys = node.attributes.at("keys_strings").strings;
+      const auto& values = node.attributes.at("values_int64s").ints;
+      for (size_t i = 0; i < keys.size(); ++i) table->emplace(keys[i], values[i]);
+      node.label_table = std::move(table);
     }
     graph->nodes.push_back(std::move(node));
   }

@@ -125,9 +125,11 @@ Tensor tensor_from_rows(const std::string& input, const TensorInfo& info,
 // ---- tensor -> JSON -------------------------------------------------------------------------
 
 json json_of(const Tensor& tensor, int64_t begin, size_t depth, int64_t stride_elements,
-             const std::vector<double>& doubles, const std::vector<int64_t>& integers) {
+             const std::vector<double>& doubles, const std::vector<int64_t>& integers,
+             const std::vector<std::string>& strings) {
   const Shape& shape = tensor.shape();
   if (depth == shape.size()) {
+    if (tensor.dtype() == DType::kString) return strings[begin];
     if (tensor.dtype() == DType::kBool) return integers[begin] != 0;
     if (is_floating(tensor.dtype())) return doubles[begin];
     return integers[begin];
@@ -135,7 +137,8 @@ json json_of(const Tensor& tensor, int64_t begin, size_t depth, int64_t stride_e
   const int64_t inner = stride_elements / std::max<int64_t>(shape[depth], 1);
   json list = json::array();
   for (int64_t i = 0; i < shape[depth]; ++i)
-    list.push_back(json_of(tensor, begin + i * inner, depth + 1, inner, doubles, integers));
+    list.push_back(
+        json_of(tensor, begin + i * inner, depth + 1, inner, doubles, integers, strings));
   return list;
 }
 
@@ -143,16 +146,19 @@ json json_of(const Tensor& tensor, int64_t row = -1) {
   Tensor host = tensor.to(Device::cpu());
   std::vector<double> doubles;
   std::vector<int64_t> integers;
-  if (is_floating(host.dtype())) {
+  std::vector<std::string> strings;
+  if (host.dtype() == DType::kString) {
+    strings = host.to_vector<std::string>();
+  } else if (is_floating(host.dtype())) {
     // float32 values print as the float they are, not as the double they widen to
     for (float v : host.to_vector<float>()) doubles.push_back(std::stod(fmt::format("{}", v)));
     if (host.dtype() == DType::kF64) doubles = host.to_vector<double>();
   } else {
     integers = host.to_vector<int64_t>();
   }
-  if (row < 0) return json_of(host, 0, 0, host.numel(), doubles, integers);
+  if (row < 0) return json_of(host, 0, 0, host.numel(), doubles, integers, strings);
   const int64_t row_elements = host.numel() / std::max<int64_t>(host.dim(0), 1);
-  return json_of(host, row * row_elements, 1, row_elements, doubles, integers);
+  return json_of(host, row * row_elements, 1, row_elements, doubles, integers, strings);
 }
 
 // ---- requests -------------------------------------------------------------------------------
@@ -233,9 +239,19 @@ NamedTensors parse_examples(const ParseExampleStep& step, const Tensor& serializ
   }
 }
 
-// The graph's outputs for its inputs, through the batcher when there is one.
+// The graph's outputs for its inputs (after the signature's lookups), through the batcher when
+// there is one.
 NamedTensors run_graph(const Servable& servable, const std::string& signature_name,
-                       const NamedTensors& inputs, Batcher* batcher) {
+                       const NamedTensors& features, Batcher* batcher) {
+  const SignatureDef& signature = servable.signatures.at(signature_name);
+  NamedTensors inputs = features;
+  if (!signature.lookups.empty()) {
+    // The features only the lookups read are not graph inputs: they stay out of the batch.
+    const NamedTensors all = run_lookups(signature.lookups, features, servable.model.inputs());
+    inputs.clear();
+    for (const TensorInfo& info : servable.model.inputs())
+      if (all.count(info.name)) inputs[info.name] = all.at(info.name);
+  }
   if (batcher == nullptr) return servable.model.run(inputs);
   // Requests batch together when they run one model version and signature on rows alike.
   std::string key = fmt::format("{}/{}", servable.version, signature_name);

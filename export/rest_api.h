@@ -11,7 +11,9 @@
 //        "examples": [{feature: value or list}, ...]} on a signature of that method, answered
 //        {"results": [[[label, score], ...], ...]} or {"results": [value, ...]}.
 // A signature with a parse_example step (a parsing serving input receiver) gets serialized
-// tf.Examples, parsed with its feature spec before the graph runs (parse_example_step.h).
+// tf.Examples, parsed with its feature spec before the graph runs (parse_example_step.h); one
+// with lookups (a feature-column model's vocabulary, hash and identity lookups) takes the raw
+// features and looks them up into the graph's id inputs first (lookup_step.h).
 // Errors are {"error": "..."} with the HTTP status of the error's cause: 400 for a malformed
 // body, a tensor of the wrong shape or dtype, an unparsable example, an unknown signature or
 // one of another method; 404 for an unknown model, version or path; 500 otherwise. Nothing a

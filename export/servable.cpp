@@ -56,6 +56,10 @@ Signatures load_signatures(const std::string& path) {
                           .outputs = infos_of(value.at("outputs"))};
       if (value.contains("parse_example"))
         signatures[name].parse_example = parse_example_step_from_json(value["parse_example"]);
+      if (value.contains("lookups"))
+        for (const auto& step : value["lookups"])
+          signatures[name].lookups.push_back(
+              lookup_step_from_json(step, fs::path(path).parent_path().string()));
     }
     return signatures;
   } catch (const nlohmann::json::exception& error) {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "export/lookup_step.h"
 #include "export/onnx_model.h"
 #include "export/parse_example_step.h"
 
@@ -22,16 +23,19 @@ namespace est::serving {
 
 // One signature of signatures.json: method name, inputs and outputs by key (TensorInfo's name
 // is the ONNX graph's input or output). With parse_example, the signature's one input is a
-// string tensor of serialized tf.Examples, parsed into the graph's inputs before it runs.
+// string tensor of serialized tf.Examples, parsed into the graph's inputs before it runs. The
+// lookups then turn features into the ids the graph takes (lookup_step.h).
 struct SignatureDef {
   std::string method_name;
   std::map<std::string, TensorInfo> inputs;
   std::map<std::string, TensorInfo> outputs;
   std::optional<ParseExampleStep> parse_example;
+  std::vector<LookupStep> lookups;
 };
 using Signatures = std::map<std::string, SignatureDef>;
 
-// Parses signatures.json (DataLossError naming the file and the field when malformed).
+// Parses signatures.json (DataLossError naming the file and the field when malformed); its
+// lookups read their vocabulary assets relative to the file's directory.
 Signatures load_signatures(const std::string& path);
 // TF's dtype names ("DT_FLOAT") and back (InvalidArgumentError for an unknown name).
 std::string tf_dtype_name(DType dtype);

@@ -19,9 +19,10 @@ using ops::OpId;
   X(kCast)                                                                                       \
   X(kBinary)                                                                                     \
   X(kBinaryGradient)                                                                             \
-  X(kCompare) X(kUnary) X(kUnaryGradient) X(kAddScaled) X(kBroadcastTo) X(kReduce) X(kArgmax)    \
-      X(kTranspose) X(kConcat) X(kSlice) X(kSliceGradient) X(kGather) X(kGatherGradient)         \
-          X(kOneHot) X(kDropoutMask) X(kSoftmax) X(kSoftmaxGradient) X(kSparseCrossEntropy)      \
+  X(kCompare)                                                                                    \
+  X(kUnary) X(kUnaryGradient) X(kAddScaled) X(kBroadcastTo) X(kReduce) X(kArgmax) X(kTranspose)  \
+      X(kConcat) X(kSlice) X(kSliceGradient) X(kGather) X(kGatherGradient) X(kOneHot)            \
+          X(kDropoutMask) X(kSoftmax) X(kSoftmaxGradient) X(kSparseCrossEntropy)                 \
               X(kSparseCrossEntropyGradient) X(kCrossEntropy) X(kCrossEntropyGradient)           \
                   X(kSigmoidCrossEntropy) X(kSigmoidCrossEntropyGradient) X(kMatmul) X(kBiasAdd) \
                       X(kActivation) X(kActivationGradient) X(kBiasGradient) X(kConv2D)          \
@@ -72,7 +73,7 @@ std::vector<const Tensor*> written_tensors(OpId id, const void* args) {
   return {};
 }
 
-class Tracer : public ops::KernelObserver {
+class Tracer : public ops::KernelObserver, public feature_column::LookupObserver {
  public:
   explicit Tracer(const std::vector<std::pair<std::string, Tensor>>& names) {
     for (const auto& [name, tensor] : names)
@@ -120,6 +121,17 @@ class Tracer : public ops::KernelObserver {
   void host_computed(const char* name, const Tensor& output) override {
     if (recording_ || !output.defined() || output.is_sparse()) return;
     TracedNode node{.kind = NodeKind::kHostComputed, .name = name};
+    node.outputs = {define(output)};
+    trace_.nodes.push_back(std::move(node));
+  }
+
+  void lookup_ran(const std::string& name, const feature_column::LookupTable& table,
+                  const Tensor& input, const Tensor& output) override {
+    if (recording_ || output.is_sparse() || input.is_sparse()) return;
+    TracedNode node{.kind = NodeKind::kLookup, .name = name};
+    node.inputs = {resolve(input)};
+    node.member = static_cast<int>(trace_.lookups.size());
+    trace_.lookups.push_back({name, table});
     node.outputs = {define(output)};
     trace_.nodes.push_back(std::move(node));
   }

@@ -9,7 +9,10 @@
 // Every tensor seen stays alive until the trace ends, so no storage is reused under a name.
 // Kernels the export cannot express are still recorded (as unsupported nodes naming the op),
 // and so are values that code reports as computed on the host (a feature column's vocabulary
-// lookup), so that only the ones the outputs depend on are refused, by name (onnx_export.h).
+// loop), so that only the ones the outputs depend on are refused, by name (onnx_export.h).
+// A lookup table a column or head runs (feature_column::report_lookup: vocabulary, hash
+// bucket, identity, index to string) is recorded as what it is, a lookup node with its table,
+// which the export writes as a pre-processing step or as ONNX ops.
 #pragma once
 
 #include <functional>
@@ -17,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "feature_column/lookup.h"
 #include "ops/kernel_ops.h"
 #include "ops/tensor.h"
 
@@ -34,6 +38,7 @@ enum class NodeKind : uint8_t {
   kReshape,       // a view with another shape (no kernel)
   kUnsupported,   // a kernel the export does not express: its outputs are poisoned
   kHostComputed,  // a value computed on the host (ops::report_host_computation): poisoned too
+  kLookup,        // a lookup table applied to a value: member indexes Trace::lookups
 };
 
 struct TracedNode {
@@ -52,6 +57,11 @@ struct TracedNode {
   bool operator==(const TracedNode& other) const;  // equal but for shapes (window.batch)
 };
 
+struct TracedLookup {
+  std::string name;  // the column ("color"), or "label_vocabulary"
+  feature_column::LookupTable table;
+};
+
 struct Trace {
   std::vector<TracedValue> values;
   std::vector<TracedNode> nodes;
@@ -59,6 +69,7 @@ struct Trace {
   std::map<int, std::string> constant_names;  // value id -> variable name, where known
   std::map<std::string, int> inputs;          // input name -> value id
   std::map<std::string, int> outputs;         // output name -> value id
+  std::vector<TracedLookup> lookups;          // the tables of the kLookup nodes
 };
 
 // Calls fn(inputs) once with the tracer on, and returns what it ran. `names` names constants

@@ -3,23 +3,13 @@
 
 #include <charconv>
 #include <fstream>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
-#include "feature_column/hashing.h"
-
 namespace est::feature_column {
 namespace {
-
-// The ids' source values as int64 (integer features) or strings.
-void require_kind(const Tensor& values, DType expected, const std::string& column) {
-  const bool is_int = values.dtype() == DType::kI64 || values.dtype() == DType::kI32;
-  if (expected == DType::kString ? values.dtype() != DType::kString : !is_int)
-    throw InvalidArgumentError(fmt::format(
-        "categorical column '{}': the feature holds {} values but the column expects {}", column,
-        ops::dtype_name(values.dtype()), expected == DType::kString ? "strings" : "integers"));
-}
 
 Tensor sparse_input(const Features& features, const std::string& key) {
   Tensor sparse = detail::to_sparse_dropping_ignored(detail::raw_feature(features, key, key));
@@ -27,21 +17,38 @@ Tensor sparse_input(const Features& features, const std::string& key) {
                         sparse.values().to(ops::Device::cpu()), sparse.shape());
 }
 
-// Fingerprint64 of each value (integers through their decimal string) modulo `buckets`.
-int64_t hash_bucket(const Tensor& values, int64_t i, int64_t buckets) {
-  const std::string text =
-      values.dtype() == DType::kString
-          ? values.data<std::string>()[i]
-          : std::to_string(values.dtype() == DType::kI64 ? values.data<int64_t>()[i]
-                                                         : values.data<int32_t>()[i]);
-  return static_cast<int64_t>(fingerprint64(text) % static_cast<uint64_t>(buckets));
+// The ids of `lookup` over the column's raw feature, sparse (ignore values dropped).
+IdWeightPair sparse_ids(const Features& features, const std::string& key, const Lookup& lookup) {
+  const Tensor input = sparse_input(features, key);
+  return {detail::with_values(input, lookup.ids(input.values(), key, false)), {}};
+}
+
+// The ids of `lookup` over a dense raw feature, reported to an observing tracer.
+std::optional<Tensor> dense_lookup(const Features& features, const std::string& key,
+                                   const Lookup& lookup) {
+  const Tensor raw = detail::raw_feature(features, key, key);
+  if (raw.is_sparse() || raw.rank() != 2) return std::nullopt;
+  Tensor ids = lookup.ids(raw, key);
+  report_lookup(key, lookup.table(), raw, ids);
+  return ids;
+}
+
+LookupTable identity_table(int64_t num_buckets, std::optional<int64_t> default_value) {
+  return {.kind = LookupTable::Kind::kIdentity,
+          .key_dtype = DType::kI64,
+          .default_value = default_value.value_or(-1),
+          .has_default = default_value.has_value(),
+          .num_buckets = num_buckets};
 }
 
 }  // namespace
 
 IdentityCategoricalColumn::IdentityCategoricalColumn(std::string key, int64_t num_buckets,
                                                      std::optional<int64_t> default_value)
-    : key_(std::move(key)), num_buckets_(num_buckets), default_value_(default_value) {
+    : key_(std::move(key)),
+      num_buckets_(num_buckets),
+      default_value_(default_value),
+      lookup_(identity_table(num_buckets, default_value)) {
   if (num_buckets_ < 1)
     throw InvalidArgumentError(
         fmt::format("categorical_column_with_identity '{}': num_buckets must be >= 1, got {}", key_,
@@ -57,32 +64,32 @@ void IdentityCategoricalColumn::add_parse_spec(FeatureSpecs& specs) const {
 }
 
 IdWeightPair IdentityCategoricalColumn::sparse_tensors(const Features& features) const {
-  const Tensor input = sparse_input(features, key_);
-  require_kind(input.values(), DType::kI64, key_);
-  std::vector<int64_t> ids = input.values().to_vector<int64_t>();
-  for (int64_t& id : ids)
-    if (id < 0 || id >= num_buckets_) {
-      if (!default_value_)
-        throw InvalidArgumentError(fmt::format(
-            "categorical_column_with_identity '{}': id {} is not in [0, {}); fix the data or give "
-            "a default_value",
-            key_, id, num_buckets_));
-      id = *default_value_;
-    }
-  return {detail::with_values(input, Tensor::from_vector(ids)), {}};
+  return sparse_ids(features, key_, lookup_);
+}
+
+std::optional<Tensor> IdentityCategoricalColumn::dense_ids(const Features& features) const {
+  return dense_lookup(features, key_, lookup_);
 }
 
 VocabularyCategoricalColumn::VocabularyCategoricalColumn(std::string key,
                                                          std::vector<std::string> string_keys,
                                                          std::vector<int64_t> int_keys, DType dtype,
                                                          int64_t default_value,
-                                                         int64_t num_oov_buckets, std::string what)
+                                                         int64_t num_oov_buckets, std::string what,
+                                                         std::string vocabulary_file)
     : key_(std::move(key)),
       string_keys_(std::move(string_keys)),
       int_keys_(std::move(int_keys)),
       dtype_(dtype),
       default_value_(default_value),
-      num_oov_buckets_(num_oov_buckets) {
+      num_oov_buckets_(num_oov_buckets),
+      lookup_({.kind = LookupTable::Kind::kVocabulary,
+               .key_dtype = dtype_,
+               .string_keys = string_keys_,
+               .int_keys = int_keys_,
+               .vocabulary_file = std::move(vocabulary_file),
+               .num_oov_buckets = num_oov_buckets_,
+               .default_value = default_value_}) {
   if (vocabulary_size() < 1)
     throw InvalidArgumentError(fmt::format("{} '{}': the vocabulary is empty", what, key_));
   if (num_oov_buckets_ < 0)
@@ -110,41 +117,21 @@ void VocabularyCategoricalColumn::add_parse_spec(FeatureSpecs& specs) const {
 }
 
 IdWeightPair VocabularyCategoricalColumn::sparse_tensors(const Features& features) const {
-  const Tensor input = sparse_input(features, key_);
-  const Tensor& values = input.values();
-  require_kind(values, dtype_, key_);
-  std::vector<int64_t> ids(static_cast<size_t>(values.numel()));
-  if (dtype_ == DType::kString) {
-    std::unordered_map<std::string_view, int64_t> table;
-    for (size_t i = 0; i < string_keys_.size(); ++i)
-      table.emplace(string_keys_[i], static_cast<int64_t>(i));
-    for (int64_t i = 0; i < values.numel(); ++i) {
-      auto found = table.find(values.data<std::string>()[i]);
-      ids[static_cast<size_t>(i)] =
-          found != table.end()   ? found->second
-          : num_oov_buckets_ > 0 ? vocabulary_size() + hash_bucket(values, i, num_oov_buckets_)
-                                 : default_value_;
-    }
-  } else {
-    std::unordered_map<int64_t, int64_t> table;
-    for (size_t i = 0; i < int_keys_.size(); ++i)
-      table.emplace(int_keys_[i], static_cast<int64_t>(i));
-    const std::vector<int64_t> keys = values.to_vector<int64_t>();
-    for (size_t i = 0; i < keys.size(); ++i) {
-      auto found = table.find(keys[i]);
-      ids[i] =
-          found != table.end() ? found->second
-          : num_oov_buckets_ > 0
-              ? vocabulary_size() + hash_bucket(values, static_cast<int64_t>(i), num_oov_buckets_)
-              : default_value_;
-    }
-  }
-  return {detail::with_values(input, Tensor::from_vector(ids)), {}};
+  return sparse_ids(features, key_, lookup_);
+}
+
+std::optional<Tensor> VocabularyCategoricalColumn::dense_ids(const Features& features) const {
+  return dense_lookup(features, key_, lookup_);
 }
 
 HashedCategoricalColumn::HashedCategoricalColumn(std::string key, int64_t hash_bucket_size,
                                                  DType dtype)
-    : key_(std::move(key)), hash_bucket_size_(hash_bucket_size), dtype_(dtype) {
+    : key_(std::move(key)),
+      hash_bucket_size_(hash_bucket_size),
+      dtype_(dtype),
+      lookup_({.kind = LookupTable::Kind::kHashBucket,
+               .key_dtype = dtype,
+               .num_buckets = hash_bucket_size}) {
   if (hash_bucket_size_ < 1)
     throw InvalidArgumentError(fmt::format(
         "categorical_column_with_hash_bucket '{}': hash_bucket_size must be >= 1, got {}", key_,
@@ -159,13 +146,11 @@ void HashedCategoricalColumn::add_parse_spec(FeatureSpecs& specs) const {
 }
 
 IdWeightPair HashedCategoricalColumn::sparse_tensors(const Features& features) const {
-  const Tensor input = sparse_input(features, key_);
-  const Tensor& values = input.values();
-  require_kind(values, dtype_, key_);
-  std::vector<int64_t> ids(static_cast<size_t>(values.numel()));
-  for (int64_t i = 0; i < values.numel(); ++i)
-    ids[static_cast<size_t>(i)] = hash_bucket(values, i, hash_bucket_size_);
-  return {detail::with_values(input, Tensor::from_vector(ids)), {}};
+  return sparse_ids(features, key_, lookup_);
+}
+
+std::optional<Tensor> HashedCategoricalColumn::dense_ids(const Features& features) const {
+  return dense_lookup(features, key_, lookup_);
 }
 
 std::shared_ptr<const IdentityCategoricalColumn> categorical_column_with_identity(
@@ -224,7 +209,7 @@ std::shared_ptr<const VocabularyCategoricalColumn> categorical_column_with_vocab
       std::move(key),
       options.dtype == DType::kString ? std::move(lines) : std::vector<std::string>{},
       std::move(ints), options.dtype, options.default_value.value_or(-1), options.num_oov_buckets,
-      "categorical_column_with_vocabulary_file");
+      "categorical_column_with_vocabulary_file", vocabulary_file);
 }
 
 std::shared_ptr<const HashedCategoricalColumn> categorical_column_with_hash_bucket(

@@ -12,6 +12,8 @@
 //     Integer values are hashed through their decimal string, as TF's lookup tables do;
 //   - hash bucket: Fingerprint64(value) % hash_bucket_size (string_to_hash_bucket_fast), integer
 //     values through their decimal string.
+// Each holds its lookup as a LookupTable (lookup.h), which an export writes for est-serve; for
+// a dense raw feature, dense_ids gives the ids in the feature's own [batch, k] layout.
 #pragma once
 
 #include <optional>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "feature_column/column.h"
+#include "feature_column/lookup.h"
 
 namespace est::feature_column {
 
@@ -30,11 +33,14 @@ class IdentityCategoricalColumn final : public CategoricalColumn {
   void add_parse_spec(FeatureSpecs& specs) const override;
   int64_t num_buckets() const override { return num_buckets_; }
   IdWeightPair sparse_tensors(const Features& features) const override;
+  std::optional<Tensor> dense_ids(const Features& features) const override;
+  const LookupTable& table() const { return lookup_.table(); }
 
  private:
   std::string key_;
   int64_t num_buckets_;
   std::optional<int64_t> default_value_;
+  Lookup lookup_;
 };
 
 // The vocabulary of a list or a file: string or int64 keys in id order.
@@ -42,11 +48,14 @@ class VocabularyCategoricalColumn final : public CategoricalColumn {
  public:
   VocabularyCategoricalColumn(std::string key, std::vector<std::string> string_keys,
                               std::vector<int64_t> int_keys, DType dtype, int64_t default_value,
-                              int64_t num_oov_buckets, std::string what);
+                              int64_t num_oov_buckets, std::string what,
+                              std::string vocabulary_file = "");
   std::string name() const override { return key_; }
   void add_parse_spec(FeatureSpecs& specs) const override;
   int64_t num_buckets() const override { return vocabulary_size() + num_oov_buckets_; }
   IdWeightPair sparse_tensors(const Features& features) const override;
+  std::optional<Tensor> dense_ids(const Features& features) const override;
+  const LookupTable& table() const { return lookup_.table(); }
   int64_t vocabulary_size() const;
 
  private:
@@ -56,6 +65,7 @@ class VocabularyCategoricalColumn final : public CategoricalColumn {
   DType dtype_;
   int64_t default_value_;
   int64_t num_oov_buckets_;
+  Lookup lookup_;
 };
 
 class HashedCategoricalColumn final : public CategoricalColumn {
@@ -65,11 +75,14 @@ class HashedCategoricalColumn final : public CategoricalColumn {
   void add_parse_spec(FeatureSpecs& specs) const override;
   int64_t num_buckets() const override { return hash_bucket_size_; }
   IdWeightPair sparse_tensors(const Features& features) const override;
+  std::optional<Tensor> dense_ids(const Features& features) const override;
+  const LookupTable& table() const { return lookup_.table(); }
 
  private:
   std::string key_;
   int64_t hash_bucket_size_;
   DType dtype_;
+  Lookup lookup_;
 };
 
 std::shared_ptr<const IdentityCategoricalColumn> categorical_column_with_identity(

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "data/element.h"
@@ -58,6 +59,14 @@ class CategoricalColumn : public virtual FeatureColumn {
  public:
   virtual int64_t num_buckets() const = 0;
   virtual IdWeightPair sparse_tensors(const Features& features) const = 0;
+  // The ids of a dense raw feature in its own layout: int64 [batch, k], -1 where TF's ignore
+  // value ("" or -1) stood; nullopt where the column has none (a sparse feature, a weighted or
+  // crossed column). Indicator, embedding and linear columns use it in PREDICT mode, with ops
+  // an export can trace (the lookup itself is reported to the tracer: lookup.h).
+  virtual std::optional<Tensor> dense_ids(const Features& features) const {
+    (void)features;
+    return std::nullopt;
+  }
 };
 
 using ColumnPtr = std::shared_ptr<const FeatureColumn>;

@@ -25,9 +25,11 @@ IndicatorColumn::IndicatorColumn(CategoricalColumnPtr categorical)
   if (!categorical_) throw InvalidArgumentError("indicator_column: categorical_column is null");
 }
 
-Tensor IndicatorColumn::dense_tensor(const Features& features, nn::ModelContext*) const {
+Tensor IndicatorColumn::dense_tensor(const Features& features, nn::ModelContext* context) const {
   if (detail::is_sequence(*categorical_))
     detail::throw_sequence_in_dense_layer("indicator_column", name());
+  if (auto ids = dense_ids_for_predict(*categorical_, features, context))
+    return indicator_from_dense_ids(*ids, categorical_->num_buckets());
   IdWeightPair pair = categorical_->sparse_tensors(features);
   const int64_t batch = pair.ids.dim(0), buckets = categorical_->num_buckets();
   const Tensor indices = pair.ids.indices().to(ops::Device::cpu());
@@ -40,7 +42,8 @@ Tensor IndicatorColumn::dense_tensor(const Features& features, nn::ModelContext*
   const int64_t* index = indices.data<int64_t>();
   for (size_t e = 0; e < ids.size(); ++e)
     if (ids[e] >= 0 && ids[e] < buckets) dst[index[2 * e] * buckets + ids[e]] += weights[e];
-  // A loop on the host over the ids: an export refuses the column by its name.
+  // A loop on the host over the ids (training, or a sparse or weighted feature): an export
+  // refuses the column by its name.
   ops::report_host_computation(fmt::format("indicator_column '{}'", name()).c_str(), out);
   return out;
 }
@@ -68,10 +71,13 @@ Tensor embed(const Features& features, nn::ModelContext* context, const std::str
     detail::throw_sequence_in_dense_layer("embedding_column", column);
   Tensor weights =
       detail::embedding_weights(context, column, categorical.num_buckets(), dimension, options);
+  if (auto ids = dense_ids_for_predict(categorical, features, context))
+    return embedding_lookup_dense(weights, *ids, options.combiner, options.max_norm);
   IdWeightPair pair = categorical.sparse_tensors(features);
   Tensor embedded = safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.combiner,
                                                  options.max_norm);
-  // Its combination of the ids is built on the host: an export refuses the column by its name.
+  // Its combination of the ids is built on the host (training, or a sparse or weighted
+  // feature): an export refuses the column by its name.
   ops::report_host_computation(fmt::format("embedding_column '{}'", column).c_str(), embedded);
   return embedded;
 }

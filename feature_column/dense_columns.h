@@ -112,6 +112,18 @@ Tensor safe_embedding_lookup_sparse(const Tensor& weights, const Tensor& ids,
                                     const Tensor& id_weights, Combiner combiner,
                                     std::optional<double> max_norm = std::nullopt);
 
+// The PREDICT-mode forms over dense ids (CategoricalColumn::dense_ids: int64 [batch, k], -1
+// for none), built from ops only so that an export traces them into its graph; they give what
+// the sparse forms give. dense_ids_for_predict: the column's dense ids when `context` is in
+// PREDICT mode and the raw feature is dense, else nullopt (training keeps the sparse forms,
+// whose gradients are row-sparse over the ids present only).
+std::optional<Tensor> dense_ids_for_predict(const CategoricalColumn& column,
+                                            const Features& features,
+                                            const nn::ModelContext* context);
+Tensor indicator_from_dense_ids(const Tensor& ids, int64_t num_buckets);  // f32 [batch, buckets]
+Tensor embedding_lookup_dense(const Tensor& weights, const Tensor& ids, Combiner combiner,
+                              std::optional<double> max_norm = std::nullopt);
+
 // tf.clip_by_norm over each row of `rows` [n, d]: rows * max_norm / max(||row||, max_norm),
 // with TF's safe norm (a zero row stays zero, with a finite gradient).
 Tensor clip_rows_by_norm(const Tensor& rows, double max_norm);

@@ -89,8 +89,13 @@ Tensor linear_model(const Features& features, const std::vector<ColumnPtr>& colu
     if (const auto* categorical = dynamic_cast<const CategoricalColumn*>(column.get())) {
       Tensor weights = context.get_variable("weights", {categorical->num_buckets(), options.units},
                                             DType::kF32, nn::zeros());
-      IdWeightPair pair = categorical->sparse_tensors(features);
-      sum = safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.sparse_combiner);
+      if (auto ids = dense_ids_for_predict(*categorical, features, &context)) {
+        sum = embedding_lookup_dense(weights, *ids, options.sparse_combiner);
+      } else {
+        IdWeightPair pair = categorical->sparse_tensors(features);
+        sum =
+            safe_embedding_lookup_sparse(weights, pair.ids, pair.weights, options.sparse_combiner);
+      }
     } else if (const auto* dense = dynamic_cast<const DenseColumn*>(column.get())) {
       const int64_t elements = ops::num_elements(dense->variable_shape());
       Tensor weights =

@@ -19,9 +19,12 @@ constexpr const char* kGlobalStep = "global_step";
 }  // namespace
 
 PsGradientPath::PsGradientPath(PsVariables& variables, bool is_chief,
-                               std::chrono::milliseconds wait_for_chief,
+                               std::chrono::milliseconds wait_for_chief, size_t push_ahead_bytes,
                                std::optional<SyncReplicasOptions> sync, std::string task)
-    : variables_(&variables), is_chief_(is_chief), wait_for_chief_(wait_for_chief) {
+    : variables_(&variables),
+      is_chief_(is_chief),
+      wait_for_chief_(wait_for_chief),
+      push_ahead_bytes_(push_ahead_bytes) {
   if (sync) sync_ = std::make_unique<PsSyncStep>(variables, *sync, std::move(task), is_chief);
 }
 
@@ -39,30 +42,104 @@ void PsGradientPath::initialize_variable(ReplicaContext& replica, const std::str
   std::lock_guard lock(mutex_);
   nn::VariableStore& store = replica.store();
   place_global_step(store);
-  std::optional<nn::Variable> variable = store.find(name);
-  if (!variable || !variable->trainable) return;  // stays on the worker (see the header)
+  if (!store.contains(name)) return;
   variables_->place(name, value);
   ops::NoGradGuard no_grad;
-  if (is_chief_) {
-    variables_->initialize({{name, value.clone()}});
-  } else {
+  if (is_chief_)
+    uninitialized_.push_back(name);  // sent once restore, warm start and init_fn are done
+  else
     value.copy_from(variables_->pull_variable(name, wait_for_chief_));
-  }
 }
 
-void PsGradientPath::push(nn::VariableStore& store, std::vector<nn::GradAndVar>& grads) {
+void PsGradientPath::send_initial_values(const nn::VariableStore& store) {
+  if (uninitialized_.empty()) return;
+  std::vector<NamedTensor> values;
+  for (const std::string& name : uninitialized_) values.push_back({name, store.get(name).value});
+  variables_->initialize(values);
+  uninitialized_.clear();
+}
+
+void PsGradientPath::variables_ready(nn::VariableStore& store) {
   std::lock_guard lock(mutex_);
+  send_initial_values(store);
+}
+
+std::vector<PsMovingAverage> PsGradientPath::owned_moving_averages(
+    const nn::VariableStore& store, const std::vector<nn::MovingAverageUpdate>& updates) const {
+  std::vector<PsMovingAverage> owned;
+  for (const nn::MovingAverageUpdate& update : updates) {
+    std::string name = store.name_of(update.variable);
+    if (variables_->placement().find(name))
+      owned.push_back({name, update.value, update.momentum});
+    else
+      nn::apply_moving_average(update);  // a variable created after the first step: kept here
+  }
+  return owned;
+}
+
+void PsGradientPath::push(nn::VariableStore& store, std::vector<nn::GradAndVar>& grads,
+                          const std::vector<nn::MovingAverageUpdate>& moving_averages) {
   place_global_step(store);
+  send_initial_values(store);
+  std::vector<PsMovingAverage> averages;
+  {
+    ops::NoGradGuard no_grad;
+    averages = owned_moving_averages(store, moving_averages);
+  }
   if (sync_) {
-    sync_->step(store, grads);
+    sync_->step(store, grads, averages);
     return;
   }
   int64_t seen = static_cast<int64_t>(nn::get_or_create_global_step(store).item());
-  variables_->push_pull(grads, store, seen);
+  variables_->push_pull(grads, store, seen, averages);
+}
+
+std::vector<nn::GradAndVar> PsGradientPath::gradients_pushing_ahead(const nn::TrainOp& train_op,
+                                                                    double scale) {
+  std::vector<std::string> names = train_op.variable_names();
+  std::vector<Tensor> sources;
+  for (const std::string& name : names) sources.push_back(train_op.store().get(name).value);
+  std::vector<bool> staged(names.size(), false);
+  std::vector<ops::SourceGradient> gradients = ops::row_sparse_gradients(
+      train_op.loss(), sources, [&](size_t i, const ops::SourceGradient& gradient) {
+        if (gradient.row_sparse() || gradient.dense.nbytes() < push_ahead_bytes_) return;
+        ops::NoGradGuard no_grad;
+        Tensor dense = gradient.dense.detach();
+        if (scale != 1.0) dense = ops::mul(dense, scale);
+        variables_->stage({{names[i], dense, sources[i]}});
+        staged[i] = true;
+      });
+  std::vector<nn::GradAndVar> rest;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (staged[i]) continue;
+    nn::GradAndVar entry{names[i], gradients[i].dense, sources[i]};
+    entry.sparse_gradient = std::move(gradients[i].rows);
+    entry.densify();  // a row-sparse gradient (an embedding's) is pushed dense for now
+    if (!entry.gradient.defined()) continue;
+    ops::NoGradGuard no_grad;
+    entry.gradient =
+        scale == 1.0 ? entry.gradient.detach() : ops::mul(entry.gradient.detach(), scale);
+    rest.push_back(std::move(entry));
+  }
+  return rest;
 }
 
 void PsGradientPath::apply(ReplicaContext& replica, const nn::TrainOp& train_op,
                            double gradient_scale, nn::ModelContext& ctx, Tensor* loss_sum) {
+  if (push_ahead_bytes_ > 0 && !sync_ && !train_op.optimizer().clip_norm()) {
+    // The connections carry this replica's staged frames until its push: held throughout.
+    std::lock_guard lock(mutex_);
+    try {
+      place_global_step(train_op.store());
+      std::vector<nn::GradAndVar> rest = gradients_pushing_ahead(train_op, gradient_scale);
+      push(train_op.store(), rest, ctx.take_moving_average_updates());
+    } catch (...) {
+      variables_->discard_staged();  // no push will apply them
+      throw;
+    }
+    if (loss_sum) *loss_sum = train_op.loss().detach().clone();
+    return;
+  }
   std::vector<nn::GradAndVar> grads = train_op.compute_gradients();
   std::vector<nn::GradAndVar> present;
   {
@@ -80,11 +157,9 @@ void PsGradientPath::apply(ReplicaContext& replica, const nn::TrainOp& train_op,
       nn::optim::ClippedTensors clipped = nn::optim::clip_by_global_norm(gradients, *clip);
       for (size_t i = 0; i < present.size(); ++i) present[i].gradient = clipped.tensors[i];
     }
-    // This worker's own batch statistics (moving averages stay on the worker).
-    for (const nn::MovingAverageUpdate& update : ctx.take_moving_average_updates())
-      nn::apply_moving_average(update);
   }
-  push(train_op.store(), present);
+  std::lock_guard lock(mutex_);
+  push(train_op.store(), present, ctx.take_moving_average_updates());
   if (loss_sum) *loss_sum = train_op.loss().detach().clone();
   (void)replica;
 }
@@ -96,17 +171,13 @@ void PsGradientPath::combine(ReplicaContext& replica, std::vector<nn::GradAndVar
     entry.densify();  // a row-sparse gradient (an embedding's) is pushed dense for now
     if (entry.gradient.defined()) present.push_back(entry);
   }
-  {
-    ops::NoGradGuard no_grad;
-    for (const nn::MovingAverageUpdate& update :
-         replica.model_context().take_moving_average_updates())
-      nn::apply_moving_average(update);
-  }
-  push(replica.store(), present);
+  std::lock_guard lock(mutex_);
+  push(replica.store(), present, replica.model_context().take_moving_average_updates());
 }
 
 void PsGradientPath::before_checkpoint(nn::VariableStore& store) {
   std::lock_guard lock(mutex_);
+  send_initial_values(store);
   ops::NoGradGuard no_grad;
   for (const NamedTensor& t : variables_->pull_all()) {
     if (store.contains(t.name))

@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include <fmt/format.h>
 
 #include "distribute/ps/ps_handshake.h"
+#include "nn/model_context.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
 #include "ops/logging.h"
@@ -144,17 +146,36 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
     connected_.insert(client);
     lost_.erase(client);
   }
+  // Gradients this connection staged for its next push (kStage), applied with it.
+  std::vector<NamedTensor> staged;
+  std::string frame, reply_bytes;  // reused from request to request (ps_wire.h)
   try {
     for (;;) {
-      std::string frame = receive_frame(*link, health, what);
+      receive_frame(*link, health, what, frame);
       PsRequest request = decode_request(frame, client);
+      trim_frame_buffer(frame);
+      if (request.kind == PsRequestKind::kStage) {
+        std::move(request.tensors.begin(), request.tensors.end(), std::back_inserter(staged));
+        continue;
+      }
+      if (request.kind == PsRequestKind::kDiscardStaged) {
+        staged.clear();
+        continue;
+      }
+      if (request.kind == PsRequestKind::kPushPull && !staged.empty()) {
+        std::move(request.tensors.begin(), request.tensors.end(), std::back_inserter(staged));
+        request.tensors = std::move(staged);
+        staged.clear();
+      }
       PsReply reply;
       try {
         reply = handle(request, client);
       } catch (const Error& error) {
         reply = error_reply(error.code(), fmt::format("{}: {}", name(), error.what()));
       }
-      send_frame(*link, encode(reply), health, what);
+      encode(reply, reply_bytes);
+      send_frame(*link, reply_bytes, health, what);
+      trim_frame_buffer(reply_bytes);
     }
   } catch (const Error& error) {
     // A worker that went away: an asynchronous job goes on without it (it may come back).
@@ -207,6 +228,16 @@ PsReply PsServer::values(const std::vector<std::string>& names) const {
   return reply;
 }
 
+void PsServer::apply_moving_averages(const PsRequest& request, const std::string& client) {
+  for (const PsMovingAverage& average : request.moving_averages) {
+    std::optional<nn::Variable> variable = store_.find(average.name);
+    if (!variable)
+      throw NotFoundError(fmt::format("this ps task holds no variable '{}' for {}'s moving average",
+                                      average.name, client));
+    nn::apply_moving_average({variable->value, average.value, average.momentum});
+  }
+}
+
 PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
   std::unique_lock lock(mutex_);
   switch (request.kind) {
@@ -252,6 +283,7 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
         }
         options_.optimizer->apply_gradients(store_, std::move(grads));
         ++updates_;
+        apply_moving_averages(request, client);
       }
       return values(request.names);
     }
@@ -274,6 +306,9 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
       return sync_push(request, client);
     case PsRequestKind::kTakeToken:
       return take_token(request, client, lock);
+    case PsRequestKind::kStage:
+    case PsRequestKind::kDiscardStaged:
+      break;  // serve() keeps them; they get no reply
     case PsRequestKind::kAbort:
       lock.unlock();
       log::error("{}: {} reports that the job failed: {}", name(), client, request.message);

@@ -6,7 +6,9 @@
 //
 // Updates are asynchronous as in TF1's between-graph training: each push is applied when it
 // arrives, with the job's optimizer, one request at a time (TF's use_locking), and the reply
-// carries the fresh values the worker asked for. The task that holds `global_step` (ps 0)
+// carries the fresh values the worker asked for. Gradients a worker sent ahead during its
+// backward pass (kStage) wait on their connection for its push and are applied with it. The
+// task that holds `global_step` (ps 0)
 // counts the updates; on the others the learning rate reads the step the pushing worker last
 // saw. Unlike TF's ps, which joins forever (tensorflow#25858), join() returns when the job ends:
 // every training task has said it is done, or the chief has and no other training task is
@@ -20,6 +22,10 @@
 // token_timeout, with an error naming the step and the tasks missing) until the step is done
 // everywhere. Once the chief is done, tokens are handed out at once, so that a worker waiting
 // for one ends its training instead of waiting for a step that will not come.
+//
+// A push may also carry moving averages (batch norm's statistics), applied to the variables
+// held here as they arrive (after the gradients of an asynchronous push; synchronous ones are
+// not aggregated), as TF colocates assign_moving_average with its variable.
 #pragma once
 
 #include <atomic>
@@ -91,6 +97,9 @@ class PsServer {
   // Synchronous training (ps_server_sync.cpp), under mutex_ (`lock` holds it).
   PsReply sync_configure(const PsRequest& request, const std::string& client);
   PsReply sync_push(const PsRequest& request, const std::string& client);
+  // The request's moving averages, applied (under mutex_); NotFoundError for a variable not
+  // held here.
+  void apply_moving_averages(const PsRequest& request, const std::string& client);
   PsReply take_token(const PsRequest& request, const std::string& client,
                      std::unique_lock<std::mutex>& lock);
   void end(JobStatus status);

@@ -74,6 +74,8 @@ PsReply PsServer::sync_push(const PsRequest& request, const std::string& client)
                                              client, t.name, ops::shape_str(t.value.shape()),
                                              ops::shape_str(variable->value.shape())));
   }
+  // Batch norm's statistics: each replica's, as it arrives (TF's update ops are not aggregated).
+  apply_moving_averages(request, client);
   if (!accumulator_->apply_grad(request.global_step, request.tensors)) {
     log::debug("{}: dropped {}'s stale gradients of step {} (the accumulator is at step {})",
                name(), client, request.global_step, accumulator_->step());

@@ -31,7 +31,8 @@ void PsSyncStep::start(nn::VariableStore& store, std::chrono::milliseconds wait_
   local_step_ = static_cast<int64_t>(variables_->pull_variable(kGlobalStep, wait_for_chief).item());
 }
 
-void PsSyncStep::step(nn::VariableStore& store, const std::vector<nn::GradAndVar>& grads) {
+void PsSyncStep::step(nn::VariableStore& store, const std::vector<nn::GradAndVar>& grads,
+                      const std::vector<PsMovingAverage>& moving_averages) {
   PsClient& client = variables_->client();
   size_t num_ps = static_cast<size_t>(client.num_ps());
   // Every ps task takes part (an empty push counts as this replica's arrival there), so that
@@ -41,6 +42,7 @@ void PsSyncStep::step(nn::VariableStore& store, const std::vector<nn::GradAndVar
     push =
         PsRequest{.kind = PsRequestKind::kSyncPush, .global_step = local_step_, .message = task_};
   variables_->add_gradients(grads, pushes, PsRequestKind::kSyncPush);
+  variables_->add_moving_averages(moving_averages, pushes, PsRequestKind::kSyncPush);
   client.exchange(pushes, fmt::format("pushing the gradients of synchronous step {}", local_step_));
 
   std::vector<std::optional<PsRequest>> token(num_ps);

@@ -32,9 +32,11 @@ class PsSyncStep {
   // global step of `store`; another worker takes the owner's global step as its local step,
   // waiting (at most `wait_for_chief`) until the chief has initialized it.
   void start(nn::VariableStore& store, std::chrono::milliseconds wait_for_chief);
-  // One step: push `grads` (scaled and clipped; those of placed variables), wait for the token,
-  // then write the fresh values and global step into `store`.
-  void step(nn::VariableStore& store, const std::vector<nn::GradAndVar>& grads);
+  // One step: push `grads` (scaled and clipped; those of placed variables) and
+  // `moving_averages` (applied as they arrive, not aggregated), wait for the token, then write
+  // the fresh values and global step into `store`.
+  void step(nn::VariableStore& store, const std::vector<nn::GradAndVar>& grads,
+            const std::vector<PsMovingAverage>& moving_averages = {});
 
   int64_t local_step() const { return local_step_; }
 

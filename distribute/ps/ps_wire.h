@@ -1,10 +1,12 @@
 // The messages between workers and `ps` tasks, and their framing on a data-plane Link.
 //
 // A worker's step is one request and one reply per ps task (TF1 sends one RecvTensor per
-// variable): the gradients of the variables that task holds, and the names whose fresh values
-// it wants back, batched in one frame. A frame is its length (8 bytes) then its bytes; a tensor
-// is its name, dtype, shape and raw elements (host byte order: the tasks of a job run the same
-// build), or for a row-sparse gradient (TF's IndexedSlices) its indices and values. Strings
+// variable): the gradients of the variables that task holds, the moving averages of its
+// statistics, and the names whose fresh values it wants back, batched in one frame; large
+// gradients may go ahead of it in kStage frames (no reply) as the backward pass completes them,
+// so the transfer overlaps the backward pass. A frame is its length (8 bytes) then its bytes; a
+// tensor is its name, dtype, shape and raw elements (host byte order: the tasks of a job run the
+// same build), or for a row-sparse gradient (TF's IndexedSlices) its indices and values. Strings
 // are not carried (a ps holds numeric variables only).
 #pragma once
 
@@ -36,11 +38,30 @@ enum class PsRequestKind : uint8_t {
   // To the task holding global_step: `message` (the worker) pushed the gradients of
   // `global_step` to every ps task; waits for a token, which the reply's global_step holds.
   kTakeToken = 10,
+  // Gradients of the connection's next kPushPull, sent while the backward pass still runs:
+  // kept (no reply) and applied with that push's own, in one update. kDiscardStaged drops
+  // them (the step that staged them failed before its push).
+  kStage = 16,
+  kDiscardStaged = 17,
 };
+
+// Whether a request of `kind` gets a reply (kStage and kDiscardStaged do not).
+inline bool expects_reply(PsRequestKind kind) {
+  return kind != PsRequestKind::kStage && kind != PsRequestKind::kDiscardStaged;
+}
 
 struct NamedTensor {
   std::string name;
   ops::Tensor value;  // on the host
+};
+
+// A moving average the owner applies to a variable it holds (batch norm's moving statistics:
+// TF colocates assign_moving_average's ops with the variable, so they run on its ps task):
+// variable = variable * momentum + value * (1 - momentum).
+struct PsMovingAverage {
+  std::string name;
+  ops::Tensor value;  // on the host
+  double momentum = 0;
 };
 
 struct PsRequest {
@@ -51,6 +72,7 @@ struct PsRequest {
   std::vector<NamedTensor> tensors;
   std::vector<std::string> names;
   std::string message;
+  std::vector<PsMovingAverage> moving_averages;  // kPushPull: applied after the gradients
 };
 
 struct PsReply {
@@ -63,6 +85,10 @@ struct PsReply {
 
 std::string encode(const PsRequest& request);
 std::string encode(const PsReply& reply);
+// The same into `out`, replacing its bytes but keeping its capacity: a connection that reuses
+// one buffer for its frames does not map fresh pages for each megabyte-sized step.
+void encode(const PsRequest& request, std::string& out);
+void encode(const PsReply& reply, std::string& out);
 // DataLossError naming `from` when the bytes are not a well-formed message.
 PsRequest decode_request(std::string_view bytes, const std::string& from);
 PsReply decode_reply(std::string_view bytes, const std::string& from);
@@ -72,5 +98,11 @@ void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,
                 const std::string& what);
 std::string receive_frame(Link& link, const HealthCheck& health, const std::string& what,
                           uint64_t max_bytes = uint64_t{1} << 36);
+// The same into `out` (its capacity reused, as encode's).
+void receive_frame(Link& link, const HealthCheck& health, const std::string& what, std::string& out,
+                   uint64_t max_bytes = uint64_t{1} << 36);
+// Releases `buffer`'s memory when a frame made it larger than a step's usually are (a
+// checkpoint's pull of everything), so that a connection does not hold that much for good.
+void trim_frame_buffer(std::string& buffer);
 
 }  // namespace est::distribute

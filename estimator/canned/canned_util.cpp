@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "ops/registry.h"
+#include "feature_column/lookup.h"
 
 namespace est::canned {
 
@@ -67,26 +67,18 @@ Tensor label_ids(const Tensor& labels, const std::vector<std::string>& vocabular
 void add_vocabulary_classes(Predictions& predictions, const std::vector<std::string>& vocabulary) {
   auto class_ids = predictions.find("class_ids");
   if (class_ids == predictions.end()) return;
-  const std::vector<int64_t> ids = class_ids->second.to_vector<int64_t>();
-  const int64_t batch = static_cast<int64_t>(ids.size());
-  std::vector<std::string> classes;
-  classes.reserve(ids.size());
-  for (int64_t id : ids) classes.push_back(vocabulary.at(static_cast<size_t>(id)));
-  std::vector<std::string> all_classes;
-  all_classes.reserve(ids.size() * vocabulary.size());
-  for (int64_t i = 0; i < batch; ++i)
-    all_classes.insert(all_classes.end(), vocabulary.begin(), vocabulary.end());
-  predictions["classes"] = Tensor::from_vector<std::string>(classes, {batch, 1});
-  predictions["all_classes"] = Tensor::from_vector<std::string>(
-      all_classes, {batch, static_cast<int64_t>(vocabulary.size())});
-  // Looked up on the host: an export refuses them by this name instead of baking one batch's
-  // strings into the graph.
-  constexpr const char* kWhy =
-      "label_vocabulary's string '{}' (map the exported class_ids to labels in the client, or "
-      "train without label_vocabulary)";
-  ops::report_host_computation(fmt::format(kWhy, "classes").c_str(), predictions["classes"]);
-  ops::report_host_computation(fmt::format(kWhy, "all_classes").c_str(),
-                               predictions["all_classes"]);
+  // TF's index_to_string_table_from_tensor; reported as a lookup, which an export writes as a
+  // Gather from the vocabulary.
+  const feature_column::Lookup lookup(
+      {.kind = feature_column::LookupTable::Kind::kIndexToString, .string_keys = vocabulary});
+  predictions["classes"] = lookup.strings(class_ids->second);
+  feature_column::report_lookup("label_vocabulary", lookup.table(), class_ids->second,
+                                predictions["classes"]);
+  auto all_class_ids = predictions.find("all_class_ids");
+  if (all_class_ids == predictions.end()) return;
+  predictions["all_classes"] = lookup.strings(all_class_ids->second);
+  feature_column::report_lookup("label_vocabulary", lookup.table(), all_class_ids->second,
+                                predictions["all_classes"]);
 }
 
 ModelFn canned_model_fn(LogitFn logit_fn, std::shared_ptr<const Head> head,

@@ -42,16 +42,13 @@ void CheckpointSaverHook::after_create_session(Session& session) {
     decided_step_ = -1;
   }
   // TF saves the initial state (variables, including restored ones) right away.
-  int64_t step = session.global_step();
-  save(session, step);
-  timer_.update_last_triggered_step(step);
+  save(session, session.global_step());
 }
 
 void CheckpointSaverHook::after_run(SessionRunContext& run_context,
                                     const SessionRunValues& run_values) {
   int64_t step = run_values.global_step;
   if (decided_externally_ ? decided_step_ != step : !timer_.should_trigger_for_step(step)) return;
-  timer_.update_last_triggered_step(step);
   if (save(run_context.session(), step)) run_context.request_stop();
 }
 
@@ -66,19 +63,26 @@ void CheckpointSaverHook::end(Session& session) {
   int64_t step = session.global_step();
   if (timer_.last_triggered_step() != step) {
     save(session, step);
-    timer_.update_last_triggered_step(step);
+    step = *timer_.last_triggered_step();  // the step the checkpoint holds
   }
   manager_->wait();  // everything on disk (and background errors surfaced) before end()
   for (const auto& listener : options_.listeners) listener->end(session, step);
 }
 
 bool CheckpointSaverHook::save(Session& session, int64_t step) {
+  for (const auto& listener : options_.listeners) listener->before_save(session, step);
+  checkpoint::TensorBundle bundle = session.checkpoint_bundle();
+  // The checkpoint is named after the global_step it holds, read with the variables (TF's
+  // saver evaluates global_step with them): where the variables live elsewhere (parameter
+  // servers) another worker's update may land between the step and this read.
+  if (bundle.find(nn::kGlobalStepName))
+    step = bundle.global_step;
+  else
+    bundle.global_step = step;
   log::info(
       "Saving checkpoints for {} into {}.", step,
       (std::filesystem::path(manager_->write_directory()) / options_.checkpoint_basename).string());
-  for (const auto& listener : options_.listeners) listener->before_save(session, step);
-  checkpoint::TensorBundle bundle = session.checkpoint_bundle();
-  bundle.global_step = step;
+  timer_.update_last_triggered_step(step);
   saved_.push_back(manager_->save(bundle));
   bool stop = false;
   if (!options_.listeners.empty()) {

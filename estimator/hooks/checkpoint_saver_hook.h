@@ -3,7 +3,9 @@
 // Saves at the start of training (after the variables exist), every `save_steps` steps or
 // `save_secs` seconds, and at the end when the last step was not saved yet. The bundle comes
 // from the Session (variables, slots, global step, RNG states, input position) and goes to a
-// CheckpointManager (background write, retention). Listeners run around each save;
+// CheckpointManager (background write, retention); a checkpoint is named after the global_step
+// read with its variables (where they live on parameter servers, another worker's update may
+// land after the step that triggered the save). Listeners run around each save;
 // after_save returning true stops training (train_and_evaluate evaluates there).
 #pragma once
 

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "export/onnx_model.h"
 #include "tests/canned/canned_test_util.h"
@@ -231,15 +232,37 @@ TEST_CASE("a DNNClassifier over numeric columns exports for serving, binary and 
     }
   }
 }
-TEST_CASE("a classifier with label_vocabulary refuses export by naming its string classes") {
+TEST_CASE("a classifier with label_vocabulary exports its string classes") {
   TempDir dir;
   DNNClassifier classifier({.hidden_units = {4},
                             .feature_columns = {fc::numeric_column("x1"), fc::numeric_column("x2")},
                             .label_vocabulary = {"no", "yes"},
                             .config = config(dir.str())});
-  classifier.train(train_input(Task::kStringBinary), {}, 5);
-  CHECK_THROWS_WITH_AS(
-      classifier.export_saved_model(
-          dir / "export", build_raw_serving_input_receiver_fn({{"x1", {{-1}}}, {"x2", {{-1}}}})),
-      doctest::Contains("label_vocabulary's string"), UnimplementedError);
+  classifier.train(train_input(Task::kStringBinary), {}, 20);
+  const std::string exported = classifier.export_saved_model(
+      dir / "export", build_raw_serving_input_receiver_fn({{"x1", {{-1}}}, {"x2", {{-1}}}}));
+  // TF's index_to_string lookup, in the graph: the served classes are predict's strings.
+  const std::vector<float> x1{1.5f, -1.0f, 0.5f, -2.0f}, x2{1.0f, -0.3f, -0.2f, 0.5f};
+  serving::NamedTensors outputs =
+      serving::OnnxModel::load(exported + "/model.onnx")
+          .run({{"x1", Tensor::from_vector(x1, {4})}, {"x2", Tensor::from_vector(x2, {4})}});
+  std::vector<Predictions> expected = classifier.predict([&](ModeKeys, const InputContext*) {
+    return data::Dataset::from_tensor_slices(
+               {{"x1", Tensor::from_vector(x1)}, {"x2", Tensor::from_vector(x2)}})
+        .batch(4);
+  });
+  REQUIRE(expected.size() == 4);
+  const std::vector<std::string> classes = outputs.at("classes").to_vector<std::string>();
+  const std::vector<std::string> all_classes = outputs.at("all_classes").to_vector<std::string>();
+  REQUIRE(classes.size() == 4);
+  REQUIRE(all_classes.size() == 8);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(classes[i] == expected[i].at("classes").to_vector<std::string>().at(0));
+    CHECK(classes[i] == (expected[i].at("class_ids").to_vector<int64_t>().at(0) ? "yes" : "no"));
+    CHECK(all_classes[2 * i] == "no");
+    CHECK(all_classes[2 * i + 1] == "yes");
+    seen.insert(classes[i]);
+  }
+  CHECK(seen.size() == 2);  // the probe reaches both labels
 }

@@ -5,13 +5,18 @@
 //
 //   ps_job_task --model_dir D --max_steps N --batch B [--optimizer sgd|momentum|adam]
 //               [--strategy ps|tf1|mirrored|none] [--ps_balancing round_robin|greedy]
-//               [--partitions P] [--step_delay_ms MS]
+//               [--partitions P] [--step_delay_ms MS] [--throttle_secs S]
+//               [--warm_start_from DIR] [--batch_norm]
 //               [--sync_replicas R [--total_num_replicas N] [--num_tokens T] [--token_timeout_s S]]
 // --strategy ps: ParameterServerStrategy::from_env(), synchronous when --sync_replicas is given
 // (SyncReplicasOptions); tf1: no train_distribute (TF1's default, the Estimator makes one when
 // TF_CONFIG lists ps tasks); mirrored: MirroredStrategy on one CPU (restoring a PS checkpoint);
 // mwms: MultiWorkerMirroredStrategy::from_env() on one CPU per task (synchronous all-reduce, the
 // reference of synchronous ps training); none: no strategy (the one-process reference).
+// --batch_norm puts batch normalization after the hidden layer (moving statistics on the ps
+// tasks); --warm_start_from warm-starts every variable from DIR's latest checkpoint. Each task
+// first prints "started <type> <index> pid <pid>" (a test kills it by that pid); the evaluator
+// ends with "evaluator: loss=... global_step=G".
 // Exit status: 0 when the role ends, 1 with "error: <message>" on an est::Error.
 #include <fmt/format.h>
 
@@ -19,6 +24,8 @@
 #include <chrono>
 #include <cstdio>
 #include <thread>
+
+#include <unistd.h>
 
 #include "distribute/distribute.h"
 #include "distribute/mirrored_strategy.h"
@@ -81,6 +88,9 @@ int main(int argc, char** argv) try {
   std::string model_dir, optimizer = "momentum", strategy_name = "ps", balancing = "round_robin";
   int64_t max_steps = 100, batch = 32, partitions = 1;
   int step_delay_ms = 0;
+  double throttle_secs = 100000;
+  std::string warm_start_from;
+  bool batch_norm = false;
   int sync_replicas = 0, total_num_replicas = 0, num_tokens = -1, token_timeout_s = 600;
   CLI::App app("a task of est's parameter-server job tests", "ps_job_task");
   app.add_option("--model_dir", model_dir)->required();
@@ -91,6 +101,9 @@ int main(int argc, char** argv) try {
   app.add_option("--ps_balancing", balancing);
   app.add_option("--partitions", partitions, "fixed_size_partitioner for the hidden kernel");
   app.add_option("--step_delay_ms", step_delay_ms);
+  app.add_option("--throttle_secs", throttle_secs, "EvalSpec.throttle_secs");
+  app.add_option("--warm_start_from", warm_start_from);
+  app.add_flag("--batch_norm", batch_norm);
   app.add_option("--sync_replicas", sync_replicas, "replicas_to_aggregate (0: asynchronous)");
   app.add_option("--total_num_replicas", total_num_replicas);
   app.add_option("--num_tokens", num_tokens);
@@ -133,9 +146,10 @@ int main(int argc, char** argv) try {
     int64_t seed = ctx ? 11 + ctx->input_pipeline_id : 11;
     return ds.shuffle(kExamples, static_cast<uint64_t>(seed)).repeat().batch(batch);
   };
-  auto model_fn = [optimizer](const Features& features, const Tensor& labels, ModeKeys mode,
-                              ModelContext& ctx) {
+  auto model_fn = [optimizer, batch_norm](const Features& features, const Tensor& labels,
+                                          ModeKeys mode, ModelContext& ctx) {
     Tensor h = nn::dense(ctx, features.at("x"), {.units = 32, .activation = nn::relu});
+    if (batch_norm) h = nn::batch_normalization(ctx, h, {.momentum = 0.9});
     Tensor logits = nn::dense(ctx, h, {.units = 3});
     Tensor loss = nn::sparse_softmax_cross_entropy(labels, logits);
     if (mode != ModeKeys::kTrain)
@@ -146,17 +160,27 @@ int main(int argc, char** argv) try {
                                                  : optim::momentum(0.05, 0.9);
     return EstimatorSpec::train(loss, opt.minimize(loss, ctx));
   };
-  Estimator estimator(model_fn, config);
+  std::optional<checkpoint::WarmStartSettings> warm_start;
+  if (!warm_start_from.empty())
+    warm_start = checkpoint::WarmStartSettings{.ckpt_to_initialize_from = warm_start_from};
+  Estimator estimator(model_fn, config, {}, warm_start);
+  std::printf("started %s %d pid %d\n", fmt::format("{}", estimator.config().task_type).c_str(),
+              estimator.config().task_id, static_cast<int>(::getpid()));
+  std::fflush(stdout);
   Hooks hooks;
   if (step_delay_ms > 0) hooks.push_back(std::make_shared<DelayHook>(step_delay_ms));
   auto eval_input_fn = [](ModeKeys, const InputContext*) {
     return synthetic(5000).batch(256);  // 2048 held-out examples
   };
-  est::train_and_evaluate(estimator, {.input_fn = input_fn, .max_steps = max_steps, .hooks = hooks},
-                          {.input_fn = eval_input_fn,
-                           .steps = std::nullopt,
-                           .start_delay_secs = 0,
-                           .throttle_secs = 100000});
+  TrainAndEvaluateResult result = est::train_and_evaluate(
+      estimator, {.input_fn = input_fn, .max_steps = max_steps, .hooks = hooks},
+      {.input_fn = eval_input_fn,
+       .steps = std::nullopt,
+       .start_delay_secs = 0,
+       .throttle_secs = throttle_secs});
+  if (estimator.config().task_type == distribute::TaskType::kEvaluator)
+    std::printf("evaluator: loss=%.6f global_step=%lld\n", result.first.at("loss"),
+                static_cast<long long>(result.first.at("global_step")));
   if (estimator.config().is_chief && estimator.config().task_type != distribute::TaskType::kPs) {
     // Outside train_and_evaluate's own evaluations: the final checkpoint, evaluated alone.
     RunConfig local{.model_dir = model_dir, .tf_random_seed = 7, .save_summary_steps = 0};

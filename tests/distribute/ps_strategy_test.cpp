@@ -3,8 +3,11 @@
 // whose steps push to it. run_train_op and apply_gradients inside strategy.run both send the
 // gradients to the owner, which applies them; the replica's store holds the fresh values after
 // the step; a worker starts from the chief's values, not its own initializer's; the input
-// context is one pipeline per training task; without ps tasks the strategy trains locally.
+// context is one pipeline per training task; each worker's moving average (batch norm's
+// statistics) is applied on the ps task; without ps tasks the strategy trains locally.
 #include <doctest/doctest.h>
+
+#include <functional>
 
 #include "distribute/ps/parameter_server_strategy.h"
 #include "distribute/ps/ps_server.h"
@@ -42,6 +45,21 @@ Tensor step(ReplicaContext& replica, float init, bool through_apply_gradients) {
     replica.run_train_op(sgd.minimize(loss, ctx));
   }
   return loss;
+}
+
+// A batch-norm-like step: a non-trainable moving mean (momentum 0.5) moves towards this batch's
+// statistic (batch, 2 * batch) as the trainable "w" is trained.
+std::function<Tensor(ReplicaContext&)> step_with_statistic(float batch) {
+  return [batch](ReplicaContext& r) {
+    nn::ModelContext& ctx = r.model_context();
+    ctx.begin_call();
+    Tensor w = ctx.get_variable("w", {2}, DType::kF32, nn::constant(1.0f));
+    Tensor mean = ctx.get_variable("moving_mean", {2}, DType::kF32, nn::constant(0.0f), false);
+    ctx.update_moving_average(mean, Tensor::from_vector<float>({batch, 2 * batch}), 0.5);
+    Tensor loss = ops::sum(ops::mul(w, Tensor::from_vector<float>({1, -2})));
+    r.run_train_op(nn::optim::sgd(0.5).minimize(loss, ctx));
+    return loss;
+  };
 }
 
 }  // namespace
@@ -103,6 +121,53 @@ TEST_CASE("ParameterServerStrategy: an embedding's row-sparse gradient reaches t
     CHECK(chief.store(0).get("table").value.to_vector<float>() ==
           std::vector<float>{1, 1, 0.5f, 0.5f, 1, 1, 0, 0});
     CHECK(server.updates_applied() == 1);
+  }
+  CHECK_NOTHROW(server.join(std::chrono::seconds(5)));
+}
+
+TEST_CASE("ParameterServerStrategy: each worker's moving average is applied on the ps task") {
+  PsServer server({.address = "127.0.0.1:0",
+                   .token = kToken,
+                   .task_index = 0,
+                   .num_workers = 2,
+                   .optimizer = nn::optim::sgd(0.5)});
+  TfConfig chief_config = job(server.address(), {TaskType::kChief, 0});
+  TfConfig worker_config = chief_config;
+  worker_config.task = TaskSpec{TaskType::kWorker, 0};
+  {
+    ParameterServerStrategy chief(chief_config, {.token = kToken});
+    chief.run(step_with_statistic(2));  // on the ps: 0 * 0.5 + (2, 4) * 0.5
+    CHECK(server.names() == std::vector<std::string>{"global_step", "moving_mean", "w"});
+    CHECK(chief.store(0).get("moving_mean").value.to_vector<float>() == std::vector<float>{1, 2});
+    ParameterServerStrategy worker(worker_config, {.token = kToken});
+    worker.run(step_with_statistic(4));  // on the ps: (1, 2) * 0.5 + (4, 8) * 0.5
+    CHECK(worker.store(0).get("moving_mean").value.to_vector<float>() ==
+          std::vector<float>{2.5f, 5});
+    // The chief's checkpoint reads the ps task: the worker's update is in it.
+    CHECK(chief.store(0).get("moving_mean").value.to_vector<float>() == std::vector<float>{1, 2});
+    chief.gradient_path().before_checkpoint(chief.store(0));
+    CHECK(chief.store(0).get("moving_mean").value.to_vector<float>() ==
+          std::vector<float>{2.5f, 5});
+  }
+  CHECK_NOTHROW(server.join(std::chrono::seconds(5)));
+}
+
+TEST_CASE("ParameterServerStrategy: synchronous steps apply the moving averages on the ps task") {
+  PsServer server({.address = "127.0.0.1:0",
+                   .token = kToken,
+                   .task_index = 0,
+                   .num_workers = 1,
+                   .optimizer = nn::optim::sgd(0.5)});
+  TfConfig config = job(server.address(), {TaskType::kChief, 0});
+  {
+    ParameterServerStrategy chief(config, {.token = kToken,
+                                           .sync_replicas = SyncReplicasOptions{
+                                               .replicas_to_aggregate = 1, .num_tokens = 0}});
+    chief.run(step_with_statistic(2));  // on the ps: 0 * 0.5 + (2, 4) * 0.5
+    chief.run(step_with_statistic(4));  // (1, 2) * 0.5 + (4, 8) * 0.5
+    CHECK(chief.store(0).get("moving_mean").value.to_vector<float>() ==
+          std::vector<float>{2.5f, 5});
+    CHECK(chief.store(0).get("global_step").value.item() == 2);
   }
   CHECK_NOTHROW(server.join(std::chrono::seconds(5)));
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "checkpoint/reader.h"
 #include "estimator_test_util.h"
 
 using namespace est;
@@ -182,6 +183,44 @@ TEST_CASE("CheckpointSaverListener: before/after each save, end; after_save true
   stopped.train(linear_input_fn(64, 4, false, -1), {}, 100, std::nullopt, {stopper});
   CHECK(global_step_of(stopped) == 3);
   CHECK(stopper->after == std::vector<int64_t>{0, 3});
+}
+
+TEST_CASE("CheckpointSaverHook names a checkpoint after the global_step it holds") {
+  // As under parameter servers: the step the chief saw (the store's) trails the global_step
+  // read with the variables (another worker's update landed in between).
+  TempDir dir;
+  RunConfig config = quiet_config(dir.str());
+  nn::VariableStore store;
+  Tensor step;
+  {
+    ops::NoGradGuard no_grad;
+    step = nn::get_or_create_global_step(store);
+    step.data<int64_t>()[0] = 5;
+  }
+  int64_t held = 6;  // what the variables' read gives
+  Session session(store, ModeKeys::kTrain, dir.str(), config, [&] {
+    checkpoint::TensorBundle bundle;
+    bundle.add_variable("global_step", Tensor::scalar(static_cast<double>(held), DType::kI64),
+                        false);
+    bundle.global_step = held;
+    return bundle;
+  });
+  auto listener = std::make_shared<CountingListener>();
+  hooks::CheckpointSaverHook hook(
+      {.checkpoint_dir = dir.str(), .save_steps = 1, .listeners = {listener}});
+  hook.begin();
+  hook.after_create_session(session);
+  EstimatorSpec spec = EstimatorSpec::eval(Tensor::scalar(1.0));
+  StepTimings timings;
+  SessionRunContext context(session, spec, 5, timings);
+  held = 8;
+  hook.after_run(context, SessionRunValues{.results = {}, .global_step = 7});
+  step.data<int64_t>()[0] = 8;  // the read wrote the fresh step into the store
+  hook.end(session);
+  CHECK(hook.saved() == std::vector<std::string>{dir / "model.ckpt-6.h5", dir / "model.ckpt-8.h5"});
+  CHECK(checkpoint::read_info(dir / "model.ckpt-8.h5").global_step == 8);
+  CHECK(listener->after == std::vector<int64_t>{6, 8});
+  CHECK(listener->end_step == 8);
 }
 
 TEST_CASE("ProfilerHook writes Chrome traces of the step phases") {

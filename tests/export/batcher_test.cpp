@@ -74,3 +74,29 @@ TEST_CASE("Batcher: an error reaches every request of the batch; a large request
   auto identity = [](const NamedTensors& inputs) { return inputs; };
   CHECK(batcher.run("key", big, identity).at("x").dim(0) == 5);
 }
+
+TEST_CASE("Batcher: string inputs and outputs (raw features, string classes) batch by rows") {
+  Batcher batcher({.max_batch_size = 3, .batch_timeout = std::chrono::seconds(30)});
+  std::atomic<int> calls{0};
+  auto fn = [&](const NamedTensors& inputs) {
+    ++calls;
+    const std::vector<std::string> in = inputs.at("s").to_vector<std::string>();
+    std::vector<std::string> out;
+    for (const std::string& value : in) out.push_back(value + "!");
+    return NamedTensors{{"t", Tensor::from_vector<std::string>(out, inputs.at("s").shape())}};
+  };
+  std::vector<std::future<NamedTensors>> answers;
+  for (int i = 0; i < 3; ++i)
+    answers.push_back(std::async(std::launch::async, [&batcher, fn, i] {
+      const std::string a = std::to_string(i);
+      return batcher.run("key",
+                         {{"s", Tensor::from_vector<std::string>({a + "a", a + "b"}, {1, 2})}}, fn);
+    }));
+  for (int i = 0; i < 3; ++i) {
+    const NamedTensors answer = answers[static_cast<size_t>(i)].get();
+    const std::string a = std::to_string(i);
+    CHECK(answer.at("t").shape() == est::Shape{1, 2});
+    CHECK(answer.at("t").to_vector<std::string>() == std::vector<std::string>{a + "a!", a + "b!"});
+  }
+  CHECK(calls == 1);
+}

@@ -33,8 +33,8 @@ inline bool check_with_onnx_checker(const std::string& path) {
   return true;
 }
 
-// onnxruntime-node's outputs for `inputs` (float32 tensors) into `outputs`:
-// {"name": {"dims": [...], "data": [...]}}.
+// onnxruntime-node's outputs for `inputs` (float32, int64 or string tensors) into `outputs`:
+// {"name": {"dims": [...], "data": [...]}} (strings for a string output).
 inline bool run_onnxruntime(const std::string& path, const serving::NamedTensors& inputs,
                             const ScratchDir& dir, nlohmann::json& outputs) {
   auto found = run_program("sh " + shell_quote(source_path("tests/export/find_onnxruntime.sh")) +
@@ -47,9 +47,17 @@ inline bool run_onnxruntime(const std::string& path, const serving::NamedTensors
   std::string node_modules = found.output.substr(0, found.output.find_last_not_of('\n') + 1);
   node_modules = node_modules.substr(node_modules.find_last_of('\n') + 1);
   nlohmann::json feeds;
-  for (const auto& [name, tensor] : inputs)
-    feeds[name] = {
-        {"dtype", "float32"}, {"dims", tensor.shape()}, {"data", tensor.to_vector<float>()}};
+  for (const auto& [name, tensor] : inputs) {
+    if (tensor.dtype() == DType::kString)
+      feeds[name] = {
+          {"dtype", "string"}, {"dims", tensor.shape()}, {"data", tensor.to_vector<std::string>()}};
+    else if (tensor.dtype() == DType::kI64)
+      feeds[name] = {
+          {"dtype", "int64"}, {"dims", tensor.shape()}, {"data", tensor.to_vector<int64_t>()}};
+    else
+      feeds[name] = {
+          {"dtype", "float32"}, {"dims", tensor.shape()}, {"data", tensor.to_vector<float>()}};
+  }
   std::ofstream(dir / "inputs.json") << feeds.dump();
   auto ran = run_program("env NODE_PATH=" + shell_quote(node_modules) + " node " +
                          shell_quote(source_path("tests/export/run_onnxruntime.js")) + " " +

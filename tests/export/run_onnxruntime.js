@@ -2,7 +2,8 @@
 // and writes its outputs as JSON: the export test's cross-check.
 //
 // Usage: node run_onnxruntime.js MODEL.onnx INPUTS.json OUTPUTS.json
-//   INPUTS.json: {"name": {"dtype": "float32" | "int64" | ..., "dims": [...], "data": [...]}}
+//   INPUTS.json: {"name": {"dtype": "float32" | "int64" | "string" | ..., "dims": [...],
+//                          "data": [...]}}
 // Exit 3 when onnxruntime-node cannot be loaded (the test skips then).
 const fs = require('fs');
 let ort;
@@ -22,13 +23,14 @@ async function main() {
   const feeds = {};
   for (const [name, spec] of Object.entries(JSON.parse(fs.readFileSync(inputsPath, 'utf8')))) {
     const data = spec.dtype === 'int64' ? spec.data.map(BigInt) : spec.data;
-    feeds[name] = new ort.Tensor(spec.dtype, arrays[spec.dtype].from(data), spec.dims);
+    const values = spec.dtype === 'string' ? data : arrays[spec.dtype].from(data);
+    feeds[name] = new ort.Tensor(spec.dtype, values, spec.dims);
   }
   const results = await session.run(feeds);
   const outputs = {};
   for (const [name, tensor] of Object.entries(results)) {
     outputs[name] = {dims: tensor.dims, dtype: tensor.type,
-                     data: Array.from(tensor.data, (v) => Number(v))};
+                     data: Array.from(tensor.data, (v) => (typeof v === 'string' ? v : Number(v)))};
   }
   fs.writeFileSync(outputsPath, JSON.stringify(outputs));
 }

@@ -1,0 +1,98 @@
+// Parameter-server jobs of real processes for the ps_jobs tests: a TF_CONFIG per task on
+// 127.0.0.1 free ports (the chief, workers, ps tasks, the evaluator), starting the tasks of
+// ps_job_task (EST_TEST_PS_JOB_PROGRAM) in a ProcessGroup, reading the chief's final
+// "eval: ..." line, and bounded waits for a task's output.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/process_group.h"
+
+namespace est::testing {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+inline const std::string kTask = EST_TEST_PS_JOB_PROGRAM;
+
+struct PsJob {
+  std::vector<std::string> tasks;  // "chief 0", "worker 0", ..., "ps 0", ...
+  std::vector<std::string> tf_configs;
+};
+
+// The chief, `workers` workers (no "worker" job when 0), `ps` ps tasks and, if `evaluator`,
+// the evaluator, in that order.
+inline PsJob make_ps_job(int workers, int ps, bool evaluator = false) {
+  auto list = [](int n) {
+    std::string text;
+    for (int i = 0; i < n; ++i)
+      text += (i ? ", \"127.0.0.1:" : "\"127.0.0.1:") + std::to_string(free_port()) + "\"";
+    return text;
+  };
+  std::string cluster = "{\"chief\": [" + list(1) + "], ";
+  if (workers > 0) cluster += "\"worker\": [" + list(workers) + "], ";
+  if (evaluator) cluster += "\"evaluator\": [" + list(1) + "], ";
+  cluster += "\"ps\": [" + list(ps) + "]}";
+  PsJob job;
+  auto add = [&](const std::string& type, int index) {
+    job.tasks.push_back(type + " " + std::to_string(index));
+    job.tf_configs.push_back("{\"cluster\": " + cluster + ", \"task\": {\"type\": \"" + type +
+                             "\", \"index\": " + std::to_string(index) + "}}");
+  };
+  add("chief", 0);
+  for (int i = 0; i < workers; ++i) add("worker", i);
+  for (int i = 0; i < ps; ++i) add("ps", i);
+  if (evaluator) add("evaluator", 0);
+  return job;
+}
+
+// Starts task t of `job`; its index in `group`.
+inline size_t start_task(ProcessGroup& group, const PsJob& job, size_t t,
+                         const std::vector<std::string>& args, const std::string& token) {
+  std::vector<std::string> argv = {kTask};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return group.start(argv, {{"TF_CONFIG", job.tf_configs[t]},
+                            {"EST_JOB_TOKEN", token},
+                            {"OMP_NUM_THREADS", "1"},
+                            {"EST_LOG_LEVEL", "INFO"}});
+}
+
+inline void start(ProcessGroup& group, const PsJob& job, const std::vector<std::string>& args,
+                  const std::string& token) {
+  for (size_t t = 0; t < job.tasks.size(); ++t) start_task(group, job, t, args, token);
+}
+
+struct Eval {
+  double loss = NAN, accuracy = NAN;
+  long long global_step = -1;
+};
+
+inline Eval parse_eval(const std::string& output) {
+  std::smatch m;
+  Eval eval;
+  if (std::regex_search(
+          output, m, std::regex(R"(eval: loss=([0-9.]+) accuracy=([0-9.]+) global_step=(\d+))"))) {
+    eval.loss = std::stod(m[1]);
+    eval.accuracy = std::stod(m[2]);
+    eval.global_step = std::stoll(m[3]);
+  }
+  return eval;
+}
+
+// Waits (at most `timeout`) until child i's output contains `text`.
+inline bool wait_for_output(ProcessGroup& group, size_t i, const std::string& text,
+                            std::chrono::seconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (group.output(i).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return false;
+}
+
+}  // namespace est::testing
