@@ -6,14 +6,21 @@
 // pull, frames included) against 2 x the variables' bytes (one copy of the gradients out, one of
 // the values back: the least a step that pushes every gradient and pulls every value can move).
 //
-//   ps_bench [--batch 64] [--steps 200] [--rounds 3] [--sync_replicas 2]
+//   ps_bench [--batch 64] [--steps 200] [--rounds 3] [--push-ahead-bytes 65536]
+//            [--sync_replicas 2]
 // --sync_replicas R: the job trains synchronously (SyncReplicasOptimizer's semantics, R = 2
 // gradients averaged per step, num_tokens = 0: lock-step), each step then three round trips
-// (push, token, pull) and a wait for the slower worker.
-// Each round runs a fresh one-process run, then a fresh job (ps 0, worker 0, worker 1), and
+// (push, token, pull) and a wait for the slower worker; no gradient is pushed ahead then.
+// Each round runs a fresh one-process run, then fresh jobs (ps 0, worker 0, worker 1): one
+// whose workers send every gradient with the step's request after the backward pass
+// (push_ahead_bytes 0, before issue 18's overlap), and (asynchronous only) one whose workers
+// send gradients of at least --push-ahead-bytes as the backward pass completes them
+// (ParameterServerOptions's default), and
 // times `steps` steps per worker after 20 warm-up steps; the figures are the medians of the
-// rounds. Lines: `one_process examples_per_sec=...`, `ps_job examples_per_sec=...`,
-// `ratio=...`, `bytes_per_step=... variables_bytes=... bytes_ratio=...`.
+// rounds. Lines: `one_process examples_per_sec=...`, then per job kind `ps_job push_ahead=...
+// examples_per_sec=... ratio=...` and `bytes_per_step=... variables_bytes=... bytes_ratio=...`,
+// `wait_us_per_step=...` (how long the chief waited for the replies once its requests were
+// sent), and `ahead_vs_batched=...` (the two jobs' examples/s, round by round).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spawn.h>
@@ -31,6 +38,7 @@
 #include <est/distribute/distribute.h>
 #include <est/distribute/job_token.h>
 #include <est/distribute/ps/parameter_server_strategy.h>
+#include <est/distribute/ps/ps_client.h>
 #include <est/distribute/ps/ps_server.h>
 #include <est/nn/nn.h>
 
@@ -90,12 +98,16 @@ using bench::wait_all;
 int main(int argc, char** argv) try {
   int64_t batch = 64, steps = 200;
   int rounds = 3;
+  size_t push_ahead_bytes = size_t{64} << 10;
   std::string role;
   CLI::App app("2 workers + 1 ps (async) against 1 process x 2 threads (tutorial CNN).",
                "ps_bench");
   app.add_option("--batch", batch, "each worker's batch per step")->capture_default_str();
   app.add_option("--steps", steps, "timed steps per worker")->capture_default_str();
   app.add_option("--rounds", rounds, "runs of each")->capture_default_str();
+  app.add_option("--push-ahead-bytes", push_ahead_bytes,
+                 "the second job's workers send gradients of this size or more ahead")
+      ->capture_default_str();
   int sync_replicas = 0;
   app.add_option("--sync_replicas", sync_replicas,
                  "train synchronously, averaging this many gradients per step (0: async)")
@@ -123,16 +135,20 @@ int main(int argc, char** argv) try {
       std::optional<dist::SyncReplicasOptions> sync;
       if (sync_replicas > 0)
         sync = dist::SyncReplicasOptions{.replicas_to_aggregate = sync_replicas, .num_tokens = 0};
-      ps = dist::ParameterServerStrategy::from_env({.sync_replicas = sync, .seed = 7});
+      ps = dist::ParameterServerStrategy::from_env(
+          {.push_ahead_bytes = push_ahead_bytes, .sync_replicas = sync, .seed = 7});
       strategy = ps;
     }
     Timed timed = train(*strategy, data, batch, steps, ps ? ps->input_pipeline_id() * 30000 : 0);
     fmt::print("examples_per_sec={:.1f}\nvariables_bytes={:.0f}\n", timed.examples_per_sec,
                timed.variables_bytes);
-    if (ps)
+    if (ps) {
       fmt::print("bytes_per_step={:.0f}\n",
                  static_cast<double>(ps->bytes_sent() + ps->bytes_received()) /
                      static_cast<double>(steps + 20));
+      fmt::print("wait_us_per_step={:.1f}\n",
+                 ps->ps_client()->seconds_waiting() * 1e6 / static_cast<double>(steps + 20));
+    }
     return 0;
   }
 
@@ -142,50 +158,73 @@ int main(int argc, char** argv) try {
       std::to_string(steps), "--sync_replicas", std::to_string(sync_replicas)};
   std::string dir = "/tmp/est_ps_bench_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
-  std::vector<double> singles, jobs, ratios, bytes, variables;
+  std::vector<double> singles, variables;
+  // Batched, then (asynchronous only: a synchronous step does not push ahead) ahead.
+  const std::vector<size_t> kinds =
+      sync_replicas > 0 ? std::vector<size_t>{0} : std::vector<size_t>{0, push_ahead_bytes};
+  std::vector<std::vector<double>> jobs(2), ratios(2), bytes(2), waits(2);
+  std::vector<double> ahead_vs_batched;
   for (int r = 0; r < rounds; ++r) {
     auto args = common;
     args.insert(args.end(), {"--role", "single"});
     wait_all({spawn(args, "", dir + "/single.log")});
     singles.push_back(value_in(dir + "/single.log", "examples_per_sec"));
-    int p0 = 20000 + (::getpid() * 7 + r * 3) % 20000;
-    std::string cluster = fmt::format(
-        R"({{"chief": ["127.0.0.1:{}"], "worker": ["127.0.0.1:{}"], "ps": ["127.0.0.1:{}"]}})", p0,
-        p0 + 1, p0 + 2);
-    auto tf_config = [&](const char* type) {
-      return fmt::format(R"({{"cluster": {}, "task": {{"type": "{}", "index": 0}}}})", cluster,
-                         type);
-    };
-    std::vector<pid_t> pids;
-    args = common;
-    args.insert(args.end(), {"--role", "ps"});
-    pids.push_back(spawn(args, tf_config("ps"), dir + "/ps.log"));
-    args = common;
-    args.insert(args.end(), {"--role", "worker"});
-    pids.push_back(spawn(args, tf_config("chief"), dir + "/chief.log"));
-    pids.push_back(spawn(args, tf_config("worker"), dir + "/worker.log"));
-    wait_all(pids);
-    double job = value_in(dir + "/chief.log", "examples_per_sec") +
-                 value_in(dir + "/worker.log", "examples_per_sec");
-    jobs.push_back(job);
-    ratios.push_back(job / singles.back());
-    bytes.push_back(value_in(dir + "/chief.log", "bytes_per_step"));
-    variables.push_back(value_in(dir + "/chief.log", "variables_bytes"));
-    fmt::print("round {}: one_process {:.1f} ps_job {:.1f} ratio {:.3f} bytes_per_step {:.0f}\n", r,
-               singles.back(), job, ratios.back(), bytes.back());
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      int p0 = 20000 + (::getpid() * 7 + r * 6 + static_cast<int>(k) * 3) % 20000;
+      std::string cluster = fmt::format(
+          R"({{"chief": ["127.0.0.1:{}"], "worker": ["127.0.0.1:{}"], "ps": ["127.0.0.1:{}"]}})",
+          p0, p0 + 1, p0 + 2);
+      auto tf_config = [&](const char* type) {
+        return fmt::format(R"({{"cluster": {}, "task": {{"type": "{}", "index": 0}}}})", cluster,
+                           type);
+      };
+      std::vector<pid_t> pids;
+      args = common;
+      args.insert(args.end(), {"--role", "ps"});
+      pids.push_back(spawn(args, tf_config("ps"), dir + "/ps.log"));
+      args = common;
+      args.insert(args.end(), {"--role", "worker", "--push-ahead-bytes", std::to_string(kinds[k])});
+      pids.push_back(spawn(args, tf_config("chief"), dir + "/chief.log"));
+      pids.push_back(spawn(args, tf_config("worker"), dir + "/worker.log"));
+      wait_all(pids);
+      double job = value_in(dir + "/chief.log", "examples_per_sec") +
+                   value_in(dir + "/worker.log", "examples_per_sec");
+      jobs[k].push_back(job);
+      ratios[k].push_back(job / singles.back());
+      bytes[k].push_back(value_in(dir + "/chief.log", "bytes_per_step"));
+      waits[k].push_back(value_in(dir + "/chief.log", "wait_us_per_step"));
+      if (k == 0) variables.push_back(value_in(dir + "/chief.log", "variables_bytes"));
+      fmt::print(
+          "round {}: one_process {:.1f} ps_job push_ahead={} {:.1f} ratio {:.3f} "
+          "bytes_per_step {:.0f} wait_us_per_step {:.0f}\n",
+          r, singles.back(), kinds[k], job, ratios[k].back(), bytes[k].back(), waits[k].back());
+    }
+    if (kinds.size() == 2) ahead_vs_batched.push_back(jobs[1].back() / jobs[0].back());
   }
   std::filesystem::remove_all(dir);
-  double moved = bench::median(bytes), model = bench::median(variables);
+  double model = bench::median(variables);
   fmt::print("batch={} steps={}\n", batch, steps);
   fmt::print("one_process threads=2 examples_per_sec={:.1f}\n", bench::median(singles));
-  fmt::print("ps_job workers=2x1 ps=1{} examples_per_sec={:.1f}\n",
-             sync_replicas > 0 ? fmt::format(" sync_replicas={}", sync_replicas) : "",
-             bench::median(jobs));
-  fmt::print("ratio={:.3f} (range {:.3f}-{:.3f})\n", bench::median(ratios),
-             *std::min_element(ratios.begin(), ratios.end()),
-             *std::max_element(ratios.begin(), ratios.end()));
-  fmt::print("bytes_per_step={:.0f} variables_bytes={:.0f} bytes_ratio={:.3f} (vs 2 x variables)\n",
-             moved, model, moved / (2 * model));
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    double moved = bench::median(bytes[k]);
+    fmt::print(
+        "ps_job workers=2x1 ps=1{} push_ahead={} examples_per_sec={:.1f} ratio={:.3f} (range "
+        "{:.3f}-{:.3f})\n",
+        sync_replicas > 0 ? fmt::format(" sync_replicas={}", sync_replicas) : "", kinds[k],
+        bench::median(jobs[k]), bench::median(ratios[k]),
+        *std::min_element(ratios[k].begin(), ratios[k].end()),
+        *std::max_element(ratios[k].begin(), ratios[k].end()));
+    fmt::print(
+        "push_ahead={} bytes_per_step={:.0f} variables_bytes={:.0f} bytes_ratio={:.3f} (vs 2 x "
+        "variables)\n",
+        kinds[k], moved, model, moved / (2 * model));
+    fmt::print("push_ahead={} wait_us_per_step={:.1f} (the chief's wait for the replies)\n",
+               kinds[k], bench::median(waits[k]));
+  }
+  if (kinds.size() == 2)
+    fmt::print("ahead_vs_batched={:.3f} (range {:.3f}-{:.3f})\n", bench::median(ahead_vs_batched),
+               *std::min_element(ahead_vs_batched.begin(), ahead_vs_batched.end()),
+               *std::max_element(ahead_vs_batched.begin(), ahead_vs_batched.end()));
   return 0;
 } catch (const est::Error& error) {
   fmt::print(stderr, "error: {}\n", error.what());

@@ -90,7 +90,7 @@ ParameterServerStrategy::ParameterServerStrategy(const TfConfig& config,
         }
         setup.gradient_path = std::make_shared<PsGradientPath>(
             *setup.variables, setup.is_chief, options.session_creation_timeout,
-            options.sync_replicas, setup.task_name);
+            options.push_ahead_bytes, options.sync_replicas, setup.task_name);
         return setup;
       }()) {}
 

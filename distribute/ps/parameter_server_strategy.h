@@ -26,6 +26,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,10 @@ struct ParameterServerOptions {
   // How long a worker waits for the ps tasks to accept and for the chief to initialize the
   // variables (TensorFlow's session_creation_timeout_secs, 7200 by default).
   std::chrono::milliseconds session_creation_timeout{std::chrono::hours(2)};
+  // A gradient of at least this many bytes goes to its ps task as soon as the backward pass
+  // completes it, ahead of the step's request (ps_gradient_path.h); 0: every gradient with the
+  // request, after the backward pass.
+  size_t push_ahead_bytes = size_t{64} << 10;
   // Synchronous training with SyncReplicasOptimizer's semantics (distribute/ps/
   // sync_replicas.h: replicas_to_aggregate, total_num_replicas, num_tokens); unset:
   // asynchronous, TF1's default. Every training task of the job must give the same.
@@ -76,6 +81,9 @@ class ParameterServerStrategy : public Strategy {
   // Bytes this task sent to and received from the ps tasks (benchmarks).
   uint64_t bytes_sent() const;
   uint64_t bytes_received() const;
+  // The connections to the ps tasks, with their counts of round trips and frames (null without
+  // ps tasks).
+  const PsClient* ps_client() const { return client_.get(); }
 
   void report_error(const std::exception& error) noexcept override;
   // One input pipeline per training task, this task's its id in the cluster (the chief 0,

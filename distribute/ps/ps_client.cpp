@@ -16,6 +16,9 @@ PsClient::PsClient(PsClientOptions options) : options_(std::move(options)) {
     links_.push_back(connect_to_ps(options_.ps_addresses[i], describe(static_cast<int>(i)),
                                    options_.token, options_.task_name, options_.connect_timeout,
                                    options_.health));
+  receive_buffers_.resize(links_.size());
+  round_trips_.assign(links_.size(), 0);
+  frames_sent_.assign(links_.size(), 0);
 }
 
 std::string PsClient::describe(int ps) const {
@@ -29,21 +32,42 @@ std::vector<std::optional<PsReply>> PsClient::exchange(
                                            requests.size(), links_.size()));
   for (size_t i = 0; i < links_.size(); ++i) {
     if (!requests[i]) continue;
-    std::string bytes = encode(*requests[i]);
-    send_frame(links_[i], bytes, options_.health, what);
-    bytes_sent_ += bytes.size() + sizeof(uint64_t);
+    if (!expects_reply(requests[i]->kind))
+      throw InternalError("PsClient::exchange: a request without a reply; send() it");
+    encode(*requests[i], send_buffer_);
+    send_frame(links_[i], send_buffer_, options_.health, what);
+    bytes_sent_ += send_buffer_.size() + sizeof(uint64_t);
+    ++frames_sent_[i];
+    ++round_trips_[i];
   }
+  trim_frame_buffer(send_buffer_);
+  auto sent = std::chrono::steady_clock::now();
   std::vector<std::optional<PsReply>> replies(links_.size());
   std::optional<PsReply> failed;
   for (size_t i = 0; i < links_.size(); ++i) {
     if (!requests[i]) continue;
-    std::string bytes = receive_frame(links_[i], options_.health, what);
+    std::string& bytes = receive_buffers_[i];
+    receive_frame(links_[i], options_.health, what, bytes);
     bytes_received_ += bytes.size() + sizeof(uint64_t);
     replies[i] = decode_reply(bytes, describe(static_cast<int>(i)));
+    trim_frame_buffer(bytes);
     if (!replies[i]->ok() && !failed) failed = replies[i];
   }
+  seconds_waiting_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   if (failed) throw_error(failed->code, fmt::format("{} (during {})", failed->message, what));
   return replies;
+}
+
+void PsClient::send(int ps, const PsRequest& request, const std::string& what) {
+  if (expects_reply(request.kind))
+    throw InternalError("PsClient::send: a request that gets a reply; exchange() it");
+  auto i = static_cast<size_t>(ps);
+  encode(request, send_buffer_);
+  send_frame(links_.at(i), send_buffer_, options_.health, what);
+  bytes_sent_ += send_buffer_.size() + sizeof(uint64_t);
+  ++frames_sent_[i];
+  trim_frame_buffer(send_buffer_);
 }
 
 std::vector<std::optional<PsReply>> PsClient::broadcast(const PsRequest& request,

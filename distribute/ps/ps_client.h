@@ -2,6 +2,9 @@
 // a step one round trip per ps task: every task's request is sent before any reply is read, so
 // the tasks work in parallel.
 //
+// A step's large gradients may go ahead of its request in frames that get no reply (send());
+// round_trips() counts the replies waited for, per task: one per ps task per step.
+//
 // A ps task that dies closes its connection: the exchange then fails within a 100 ms slice with
 // an UnavailableError naming the task ("ps 1 at 127.0.0.1:2300 stopped responding ..."), and a
 // reply that is an error is rethrown with its code, naming the task.
@@ -39,6 +42,8 @@ class PsClient {
   // task), after every reply has been read.
   std::vector<std::optional<PsReply>> exchange(
       const std::vector<std::optional<PsRequest>>& requests, const std::string& what);
+  // Sends `request`, which gets no reply (expects_reply() is false: kStage), to ps task `ps`.
+  void send(int ps, const PsRequest& request, const std::string& what);
   // The same request to every ps task; best effort when `quiet` (errors are logged, not
   // thrown: the end of a job, or its failure).
   std::vector<std::optional<PsReply>> broadcast(const PsRequest& request, const std::string& what,
@@ -47,12 +52,25 @@ class PsClient {
   // Bytes this client sent and received (frames included), for benchmarks.
   uint64_t bytes_sent() const { return bytes_sent_; }
   uint64_t bytes_received() const { return bytes_received_; }
+  // Requests sent to ps task `ps` whose reply this client waited for, and frames sent to it
+  // (those and the ones without a reply), for tests and benchmarks.
+  uint64_t round_trips(int ps) const { return round_trips_.at(static_cast<size_t>(ps)); }
+  uint64_t frames_sent(int ps) const { return frames_sent_.at(static_cast<size_t>(ps)); }
+  // Seconds exchange() spent waiting for replies once its requests were sent (benchmarks: the
+  // part of a step the worker waits for the ps tasks).
+  double seconds_waiting() const { return seconds_waiting_; }
 
  private:
   PsClientOptions options_;
   std::vector<Link> links_;  // [ps tasks]
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
+  std::vector<uint64_t> round_trips_;  // [ps tasks]
+  std::vector<uint64_t> frames_sent_;  // [ps tasks]
+  double seconds_waiting_ = 0;
+  // Frames are encoded into and received into these, reused from step to step (ps_wire.h).
+  std::string send_buffer_;
+  std::vector<std::string> receive_buffers_;  // [ps tasks]
 };
 
 }  // namespace est::distribute

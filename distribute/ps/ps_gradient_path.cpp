@@ -19,9 +19,12 @@ constexpr const char* kGlobalStep = "global_step";
 }  // namespace
 
 PsGradientPath::PsGradientPath(PsVariables& variables, bool is_chief,
-                               std::chrono::milliseconds wait_for_chief,
+                               std::chrono::milliseconds wait_for_chief, size_t push_ahead_bytes,
                                std::optional<SyncReplicasOptions> sync, std::string task)
-    : variables_(&variables), is_chief_(is_chief), wait_for_chief_(wait_for_chief) {
+    : variables_(&variables),
+      is_chief_(is_chief),
+      wait_for_chief_(wait_for_chief),
+      push_ahead_bytes_(push_ahead_bytes) {
   if (sync) sync_ = std::make_unique<PsSyncStep>(variables, *sync, std::move(task), is_chief);
 }
 
@@ -76,7 +79,6 @@ std::vector<PsMovingAverage> PsGradientPath::owned_moving_averages(
 
 void PsGradientPath::push(nn::VariableStore& store, std::vector<nn::GradAndVar>& grads,
                           const std::vector<nn::MovingAverageUpdate>& moving_averages) {
-  std::lock_guard lock(mutex_);
   place_global_step(store);
   send_initial_values(store);
   std::vector<PsMovingAverage> averages;
@@ -92,8 +94,52 @@ void PsGradientPath::push(nn::VariableStore& store, std::vector<nn::GradAndVar>&
   variables_->push_pull(grads, store, seen, averages);
 }
 
+std::vector<nn::GradAndVar> PsGradientPath::gradients_pushing_ahead(const nn::TrainOp& train_op,
+                                                                    double scale) {
+  std::vector<std::string> names = train_op.variable_names();
+  std::vector<Tensor> sources;
+  for (const std::string& name : names) sources.push_back(train_op.store().get(name).value);
+  std::vector<bool> staged(names.size(), false);
+  std::vector<ops::SourceGradient> gradients = ops::row_sparse_gradients(
+      train_op.loss(), sources, [&](size_t i, const ops::SourceGradient& gradient) {
+        if (gradient.row_sparse() || gradient.dense.nbytes() < push_ahead_bytes_) return;
+        ops::NoGradGuard no_grad;
+        Tensor dense = gradient.dense.detach();
+        if (scale != 1.0) dense = ops::mul(dense, scale);
+        variables_->stage({{names[i], dense, sources[i]}});
+        staged[i] = true;
+      });
+  std::vector<nn::GradAndVar> rest;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (staged[i]) continue;
+    nn::GradAndVar entry{names[i], gradients[i].dense, sources[i]};
+    entry.sparse_gradient = std::move(gradients[i].rows);
+    entry.densify();  // a row-sparse gradient (an embedding's) is pushed dense for now
+    if (!entry.gradient.defined()) continue;
+    ops::NoGradGuard no_grad;
+    entry.gradient =
+        scale == 1.0 ? entry.gradient.detach() : ops::mul(entry.gradient.detach(), scale);
+    rest.push_back(std::move(entry));
+  }
+  return rest;
+}
+
 void PsGradientPath::apply(ReplicaContext& replica, const nn::TrainOp& train_op,
                            double gradient_scale, nn::ModelContext& ctx, Tensor* loss_sum) {
+  if (push_ahead_bytes_ > 0 && !sync_ && !train_op.optimizer().clip_norm()) {
+    // The connections carry this replica's staged frames until its push: held throughout.
+    std::lock_guard lock(mutex_);
+    try {
+      place_global_step(train_op.store());
+      std::vector<nn::GradAndVar> rest = gradients_pushing_ahead(train_op, gradient_scale);
+      push(train_op.store(), rest, ctx.take_moving_average_updates());
+    } catch (...) {
+      variables_->discard_staged();  // no push will apply them
+      throw;
+    }
+    if (loss_sum) *loss_sum = train_op.loss().detach().clone();
+    return;
+  }
   std::vector<nn::GradAndVar> grads = train_op.compute_gradients();
   std::vector<nn::GradAndVar> present;
   {
@@ -112,6 +158,7 @@ void PsGradientPath::apply(ReplicaContext& replica, const nn::TrainOp& train_op,
       for (size_t i = 0; i < present.size(); ++i) present[i].gradient = clipped.tensors[i];
     }
   }
+  std::lock_guard lock(mutex_);
   push(train_op.store(), present, ctx.take_moving_average_updates());
   if (loss_sum) *loss_sum = train_op.loss().detach().clone();
   (void)replica;
@@ -124,6 +171,7 @@ void PsGradientPath::combine(ReplicaContext& replica, std::vector<nn::GradAndVar
     entry.densify();  // a row-sparse gradient (an embedding's) is pushed dense for now
     if (entry.gradient.defined()) present.push_back(entry);
   }
+  std::lock_guard lock(mutex_);
   push(replica.store(), present, replica.model_context().take_moving_average_updates());
 }
 

@@ -3,6 +3,17 @@
 // with the job's optimizer, and the reply carries the fresh values, written into the replica's
 // store (a cache of the owners' variables): one round trip per ps task per step.
 //
+// The push overlaps the backward pass: a gradient of at least `push_ahead_bytes` goes to its
+// owner as soon as the backward pass completes it (PsVariables::stage, a frame without a reply),
+// so its transfer, and the owner's receiving and decoding it, run while the worker computes the
+// remaining gradients; the step's one request per ps task then carries the rest, and the owner
+// applies all of them in one update, exactly as if they had come together. Values are pulled in
+// that same round trip (the reply), so the next step reads values at least as new as this
+// worker's own push, and the store holds them once the step returns (a global_step read, a
+// checkpoint, the custom loop's next statement see this step's update). Not done when the
+// optimizer clips by global norm (that needs every gradient first) nor for row-sparse
+// gradients (embeddings), which go with the request.
+//
 // Asynchronous, as TF1's between-graph replication without SyncReplicasOptimizer: each worker
 // steps on its own, the owners apply pushes in the order they arrive, and the global step (on
 // ps 0) counts every worker's updates. Every variable a model_fn creates is placed on a ps task
@@ -22,6 +33,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,9 +52,12 @@ namespace est::distribute {
 class PsGradientPath final : public GradientPath {
  public:
   // `variables` must outlive the path. `wait_for_chief`: how long a worker waits for the chief
-  // to initialize a variable. `sync`: train synchronously (`task` names this task then).
+  // to initialize a variable. `push_ahead_bytes`: see above; 0 sends every gradient with the
+  // step's request, after the backward pass. `sync`: train synchronously (`task` names this
+  // task then; gradients are not pushed ahead).
   PsGradientPath(PsVariables& variables, bool is_chief, std::chrono::milliseconds wait_for_chief,
-                 std::optional<SyncReplicasOptions> sync = std::nullopt, std::string task = {});
+                 size_t push_ahead_bytes, std::optional<SyncReplicasOptions> sync = std::nullopt,
+                 std::string task = {});
 
   std::string_view name() const override { return "push to the ps tasks"; }
   void apply(ReplicaContext& replica, const nn::TrainOp& train_op, double gradient_scale,
@@ -60,7 +75,7 @@ class PsGradientPath final : public GradientPath {
 
  private:
   // Pushes `grads` (already scaled and clipped) and the moving averages, and writes the fresh
-  // values into `store`.
+  // values into `store`; under mutex_.
   void push(nn::VariableStore& store, std::vector<nn::GradAndVar>& grads,
             const std::vector<nn::MovingAverageUpdate>& moving_averages);
   // The chief: the values of the variables created since the last call, to their owners.
@@ -68,12 +83,17 @@ class PsGradientPath final : public GradientPath {
   // `updates` of placed variables, named for their owners; the others are applied here.
   std::vector<PsMovingAverage> owned_moving_averages(
       const nn::VariableStore& store, const std::vector<nn::MovingAverageUpdate>& updates) const;
+  // train_op's gradients times `scale`, those of push_ahead_bytes_ or more (dense) staged to
+  // their owners as the backward pass completes them; returns the others, in store order.
+  // Under mutex_.
+  std::vector<nn::GradAndVar> gradients_pushing_ahead(const nn::TrainOp& train_op, double scale);
   // global_step on ps 0 (the chief's value: 0, or the restored step), once.
   void place_global_step(nn::VariableStore& store);
 
   PsVariables* variables_;
   bool is_chief_;
   std::chrono::milliseconds wait_for_chief_;
+  size_t push_ahead_bytes_;
   std::mutex mutex_;  // the local replicas share the connections
   bool global_step_placed_ = false;
   std::vector<std::string> uninitialized_;  // the chief: placed, not sent to the owners yet

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -145,17 +146,36 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
     connected_.insert(client);
     lost_.erase(client);
   }
+  // Gradients this connection staged for its next push (kStage), applied with it.
+  std::vector<NamedTensor> staged;
+  std::string frame, reply_bytes;  // reused from request to request (ps_wire.h)
   try {
     for (;;) {
-      std::string frame = receive_frame(*link, health, what);
+      receive_frame(*link, health, what, frame);
       PsRequest request = decode_request(frame, client);
+      trim_frame_buffer(frame);
+      if (request.kind == PsRequestKind::kStage) {
+        std::move(request.tensors.begin(), request.tensors.end(), std::back_inserter(staged));
+        continue;
+      }
+      if (request.kind == PsRequestKind::kDiscardStaged) {
+        staged.clear();
+        continue;
+      }
+      if (request.kind == PsRequestKind::kPushPull && !staged.empty()) {
+        std::move(request.tensors.begin(), request.tensors.end(), std::back_inserter(staged));
+        request.tensors = std::move(staged);
+        staged.clear();
+      }
       PsReply reply;
       try {
         reply = handle(request, client);
       } catch (const Error& error) {
         reply = error_reply(error.code(), fmt::format("{}: {}", name(), error.what()));
       }
-      send_frame(*link, encode(reply), health, what);
+      encode(reply, reply_bytes);
+      send_frame(*link, reply_bytes, health, what);
+      trim_frame_buffer(reply_bytes);
     }
   } catch (const Error& error) {
     // A worker that went away: an asynchronous job goes on without it (it may come back).
@@ -286,6 +306,9 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
       return sync_push(request, client);
     case PsRequestKind::kTakeToken:
       return take_token(request, client, lock);
+    case PsRequestKind::kStage:
+    case PsRequestKind::kDiscardStaged:
+      break;  // serve() keeps them; they get no reply
     case PsRequestKind::kAbort:
       lock.unlock();
       log::error("{}: {} reports that the job failed: {}", name(), client, request.message);

@@ -6,7 +6,9 @@
 //
 // Updates are asynchronous as in TF1's between-graph training: each push is applied when it
 // arrives, with the job's optimizer, one request at a time (TF's use_locking), and the reply
-// carries the fresh values the worker asked for. The task that holds `global_step` (ps 0)
+// carries the fresh values the worker asked for. Gradients a worker sent ahead during its
+// backward pass (kStage) wait on their connection for its push and are applied with it. The
+// task that holds `global_step` (ps 0)
 // counts the updates; on the others the learning rate reads the step the pushing worker last
 // saw. Unlike TF's ps, which joins forever (tensorflow#25858), join() returns when the job ends:
 // every training task has said it is done, or the chief has and no other training task is

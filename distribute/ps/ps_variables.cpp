@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -57,6 +58,7 @@ PsVariables::PsVariables(PsClient& client, PsPlacement& placement)
   if (client.num_ps() != placement.num_ps())
     throw InvalidArgumentError(fmt::format("PsVariables: {} ps connections for a placement on {}",
                                            client.num_ps(), placement.num_ps()));
+  staged_.assign(static_cast<size_t>(client.num_ps()), false);
 }
 
 void PsVariables::place(const nn::VariableStore& store, const std::vector<std::string>& names) {
@@ -179,6 +181,31 @@ void PsVariables::add_gradients(const std::vector<nn::GradAndVar>& grads,
   }
 }
 
+void PsVariables::stage(const std::vector<nn::GradAndVar>& grads) {
+  std::vector<std::optional<PsRequest>> requests(static_cast<size_t>(client_->num_ps()),
+                                                 PsRequest{.kind = PsRequestKind::kStage});
+  add_gradients(grads, requests, PsRequestKind::kStage);
+  for (size_t ps = 0; ps < requests.size(); ++ps) {
+    if (requests[ps]->tensors.empty()) continue;
+    staged_[ps] = true;
+    client_->send(static_cast<int>(ps), *requests[ps], "sending a training step's gradients");
+  }
+}
+
+void PsVariables::discard_staged() noexcept {
+  for (size_t ps = 0; ps < staged_.size(); ++ps) {
+    if (!staged_[ps]) continue;
+    staged_[ps] = false;
+    try {
+      client_->send(static_cast<int>(ps), PsRequest{.kind = PsRequestKind::kDiscardStaged},
+                    "dropping a failed step's gradients");
+    } catch (const Error& error) {
+      log::debug("{} did not take the request to drop staged gradients: {}",
+                 client_->describe(static_cast<int>(ps)), error.what());
+    }
+  }
+}
+
 void PsVariables::add_moving_averages(const std::vector<PsMovingAverage>& moving_averages,
                                       std::vector<std::optional<PsRequest>>& requests,
                                       PsRequestKind kind) const {
@@ -202,10 +229,14 @@ int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::Var
                                int64_t global_step_seen,
                                const std::vector<PsMovingAverage>& moving_averages) {
   size_t num_ps = static_cast<size_t>(client_->num_ps());
-  bool pushing = !grads.empty() || !moving_averages.empty();
+  bool staged = std::find(staged_.begin(), staged_.end(), true) != staged_.end();
+  bool pushing = !grads.empty() || !moving_averages.empty() || staged;
   std::vector<std::optional<PsRequest>> requests(num_ps);
-  for (size_t ps = 0; ps < num_ps; ++ps)
+  for (size_t ps = 0; ps < num_ps; ++ps) {
     requests[ps] = PsRequest{.kind = PsRequestKind::kPull, .global_step = global_step_seen};
+    // A task that holds staged gradients applies them with this push.
+    if (staged_[ps]) requests[ps]->kind = PsRequestKind::kPushPull;
+  }
   // The global step counts every push: its task takes part in each one.
   if (pushing) requests[0]->kind = PsRequestKind::kPushPull;
   add_gradients(grads, requests, PsRequestKind::kPushPull);
@@ -215,6 +246,8 @@ int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::Var
     for (const PsShard& shard : variable.shards)
       requests[static_cast<size_t>(shard.ps)]->names.push_back(shard.name);
   }
+  // Sent (or the connection failed, which drops them too): no longer staged.
+  std::fill(staged_.begin(), staged_.end(), false);
   auto replies = client_->exchange(
       requests, pushing ? "a training step's push and pull" : "pulling the variables");
   std::map<std::string, ops::Tensor> fresh;

@@ -10,6 +10,9 @@
 //              fresh values in one message, one round trip per ps task for the whole step;
 //              a partitioned variable's gradient is cut into its parts and its parts' values
 //              are joined again;
+//   stage      (during a step's backward pass): gradients that are ready go ahead to their
+//              tasks in frames without a reply; the step's push_pull applies them with its
+//              own gradients, still one round trip and one update per ps task;
 //   pull_all   (the chief's checkpoints): everything the tasks hold, named as one process
 //              names it (parts joined: "emb/part_1/Adagrad" is rows of "emb/Adagrad"), so a
 //              checkpoint is the same file every strategy writes.
@@ -51,6 +54,12 @@ class PsVariables {
   int64_t push_pull(const std::vector<nn::GradAndVar>& grads, nn::VariableStore& store,
                     int64_t global_step_seen,
                     const std::vector<PsMovingAverage>& moving_averages = {});
+  // Sends `grads` (of placed variables, dense, already scaled) ahead of the step's push_pull,
+  // which applies them with its own (a variable's gradient goes in one of the two, once).
+  void stage(const std::vector<nn::GradAndVar>& grads);
+  // The step that staged gradients failed before its push_pull: the tasks drop them (best
+  // effort: a task that cannot be reached has dropped them with its connection).
+  void discard_staged() noexcept;
   // Everything the tasks hold, with one process's names, parts joined.
   std::vector<NamedTensor> pull_all();
   // Adds `grads` (of placed variables; undefined ones are skipped) to `requests` ([ps tasks],
@@ -79,6 +88,7 @@ class PsVariables {
 
   PsClient* client_;
   PsPlacement* placement_;
+  std::vector<bool> staged_;  // [ps tasks]: holds gradients staged for the next push_pull
 };
 
 }  // namespace est::distribute

@@ -10,6 +10,7 @@ namespace {
 
 class Writer {
  public:
+  explicit Writer(std::string& out) : bytes(out) { bytes.clear(); }
   template <class T>
   void put(T value) {
     bytes.append(reinterpret_cast<const char*>(&value), sizeof value);
@@ -44,7 +45,7 @@ class Writer {
       put_tensor(t.value, t.name);
     }
   }
-  std::string bytes;
+  std::string& bytes;
 };
 
 class Reader {
@@ -124,8 +125,8 @@ class Reader {
 
 }  // namespace
 
-std::string encode(const PsRequest& request) {
-  Writer w;
+void encode(const PsRequest& request, std::string& out) {
+  Writer w(out);
   w.put(static_cast<uint8_t>(request.kind));
   w.put(request.global_step);
   w.put_tensors(request.tensors);
@@ -138,23 +139,36 @@ std::string encode(const PsRequest& request) {
     w.put_tensor(average.value, average.name);
     w.put(average.momentum);
   }
-  return std::move(w.bytes);
 }
 
-std::string encode(const PsReply& reply) {
-  Writer w;
+void encode(const PsReply& reply, std::string& out) {
+  Writer w(out);
   w.put(static_cast<int32_t>(reply.code));
   w.put_string(reply.message);
   w.put(reply.global_step);
   w.put_tensors(reply.tensors);
-  return std::move(w.bytes);
+}
+
+std::string encode(const PsRequest& request) {
+  std::string out;
+  encode(request, out);
+  return out;
+}
+
+std::string encode(const PsReply& reply) {
+  std::string out;
+  encode(reply, out);
+  return out;
 }
 
 PsRequest decode_request(std::string_view bytes, const std::string& from) {
   Reader r(bytes, from);
   PsRequest request;
   auto kind = r.get<uint8_t>();
-  if (kind < 1 || kind > static_cast<uint8_t>(PsRequestKind::kTakeToken))
+  bool known = (kind >= 1 && kind <= static_cast<uint8_t>(PsRequestKind::kTakeToken)) ||
+               kind == static_cast<uint8_t>(PsRequestKind::kStage) ||
+               kind == static_cast<uint8_t>(PsRequestKind::kDiscardStaged);
+  if (!known)
     throw DataLossError(
         fmt::format("a parameter-server request from {} has unknown kind {}", from, kind));
   request.kind = static_cast<PsRequestKind>(kind);
@@ -192,8 +206,8 @@ void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,
   link.send_raw(bytes.data(), bytes.size(), health, what);
 }
 
-std::string receive_frame(Link& link, const HealthCheck& health, const std::string& what,
-                          uint64_t max_bytes) {
+void receive_frame(Link& link, const HealthCheck& health, const std::string& what, std::string& out,
+                   uint64_t max_bytes) {
   uint64_t n = 0;
   link.receive_raw(&n, sizeof n, health, what);
   if (n > max_bytes)
@@ -201,9 +215,19 @@ std::string receive_frame(Link& link, const HealthCheck& health, const std::stri
         fmt::format("{} sent a frame of {} bytes during {} (at most {}): it is "
                     "not an est parameter-server peer",
                     link.peer(), n, what, max_bytes));
-  std::string bytes(n, '\0');
-  link.receive_raw(bytes.data(), n, health, what);
+  out.resize(n);  // within its capacity: no fresh pages, no zeroing
+  link.receive_raw(out.data(), n, health, what);
+}
+
+std::string receive_frame(Link& link, const HealthCheck& health, const std::string& what,
+                          uint64_t max_bytes) {
+  std::string bytes;
+  receive_frame(link, health, what, bytes, max_bytes);
   return bytes;
+}
+
+void trim_frame_buffer(std::string& buffer) {
+  if (buffer.capacity() > (size_t{64} << 20)) std::string().swap(buffer);
 }
 
 }  // namespace est::distribute

@@ -2,10 +2,12 @@
 //
 // A worker's step is one request and one reply per ps task (TF1 sends one RecvTensor per
 // variable): the gradients of the variables that task holds, the moving averages of its
-// statistics, and the names whose fresh values it wants back, batched in one frame. A frame is its
-// length (8 bytes) then its bytes; a tensor is its name, dtype, shape and raw elements (host byte
-// order: the tasks of a job run the same build), or for a row-sparse gradient (TF's IndexedSlices)
-// its indices and values. Strings are not carried (a ps holds numeric variables only).
+// statistics, and the names whose fresh values it wants back, batched in one frame; large
+// gradients may go ahead of it in kStage frames (no reply) as the backward pass completes them,
+// so the transfer overlaps the backward pass. A frame is its length (8 bytes) then its bytes; a
+// tensor is its name, dtype, shape and raw elements (host byte order: the tasks of a job run the
+// same build), or for a row-sparse gradient (TF's IndexedSlices) its indices and values. Strings
+// are not carried (a ps holds numeric variables only).
 #pragma once
 
 #include <cstdint>
@@ -36,7 +38,17 @@ enum class PsRequestKind : uint8_t {
   // To the task holding global_step: `message` (the worker) pushed the gradients of
   // `global_step` to every ps task; waits for a token, which the reply's global_step holds.
   kTakeToken = 10,
+  // Gradients of the connection's next kPushPull, sent while the backward pass still runs:
+  // kept (no reply) and applied with that push's own, in one update. kDiscardStaged drops
+  // them (the step that staged them failed before its push).
+  kStage = 16,
+  kDiscardStaged = 17,
 };
+
+// Whether a request of `kind` gets a reply (kStage and kDiscardStaged do not).
+inline bool expects_reply(PsRequestKind kind) {
+  return kind != PsRequestKind::kStage && kind != PsRequestKind::kDiscardStaged;
+}
 
 struct NamedTensor {
   std::string name;
@@ -73,6 +85,10 @@ struct PsReply {
 
 std::string encode(const PsRequest& request);
 std::string encode(const PsReply& reply);
+// The same into `out`, replacing its bytes but keeping its capacity: a connection that reuses
+// one buffer for its frames does not map fresh pages for each megabyte-sized step.
+void encode(const PsRequest& request, std::string& out);
+void encode(const PsReply& reply, std::string& out);
 // DataLossError naming `from` when the bytes are not a well-formed message.
 PsRequest decode_request(std::string_view bytes, const std::string& from);
 PsReply decode_reply(std::string_view bytes, const std::string& from);
@@ -82,5 +98,11 @@ void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,
                 const std::string& what);
 std::string receive_frame(Link& link, const HealthCheck& health, const std::string& what,
                           uint64_t max_bytes = uint64_t{1} << 36);
+// The same into `out` (its capacity reused, as encode's).
+void receive_frame(Link& link, const HealthCheck& health, const std::string& what, std::string& out,
+                   uint64_t max_bytes = uint64_t{1} << 36);
+// Releases `buffer`'s memory when a frame made it larger than a step's usually are (a
+// checkpoint's pull of everything), so that a connection does not hold that much for good.
+void trim_frame_buffer(std::string& buffer);
 
 }  // namespace est::distribute
