@@ -79,8 +79,11 @@ std::string export_output_name(const std::string& signature, const std::string& 
 
 // TF's signature defs (export_lib.build_all_signature_defs, export_output.py): serving_default
 // is the predictions when export_outputs is empty, else the single export output, else the one
-// named serving_default; classification and regression signatures take the serialized
-// examples under the key "inputs", and are skipped (logged) without a parsing receiver.
+// named serving_default. Classification and regression signatures take one string tensor (the
+// serialized examples) under the key "inputs": with any other receiver (a raw receiver of
+// several features, or of one that is not a string) TF's as_signature_def refuses them and the
+// export leaves them out with a warning, serving_default included when it is one of them (the
+// canned heads': then the export has no default signature, and TF warns of that too).
 nlohmann::json signature_defs(
     const EstimatorSpec& spec, const std::map<std::string, TensorSpec>& receiver_tensors,
     const std::optional<serving::ParseExampleStep>& parsing,
@@ -109,6 +112,8 @@ nlohmann::json signature_defs(
   nlohmann::json receiver_inputs = nlohmann::json::object();
   for (const auto& [name, spec] : receiver_tensors)
     receiver_inputs[name] = tensor_info(name, spec.dtype, spec.shape);
+  const bool takes_examples =
+      receiver_tensors.size() == 1 && receiver_tensors.begin()->second.dtype == DType::kString;
   nlohmann::json signatures = nlohmann::json::object();
   for (const auto& [signature, output] : export_outputs) {
     nlohmann::json def = {{"method_name", output.method_name()}};
@@ -116,15 +121,16 @@ nlohmann::json signature_defs(
     if (output.method() == ExportOutput::Method::kPredict) {
       def["inputs"] = receiver_inputs;
     } else {
-      if (!parsing) {
+      if (!takes_examples) {
         log::warning(
             "export_saved_model: signature '{}' ({}) is omitted: classification and regression "
-            "signatures take serialized tf.Examples (build_parsing_serving_input_receiver_fn)",
-            signature, output.method_name());
+            "signatures take a single string tensor of serialized tf.Examples "
+            "(build_parsing_serving_input_receiver_fn); the receiver has {} tensor(s)",
+            signature, output.method_name(), receiver_tensors.size());
         continue;
       }
       def["inputs"] = {{"inputs", receiver_inputs.begin().value()}};
-      step->input = "inputs";
+      if (step) step->input = "inputs";
     }
     nlohmann::json outputs = nlohmann::json::object();
     for (const auto& [key, tensor] : output.outputs())
@@ -134,6 +140,15 @@ nlohmann::json signature_defs(
     for (const serving::LookupStep& lookup : lookups) def["lookups"].push_back(to_json(lookup));
     signatures[signature] = def;
   }
+  std::string names;
+  for (const auto& item : signatures.items()) names += (names.empty() ? "" : ", ") + item.key();
+  if (signatures.empty())
+    log::warning("export_saved_model: the export includes no signatures");
+  else if (!signatures.contains(kDefault))
+    log::warning(
+        "export_saved_model: the export includes no default signature (serving_default was "
+        "omitted); clients must name one of: {}",
+        names);
   return signatures;
 }
 

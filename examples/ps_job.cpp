@@ -11,12 +11,13 @@
 //   TF_CONFIG="{$CLUSTER, \"task\": {\"type\": \"worker\", \"index\": 1}}" build/examples/ps_job &
 //   TF_CONFIG="{$CLUSTER, \"task\": {\"type\": \"chief\", \"index\": 0}}" build/examples/ps_job
 //
-// (or build/tools/est-launch -n 3 --ps 1 build/examples/ps_job). The ps task holds the
-// variables and applies the updates; the three training tasks (the chief and two workers) each
-// read their own shard of the training set and step asynchronously, one round trip to the ps
-// task per step; the chief initializes the variables, writes the checkpoints (the same files as
-// every other strategy's) and evaluates the last one. When training ends the ps task exits by
-// itself. Without TF_CONFIG it trains alone.
+// (or build/tools/est-launch -n 3 --ps 1 build/examples/ps_job; under SLURM, `srun --ntasks=4
+// est-launch --slurm --ps 1 -- ps_job`; on Kubernetes, examples/k8s/ps_job.yaml). The ps task
+// holds the variables and applies the updates; the three training tasks (the chief and two
+// workers) each read their own shard of the training set and step asynchronously, one round
+// trip to the ps task per step; the chief initializes the variables, writes the checkpoints (the
+// same files as every other strategy's) and evaluates the last one. When training ends the ps
+// task exits by itself. Without TF_CONFIG it trains alone.
 //
 //   ps_job [--model_dir DIR] [--max_steps N] [--learning_rate LR] [--batch_size B]
 #include <fmt/format.h>

@@ -6,8 +6,9 @@
 //       SIGTERM and SIGHUP passed on; when a training task fails the others are stopped and
 //       est-launch exits with that task's status (128 + N for signal N), or restarts every task
 //       up to K times (tools/launch/local_job.h).
-//   srun est-launch --slurm [--port-base P] [--evaluator] [--] program args...
-//       TF_CONFIG from SLURM's environment, then exec (tools/launch/slurm_launch.h).
+//   srun est-launch --slurm [--port-base P] [--ps M] [--evaluator] [--] program args...
+//       TF_CONFIG from SLURM's environment (rank 0 the chief, then the evaluator, the M ps tasks,
+//       the workers), then exec (tools/launch/slurm_launch.h).
 //   est-launch --generate-token
 //       prints a new job token (for EST_JOB_TOKEN or a Kubernetes secret).
 // A usage error names the flag and exits 2; a launcher error (no such program, a malformed
@@ -37,7 +38,7 @@ constexpr const char* kFooter =
     "Forms:\n"
     "  est-launch -n N [--ps M] [--evaluator] [--max-restarts K] [--grace-period S] [--] "
     "program args...\n"
-    "  srun est-launch --slurm [--port-base P] [--evaluator] [--] program args...\n"
+    "  srun est-launch --slurm [--port-base P] [--ps M] [--evaluator] [--] program args...\n"
     "  est-launch --generate-token\n"
     "Examples:\n"
     "  est-launch -n 3 --evaluator -- build/examples/multi_worker --model_dir /tmp/job\n"
@@ -82,7 +83,8 @@ int main(int argc, char** argv) {
                "one more process, the evaluator (its failure does not stop training)");
   auto* num_ps = app.add_option("--ps", flags.num_ps,
                                 "parameter-server processes (ps:0..M-1, TF_CONFIG's \"ps\" "
-                                "job); a ps task that fails fails the job")
+                                "job; with --slurm, M of the step's tasks); a ps task that "
+                                "fails fails the job")
                      ->check(CLI::NonNegativeNumber);
   auto* max_restarts =
       app.add_option("--max-restarts", flags.max_restarts,
@@ -102,9 +104,9 @@ int main(int argc, char** argv) {
                         ->capture_default_str();
   auto* token =
       app.add_flag("--generate-token", flags.generate_token, "print a new job token and exit");
-  slurm->excludes(num_workers)->excludes(max_restarts)->excludes(num_ps);
+  slurm->excludes(num_workers)->excludes(max_restarts);
   port_base->needs(slurm);
-  token->excludes(num_workers)->excludes(slurm);
+  token->excludes(num_workers)->excludes(slurm)->excludes(num_ps);
   app.prefix_command();  // the program's own flags are not est-launch's
   std::vector<std::string> command;
   try {
@@ -136,7 +138,8 @@ int main(int argc, char** argv) {
     if (flags.slurm) {
       SlurmLaunch launch = prepare_slurm_launch(
           distribute::current_environment(),
-          SlurmLaunchOptions{.port_base = flags.port_base, .evaluator = flags.evaluator});
+          SlurmLaunchOptions{
+              .port_base = flags.port_base, .evaluator = flags.evaluator, .num_ps = flags.num_ps});
       const auto& task = launch.task;
       log::info("SLURM rank {} on {} is {} (TF_CONFIG={})", task.rank, task.host,
                 task_label(*task.tf_config.task), launch.environment["TF_CONFIG"]);

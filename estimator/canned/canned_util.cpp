@@ -93,7 +93,11 @@ ModelFn canned_model_fn(LogitFn logit_fn, std::shared_ptr<const Head> head,
     if (mode == ModeKeys::kTrain) optimizer = optimizer_fn();
     EstimatorSpec spec =
         head->create_estimator_spec(features, mode, logits, head_labels, ctx, optimizer);
-    if (!vocabulary.empty()) add_vocabulary_classes(spec.predictions, vocabulary);
+    if (!vocabulary.empty()) {
+      add_vocabulary_classes(spec.predictions, vocabulary);
+      // The export outputs' classes become the vocabulary's strings, as TF's heads give them.
+      if (mode == ModeKeys::kPredict) spec.export_outputs = head->export_outputs(spec.predictions);
+    }
     return spec;
   };
 }

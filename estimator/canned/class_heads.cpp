@@ -1,6 +1,8 @@
 // The classification heads, following tensorflow/estimator head/binary_class_head.py,
 // multi_class_head.py and multi_label_head.py (v2): their labels checks, per-example losses,
-// predictions and metrics. AUCs are Keras's defaults as those heads build them: 200
+// predictions, metrics and export_outputs (PREDICT's serving signatures: serving_default and
+// "classification" a ClassificationOutput, "predict" every prediction, and for the binary head
+// "regression" the logistic). AUCs are Keras's defaults as those heads build them: 200
 // thresholds, trapezoidal for ROC and careful interpolation for PR ("interpolation").
 #include <fmt/format.h>
 
@@ -39,6 +41,14 @@ class BinaryClassHead final : public Head {
             {"class_ids", class_ids},
             {"classes", class_ids},
             {"all_class_ids", detail::all_class_ids(logits, 2)}};
+  }
+  std::map<std::string, ExportOutput> export_outputs(
+      const Predictions& predictions) const override {
+    const ExportOutput classification = detail::classification_output(predictions, 2);
+    return {{"serving_default", classification},
+            {"classification", classification},
+            {"regression", RegressionOutput{predictions.at("logistic")}},
+            {"predict", PredictOutput{predictions}}};
   }
 
  protected:
@@ -85,6 +95,13 @@ class MultiClassHead final : public Head {
             {"classes", class_ids},
             {"all_class_ids", detail::all_class_ids(logits, n_classes_)}};
   }
+  std::map<std::string, ExportOutput> export_outputs(
+      const Predictions& predictions) const override {
+    const ExportOutput classification = detail::classification_output(predictions, n_classes_);
+    return {{"serving_default", classification},
+            {"classification", classification},
+            {"predict", PredictOutput{predictions}}};
+  }
 
  protected:
   const char* kind() const override { return "multi_class_head"; }
@@ -125,6 +142,13 @@ class MultiLabelHead final : public Head {
     return {{"logits", logits},
             {"probabilities", ops::sigmoid(logits)},
             {"all_class_ids", detail::all_class_ids(logits, n_classes_)}};
+  }
+  std::map<std::string, ExportOutput> export_outputs(
+      const Predictions& predictions) const override {
+    const ExportOutput classification = detail::classification_output(predictions, n_classes_);
+    return {{"serving_default", classification},
+            {"classification", classification},
+            {"predict", PredictOutput{predictions}}};
   }
 
  protected:

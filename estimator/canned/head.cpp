@@ -1,7 +1,7 @@
 // The Head base class: what every head does the same way (tensorflow/estimator
 // head/base_head.py and each head's create_estimator_spec): weights from the weight column,
 // the weighted and reduced training loss, `loss` and `regularization_loss` metrics, and the
-// spec per mode.
+// spec per mode (PREDICT's with the head's export_outputs, as TF's heads).
 #include "estimator/canned/head.h"
 
 #include <fmt/format.h>
@@ -74,7 +74,10 @@ EstimatorSpec Head::create_estimator_spec(const Features& features, ModeKeys mod
                                           const std::vector<Tensor>& regularization_losses) const {
   check_logits(logits);
   Predictions predicted = predictions(logits);
-  if (mode == ModeKeys::kPredict) return EstimatorSpec::predict(std::move(predicted));
+  if (mode == ModeKeys::kPredict) {
+    std::map<std::string, ExportOutput> outputs = export_outputs(predicted);
+    return EstimatorSpec::predict(std::move(predicted), std::move(outputs));
+  }
   if (mode == ModeKeys::kEval) {
     Tensor eval_loss = loss(labels, logits, features, regularization_losses);
     return EstimatorSpec(

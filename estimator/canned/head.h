@@ -2,8 +2,9 @@
 // multi_class_head.py, regression_head.py, multi_label_head.py): given the logits a model
 // computed, the labels and the mode, a head owns the rest of model_fn: the loss (weighted by an
 // optional weight column, reduced by loss_reduction), the predictions under TF's keys, the eval
-// metrics under TF's names, and the EstimatorSpec (TRAIN minimizes the loss with the optimizer
-// it is given). The canned estimators are a network producing logits plus one of these.
+// metrics under TF's names, the serving signatures (export_outputs, as TF's heads return them
+// in PREDICT) and the EstimatorSpec (TRAIN minimizes the loss with the optimizer it is given).
+// The canned estimators are a network producing logits plus one of these.
 //
 //   EstimatorSpec model_fn(const Features& f, const Tensor& labels, ModeKeys mode, ModelContext&
 //   ctx) {
@@ -12,13 +13,15 @@
 //                                                               optim::adagrad(0.05));
 //   }
 //
-// Deviations, for want of a string dtype in est: `classes` holds the int64 class ids (TF gives
-// their decimal strings) and `all_classes` is absent; label_vocabulary (string labels and
-// classes) is the canned estimators' (canned_util.h), around the head. The
-// optional per-threshold metrics (`accuracy/positive_threshold_0.5`, ...) are not built.
+// Deviations: the prediction `classes` holds the int64 class ids (TF gives their decimal
+// strings) and `all_classes` is absent (the export outputs' classes are strings, as TF's);
+// label_vocabulary (string labels and classes) is the canned estimators' (canned_util.h), around
+// the head. The optional per-threshold metrics (`accuracy/positive_threshold_0.5`, ...) are not
+// built.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,14 +62,22 @@ class Head {
               const std::vector<Tensor>& regularization_losses = {}) const;
   // Every prediction of this head, by TF's PredictionKeys names.
   virtual Predictions predictions(const Tensor& logits) const = 0;
+  // The PREDICT spec's export_outputs for these predictions, by TF's keys: "serving_default"
+  // and "classification" a ClassificationOutput (scores the probabilities, classes every class's
+  // name per example: the predictions' string `all_classes` when present, else the class ids'
+  // decimal strings), or for a regression "serving_default" and "regression" a
+  // RegressionOutput of `predictions`; the binary head also "regression", the `logistic`;
+  // "predict" a PredictOutput of every prediction.
+  virtual std::map<std::string, ExportOutput> export_outputs(
+      const Predictions& predictions) const = 0;
   // This batch's eval metrics by TF's MetricKeys names, `loss` (the mean of the training loss
   // over batches) included.
   MetricOps metrics(const Tensor& labels, const Tensor& logits, const Features& features = {},
                     const std::vector<Tensor>& regularization_losses = {}) const;
 
-  // PREDICT: the predictions; EVAL: loss, predictions and metrics; TRAIN: loss, predictions and
-  // optimizer.minimize(loss, ctx) (an optimizer is then required). Labels are required outside
-  // PREDICT. Each is an InvalidArgumentError naming what is missing.
+  // PREDICT: the predictions and export_outputs; EVAL: loss, predictions and metrics; TRAIN: loss,
+  // predictions and optimizer.minimize(loss, ctx) (an optimizer is then required). Labels are
+  // required outside PREDICT. Each is an InvalidArgumentError naming what is missing.
   EstimatorSpec create_estimator_spec(const Features& features, ModeKeys mode, const Tensor& logits,
                                       const Tensor& labels, nn::ModelContext& ctx,
                                       const std::optional<optim::Optimizer>& optimizer = {},

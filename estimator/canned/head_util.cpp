@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "feature_column/lookup.h"
 #include "ops/array_ops.h"
 #include "ops/error.h"
 #include "ops/math.h"
@@ -104,6 +105,21 @@ class AccuracyBaseline final : public nn::metrics::Metric {
 
 nn::metrics::MetricOp accuracy_baseline(const nn::metrics::MetricOp& label_mean) {
   return {std::make_shared<AccuracyBaseline>(label_mean.metric->clone())};
+}
+
+ExportOutput classification_output(const Predictions& predictions, int64_t n_classes) {
+  const Tensor& scores = predictions.at("probabilities");
+  auto vocabulary_classes = predictions.find("all_classes");
+  if (vocabulary_classes != predictions.end())
+    return ClassificationOutput{.scores = scores, .classes = vocabulary_classes->second};
+  std::vector<std::string> names;
+  for (int64_t id = 0; id < n_classes; ++id) names.push_back(std::to_string(id));
+  const feature_column::Lookup lookup(
+      {.kind = feature_column::LookupTable::Kind::kIndexToString, .string_keys = names});
+  const Tensor& ids = predictions.at("all_class_ids");
+  Tensor classes = lookup.strings(ids);
+  feature_column::report_lookup("class_names", lookup.table(), ids, classes);
+  return ClassificationOutput{.scores = scores, .classes = classes};
 }
 
 }  // namespace est::canned::detail

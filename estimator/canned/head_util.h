@@ -1,11 +1,12 @@
 // What the heads share besides the Head base class (tensorflow/estimator head/base_head.py's
-// helpers): label and weight checks with messages naming the head, all_class_ids, and the
-// derived accuracy_baseline metric.
+// helpers): label and weight checks with messages naming the head, all_class_ids, the
+// derived accuracy_baseline metric, and the classification export output.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "estimator/estimator_spec.h"
 #include "nn/metrics.h"
 #include "ops/tensor.h"
 
@@ -35,5 +36,11 @@ Tensor all_class_ids(const Tensor& logits, int64_t n_classes);
 // max(label_mean, 1 - label_mean) over the stream: the accuracy of always predicting the more
 // frequent class, computed from the `label/mean` metric's statistics.
 nn::metrics::MetricOp accuracy_baseline(const nn::metrics::MetricOp& label_mean);
+// base_head.classification_output: scores the predictions' `probabilities` [batch, n_classes],
+// classes every class's name per example, string [batch, n_classes]: the predictions'
+// `all_classes` (a label_vocabulary's strings) when present, else the decimal strings of
+// `all_class_ids` (TF's as_string(range(n_classes)), tiled), written as an index-to-string lookup
+// so that the export has string classes as TF's.
+ExportOutput classification_output(const Predictions& predictions, int64_t n_classes);
 
 }  // namespace est::canned::detail

@@ -1,7 +1,8 @@
 // The regression head, following tensorflow/estimator head/regression_head.py (v2): squared
 // error per target, weights per example or per target, predictions `predictions` and `logits`
 // (no inverse_link_fn: the prediction is the logits), metrics `average_loss`, `label/mean`,
-// `prediction/mean`.
+// `prediction/mean`; export_outputs serving_default and "regression" a RegressionOutput of the
+// predictions, "predict" every prediction.
 #include <fmt/format.h>
 
 #include "estimator/canned/head.h"
@@ -21,6 +22,13 @@ class RegressionHead final : public Head {
   Predictions predictions(const Tensor& logits) const override {
     check_logits(logits);
     return {{"predictions", logits}, {"logits", logits}};
+  }
+  std::map<std::string, ExportOutput> export_outputs(
+      const Predictions& predictions) const override {
+    const ExportOutput regression = RegressionOutput{predictions.at("predictions")};
+    return {{"serving_default", regression},
+            {"regression", regression},
+            {"predict", PredictOutput{predictions}}};
   }
 
  protected:

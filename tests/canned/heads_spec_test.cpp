@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,58 @@ TEST_CASE("create_estimator_spec: TRAIN minimizes, EVAL has metrics, PREDICT pre
       head->create_estimator_spec(features, ModeKeys::kPredict, logits_of(), Tensor(), ctx);
   CHECK(predict.predictions.size() == 5);
   CHECK_FALSE(predict.loss.defined());
+}
+
+// TF's heads' PREDICT export_outputs (binary_class_head.py, multi_class_head.py,
+// regression_head.py): the signatures by name, their methods, and the classification's classes
+// (every class's decimal name per example) and scores (the probabilities).
+TEST_CASE("create_estimator_spec: PREDICT has TF's export_outputs for each head") {
+  nn::VariableStore store;
+  nn::ModelContext ctx(store, nn::Mode::kPredict, 1);
+  const Tensor logits3 = Tensor::from_vector<float>({1, 0, -1, 0.5f, 2, 0}, {2, 3});
+  const Tensor logits1 = Tensor::from_vector<float>({0.3f, -2}, {2, 1});
+  using Method = ExportOutput::Method;
+  auto methods = [](const EstimatorSpec& spec) {
+    std::map<std::string, Method> out;
+    for (const auto& [name, output] : spec.export_outputs) out.emplace(name, output.method());
+    return out;
+  };
+
+  const EstimatorSpec multi = canned::multi_class_head(3)->create_estimator_spec(
+      {}, ModeKeys::kPredict, logits3, Tensor(), ctx);
+  CHECK(methods(multi) == std::map<std::string, Method>{{"classification", Method::kClassify},
+                                                        {"predict", Method::kPredict},
+                                                        {"serving_default", Method::kClassify}});
+  const auto& classify = multi.export_outputs.at("serving_default").outputs();
+  CHECK(classify.at("classes").dtype() == DType::kString);
+  CHECK(classify.at("classes").shape() == Shape{2, 3});
+  CHECK(classify.at("classes").to_vector<std::string>() ==
+        std::vector<std::string>{"0", "1", "2", "0", "1", "2"});
+  CHECK(classify.at("scores").to_vector<float>() ==
+        multi.predictions.at("probabilities").to_vector<float>());
+  CHECK(multi.export_outputs.at("predict").outputs().size() == multi.predictions.size());
+
+  const EstimatorSpec binary = canned::binary_class_head()->create_estimator_spec(
+      {}, ModeKeys::kPredict, logits1, Tensor(), ctx);
+  CHECK(methods(binary) == std::map<std::string, Method>{{"classification", Method::kClassify},
+                                                         {"predict", Method::kPredict},
+                                                         {"regression", Method::kRegress},
+                                                         {"serving_default", Method::kClassify}});
+  CHECK(
+      binary.export_outputs.at("classification").outputs().at("classes").to_vector<std::string>() ==
+      std::vector<std::string>{"0", "1", "0", "1"});
+  CHECK(binary.export_outputs.at("regression").outputs().at("outputs").to_vector<float>() ==
+        binary.predictions.at("logistic").to_vector<float>());
+
+  const EstimatorSpec regression = canned::regression_head()->create_estimator_spec(
+      {}, ModeKeys::kPredict, logits1, Tensor(), ctx);
+  CHECK(methods(regression) ==
+        std::map<std::string, Method>{{"predict", Method::kPredict},
+                                      {"regression", Method::kRegress},
+                                      {"serving_default", Method::kRegress}});
+  CHECK(
+      regression.export_outputs.at("serving_default").outputs().at("outputs").to_vector<float>() ==
+      std::vector<float>{0.3f, -2});
 }
 
 TEST_CASE("an Estimator trains a linear binary classifier with Ftrl through the head") {

@@ -120,9 +120,12 @@ TEST_CASE("export: a wide&deep classifier's lookups run before its graph, as pre
   const nlohmann::json signatures =
       nlohmann::json::parse(std::ifstream(exported / "signatures.json"));
   std::map<std::string, nlohmann::json> steps;
-  for (const auto& step : signatures["serving_default"]["lookups"]) steps[step["input"]] = step;
+  // A raw receiver: TF keeps only the head's "predict" signature (its classification
+  // serving_default needs serialized tf.Examples).
+  CHECK(!signatures.contains("serving_default"));
+  for (const auto& step : signatures["predict"]["lookups"]) steps[step["input"]] = step;
   REQUIRE(steps.size() == 2);
-  CHECK(signatures["serving_default"]["lookups"].size() == 2);
+  CHECK(signatures["predict"]["lookups"].size() == 2);
   CHECK(steps["city"]["vocabulary_file"] == "assets/cities.txt");
   CHECK(steps["city"]["num_oov_buckets"] == 1);
   CHECK(steps["name"]["kind"] == "hash_bucket");
@@ -142,8 +145,8 @@ TEST_CASE("export: a wide&deep classifier's lookups run before its graph, as pre
 
   // TF's ids: "berlin" not in the city file, in its OOV bucket (3 + hash % 1), "" ignored (-1).
   // (day, with -1 ignored and 9 out of range, is looked up in the graph.)
-  const serving::NamedTensors ids = serving::run_lookups(loaded.at("serving_default").lookups,
-                                                         wd::probe_features(), model.inputs());
+  const serving::NamedTensors ids =
+      serving::run_lookups(loaded.at("predict").lookups, wd::probe_features(), model.inputs());
   CHECK(ids.at("city/ids").shape() == Shape{5, 1});
   CHECK(ids.at("city/ids").to_vector<int64_t>() == std::vector<int64_t>{2, 3, 0, -1, 1});
   std::vector<int64_t> names;

@@ -2,7 +2,9 @@
 // with a raw receiver of string and integer features, its export moved elsewhere and its
 // vocabulary file deleted (the asset serves), answers :predict with raw strings, in the row
 // and the columnar format, as Estimator::predict does: logits within 1e-5, label_vocabulary's
-// classes as strings. A feature of the wrong kind is the client's error (400).
+// classes as strings. The requests name the "predict" signature: with a raw receiver TF's
+// export drops the canned head's classification serving_default, so there is no default. A feature
+// of the wrong kind is the client's error (400).
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -55,11 +57,13 @@ TEST_CASE("est-serve: raw string features go through the lookups and answer as p
       columns[key].push_back(row[key]);
   }
   const Reply rows =
-      http(server, "/v1/models/half_plus_two:predict", json{{"instances", instances}}.dump(), &dir);
+      http(server, "/v1/models/half_plus_two:predict",
+           json{{"signature_name", "predict"}, {"instances", instances}}.dump(), &dir);
   INFO(rows.body.dump());
   REQUIRE(rows.status == 200);
   const Reply columnar =
-      http(server, "/v1/models/half_plus_two:predict", json{{"inputs", columns}}.dump(), &dir);
+      http(server, "/v1/models/half_plus_two:predict",
+           json{{"signature_name", "predict"}, {"inputs", columns}}.dump(), &dir);
   INFO(columnar.body.dump());
   REQUIRE(columnar.status == 200);
   for (size_t i = 0; i < predictions.size(); ++i) {
@@ -81,7 +85,8 @@ TEST_CASE("est-serve: raw string features go through the lookups and answer as p
   // A string where the identity column reads integers: 400 with the reason.
   instances[0]["day"] = json::array({"monday"});
   const Reply wrong =
-      http(server, "/v1/models/half_plus_two:predict", json{{"instances", instances}}.dump(), &dir);
+      http(server, "/v1/models/half_plus_two:predict",
+           json{{"signature_name", "predict"}, {"instances", instances}}.dump(), &dir);
   CHECK(wrong.status == 400);
   CHECK(wrong.body["error"].get<std::string>().find("day") != std::string::npos);
 }

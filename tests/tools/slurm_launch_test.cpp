@@ -143,6 +143,52 @@ TEST_CASE("--slurm --evaluator: the evaluator is rank 1, listed as SlurmClusterR
   CHECK(run.configs[0].omp.empty());  // one task per node: no need to yield the cores
 }
 
+TEST_CASE("--slurm --ps: the ps tasks take the ranks after the chief (and the evaluator)") {
+  // SlurmClusterResolver gives ranks to jobs in the order of their names (chief, evaluator, ps,
+  // worker): on 2 nodes of 2 tasks, rank 1 is ps 0 beside the chief.
+  SlurmRun run = run_slurm({"--slurm", "--ps", "1"},
+                           with(kTwoNodesRank3, {{"SLURM_PROCID", "1"},
+                                                 {"SLURM_LOCALID", "1"},
+                                                 {"SLURM_GTIDS", "0,1"},
+                                                 {"SLURM_NODEID", "0"},
+                                                 {"SLURMD_NODENAME", "node01"},
+                                                 {"EST_JOB_TOKEN", "0123456789abcdef0123"}}));
+  REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+  REQUIRE_MESSAGE(run.configs.size() == 1, run.output);
+  CHECK(run.ran_in_place);
+  CHECK(parse_tf_config(run.configs[0].tf_config) ==
+        parse_tf_config(R"({"cluster": {"chief": ["node01:8888"], "ps": ["node01:8889"],
+                                        "worker": ["node02:8888", "node02:8889"]},
+                            "task": {"type": "ps", "index": 0}})"));
+  CHECK(run.configs[0].omp == "passive");  // the ps task shares node01 with the chief
+  CHECK(contains(run.output, "SLURM rank 1 on node01 is ps:0"));
+
+  // Five nodes of one task, with the evaluator and two ps tasks: rank 4 is the one worker.
+  Env five = {{"SLURM_STEP_NODELIST", "n[1-5]"},
+              {"SLURM_STEP_TASKS_PER_NODE", "1(x5)"},
+              {"SLURM_STEP_NUM_TASKS", "5"},
+              {"SLURM_PROCID", "4"},
+              {"SLURM_LOCALID", "0"},
+              {"EST_JOB_TOKEN", "0123456789abcdef0123"}};
+  run = run_slurm({"--slurm", "--evaluator", "--ps", "2"}, five);
+  REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+  REQUIRE(run.configs.size() == 1);
+  CHECK(parse_tf_config(run.configs[0].tf_config) ==
+        parse_tf_config(R"({"cluster": {"chief": ["n1:8888"], "evaluator": ["n2:8888"],
+                                        "ps": ["n3:8888", "n4:8888"], "worker": ["n5:8888"]},
+                            "task": {"type": "worker", "index": 0}})"));
+
+  // As many ps tasks as the step has tasks leaves no room for the chief.
+  run = run_slurm({"--slurm", "--ps", "4"},
+                  with(kTwoNodesRank3, {{"EST_JOB_TOKEN", "0123456789abcdef0123"}}));
+  CHECK(run.exit_code == 1);
+  CHECK_MESSAGE(contains(run.output,
+                         "--slurm --ps 4: the step has 4 task(s); it needs the "
+                         "chief and 4 ps task(s) (srun --ntasks=5 or more)"),
+                run.output);
+  CHECK(run.configs.empty());
+}
+
 TEST_CASE("--slurm: a step of one task needs no token") {
   Env env = {{"SLURM_STEP_NODELIST", "gpu7"},
              {"SLURM_STEP_TASKS_PER_NODE", "1"},

@@ -2,6 +2,7 @@
 #include "tools/launch/slurm_launch.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -24,14 +25,27 @@ SlurmLaunch prepare_slurm_launch(const distribute::Environment& environment,
   // The step's size first (every task a worker), then the layout.
   distribute::SlurmOptions slurm{.port_base = options.port_base, .jobs = {}};
   int num_tasks = distribute::resolve_slurm(environment, slurm).tf_config.cluster.num_tasks();
-  int minimum = options.evaluator ? 2 : 1;
-  if (num_tasks < minimum)
-    throw InvalidArgumentError(
-        fmt::format("--slurm --evaluator: the step has {} task; it needs a chief and the "
-                    "evaluator (srun --ntasks=2 or more)",
-                    num_tasks));
+  if (options.num_ps < 0)
+    throw InvalidArgumentError(fmt::format("--ps {}: give 0 or more ps tasks", options.num_ps));
+  int minimum = 1 + (options.evaluator ? 1 : 0) + options.num_ps;
+  if (num_tasks < minimum) {
+    std::string flags = options.evaluator ? " --evaluator" : "";
+    std::vector<std::string> needs = {"the chief"};
+    if (options.evaluator) needs.push_back("the evaluator");
+    if (options.num_ps > 0) {
+      flags += fmt::format(" --ps {}", options.num_ps);
+      needs.push_back(fmt::format("{} ps task(s)", options.num_ps));
+    }
+    std::string last = needs.back();
+    needs.pop_back();
+    throw InvalidArgumentError(fmt::format(
+        "--slurm{}: the step has {} task(s); it needs {}{} (srun --ntasks={} or more)", flags,
+        num_tasks, needs.empty() ? "" : fmt::format("{} and ", fmt::join(needs, ", ")), last,
+        minimum));
+  }
   slurm.jobs[TaskType::kChief] = 1;
   if (options.evaluator) slurm.jobs[TaskType::kEvaluator] = 1;
+  if (options.num_ps > 0) slurm.jobs[TaskType::kPs] = options.num_ps;
   if (num_tasks > minimum) slurm.jobs[TaskType::kWorker] = num_tasks - minimum;
 
   SlurmLaunch launch{.task = distribute::resolve_slurm(environment, slurm),
