@@ -27,6 +27,7 @@
 
 #include <unistd.h>
 
+#include "checkpoint/state_file.h"
 #include "distribute/distribute.h"
 #include "distribute/mirrored_strategy.h"
 #include "distribute/multi_worker_mirrored_strategy.h"
@@ -86,7 +87,8 @@ class DelayHook : public SessionRunHook {
 
 int main(int argc, char** argv) try {
   std::string model_dir, optimizer = "momentum", strategy_name = "ps", balancing = "round_robin";
-  int64_t max_steps = 100, batch = 32, partitions = 1;
+  int64_t max_steps = 100, batch = 32, partitions = 1, seed = 7;
+  bool eval_kept = false;
   int step_delay_ms = 0;
   double throttle_secs = 100000;
   std::string warm_start_from;
@@ -94,6 +96,7 @@ int main(int argc, char** argv) try {
   int sync_replicas = 0, total_num_replicas = 0, num_tokens = -1, token_timeout_s = 600;
   CLI::App app("a task of est's parameter-server job tests", "ps_job_task");
   app.add_option("--model_dir", model_dir)->required();
+  app.add_option("--seed", seed, "tf_random_seed; the shuffle seeds follow it");
   app.add_option("--max_steps", max_steps);
   app.add_option("--batch", batch);
   app.add_option("--optimizer", optimizer);
@@ -104,6 +107,8 @@ int main(int argc, char** argv) try {
   app.add_option("--throttle_secs", throttle_secs, "EvalSpec.throttle_secs");
   app.add_option("--warm_start_from", warm_start_from);
   app.add_flag("--batch_norm", batch_norm);
+  app.add_flag("--eval_kept", eval_kept,
+               "the chief also prints the mean evaluation over every kept checkpoint");
   app.add_option("--sync_replicas", sync_replicas, "replicas_to_aggregate (0: asynchronous)");
   app.add_option("--total_num_replicas", total_num_replicas);
   app.add_option("--num_tokens", num_tokens);
@@ -135,16 +140,16 @@ int main(int argc, char** argv) try {
     strategy = std::make_shared<distribute::MirroredStrategy>(std::vector<std::string>{"/cpu:0"});
   }
   RunConfig config{.model_dir = model_dir,
-                   .tf_random_seed = 7,
+                   .tf_random_seed = seed,
                    .save_summary_steps = 0,
                    .save_checkpoints_steps = 25,
                    .save_checkpoints_secs = std::nullopt,
                    .log_step_count_steps = 10,
                    .train_distribute = strategy};
-  auto input_fn = [batch](ModeKeys, const InputContext* ctx) {
+  auto input_fn = [batch, seed](ModeKeys, const InputContext* ctx) {
     data::Dataset ds = synthetic();
-    int64_t seed = ctx ? 11 + ctx->input_pipeline_id : 11;
-    return ds.shuffle(kExamples, static_cast<uint64_t>(seed)).repeat().batch(batch);
+    int64_t shuffle_seed = seed + 4 + (ctx ? ctx->input_pipeline_id : 0);
+    return ds.shuffle(kExamples, static_cast<uint64_t>(shuffle_seed)).repeat().batch(batch);
   };
   auto model_fn = [optimizer, batch_norm](const Features& features, const Tensor& labels,
                                           ModeKeys mode, ModelContext& ctx) {
@@ -183,11 +188,28 @@ int main(int argc, char** argv) try {
                 static_cast<long long>(result.first.at("global_step")));
   if (estimator.config().is_chief && estimator.config().task_type != distribute::TaskType::kPs) {
     // Outside train_and_evaluate's own evaluations: the final checkpoint, evaluated alone.
-    RunConfig local{.model_dir = model_dir, .tf_random_seed = 7, .save_summary_steps = 0};
+    RunConfig local{.model_dir = model_dir, .tf_random_seed = seed, .save_summary_steps = 0};
     local.read_tf_config = false;
     Metrics m = Estimator(model_fn, local).evaluate(eval_input_fn);
     std::printf("eval: loss=%.6f accuracy=%.4f global_step=%lld\n", m.at("loss"), m.at("accuracy"),
                 static_cast<long long>(m.at("global_step")));
+    if (eval_kept) {
+      // One checkpoint of a still-noisy model wanders from save to save; the mean over the kept
+      // ones (the last keep_checkpoint_max saves) is what two runs can be compared by.
+      double loss = 0, accuracy = 0;
+      auto state = checkpoint::read_checkpoint_state(model_dir);
+      if (!state) throw est::Error(est::StatusCode::kNotFound, "no checkpoint state in " + model_dir);
+      for (const std::string& path : state->all_model_checkpoint_paths) {
+        Metrics kept = Estimator(model_fn, local)
+                           .evaluate(eval_input_fn, std::nullopt, {},
+                                     checkpoint::resolve_in_directory(model_dir, path));
+        loss += kept.at("loss");
+        accuracy += kept.at("accuracy");
+      }
+      double n = static_cast<double>(state->all_model_checkpoint_paths.size());
+      std::printf("eval_kept: loss=%.6f accuracy=%.4f checkpoints=%zu\n", loss / n, accuracy / n,
+                  state->all_model_checkpoint_paths.size());
+    }
   }
   std::printf("finished %s %d\n", fmt::format("{}", estimator.config().task_type).c_str(),
               estimator.config().task_id);
