@@ -60,7 +60,8 @@ enum class Read { kRows, kOneHot, kRowsThenWhole };
 // embeddings through a dense layer, a squared error. kRows reads the table through nn::embedding
 // (rows only); kOneHot through one_hot(ids) x table (whole, dense gradient); kRowsThenWhole as
 // kRows, plus from step 2 on a penalty on the whole table (a whole read of it).
-Tensor model_step(ReplicaContext& replica, int64_t rows, int step, Read read) {
+Tensor model_step(ReplicaContext& replica, int64_t rows, int step, Read read,
+                  const nn::optim::Optimizer& optimizer = nn::optim::adagrad(0.5)) {
   nn::ModelContext& ctx = replica.model_context();
   ctx.begin_call();
   std::vector<int64_t> ids;
@@ -84,7 +85,7 @@ Tensor model_step(ReplicaContext& replica, int64_t rows, int step, Read read) {
     Tensor table = ctx.get_variable("embedding/embeddings", {rows, kDimension}, DType::kF32, init);
     loss = ops::add(loss, ops::mul(ops::sum(ops::square(table)), 1e-3));
   }
-  replica.run_train_op(nn::optim::adagrad(0.5).minimize(loss, ctx));
+  replica.run_train_op(optimizer.minimize(loss, ctx));
   return loss;
 }
 
@@ -101,14 +102,14 @@ std::map<std::string, std::vector<float>> values_after(Strategy& strategy) {
 std::map<std::string, std::vector<float>> train(
     int num_ps, Partitioner partitioner, Read read, int steps,
     std::optional<SyncReplicasOptions> sync = std::nullopt, uint64_t* last_step_bytes = nullptr,
-    int64_t rows = 50) {
-  Cluster cluster = start_job(num_ps, nn::optim::adagrad(0.5));
+    int64_t rows = 50, const nn::optim::Optimizer& optimizer = nn::optim::adagrad(0.5)) {
+  Cluster cluster = start_job(num_ps, optimizer);
   ParameterServerStrategy chief(
       cluster.config,
       {.token = kToken, .partitioner = std::move(partitioner), .sync_replicas = sync});
   for (int s = 0; s < steps; ++s) {
     uint64_t before = chief.bytes_sent() + chief.bytes_received();
-    chief.run([&](ReplicaContext& r) { return model_step(r, rows, s, read); });
+    chief.run([&](ReplicaContext& r) { return model_step(r, rows, s, read, optimizer); });
     if (last_step_bytes) *last_step_bytes = chief.bytes_sent() + chief.bytes_received() - before;
   }
   return values_after(chief);
@@ -240,6 +241,21 @@ TEST_CASE("ps embedding: synchronous training moves rows too, with the asynchron
   check_same(sync, train(1, {}, Read::kRows, steps, std::nullopt, nullptr, 20000));
   // 6 rows each way, the dense layer, the token: not the table (20000 x 8 floats).
   CHECK(bytes < 4096);
+}
+
+TEST_CASE("ps embedding: synchronous momentum updates only the rows read, as TF's sparse apply") {
+  // Each step reads other rows. The accumulator's mean stays rows and the ps applies momentum's
+  // sparse update, so a row read at step 0 only keeps its value afterwards: the asynchronous
+  // (sparse) result exactly, and not that of densifying the mean (momentum would go on moving
+  // every row it ever touched).
+  const int steps = 4;
+  const nn::optim::Optimizer momentum = nn::optim::momentum(0.1, 0.9);
+  auto sync = train(2, fixed_size_partitioner(3), Read::kRows, steps,
+                    SyncReplicasOptions{.replicas_to_aggregate = 1, .num_tokens = 0}, nullptr, 50,
+                    momentum);
+  check_same(sync, train(1, {}, Read::kRows, steps, std::nullopt, nullptr, 50, momentum));
+  auto dense = train(1, {}, Read::kOneHot, steps, std::nullopt, nullptr, 50, momentum);
+  CHECK(dense.at("embedding/embeddings") != sync.at("embedding/embeddings"));
 }
 
 TEST_CASE("ps embedding: a whole read of a table read by rows so far sees fresh values") {
