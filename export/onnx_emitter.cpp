@@ -1,9 +1,11 @@
-// OnnxEmitter (see onnx_emitter.h): the graph-writing helpers, then emit, one case per registry
-// op, with the ops that take several ONNX nodes in their own functions below it. TensorFlow's
-// layouts stay at the graph's edges: Conv and the pools, NCHW in ONNX, are wrapped in transposes.
+// OnnxEmitter (see onnx_emitter.h): the graph-writing members, then the ONNX forms of the
+// registry ops that take more than a node or two, then emit, one case per registry op.
+// TensorFlow's layouts stay at the graph's edges: Conv and the pools, NCHW in ONNX, are wrapped
+// in transposes.
 #include "export/onnx_emitter.h"
 
 #include <limits>
+#include <map>
 
 #include "export/onnx_export.h"
 #include "ops/error.h"
@@ -116,54 +118,213 @@ void OnnxEmitter::attribute(onnx::NodeProto* node, const std::string& name,
   for (int64_t v : values) a->add_ints(v);
 }
 
-void OnnxEmitter::activation(Activation activation, const std::string& x,
-                             const std::string& output) {
-  switch (activation) {
-    case Activation::kNone:
-      add("Identity", {x}, {output});
+namespace {
+
+// `x` through the fused activation into `output` (an Identity when there is none).
+void activation(OnnxEmitter& e, Activation activation, const std::string& x,
+                const std::string& output) {
+  static const std::map<Activation, const char*> kOnnxOps = {{Activation::kNone, "Identity"},
+                                                             {Activation::kRelu, "Relu"},
+                                                             {Activation::kSigmoid, "Sigmoid"},
+                                                             {Activation::kTanh, "Tanh"}};
+  if (auto op = kOnnxOps.find(activation); op != kOnnxOps.end()) e.add(op->second, {x}, {output});
+}
+
+std::string to_nchw(OnnxEmitter& e, const std::string& x) {
+  std::string out = e.temporary();
+  e.attribute(e.add("Transpose", {x}, {out}), "perm", std::vector<int64_t>{0, 3, 1, 2});
+  return out;
+}
+
+void to_nhwc(OnnxEmitter& e, const std::string& x, const std::string& output) {
+  e.attribute(e.add("Transpose", {x}, {output}), "perm", std::vector<int64_t>{0, 2, 3, 1});
+}
+
+void window_attributes(OnnxEmitter& e, onnx::NodeProto* node, const ops::cpu::Window2D& w) {
+  e.attribute(node, "kernel_shape", std::vector<int64_t>{w.kernel_h, w.kernel_w});
+  e.attribute(node, "strides", std::vector<int64_t>{w.stride_h, w.stride_w});
+  e.attribute(node, "pads", std::vector<int64_t>{w.pad_top, w.pad_left, w.pad_bottom, w.pad_right});
+}
+
+// Value `id`, its last two axes swapped when `transpose`.
+std::string maybe_transposed(OnnxEmitter& e, int id, bool transpose) {
+  if (!transpose) return e.value_name(id);
+  std::vector<int64_t> perm;
+  for (size_t i = 0; i < e.shape(id).size(); ++i) perm.push_back(static_cast<int64_t>(i));
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  std::string out = e.temporary();
+  e.attribute(e.add("Transpose", {e.value_name(id)}, {out}), "perm", perm);
+  return out;
+}
+
+void emit_reshape(OnnxEmitter& e, const TracedNode& node) {
+  const int out_id = node.outputs.at(0);
+  std::vector<int64_t> target;
+  int dynamic_axes = 0;
+  for (size_t axis = 0; axis < e.shape(out_id).size(); ++axis) {
+    if (e.dynamic(out_id, axis)) {
+      ++dynamic_axes;
+      target.push_back(-1);
+    } else {
+      if (e.shape(out_id)[axis] == 0) refuse(node, "a reshape to an empty dimension");
+      target.push_back(e.shape(out_id)[axis]);
+    }
+  }
+  if (dynamic_axes > 1) refuse(node, "a reshape with several batch-dependent dimensions");
+  e.add("Reshape", {e.value_name(node.inputs.at(0)), e.int64_constant(target)},
+        {e.value_name(out_id)});
+}
+
+void emit_unary(OnnxEmitter& e, const TracedNode& node) {
+  using ops::UnaryOp;
+  // The unary ops that are one ONNX op of the same name and meaning.
+  static const std::map<UnaryOp, const char*> kOneOnnxOp = {
+      {UnaryOp::kNeg, "Neg"},         {UnaryOp::kExp, "Exp"},  {UnaryOp::kLog, "Log"},
+      {UnaryOp::kSqrt, "Sqrt"},       {UnaryOp::kAbs, "Abs"},  {UnaryOp::kRelu, "Relu"},
+      {UnaryOp::kSigmoid, "Sigmoid"}, {UnaryOp::kTanh, "Tanh"}};
+  const auto op = static_cast<UnaryOp>(node.member);
+  const std::string x = e.value_name(node.inputs.at(0));
+  const int out_id = node.outputs.at(0);
+  const std::string out = e.value_name(out_id);
+  const DType type = e.dtype(out_id);
+  if (auto same = kOneOnnxOp.find(op); same != kOneOnnxOp.end()) {
+    e.add(same->second, {x}, {out});
+    return;
+  }
+  switch (op) {
+    case UnaryOp::kSquare:
+      e.add("Mul", {x, x}, {out});
       return;
-    case Activation::kRelu:
-      add("Relu", {x}, {output});
+    case UnaryOp::kClip:
+      e.add("Clip",
+            {x, e.scalar_constant(node.reals[0], type), e.scalar_constant(node.reals[1], type)},
+            {out});
       return;
-    case Activation::kSigmoid:
-      add("Sigmoid", {x}, {output});
+    case UnaryOp::kPow:
+      e.add("Pow", {x, e.scalar_constant(node.reals[0], type)}, {out});
       return;
-    case Activation::kTanh:
-      add("Tanh", {x}, {output});
-      return;
+    default:
+      break;
+  }
+  refuse(node, "it has no ONNX form in est's exporter");
+}
+
+void emit_slice(OnnxEmitter& e, const TracedNode& node) {
+  const int in_id = node.inputs[0], out_id = node.outputs.at(0);
+  std::vector<int64_t> ends, axes;
+  for (size_t axis = 0; axis < node.ints.size(); ++axis) {
+    axes.push_back(static_cast<int64_t>(axis));
+    if (e.dynamic(out_id, axis) || e.dynamic(in_id, axis)) {
+      if (node.ints[axis] != 0 || e.shape(out_id)[axis] != e.shape(in_id)[axis] ||
+          e.other().values[out_id].shape[axis] != e.other().values[in_id].shape[axis])
+        refuse(node, "a slice of part of the batch dimension");
+      ends.push_back(std::numeric_limits<int64_t>::max());
+    } else {
+      ends.push_back(node.ints[axis] + e.shape(out_id)[axis]);
+    }
+  }
+  e.add("Slice",
+        {e.value_name(in_id), e.int64_constant(node.ints), e.int64_constant(ends),
+         e.int64_constant(axes)},
+        {e.value_name(out_id)});
+}
+
+void emit_matmul(OnnxEmitter& e, const TracedNode& node) {
+  std::string product = e.temporary();
+  e.add("MatMul",
+        {maybe_transposed(e, node.inputs[0], node.flag_a),
+         maybe_transposed(e, node.inputs[1], node.flag_b)},
+        {product});
+  if (node.inputs[2] >= 0) {
+    std::string biased = e.temporary();
+    e.add("Add", {product, e.value_name(node.inputs[2])}, {biased});
+    product = biased;
+  }
+  activation(e, node.activation, product, e.value_name(node.outputs.at(0)));
+}
+
+void emit_conv2d(OnnxEmitter& e, const TracedNode& node) {
+  const auto& w = node.window;
+  const Shape& kernel = e.shape(node.inputs[1]);  // [KH, KW, IC / groups, OC]
+  std::string kernel_oihw = e.temporary();
+  e.attribute(e.add("Transpose", {e.value_name(node.inputs[1])}, {kernel_oihw}), "perm",
+              std::vector<int64_t>{3, 2, 0, 1});
+  std::vector<std::string> inputs{to_nchw(e, e.value_name(node.inputs[0])), kernel_oihw};
+  if (node.inputs[2] >= 0) inputs.push_back(e.value_name(node.inputs[2]));
+  std::string convolved = e.temporary();
+  auto* conv = e.add("Conv", inputs, {convolved});
+  window_attributes(e, conv, w);
+  e.attribute(conv, "dilations", std::vector<int64_t>{w.dilation_h, w.dilation_w});
+  e.attribute(conv, "group", w.in_c / kernel[2]);
+  std::string activated = e.temporary();
+  activation(e, node.activation, convolved, activated);
+  to_nhwc(e, activated, e.value_name(node.outputs.at(0)));
+}
+
+void emit_pool2d(OnnxEmitter& e, const TracedNode& node) {
+  const bool max = static_cast<ops::PoolKind>(node.member) == ops::PoolKind::kMax;
+  std::string pooled = e.temporary();
+  auto* pool =
+      e.add(max ? "MaxPool" : "AveragePool", {to_nchw(e, e.value_name(node.inputs[0]))}, {pooled});
+  window_attributes(e, pool, node.window);
+  if (!max) e.attribute(pool, "count_include_pad", 0);  // TF averages the valid inputs only
+  to_nhwc(e, pooled, e.value_name(node.outputs.at(0)));
+}
+
+// Equal(indices[..., 1], [0, depth)) as the output dtype, scaled to on/off values: exact for
+// every index, and out-of-range ones give all off values, as in TF.
+void emit_one_hot(OnnxEmitter& e, const TracedNode& node) {
+  const int in_id = node.inputs[0], out_id = node.outputs.at(0);
+  const DType type = e.dtype(out_id);
+  const int64_t depth = e.shape(out_id).back();
+  std::vector<int64_t> target;
+  for (size_t axis = 0; axis < e.shape(in_id).size(); ++axis)
+    target.push_back(e.dynamic(in_id, axis) ? -1 : e.shape(in_id)[axis]);
+  target.push_back(1);
+  std::string ids = e.temporary(), column = e.temporary(), hot = e.temporary();
+  std::string scaled = e.temporary();
+  e.attribute(e.add("Cast", {e.value_name(in_id)}, {ids}), "to", onnx_dtype(DType::kI64));
+  e.add("Reshape", {ids, e.int64_constant(target)}, {column});
+  std::vector<int64_t> range(static_cast<size_t>(depth));
+  for (int64_t i = 0; i < depth; ++i) range[static_cast<size_t>(i)] = i;
+  std::string equal = e.temporary();
+  e.add("Equal", {column, e.int64_constant(range)}, {equal});
+  e.attribute(e.add("Cast", {equal}, {hot}), "to", onnx_dtype(type));
+  e.add("Mul", {hot, e.scalar_constant(node.reals[0] - node.reals[1], type)}, {scaled});
+  e.add("Add", {scaled, e.scalar_constant(node.reals[1], type)}, {e.value_name(out_id)});
+}
+
+// Inference with the moving statistics, over the last axis (est's NHWC / [N, C]):
+// (x - mean) / sqrt(variance + epsilon) * gamma + beta, each a broadcast over channels.
+void emit_batch_norm(OnnxEmitter& e, const TracedNode& node) {
+  auto in = [&](size_t i) { return e.value_name(node.inputs.at(i)); };
+  const int out_id = node.outputs.at(0);
+  const std::string out = e.value_name(out_id);
+  std::string shifted = e.temporary(), stddev = e.temporary(), variance = e.temporary();
+  std::string normalized = e.temporary();
+  e.add("Sub", {in(0), in(3)}, {shifted});
+  e.add("Add", {in(4), e.scalar_constant(node.reals[0], e.dtype(out_id))}, {variance});
+  e.add("Sqrt", {variance}, {stddev});
+  e.add("Div", {shifted, stddev}, {normalized});
+  if (node.inputs[1] >= 0) {
+    std::string scaled = e.temporary();
+    e.add("Mul", {normalized, in(1)}, {scaled});
+    normalized = scaled;
+  }
+  if (node.inputs[2] >= 0) {
+    e.add("Add", {normalized, in(2)}, {out});
+  } else {
+    e.add("Identity", {normalized}, {out});
   }
 }
 
-std::string OnnxEmitter::to_nchw(const std::string& x) {
-  std::string out = temporary();
-  attribute(add("Transpose", {x}, {out}), "perm", std::vector<int64_t>{0, 3, 1, 2});
-  return out;
-}
+}  // namespace
 
-void OnnxEmitter::to_nhwc(const std::string& x, const std::string& output) {
-  attribute(add("Transpose", {x}, {output}), "perm", std::vector<int64_t>{0, 2, 3, 1});
-}
-
-void OnnxEmitter::window_attributes(onnx::NodeProto* node, const ops::cpu::Window2D& w) {
-  attribute(node, "kernel_shape", std::vector<int64_t>{w.kernel_h, w.kernel_w});
-  attribute(node, "strides", std::vector<int64_t>{w.stride_h, w.stride_w});
-  attribute(node, "pads", std::vector<int64_t>{w.pad_top, w.pad_left, w.pad_bottom, w.pad_right});
-}
-
-std::string OnnxEmitter::maybe_transposed(int id, bool transpose) {
-  if (!transpose) return value_name(id);
-  std::vector<int64_t> perm;
-  for (size_t i = 0; i < shape(id).size(); ++i) perm.push_back(static_cast<int64_t>(i));
-  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-  std::string out = temporary();
-  attribute(add("Transpose", {value_name(id)}, {out}), "perm", perm);
-  return out;
-}
 void OnnxEmitter::emit(const TracedNode& node) {
   auto in = [&](size_t i) { return value_name(node.inputs.at(i)); };
   const int out_id = node.outputs.at(0);
   const std::string out = value_name(out_id);
-  if (node.kind == NodeKind::kReshape) return emit_reshape(node);
+  if (node.kind == NodeKind::kReshape) return emit_reshape(*this, node);
   switch (node.op) {
     case OpId::kCopy:
       add("Identity", {in(0)}, {out});
@@ -191,7 +352,7 @@ void OnnxEmitter::emit(const TracedNode& node) {
       return;
     }
     case OpId::kUnary:
-      return emit_unary(node);
+      return emit_unary(*this, node);
     case OpId::kBroadcastTo:
       for (size_t axis = 0; axis < shape(out_id).size(); ++axis)
         if (dynamic(out_id, axis)) refuse(node, "a broadcast to a batch-dependent shape");
@@ -227,7 +388,7 @@ void OnnxEmitter::emit(const TracedNode& node) {
       return;
     }
     case OpId::kSlice:
-      return emit_slice(node);
+      return emit_slice(*this, node);
     case OpId::kGather:
       attribute(add("Gather", {in(0), in(1)}, {out}), "axis", node.ints[0]);
       return;
@@ -235,194 +396,25 @@ void OnnxEmitter::emit(const TracedNode& node) {
       attribute(add(node.flag_a ? "LogSoftmax" : "Softmax", {in(0)}, {out}), "axis", node.ints[0]);
       return;
     case OpId::kMatmul:
-      return emit_matmul(node);
+      return emit_matmul(*this, node);
     case OpId::kBiasAdd:
       add("Add", {in(0), in(1)}, {out});
       return;
     case OpId::kActivation:
-      activation(node.activation, in(0), out);
+      activation(*this, node.activation, in(0), out);
       return;
     case OpId::kConv2D:
-      return emit_conv2d(node);
+      return emit_conv2d(*this, node);
     case OpId::kPool2D:
-      return emit_pool2d(node);
+      return emit_pool2d(*this, node);
     case OpId::kOneHot:
-      return emit_one_hot(node);
+      return emit_one_hot(*this, node);
     case OpId::kBatchNorm:
-      return emit_batch_norm(node);
+      return emit_batch_norm(*this, node);
     default:
       break;
   }
   refuse(node, "it has no ONNX form in est's exporter");
-}
-
-void OnnxEmitter::emit_reshape(const TracedNode& node) {
-  const int out_id = node.outputs.at(0);
-  std::vector<int64_t> target;
-  int dynamic_axes = 0;
-  for (size_t axis = 0; axis < shape(out_id).size(); ++axis) {
-    if (dynamic(out_id, axis)) {
-      ++dynamic_axes;
-      target.push_back(-1);
-    } else {
-      if (shape(out_id)[axis] == 0) refuse(node, "a reshape to an empty dimension");
-      target.push_back(shape(out_id)[axis]);
-    }
-  }
-  if (dynamic_axes > 1) refuse(node, "a reshape with several batch-dependent dimensions");
-  add("Reshape", {value_name(node.inputs.at(0)), int64_constant(target)}, {value_name(out_id)});
-}
-
-void OnnxEmitter::emit_unary(const TracedNode& node) {
-  const std::string x = value_name(node.inputs.at(0));
-  const int out_id = node.outputs.at(0);
-  const std::string out = value_name(out_id);
-  const DType type = dtype(out_id);
-  switch (static_cast<ops::UnaryOp>(node.member)) {
-    case ops::UnaryOp::kNeg:
-      add("Neg", {x}, {out});
-      return;
-    case ops::UnaryOp::kExp:
-      add("Exp", {x}, {out});
-      return;
-    case ops::UnaryOp::kLog:
-      add("Log", {x}, {out});
-      return;
-    case ops::UnaryOp::kSqrt:
-      add("Sqrt", {x}, {out});
-      return;
-    case ops::UnaryOp::kSquare:
-      add("Mul", {x, x}, {out});
-      return;
-    case ops::UnaryOp::kAbs:
-      add("Abs", {x}, {out});
-      return;
-    case ops::UnaryOp::kRelu:
-      add("Relu", {x}, {out});
-      return;
-    case ops::UnaryOp::kSigmoid:
-      add("Sigmoid", {x}, {out});
-      return;
-    case ops::UnaryOp::kTanh:
-      add("Tanh", {x}, {out});
-      return;
-    case ops::UnaryOp::kClip:
-      add("Clip", {x, scalar_constant(node.reals[0], type), scalar_constant(node.reals[1], type)},
-          {out});
-      return;
-    case ops::UnaryOp::kPow:
-      add("Pow", {x, scalar_constant(node.reals[0], type)}, {out});
-      return;
-  }
-  refuse(node, "it has no ONNX form in est's exporter");
-}
-
-void OnnxEmitter::emit_slice(const TracedNode& node) {
-  const int in_id = node.inputs[0], out_id = node.outputs.at(0);
-  std::vector<int64_t> ends, axes;
-  for (size_t axis = 0; axis < node.ints.size(); ++axis) {
-    axes.push_back(static_cast<int64_t>(axis));
-    if (dynamic(out_id, axis) || dynamic(in_id, axis)) {
-      if (node.ints[axis] != 0 || shape(out_id)[axis] != shape(in_id)[axis] ||
-          b_.values[out_id].shape[axis] != b_.values[in_id].shape[axis])
-        refuse(node, "a slice of part of the batch dimension");
-      ends.push_back(std::numeric_limits<int64_t>::max());
-    } else {
-      ends.push_back(node.ints[axis] + shape(out_id)[axis]);
-    }
-  }
-  add("Slice",
-      {value_name(in_id), int64_constant(node.ints), int64_constant(ends), int64_constant(axes)},
-      {value_name(out_id)});
-}
-
-void OnnxEmitter::emit_matmul(const TracedNode& node) {
-  std::string product = temporary();
-  add("MatMul",
-      {maybe_transposed(node.inputs[0], node.flag_a),
-       maybe_transposed(node.inputs[1], node.flag_b)},
-      {product});
-  if (node.inputs[2] >= 0) {
-    std::string biased = temporary();
-    add("Add", {product, value_name(node.inputs[2])}, {biased});
-    product = biased;
-  }
-  activation(node.activation, product, value_name(node.outputs.at(0)));
-}
-
-void OnnxEmitter::emit_conv2d(const TracedNode& node) {
-  const auto& w = node.window;
-  const Shape& kernel = shape(node.inputs[1]);  // [KH, KW, IC / groups, OC]
-  std::string kernel_oihw = temporary();
-  attribute(add("Transpose", {value_name(node.inputs[1])}, {kernel_oihw}), "perm",
-            std::vector<int64_t>{3, 2, 0, 1});
-  std::vector<std::string> inputs{to_nchw(value_name(node.inputs[0])), kernel_oihw};
-  if (node.inputs[2] >= 0) inputs.push_back(value_name(node.inputs[2]));
-  std::string convolved = temporary();
-  auto* conv = add("Conv", inputs, {convolved});
-  window_attributes(conv, w);
-  attribute(conv, "dilations", std::vector<int64_t>{w.dilation_h, w.dilation_w});
-  attribute(conv, "group", w.in_c / kernel[2]);
-  std::string activated = temporary();
-  activation(node.activation, convolved, activated);
-  to_nhwc(activated, value_name(node.outputs.at(0)));
-}
-
-void OnnxEmitter::emit_pool2d(const TracedNode& node) {
-  const bool max = static_cast<ops::PoolKind>(node.member) == ops::PoolKind::kMax;
-  std::string pooled = temporary();
-  auto* pool =
-      add(max ? "MaxPool" : "AveragePool", {to_nchw(value_name(node.inputs[0]))}, {pooled});
-  window_attributes(pool, node.window);
-  if (!max) attribute(pool, "count_include_pad", 0);  // TF averages the valid inputs only
-  to_nhwc(pooled, value_name(node.outputs.at(0)));
-}
-
-// Equal(indices[..., 1], [0, depth)) as the output dtype, scaled to on/off values: exact for
-// every index, and out-of-range ones give all off values, as in TF.
-void OnnxEmitter::emit_one_hot(const TracedNode& node) {
-  const int in_id = node.inputs[0], out_id = node.outputs.at(0);
-  const DType type = dtype(out_id);
-  const int64_t depth = shape(out_id).back();
-  std::vector<int64_t> target;
-  for (size_t axis = 0; axis < shape(in_id).size(); ++axis)
-    target.push_back(dynamic(in_id, axis) ? -1 : shape(in_id)[axis]);
-  target.push_back(1);
-  std::string ids = temporary(), column = temporary(), hot = temporary();
-  std::string scaled = temporary();
-  attribute(add("Cast", {value_name(in_id)}, {ids}), "to", onnx_dtype(DType::kI64));
-  add("Reshape", {ids, int64_constant(target)}, {column});
-  std::vector<int64_t> range(static_cast<size_t>(depth));
-  for (int64_t i = 0; i < depth; ++i) range[static_cast<size_t>(i)] = i;
-  std::string equal = temporary();
-  add("Equal", {column, int64_constant(range)}, {equal});
-  attribute(add("Cast", {equal}, {hot}), "to", onnx_dtype(type));
-  add("Mul", {hot, scalar_constant(node.reals[0] - node.reals[1], type)}, {scaled});
-  add("Add", {scaled, scalar_constant(node.reals[1], type)}, {value_name(out_id)});
-}
-
-// Inference with the moving statistics, over the last axis (est's NHWC / [N, C]):
-// (x - mean) / sqrt(variance + epsilon) * gamma + beta, each a broadcast over channels.
-void OnnxEmitter::emit_batch_norm(const TracedNode& node) {
-  auto in = [&](size_t i) { return value_name(node.inputs.at(i)); };
-  const int out_id = node.outputs.at(0);
-  const std::string out = value_name(out_id);
-  std::string shifted = temporary(), stddev = temporary(), variance = temporary();
-  std::string normalized = temporary();
-  add("Sub", {in(0), in(3)}, {shifted});
-  add("Add", {in(4), scalar_constant(node.reals[0], dtype(out_id))}, {variance});
-  add("Sqrt", {variance}, {stddev});
-  add("Div", {shifted, stddev}, {normalized});
-  if (node.inputs[1] >= 0) {
-    std::string scaled = temporary();
-    add("Mul", {normalized, in(1)}, {scaled});
-    normalized = scaled;
-  }
-  if (node.inputs[2] >= 0) {
-    add("Add", {normalized, in(2)}, {out});
-  } else {
-    add("Identity", {normalized}, {out});
-  }
 }
 
 }  // namespace est::serving

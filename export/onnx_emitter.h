@@ -64,6 +64,7 @@ class OnnxEmitter {
   std::string unique_name(const char* kind) { return fmt::format("est/{}_{}", kind, counter_++); }
   std::string temporary() { return unique_name("tmp"); }
 
+  // A node `op_type` (named "<op_type>_<n>") from `inputs` to `outputs`, and its attributes.
   onnx::NodeProto* add(const std::string& op_type, std::vector<std::string> inputs,
                        std::vector<std::string> outputs);
   static void attribute(onnx::NodeProto* node, const std::string& name, int64_t value);
@@ -76,29 +77,13 @@ class OnnxEmitter {
   // refuses it.
   void emit(const TracedNode& node);
 
-  // Whether a node of ONNX's ai.onnx.ml domain (LabelEncoder) was written.
+  // Whether a node of ONNX's ai.onnx.ml domain (LabelEncoder) was written; its writer says so,
+  // and to_onnx then imports the domain.
   void use_ml_domain() { uses_ml_domain_ = true; }
   bool uses_ml_domain() const { return uses_ml_domain_; }
 
  private:
   void add_value_info(onnx::ValueInfoProto* info, const std::string& name, int id);
-  // `x` through the fused activation into `output` (an Identity when there is none).
-  void activation(ops::Activation activation, const std::string& x, const std::string& output);
-  std::string to_nchw(const std::string& x);
-  void to_nhwc(const std::string& x, const std::string& output);
-  static void window_attributes(onnx::NodeProto* node, const ops::cpu::Window2D& w);
-  // Swaps the last two axes of value `id` when `transpose`.
-  std::string maybe_transposed(int id, bool transpose);
-
-  // The ONNX forms of the registry ops that take more than a node or two.
-  void emit_reshape(const TracedNode& node);
-  void emit_unary(const TracedNode& node);
-  void emit_slice(const TracedNode& node);
-  void emit_matmul(const TracedNode& node);
-  void emit_conv2d(const TracedNode& node);
-  void emit_pool2d(const TracedNode& node);
-  void emit_one_hot(const TracedNode& node);
-  void emit_batch_norm(const TracedNode& node);
 
   bool uses_ml_domain_ = false;
   const Trace& a_;

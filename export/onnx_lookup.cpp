@@ -22,13 +22,13 @@ void identity_lookup(OnnxEmitter& e, const TracedNode& node, const LookupTable& 
   std::string x = e.value_name(node.inputs.at(0));
   if (e.dtype(node.inputs.at(0)) != DType::kI64) {
     std::string cast = e.temporary();
-    OnnxEmitter::attribute(e.add("Cast", {x}, {cast}), "to", onnx_dtype(DType::kI64));
+    e.attribute(e.add("Cast", {x}, {cast}), "to", onnx_dtype(DType::kI64));
     x = cast;
   }
   auto as_int = [&](const std::string& op, const std::string& a, double b) {
     std::string compared = e.temporary(), out = e.temporary();
     e.add(op, {a, e.scalar_constant(b, DType::kI64)}, {compared});
-    OnnxEmitter::attribute(e.add("Cast", {compared}, {out}), "to", onnx_dtype(DType::kI64));
+    e.attribute(e.add("Cast", {compared}, {out}), "to", onnx_dtype(DType::kI64));
     return out;
   };
   const std::string one = e.scalar_constant(1, DType::kI64);
@@ -62,9 +62,9 @@ void label_encoder(OnnxEmitter& e, const TracedNode& node, const LookupTable& ta
   auto* encoder =
       e.add("LabelEncoder", {e.value_name(node.inputs.at(0))}, {e.value_name(node.outputs.at(0))});
   encoder->set_domain(kOnnxMlDomain);
-  OnnxEmitter::attribute(encoder, "keys_strings", keys);
-  OnnxEmitter::attribute(encoder, "values_int64s", values);
-  OnnxEmitter::attribute(encoder, "default_int64", table.default_value);
+  e.attribute(encoder, "keys_strings", keys);
+  e.attribute(encoder, "values_int64s", values);
+  e.attribute(encoder, "default_int64", table.default_value);
   e.use_ml_domain();
 }
 
@@ -101,9 +101,9 @@ void emit_lookup(OnnxEmitter& emitter, const TracedNode& node) {
   const std::string strings = emitter.unique_name("strings");
   emitter.add_initializer(
       strings, Tensor::from_vector<std::string>(table.string_keys, {table.vocabulary_size()}));
-  OnnxEmitter::attribute(emitter.add("Gather", {strings, emitter.value_name(node.inputs.at(0))},
-                                     {emitter.value_name(node.outputs.at(0))}),
-                         "axis", int64_t{0});
+  emitter.attribute(emitter.add("Gather", {strings, emitter.value_name(node.inputs.at(0))},
+                                {emitter.value_name(node.outputs.at(0))}),
+                    "axis", int64_t{0});
 }
 
 FeatureLookups feature_lookups(OnnxEmitter& emitter, const std::map<int, size_t>& producer,
