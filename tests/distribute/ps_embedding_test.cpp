@@ -11,6 +11,8 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <optional>
+#include <thread>
 
 #include "distribute/ps/parameter_server_strategy.h"
 #include "distribute/ps/ps_client.h"
@@ -39,18 +41,24 @@ struct Cluster {
   TfConfig config;  // the chief's
 };
 
-Cluster start_job(int num_ps, const nn::optim::Optimizer& optimizer) {
+// `workers`: training tasks besides the chief, in the cluster as "worker" tasks.
+Cluster start_job(int num_ps, const nn::optim::Optimizer& optimizer, int workers = 0) {
   Cluster cluster;
   std::vector<std::string> addresses;
   for (int i = 0; i < num_ps; ++i) {
-    cluster.servers.push_back(std::make_unique<PsServer>(PsServerOptions{
-        .address = "127.0.0.1:0", .token = kToken, .task_index = i, .optimizer = optimizer}));
+    cluster.servers.push_back(std::make_unique<PsServer>(PsServerOptions{.address = "127.0.0.1:0",
+                                                                         .token = kToken,
+                                                                         .task_index = i,
+                                                                         .num_workers = 1 + workers,
+                                                                         .optimizer = optimizer}));
     addresses.push_back(cluster.servers.back()->address());
   }
-  std::string chief = "127.0.0.1:" + std::to_string(testing::free_port());
-  cluster.config =
-      TfConfig{.cluster = ClusterSpec({{TaskType::kChief, {chief}}, {TaskType::kPs, addresses}}),
-               .task = TaskSpec{TaskType::kChief, 0}};
+  std::map<TaskType, std::vector<std::string>> jobs = {
+      {TaskType::kChief, {"127.0.0.1:" + std::to_string(testing::free_port())}},
+      {TaskType::kPs, addresses}};
+  for (int w = 0; w < workers; ++w)
+    jobs[TaskType::kWorker].push_back("127.0.0.1:" + std::to_string(testing::free_port()));
+  cluster.config = TfConfig{.cluster = ClusterSpec(jobs), .task = TaskSpec{TaskType::kChief, 0}};
   return cluster;
 }
 
@@ -188,6 +196,63 @@ TEST_CASE("ps embedding: a step moves the rows it reads, not the table") {
   // Far below one copy of the large table (60000 x 8 floats): 6 rows out, 6 back, and the
   // dense layer's 9 values each way, with names and headers.
   CHECK(large < 4096);
+}
+
+TEST_CASE("ps embedding: a worker other than the chief reads a table by rows from its first step") {
+  // As TF's workers, which gather rows on the ps from their first lookup: the table is not
+  // pulled whole when the worker's model_fn creates it, only the rows it reads (after the chief
+  // initialized it). The chief steps twice, the worker once, in turn: one process's 3 steps.
+  const int64_t rows = 20000;
+  Cluster cluster = start_job(1, nn::optim::adagrad(0.5), 1);
+  TfConfig worker_config = cluster.config;
+  worker_config.task = TaskSpec{TaskType::kWorker, 0};
+  ParameterServerStrategy chief(cluster.config, {.token = kToken});
+  for (int s = 0; s < 2; ++s)
+    chief.run([&](ReplicaContext& r) { return model_step(r, rows, s, Read::kRows); });
+  uint64_t bytes = 0;
+  {
+    ParameterServerStrategy worker(worker_config, {.token = kToken});
+    CHECK_FALSE(worker.is_chief());
+    uint64_t before = worker.bytes_sent() + worker.bytes_received();
+    worker.run([&](ReplicaContext& r) { return model_step(r, rows, 2, Read::kRows); });
+    bytes = worker.bytes_sent() + worker.bytes_received() - before;
+  }
+  // 6 rows each way, the dense layer pulled at its first read and then each way: not the table
+  // (20000 x 8 floats, 640000 bytes).
+  MESSAGE("the worker's first step moved ", bytes, " bytes");
+  CHECK(bytes < 4096);
+  ParameterServerStrategy local(TfConfig{}, {});
+  for (int s = 0; s < 3; ++s)
+    local.run([&](ReplicaContext& r) { return model_step(r, rows, s, Read::kRows); });
+  check_same(values_after(chief), values_after(local));
+}
+
+TEST_CASE("ps embedding: a worker's first lookup waits for the chief to initialize the table") {
+  Cluster cluster = start_job(2, nn::optim::adagrad(0.5), 1);
+  TfConfig worker_config = cluster.config;
+  worker_config.task = TaskSpec{TaskType::kWorker, 0};
+  std::optional<std::string> worker_error;
+  int64_t worker_step = -1;
+  std::thread worker_thread([&] {
+    try {
+      ParameterServerStrategy worker(worker_config,
+                                     {.token = kToken, .partitioner = fixed_size_partitioner(3)});
+      worker.run([&](ReplicaContext& r) { return model_step(r, 50, 1, Read::kRows); });
+      worker_step = worker.store(0).get("global_step").value.item();
+    } catch (const std::exception& error) {
+      worker_error = error.what();
+    }
+  });
+  // The worker's lookup reaches the ps tasks before the chief has created the table.
+  std::this_thread::sleep_for(300ms);
+  {
+    ParameterServerStrategy chief(cluster.config,
+                                  {.token = kToken, .partitioner = fixed_size_partitioner(3)});
+    chief.run([&](ReplicaContext& r) { return model_step(r, 50, 0, Read::kRows); });
+    worker_thread.join();
+  }
+  CHECK_MESSAGE(!worker_error, worker_error.value_or(""));
+  CHECK(worker_step == 2);  // after the chief's step and its own
 }
 
 TEST_CASE("ps embedding: rows pulled and pushed sparse give the dense path's variables") {
