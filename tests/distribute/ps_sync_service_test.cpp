@@ -4,7 +4,7 @@
 // gradients (checked against the optimizer applied to that mean in one store), a gradient
 // computed at an old step changes nothing, a worker with spare tokens supplies several batches
 // of one step, and a worker that waits for a token that does not come fails with an error that
-// names the wait and the worker whose connection ended.
+// names the wait and the worker whose connection ended. A step is one round trip to each task.
 #include <doctest/doctest.h>
 
 #include <future>
@@ -107,12 +107,15 @@ TEST_CASE("ps sync: each step applies the mean of replicas_to_aggregate gradient
   for (int step = 0; step < 2; ++step) {
     INFO("step ", step);
     // The chief and worker 0 form the group; each waits for the other's push.
+    const uint64_t trips_before = chief.client.round_trips(0) + chief.client.round_trips(1);
     auto chief_step = std::async(std::launch::async,
                                  [&] { chief.sync.step(chief.store, gradients(chief.store, 1)); });
     auto first_step = std::async(std::launch::async,
                                  [&] { first.sync.step(first.store, gradients(first.store, 3)); });
     chief_step.get();
     first_step.get();
+    // Push, token and pull in one round trip to each ps task.
+    CHECK(chief.client.round_trips(0) + chief.client.round_trips(1) - trips_before == 2);
     optimizer.apply_gradients(local, gradients(local, 2));  // the mean of 1x and 3x
     CHECK(chief.global_step() == step + 1);
     CHECK(chief.sync.local_step() == step + 1);
