@@ -25,7 +25,7 @@
 #include "ops/autograd.h"
 #include "ops/linalg.h"
 #include "ops/math.h"
-#include "tests/process_group.h"
+#include "tests/distribute/ps_server_fixture.h"
 
 namespace est::distribute {
 namespace {
@@ -40,17 +40,9 @@ struct Cluster {
 };
 
 Cluster start_job(int num_ps, const nn::optim::Optimizer& optimizer) {
-  Cluster cluster;
-  std::vector<std::string> addresses;
-  for (int i = 0; i < num_ps; ++i) {
-    cluster.servers.push_back(std::make_unique<PsServer>(PsServerOptions{
-        .address = "127.0.0.1:0", .token = kToken, .task_index = i, .optimizer = optimizer}));
-    addresses.push_back(cluster.servers.back()->address());
-  }
-  std::string chief = "127.0.0.1:" + std::to_string(testing::free_port());
-  cluster.config =
-      TfConfig{.cluster = ClusterSpec({{TaskType::kChief, {chief}}, {TaskType::kPs, addresses}}),
-               .task = TaskSpec{TaskType::kChief, 0}};
+  Cluster cluster{.servers =
+                      testing::start_ps_servers(num_ps, {.token = kToken, .optimizer = optimizer})};
+  cluster.config = testing::ps_job_config(testing::addresses_of(cluster.servers));
   return cluster;
 }
 
