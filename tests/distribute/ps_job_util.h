@@ -25,8 +25,8 @@ struct PsJob {
   std::vector<std::string> tf_configs;
 };
 
-// The chief, `workers` workers (no "worker" job when 0), `ps` ps tasks and, if `evaluator`,
-// the evaluator, in that order.
+// The chief, `workers` workers (no "worker" job when 0), `ps` ps tasks (no "ps" job when 0: a
+// job of another strategy) and, if `evaluator`, the evaluator, in that order.
 inline PsJob make_ps_job(int workers, int ps, bool evaluator = false) {
   auto list = [](int n) {
     std::string text;
@@ -34,10 +34,11 @@ inline PsJob make_ps_job(int workers, int ps, bool evaluator = false) {
       text += (i ? ", \"127.0.0.1:" : "\"127.0.0.1:") + std::to_string(free_port()) + "\"";
     return text;
   };
-  std::string cluster = "{\"chief\": [" + list(1) + "], ";
-  if (workers > 0) cluster += "\"worker\": [" + list(workers) + "], ";
-  if (evaluator) cluster += "\"evaluator\": [" + list(1) + "], ";
-  cluster += "\"ps\": [" + list(ps) + "]}";
+  std::string cluster = "{\"chief\": [" + list(1) + "]";
+  if (workers > 0) cluster += ", \"worker\": [" + list(workers) + "]";
+  if (evaluator) cluster += ", \"evaluator\": [" + list(1) + "]";
+  if (ps > 0) cluster += ", \"ps\": [" + list(ps) + "]";
+  cluster += "}";
   PsJob job;
   auto add = [&](const std::string& type, int index) {
     job.tasks.push_back(type + " " + std::to_string(index));
@@ -88,8 +89,8 @@ inline Eval parse_eval(const std::string& output) {
 inline Eval parse_eval_kept(const std::string& output) {
   std::smatch m;
   Eval eval;
-  if (std::regex_search(output, m,
-                        std::regex(R"(eval_kept: loss=([0-9.]+) accuracy=([0-9.]+) checkpoints)"))) {
+  if (std::regex_search(
+          output, m, std::regex(R"(eval_kept: loss=([0-9.]+) accuracy=([0-9.]+) checkpoints)"))) {
     eval.loss = std::stod(m[1]);
     eval.accuracy = std::stod(m[2]);
   }
