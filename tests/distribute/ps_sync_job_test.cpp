@@ -138,27 +138,14 @@ TEST_CASE("ps sync job: a worker killed mid-job is named when its token does not
 TEST_CASE("ps sync job: a worker killed and restarted within token_timeout rejoins the step") {
   ScratchDir dir;
   ProcessGroup group(dir.str());
-  PsJob job = make_ps_job(1, 1);
-  std::vector<std::string> args = {"--model_dir",       dir / "model", "--max_steps",     "300",
-                                   "--batch",           "16",          "--step_delay_ms", "20",
-                                   "--sync_replicas",   "2",           "--num_tokens",    "0",
-                                   "--token_timeout_s", "120"};
-  std::string token = distribute::generate_job_token();
-  start(group, job, args, token);
-  REQUIRE_MESSAGE(wait_for_output(group, 1, "loss = ", 120s), group.outputs());
-  group.signal(1, SIGKILL);
-  CHECK(group.wait(1, 10s) == -SIGKILL);
   // The chief waits for the step; worker 0 comes back with the same TF_CONFIG, takes the
   // current global step as its local step, and its push completes the step.
-  size_t again = start_task(group, job, 1, args, token);
-  auto chief = group.wait(0, 300s);
-  auto restarted = group.wait(again, 60s);
-  auto ps = group.wait(2, 30s);
+  restart_worker_mid_job(
+      group,
+      {"--model_dir", dir / "model", "--max_steps", "300", "--batch", "16", "--step_delay_ms", "20",
+       "--sync_replicas", "2", "--num_tokens", "0", "--token_timeout_s", "120"},
+      300s);
   INFO(group.outputs());
-  CHECK(chief == 0);
-  CHECK(restarted == 0);
-  CHECK(ps == 0);
-  CHECK(group.output(again).find("finished worker 0") != std::string::npos);
   CHECK(checkpoint::read_info(*checkpoint::latest_checkpoint(dir / "model")).global_step == 300);
 }
 
