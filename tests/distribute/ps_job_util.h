@@ -93,8 +93,8 @@ inline Eval parse_eval(const std::string& output) {
 inline Eval parse_eval_kept(const std::string& output) {
   std::smatch m;
   Eval eval;
-  if (std::regex_search(
-          output, m, std::regex(R"(eval_kept: loss=([0-9.]+) accuracy=([0-9.]+) checkpoints)"))) {
+  if (std::regex_search(output, m,
+                        std::regex(R"(eval_kept: loss=([0-9.]+) accuracy=([0-9.]+) checkpoints)"))) {
     eval.loss = std::stod(m[1]);
     eval.accuracy = std::stod(m[2]);
   }
