@@ -48,8 +48,8 @@ void PsGradientPath::initialize_variable(ReplicaContext& replica, const std::str
   ops::NoGradGuard no_grad;
   if (is_chief_)
     uninitialized_.push_back(name);  // sent once restore, warm start and init_fn are done
-  else
-    value.copy_from(variables_->pull_variable(name, wait_for_chief_));
+  else  // the chief's value, at the first read: whole, or the rows a lookup reads (a table)
+    stale_[&store].insert(name);
 }
 
 void PsGradientPath::send_initial_values(const nn::VariableStore& store) {
@@ -104,7 +104,7 @@ void PsGradientPath::read_variable(ReplicaContext& replica, const std::string& n
   if (rows) {
     if (!read_whole_.contains(name)) read_by_rows_.insert(name);
     if (stale.contains(name))
-      variables_->pull_rows(name, *rows, value);
+      variables_->pull_rows(name, *rows, value, wait_for_chief_);
     else
       variables_->rows_read(name, *rows);  // checks the ids (the store is fresh)
     return;

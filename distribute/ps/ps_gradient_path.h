@@ -20,12 +20,13 @@
 // (as replica_device_setter places every variable); the chief initializes them on their owners
 // once the first model_fn call created them and the restore, the warm start and
 // Scaffold.init_fn set their values (variables_ready, or else its first push or checkpoint),
-// and every other worker takes the owner's value, waiting for the chief when it is not there
-// yet. Clipping (the optimizer's clip_by_global_norm) runs on the worker, over the gradients of
-// the whole model, before the push, as TF's graph clips them on the worker. Batch norm's moving
-// statistics (non-trainable) are updated on their owner: each worker pushes its batch's
-// statistics with its gradients and the owner applies the moving average (TF colocates
-// assign_moving_average with the variable), so the chief's checkpoints hold every worker's.
+// and every other worker takes the owner's value at its first read, waiting for the chief when
+// it is not there yet (a table read by rows: only the rows read, never the whole table). Clipping
+// (the optimizer's clip_by_global_norm) runs on the worker, over the gradients of the whole model,
+// before the push, as TF's graph clips them on the worker. Batch norm's moving statistics
+// (non-trainable) are updated on their owner: each worker pushes its batch's statistics with its
+// gradients and the owner applies the moving average (TF colocates assign_moving_average with the
+// variable), so the chief's checkpoints hold every worker's.
 //
 // Embedding tables move by rows, as TF's embedding_lookup gathers on the ps task and pushes
 // IndexedSlices: a variable that the model has read only through lookups

@@ -65,7 +65,7 @@ PsReply PsServer::sync_push(const PsRequest& request, const std::string& client)
         client));
   if (!options_.optimizer)
     throw InternalError("this ps task has no optimizer to apply updates with");
-  // A row-sparse gradient (an embedding's rows) joins the accumulator's dense sum.
+  // A row-sparse gradient (an embedding's rows) stays rows in the accumulator.
   std::vector<NamedTensor> gradients;
   for (const NamedTensor& t : request.tensors) {
     std::optional<nn::Variable> variable = store_.find(t.name);
@@ -77,7 +77,7 @@ PsReply PsServer::sync_push(const PsRequest& request, const std::string& client)
       throw InvalidArgumentError(fmt::format("{}'s gradient for '{}' has shape {}, the variable {}",
                                              client, t.name, ops::shape_str(shape),
                                              ops::shape_str(variable->value.shape())));
-    gradients.push_back({t.name, t.rows.defined() ? ops::to_dense(t.rows) : t.value});
+    gradients.push_back(t);
   }
   // Batch norm's statistics: each replica's, as it arrives (TF's update ops are not aggregated).
   apply_moving_averages(request, client);
@@ -94,8 +94,12 @@ PsReply PsServer::sync_push(const PsRequest& request, const std::string& client)
   std::vector<NamedTensor> means = accumulator_->take_grad();
   if (means.empty()) return values({});
   std::vector<nn::GradAndVar> grads;
-  for (NamedTensor& mean : means)
-    grads.push_back({mean.name, mean.value, store_.get(mean.name).value, nullptr});
+  for (NamedTensor& mean : means)  // rows: the optimizer's sparse update, as TF's on a ps
+    grads.push_back({.name = mean.name,
+                     .gradient = mean.value,
+                     .variable = store_.get(mean.name).value,
+                     .summed_by = nullptr,
+                     .sparse_gradient = std::move(mean.rows)});
   ops::NoGradGuard no_grad;
   ops::Tensor global_step = nn::get_or_create_global_step(store_);
   int64_t kept = static_cast<int64_t>(global_step.item());

@@ -140,6 +140,23 @@ int64_t PsVariables::pull(nn::VariableStore& store, std::chrono::milliseconds ti
   }
 }
 
+std::vector<std::optional<PsReply>> PsVariables::exchange_once_initialized(
+    const std::vector<std::optional<PsRequest>>& requests, const std::string& name,
+    const std::string& what, std::chrono::milliseconds timeout) {
+  Clock::time_point deadline = Clock::now() + timeout;
+  for (;;) {
+    try {
+      return client_->exchange(requests, what);
+    } catch (const FailedPreconditionError& error) {  // not initialized yet
+      if (Clock::now() > deadline)
+        throw DeadlineExceededError(fmt::format(
+            "the chief did not initialize '{}' on the ps tasks within {} s: {}", name,
+            std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), error.what()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
 ops::Tensor PsVariables::pull_variable(const std::string& name, std::chrono::milliseconds timeout) {
   const PsVariable* variable = placement_->find(name);
   if (!variable) throw InvalidArgumentError(fmt::format("'{}' is not on the ps tasks", name));
@@ -149,27 +166,17 @@ ops::Tensor PsVariables::pull_variable(const std::string& name, std::chrono::mil
     if (!request) request = PsRequest{.kind = PsRequestKind::kPull};
     request->names.push_back(shard.name);
   }
-  Clock::time_point deadline = Clock::now() + timeout;
-  for (;;) {
-    try {
-      auto replies = client_->exchange(requests, fmt::format("pulling '{}'", name));
-      std::map<std::string, ops::Tensor> fresh;
-      for (const auto& reply : replies)
-        if (reply)
-          for (const NamedTensor& t : reply->tensors) fresh[t.name] = t.value;
-      if (!variable->partitioned()) return fresh.at(name);
-      ops::Tensor whole = ops::Tensor::empty(variable->shape, variable->dtype);
-      for (const PsShard& shard : variable->shards)
-        set_rows(whole, shard.row_begin, fresh.at(shard.name));
-      return whole;
-    } catch (const FailedPreconditionError& error) {  // not initialized yet
-      if (Clock::now() > deadline)
-        throw DeadlineExceededError(fmt::format(
-            "the chief did not initialize '{}' on the ps tasks within {} s: {}", name,
-            std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), error.what()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
+  auto replies =
+      exchange_once_initialized(requests, name, fmt::format("pulling '{}'", name), timeout);
+  std::map<std::string, ops::Tensor> fresh;
+  for (const auto& reply : replies)
+    if (reply)
+      for (const NamedTensor& t : reply->tensors) fresh[t.name] = t.value;
+  if (!variable->partitioned()) return fresh.at(name);
+  ops::Tensor whole = ops::Tensor::empty(variable->shape, variable->dtype);
+  for (const PsShard& shard : variable->shards)
+    set_rows(whole, shard.row_begin, fresh.at(shard.name));
+  return whole;
 }
 
 void PsVariables::add_gradients(const std::vector<nn::GradAndVar>& grads,
@@ -315,7 +322,8 @@ std::set<int64_t> PsVariables::rows_read(const std::string& name, const ops::Ten
   return wanted;
 }
 
-void PsVariables::pull_rows(const std::string& name, const ops::Tensor& ids, ops::Tensor& into) {
+void PsVariables::pull_rows(const std::string& name, const ops::Tensor& ids, ops::Tensor& into,
+                            std::chrono::milliseconds wait_for_chief) {
   const std::set<int64_t> wanted = rows_read(name, ids);
   if (wanted.empty()) return;
   const PsVariable* variable = placement_->find(name);
@@ -334,7 +342,8 @@ void PsVariables::pull_rows(const std::string& name, const ops::Tensor& ids, ops
     if (!request) request = PsRequest{.kind = PsRequestKind::kPullRows};
     request->tensors.push_back({shard.name, ops::Tensor::from_vector(local)});
   }
-  auto replies = client_->exchange(requests, fmt::format("pulling rows of '{}'", name));
+  auto replies = exchange_once_initialized(
+      requests, name, fmt::format("pulling rows of '{}'", name), wait_for_chief);
   ops::NoGradGuard no_grad;
   ops::Tensor target = host(into);
   for (const auto& reply : replies)

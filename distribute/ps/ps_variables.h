@@ -72,7 +72,9 @@ class PsVariables {
   // The owners' rows `ids` (integer, any shape; negative ids skipped, repeats pulled once) of
   // placed variable `name`, written into those rows of `into` (the worker's copy, of the
   // variable's shape). An id past the variable's rows is an InvalidArgumentError naming both.
-  void pull_rows(const std::string& name, const ops::Tensor& ids, ops::Tensor& into);
+  // Waits (at most `wait_for_chief`) until the chief has initialized the variable.
+  void pull_rows(const std::string& name, const ops::Tensor& ids, ops::Tensor& into,
+                 std::chrono::milliseconds wait_for_chief = {});
   // The distinct rows `ids` names of placed variable `name`, ascending, negative ids skipped;
   // one past the variable's rows is an InvalidArgumentError naming the variable and the id.
   std::set<int64_t> rows_read(const std::string& name, const ops::Tensor& ids) const;
@@ -102,6 +104,11 @@ class PsVariables {
   // The placed variable `name` is `variable` or a slot of it ("dense/kernel/Momentum"): the
   // variable, and the slot's suffix ("/Momentum", or "" for the variable itself).
   const PsVariable* owner(const std::string& name, std::string* suffix) const;
+  // client_->exchange(requests, what), again every 100 ms while a task answers that it does not
+  // hold variable `name` yet; DeadlineExceededError naming it after `timeout`.
+  std::vector<std::optional<PsReply>> exchange_once_initialized(
+      const std::vector<std::optional<PsRequest>>& requests, const std::string& name,
+      const std::string& what, std::chrono::milliseconds timeout);
 
   PsClient* client_;
   PsPlacement* placement_;

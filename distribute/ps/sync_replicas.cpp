@@ -4,8 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <unordered_map>
+
+#include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
+#include "ops/indexed_slices.h"
 #include "ops/math.h"
 #include "ops/sparse.h"
 
@@ -75,22 +79,61 @@ bool GradientAccumulator::apply_grad(int64_t local_step,
     return false;
   }
   ops::NoGradGuard no_grad;
-  std::vector<ops::Tensor> dense;  // checked first: a refused push leaves the sums as they were
+  // Checked first: a refused push leaves the sums as they were.
+  std::vector<NamedTensor> pushed;
   for (const NamedTensor& g : gradients) {
-    dense.push_back(g.value.is_sparse() ? ops::sparse::to_dense(g.value) : g.value.detach());
+    NamedTensor one{g.name, {}, {}};
+    if (g.rows.defined())
+      one.rows = ops::sum_duplicates(g.rows);
+    else
+      one.value = g.value.is_sparse() ? ops::sparse::to_dense(g.value) : g.value.detach();
+    const ops::Shape& shape = one.rows.defined() ? one.rows.dense_shape : one.value.shape();
     auto sum = sums_.find(g.name);
-    if (sum != sums_.end() && sum->second.total.shape() != dense.back().shape())
+    if (sum != sums_.end() && sum->second.shape != shape)
       throw InvalidArgumentError(fmt::format(
           "a gradient for '{}' of shape {} does not match the ones accumulated for it ({})", g.name,
-          ops::shape_str(dense.back().shape()), ops::shape_str(sum->second.total.shape())));
+          ops::shape_str(shape), ops::shape_str(sum->second.shape)));
+    pushed.push_back(std::move(one));
   }
-  for (size_t i = 0; i < gradients.size(); ++i) {
-    Sum& sum = sums_[gradients[i].name];
-    sum.total = sum.count == 0 ? dense[i].clone() : ops::add(sum.total, dense[i]);
+  for (NamedTensor& g : pushed) {
+    Sum& sum = sums_[g.name];
+    if (g.rows.defined() && !sum.total.defined()) {
+      sum.shape = g.rows.dense_shape;
+      sum.pushes.push_back(std::move(g.rows));
+    } else {
+      ops::Tensor dense = g.rows.defined() ? ops::to_dense(g.rows) : g.value;
+      sum.shape = dense.shape();
+      if (!sum.pushes.empty()) {  // rows so far, now a dense one: the sum turns dense
+        sum.total = ops::to_dense(ops::concat_slices(sum.pushes));
+        sum.pushes.clear();
+      }
+      sum.total = sum.total.defined() ? ops::add(sum.total, dense) : dense.clone();
+    }
     ++sum.count;
   }
   ++count_;
   return true;
+}
+
+NamedTensor GradientAccumulator::mean_of(const std::string& name, Sum& sum) {
+  if (sum.total.defined()) {
+    ops::Tensor divisor = ops::Tensor::scalar(static_cast<double>(sum.count), sum.total.dtype());
+    return {name, sum.count == 1 ? sum.total : ops::div(sum.total, divisor), {}};
+  }
+  // Each distinct row's sum over the pushes, divided by the number of pushes that held it.
+  ops::IndexedSlices total = ops::sum_duplicates(ops::concat_slices(sum.pushes));
+  if (sum.pushes.size() == 1) return {name, {}, std::move(total)};
+  std::unordered_map<int64_t, int> carried;
+  for (const ops::IndexedSlices& push : sum.pushes)
+    for (int64_t row : push.indices.to_vector<int64_t>()) ++carried[row];
+  std::vector<double> counts;
+  for (int64_t row : total.indices.to_vector<int64_t>())
+    counts.push_back(static_cast<double>(carried.at(row)));
+  ops::Shape column(total.values.shape().size(), 1);
+  column[0] = static_cast<int64_t>(counts.size());
+  ops::Tensor divisor = ops::cast(ops::Tensor::from_vector(counts, column), total.values.dtype());
+  total.values = ops::div(total.values, divisor);
+  return {name, {}, std::move(total)};
 }
 
 std::vector<NamedTensor> GradientAccumulator::take_grad() {
@@ -100,10 +143,7 @@ std::vector<NamedTensor> GradientAccumulator::take_grad() {
                     count_, replicas_to_aggregate_, step_));
   ops::NoGradGuard no_grad;
   std::vector<NamedTensor> means;
-  for (auto& [name, sum] : sums_) {
-    ops::Tensor divisor = ops::Tensor::scalar(static_cast<double>(sum.count), sum.total.dtype());
-    means.push_back({name, sum.count == 1 ? sum.total : ops::div(sum.total, divisor)});
-  }
+  for (auto& [name, sum] : sums_) means.push_back(mean_of(name, sum));
   sums_.clear();
   count_ = 0;
   ++step_;

@@ -9,6 +9,11 @@
 //     the accumulator's step is stale and dropped; once `replicas_to_aggregate` fresh pushes
 //     have arrived, each variable's mean over the gradients it received is taken (then applied
 //     once with the job's optimizer, on the ps task) and the accumulator's step advances by one.
+//     A row-sparse gradient (an embedding's rows) stays row-sparse, as in TF's
+//     SparseConditionalAccumulator (tensorflow/core/kernels/sparse_conditional_accumulator.h):
+//     each row is averaged over the pushes that carried it ("average element-wise"), not over
+//     all of them, and the mean is applied with the optimizer's sparse update, so that rows no
+//     worker read keep their values and slots (momentum does not decay them).
 //   SyncTokenQueue (the task that holds global_step, ps 0): a worker that has pushed a step's
 //     gradients to every ps task arrives here with that step and takes a token before its next
 //     step (TF's sync_token_q). When `replicas_to_aggregate` workers have arrived with the
@@ -79,15 +84,18 @@ class GradientAccumulator {
   // Starts at `global_step` (TF's set_global_step from the chief's init op).
   GradientAccumulator(int replicas_to_aggregate, int64_t global_step);
 
-  // One worker's gradients (variable or part name -> gradient; sparse ones are densified),
-  // computed at `local_step`. Returns false, changing nothing, when they are stale
-  // (local_step < step()); an empty push counts as one replica's arrival.
+  // One worker's gradients (variable or part name -> gradient: dense in `value`, or row-sparse
+  // in `rows`; a SparseTensor value is densified), computed at `local_step`. Returns false,
+  // changing nothing, when they are stale (local_step < step()); an empty push counts as one
+  // replica's arrival. A variable that gets a dense gradient from one push and rows from
+  // another (workers whose model_fns differ) is summed densely, over every push it received.
   bool apply_grad(int64_t local_step, const std::vector<NamedTensor>& gradients);
   // Whether replicas_to_aggregate fresh pushes have arrived.
   bool ready() const { return count_ >= replicas_to_aggregate_; }
   // Each variable's mean over the gradients it received since the last take (variables that
-  // received none are left out); the accumulator empties and step() advances by one.
-  // InvalidArgumentError unless ready().
+  // received none are left out): dense in `value`, or each row's mean over the pushes that
+  // carried it in `rows` (distinct rows, in the order they first arrived); the accumulator
+  // empties and step() advances by one. InvalidArgumentError unless ready().
   std::vector<NamedTensor> take_grad();
 
   int64_t step() const { return step_; }
@@ -98,9 +106,12 @@ class GradientAccumulator {
 
  private:
   struct Sum {
-    ops::Tensor total;
-    int count = 0;
+    ops::Tensor total;                       // the dense sum; undefined while only rows came
+    std::vector<ops::IndexedSlices> pushes;  // row-sparse pushes, repeats summed, in order
+    ops::Shape shape;                        // the variable's (or part's) dense shape
+    int count = 0;                           // pushes that carried this variable
   };
+  static NamedTensor mean_of(const std::string& name, Sum& sum);
   int replicas_to_aggregate_;
   int64_t step_;
   int count_ = 0;

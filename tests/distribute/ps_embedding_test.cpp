@@ -11,6 +11,8 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <optional>
+#include <thread>
 
 #include "distribute/ps/parameter_server_strategy.h"
 #include "distribute/ps/ps_client.h"
@@ -39,10 +41,12 @@ struct Cluster {
   TfConfig config;  // the chief's
 };
 
-Cluster start_job(int num_ps, const nn::optim::Optimizer& optimizer) {
-  Cluster cluster{.servers =
-                      testing::start_ps_servers(num_ps, {.token = kToken, .optimizer = optimizer})};
-  cluster.config = testing::ps_job_config(testing::addresses_of(cluster.servers));
+// `workers`: training tasks besides the chief, in the cluster as "worker" tasks.
+Cluster start_job(int num_ps, const nn::optim::Optimizer& optimizer, int workers = 0) {
+  Cluster cluster{
+      .servers = testing::start_ps_servers(
+          num_ps, {.token = kToken, .num_workers = 1 + workers, .optimizer = optimizer})};
+  cluster.config = testing::ps_job_config(testing::addresses_of(cluster.servers), workers);
   return cluster;
 }
 
@@ -52,7 +56,8 @@ enum class Read { kRows, kOneHot, kRowsThenWhole };
 // embeddings through a dense layer, a squared error. kRows reads the table through nn::embedding
 // (rows only); kOneHot through one_hot(ids) x table (whole, dense gradient); kRowsThenWhole as
 // kRows, plus from step 2 on a penalty on the whole table (a whole read of it).
-Tensor model_step(ReplicaContext& replica, int64_t rows, int step, Read read) {
+Tensor model_step(ReplicaContext& replica, int64_t rows, int step, Read read,
+                  const nn::optim::Optimizer& optimizer = nn::optim::adagrad(0.5)) {
   nn::ModelContext& ctx = replica.model_context();
   ctx.begin_call();
   std::vector<int64_t> ids;
@@ -76,7 +81,7 @@ Tensor model_step(ReplicaContext& replica, int64_t rows, int step, Read read) {
     Tensor table = ctx.get_variable("embedding/embeddings", {rows, kDimension}, DType::kF32, init);
     loss = ops::add(loss, ops::mul(ops::sum(ops::square(table)), 1e-3));
   }
-  replica.run_train_op(nn::optim::adagrad(0.5).minimize(loss, ctx));
+  replica.run_train_op(optimizer.minimize(loss, ctx));
   return loss;
 }
 
@@ -93,14 +98,14 @@ std::map<std::string, std::vector<float>> values_after(Strategy& strategy) {
 std::map<std::string, std::vector<float>> train(
     int num_ps, Partitioner partitioner, Read read, int steps,
     std::optional<SyncReplicasOptions> sync = std::nullopt, uint64_t* last_step_bytes = nullptr,
-    int64_t rows = 50) {
-  Cluster cluster = start_job(num_ps, nn::optim::adagrad(0.5));
+    int64_t rows = 50, const nn::optim::Optimizer& optimizer = nn::optim::adagrad(0.5)) {
+  Cluster cluster = start_job(num_ps, optimizer);
   ParameterServerStrategy chief(
       cluster.config,
       {.token = kToken, .partitioner = std::move(partitioner), .sync_replicas = sync});
   for (int s = 0; s < steps; ++s) {
     uint64_t before = chief.bytes_sent() + chief.bytes_received();
-    chief.run([&](ReplicaContext& r) { return model_step(r, rows, s, read); });
+    chief.run([&](ReplicaContext& r) { return model_step(r, rows, s, read, optimizer); });
     if (last_step_bytes) *last_step_bytes = chief.bytes_sent() + chief.bytes_received() - before;
   }
   return values_after(chief);
@@ -181,6 +186,63 @@ TEST_CASE("ps embedding: a step moves the rows it reads, not the table") {
   CHECK(large < 4096);
 }
 
+TEST_CASE("ps embedding: a worker other than the chief reads a table by rows from its first step") {
+  // As TF's workers, which gather rows on the ps from their first lookup: the table is not
+  // pulled whole when the worker's model_fn creates it, only the rows it reads (after the chief
+  // initialized it). The chief steps twice, the worker once, in turn: one process's 3 steps.
+  const int64_t rows = 20000;
+  Cluster cluster = start_job(1, nn::optim::adagrad(0.5), 1);
+  TfConfig worker_config = cluster.config;
+  worker_config.task = TaskSpec{TaskType::kWorker, 0};
+  ParameterServerStrategy chief(cluster.config, {.token = kToken});
+  for (int s = 0; s < 2; ++s)
+    chief.run([&](ReplicaContext& r) { return model_step(r, rows, s, Read::kRows); });
+  uint64_t bytes = 0;
+  {
+    ParameterServerStrategy worker(worker_config, {.token = kToken});
+    CHECK_FALSE(worker.is_chief());
+    uint64_t before = worker.bytes_sent() + worker.bytes_received();
+    worker.run([&](ReplicaContext& r) { return model_step(r, rows, 2, Read::kRows); });
+    bytes = worker.bytes_sent() + worker.bytes_received() - before;
+  }
+  // 6 rows each way, the dense layer pulled at its first read and then each way: not the table
+  // (20000 x 8 floats, 640000 bytes).
+  MESSAGE("the worker's first step moved ", bytes, " bytes");
+  CHECK(bytes < 4096);
+  ParameterServerStrategy local(TfConfig{}, {});
+  for (int s = 0; s < 3; ++s)
+    local.run([&](ReplicaContext& r) { return model_step(r, rows, s, Read::kRows); });
+  check_same(values_after(chief), values_after(local));
+}
+
+TEST_CASE("ps embedding: a worker's first lookup waits for the chief to initialize the table") {
+  Cluster cluster = start_job(2, nn::optim::adagrad(0.5), 1);
+  TfConfig worker_config = cluster.config;
+  worker_config.task = TaskSpec{TaskType::kWorker, 0};
+  std::optional<std::string> worker_error;
+  int64_t worker_step = -1;
+  std::thread worker_thread([&] {
+    try {
+      ParameterServerStrategy worker(worker_config,
+                                     {.token = kToken, .partitioner = fixed_size_partitioner(3)});
+      worker.run([&](ReplicaContext& r) { return model_step(r, 50, 1, Read::kRows); });
+      worker_step = worker.store(0).get("global_step").value.item();
+    } catch (const std::exception& error) {
+      worker_error = error.what();
+    }
+  });
+  // The worker's lookup reaches the ps tasks before the chief has created the table.
+  std::this_thread::sleep_for(300ms);
+  {
+    ParameterServerStrategy chief(cluster.config,
+                                  {.token = kToken, .partitioner = fixed_size_partitioner(3)});
+    chief.run([&](ReplicaContext& r) { return model_step(r, 50, 0, Read::kRows); });
+    worker_thread.join();
+  }
+  CHECK_MESSAGE(!worker_error, worker_error.value_or(""));
+  CHECK(worker_step == 2);  // after the chief's step and its own
+}
+
 TEST_CASE("ps embedding: rows pulled and pushed sparse give the dense path's variables") {
   const int steps = 5;
   auto dense = train(1, {}, Read::kOneHot, steps);
@@ -232,6 +294,21 @@ TEST_CASE("ps embedding: synchronous training moves rows too, with the asynchron
   check_same(sync, train(1, {}, Read::kRows, steps, std::nullopt, nullptr, 20000));
   // 6 rows each way, the dense layer, the token: not the table (20000 x 8 floats).
   CHECK(bytes < 4096);
+}
+
+TEST_CASE("ps embedding: synchronous momentum updates only the rows read, as TF's sparse apply") {
+  // Each step reads other rows. The accumulator's mean stays rows and the ps applies momentum's
+  // sparse update, so a row read at step 0 only keeps its value afterwards: the asynchronous
+  // (sparse) result exactly, and not that of densifying the mean (momentum would go on moving
+  // every row it ever touched).
+  const int steps = 4;
+  const nn::optim::Optimizer momentum = nn::optim::momentum(0.1, 0.9);
+  auto sync = train(2, fixed_size_partitioner(3), Read::kRows, steps,
+                    SyncReplicasOptions{.replicas_to_aggregate = 1, .num_tokens = 0}, nullptr, 50,
+                    momentum);
+  check_same(sync, train(1, {}, Read::kRows, steps, std::nullopt, nullptr, 50, momentum));
+  auto dense = train(1, {}, Read::kOneHot, steps, std::nullopt, nullptr, 50, momentum);
+  CHECK(dense.at("embedding/embeddings") != sync.at("embedding/embeddings"));
 }
 
 TEST_CASE("ps embedding: a whole read of a table read by rows so far sees fresh values") {

@@ -27,7 +27,6 @@
 
 #include <unistd.h>
 
-#include "checkpoint/state_file.h"
 #include "distribute/distribute.h"
 #include "distribute/mirrored_strategy.h"
 #include "distribute/multi_worker_mirrored_strategy.h"
@@ -88,7 +87,7 @@ class DelayHook : public SessionRunHook {
 int main(int argc, char** argv) try {
   std::string model_dir, optimizer = "momentum", strategy_name = "ps", balancing = "round_robin";
   int64_t max_steps = 100, batch = 32, partitions = 1, seed = 7;
-  bool eval_kept = false;
+  double decay_rate = 1.0;
   int step_delay_ms = 0;
   double throttle_secs = 100000;
   std::string warm_start_from;
@@ -107,8 +106,8 @@ int main(int argc, char** argv) try {
   app.add_option("--throttle_secs", throttle_secs, "EvalSpec.throttle_secs");
   app.add_option("--warm_start_from", warm_start_from);
   app.add_flag("--batch_norm", batch_norm);
-  app.add_flag("--eval_kept", eval_kept,
-               "the chief also prints the mean evaluation over every kept checkpoint");
+  app.add_option("--decay_rate", decay_rate,
+                 "the learning rate's exponential decay per 100 steps (1: constant)");
   app.add_option("--sync_replicas", sync_replicas, "replicas_to_aggregate (0: asynchronous)");
   app.add_option("--total_num_replicas", total_num_replicas);
   app.add_option("--num_tokens", num_tokens);
@@ -151,8 +150,9 @@ int main(int argc, char** argv) try {
     int64_t shuffle_seed = seed + 4 + (ctx ? ctx->input_pipeline_id : 0);
     return ds.shuffle(kExamples, static_cast<uint64_t>(shuffle_seed)).repeat().batch(batch);
   };
-  auto model_fn = [optimizer, batch_norm](const Features& features, const Tensor& labels,
-                                          ModeKeys mode, ModelContext& ctx) {
+  auto model_fn = [optimizer, batch_norm, decay_rate](const Features& features,
+                                                      const Tensor& labels, ModeKeys mode,
+                                                      ModelContext& ctx) {
     Tensor h = nn::dense(ctx, features.at("x"), {.units = 32, .activation = nn::relu});
     if (batch_norm) h = nn::batch_normalization(ctx, h, {.momentum = 0.9});
     Tensor logits = nn::dense(ctx, h, {.units = 3});
@@ -160,9 +160,12 @@ int main(int argc, char** argv) try {
     if (mode != ModeKeys::kTrain)
       return EstimatorSpec::eval(loss,
                                  {{"accuracy", metrics::accuracy(labels, argmax(logits, 1))}});
-    optim::Optimizer opt = optimizer == "sgd"    ? optim::sgd(0.1)
-                           : optimizer == "adam" ? optim::adam(0.01)
-                                                 : optim::momentum(0.05, 0.9);
+    auto rate = [decay_rate](double initial) {
+      return optim::exponential_decay(initial, 100, decay_rate);
+    };
+    optim::Optimizer opt = optimizer == "sgd"    ? optim::sgd(rate(0.1))
+                           : optimizer == "adam" ? optim::adam(rate(0.01))
+                                                 : optim::momentum(rate(0.05), 0.9);
     return EstimatorSpec::train(loss, opt.minimize(loss, ctx));
   };
   std::optional<checkpoint::WarmStartSettings> warm_start;
@@ -193,23 +196,6 @@ int main(int argc, char** argv) try {
     Metrics m = Estimator(model_fn, local).evaluate(eval_input_fn);
     std::printf("eval: loss=%.6f accuracy=%.4f global_step=%lld\n", m.at("loss"), m.at("accuracy"),
                 static_cast<long long>(m.at("global_step")));
-    if (eval_kept) {
-      // One checkpoint of a still-noisy model wanders from save to save; the mean over the kept
-      // ones (the last keep_checkpoint_max saves) is what two runs can be compared by.
-      double loss = 0, accuracy = 0;
-      auto state = checkpoint::read_checkpoint_state(model_dir);
-      if (!state) throw est::Error(est::StatusCode::kNotFound, "no checkpoint state in " + model_dir);
-      for (const std::string& path : state->all_model_checkpoint_paths) {
-        Metrics kept = Estimator(model_fn, local)
-                           .evaluate(eval_input_fn, std::nullopt, {},
-                                     checkpoint::resolve_in_directory(model_dir, path));
-        loss += kept.at("loss");
-        accuracy += kept.at("accuracy");
-      }
-      double n = static_cast<double>(state->all_model_checkpoint_paths.size());
-      std::printf("eval_kept: loss=%.6f accuracy=%.4f checkpoints=%zu\n", loss / n, accuracy / n,
-                  state->all_model_checkpoint_paths.size());
-    }
   }
   std::printf("finished %s %d\n", fmt::format("{}", estimator.config().task_type).c_str(),
               estimator.config().task_id);

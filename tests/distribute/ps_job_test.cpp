@@ -29,9 +29,9 @@ TEST_CASE(
   ScratchDir dir;
   PsJob job = make_ps_job(1, 2);
   ProcessGroup group(dir.str());
-  std::vector<std::string> args = {"--model_dir", dir / "model", "--max_steps", "300",
-                                   "--batch",     "32",          "--optimizer", "momentum",
-                                   "--eval_kept"};
+  std::vector<std::string> args = {"--model_dir",  dir / "model", "--max_steps", "300",
+                                   "--batch",      "32",          "--optimizer", "momentum",
+                                   "--decay_rate", "0.5"};
   start(group, job, args, distribute::generate_job_token());
   auto codes = group.wait_all(300s);
   INFO(group.outputs());
@@ -42,29 +42,28 @@ TEST_CASE(
   REQUIRE(ps.global_step >= 300);
   CHECK(ps.global_step <= 301);  // each worker stops once it sees step 300
 
-  // The same number of examples (300 steps of 32) in one process, at five seeds. The model has
-  // settled by step 100; after that one checkpoint's held-out accuracy wanders by 3 points from
-  // save to save, so each run is judged by the mean over its 5 kept checkpoints (steps 200-300),
-  // and the asynchronous job is held to the one-process seeds' range of that mean.
-  Eval kept = parse_eval_kept(group.output(0));
+  // The same number of examples (300 steps of 32) in one process, at five seeds. The learning
+  // rate halves every 100 steps so that the last step's model has settled (at a constant rate
+  // its held-out accuracy wanders by 3 points from save to save), and the asynchronous job is
+  // held to the range of the seeds.
   double worst_loss = 0, worst_accuracy = 1;
   for (int seed = 7; seed < 12; ++seed) {
-    ProgramResult single = run_program(
-        kTask + " --strategy none --eval_kept --seed " + std::to_string(seed) + " --model_dir " +
-            dir / ("single" + std::to_string(seed)) +
-            " --max_steps 300 --batch 32 --optimizer momentum",
-        200);
+    ProgramResult single =
+        run_program(kTask + " --strategy none --seed " + std::to_string(seed) + " --model_dir " +
+                        dir / ("single" + std::to_string(seed)) +
+                        " --max_steps 300 --batch 32 --optimizer momentum --decay_rate 0.5",
+                    200);
     REQUIRE_MESSAGE(single.exit_code == 0, single.output);
-    Eval reference = parse_eval_kept(single.output);
+    Eval reference = parse_eval(single.output);
     worst_loss = std::max(worst_loss, reference.loss);
     worst_accuracy = std::min(worst_accuracy, reference.accuracy);
   }
-  MESSAGE("ps job, mean over kept checkpoints: loss ", kept.loss, " accuracy ", kept.accuracy,
+  MESSAGE("ps job: loss ", ps.loss, " accuracy ", ps.accuracy,
           "; one process at 5 seeds: loss <= ", worst_loss, ", accuracy >= ", worst_accuracy);
   // Stale gradients cost a little; a job that lost updates, or trained on one worker's share
   // only, stays far off (the untrained model: loss 1.1, accuracy 1/3).
-  CHECK(kept.loss <= 1.05 * worst_loss);
-  CHECK(kept.accuracy >= worst_accuracy - 0.02);
+  CHECK(ps.loss <= 1.05 * worst_loss);
+  CHECK(ps.accuracy >= worst_accuracy - 0.02);
 
   // The chief's checkpoint holds every variable with its optimizer slot, read from the ps tasks.
   std::string latest = *checkpoint::latest_checkpoint(dir / "model");
@@ -79,16 +78,15 @@ TEST_CASE(
   CHECK(latest == dir / ("model/model.ckpt-" + std::to_string(ps.global_step) + ".h5"));
 
   // Resumed under MirroredStrategy in one process, from the PS checkpoint.
-  ProgramResult resumed =
-      run_program(kTask + " --strategy mirrored --model_dir " + dir / "model" + " --max_steps " +
-                      std::to_string(ps.global_step + 20) + " --batch 32 --optimizer momentum",
-                  200);
+  ProgramResult resumed = run_program(kTask + " --strategy mirrored --model_dir " + dir / "model" +
+                                          " --max_steps " + std::to_string(ps.global_step + 20) +
+                                          " --batch 32 --optimizer momentum --decay_rate 0.5",
+                                      200);
   REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.output);
   CHECK(resumed.output.find("Restoring parameters from") != std::string::npos);
   Eval after = parse_eval(resumed.output);
   CHECK(after.global_step == ps.global_step + 20);
-  // Carries on from the trained model: 20 steps from scratch leave the loss near 0.78; the trained
-  // model's, one checkpoint at a time, stays within 10 % of the one-process runs' kept mean.
+  // Carries on from the trained model: 20 steps from scratch leave the loss near 0.78.
   CHECK(after.loss <= worst_loss * 1.1);
 }
 

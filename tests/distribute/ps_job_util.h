@@ -89,18 +89,6 @@ inline Eval parse_eval(const std::string& output) {
   return eval;
 }
 
-// The chief's "eval_kept:" line (ps_job_task --eval_kept): the mean over the kept checkpoints.
-inline Eval parse_eval_kept(const std::string& output) {
-  std::smatch m;
-  Eval eval;
-  if (std::regex_search(output, m,
-                        std::regex(R"(eval_kept: loss=([0-9.]+) accuracy=([0-9.]+) checkpoints)"))) {
-    eval.loss = std::stod(m[1]);
-    eval.accuracy = std::stod(m[2]);
-  }
-  return eval;
-}
-
 // Waits (at most `timeout`) until child i's output contains `text`.
 inline bool wait_for_output(ProcessGroup& group, size_t i, const std::string& text,
                             std::chrono::seconds timeout) {

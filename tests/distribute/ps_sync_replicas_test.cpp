@@ -3,11 +3,13 @@
 // gradient older than the accumulator's step is dropped, replicas_to_aggregate gradients are
 // averaged, each completed step releases max(total_num_replicas, replicas_to_aggregate) tokens
 // holding the new global step, num_tokens tokens are there at the start (replicas_to_aggregate
-// by default), and too few tokens for the first step is an error.
+// by default), too few tokens for the first step is an error, and row-sparse gradients are
+// averaged row by row as TF's SparseConditionalAccumulator averages them.
 #include <doctest/doctest.h>
 
 #include "distribute/ps/sync_replicas.h"
 #include "ops/error.h"
+#include "ops/indexed_slices.h"
 
 namespace est::distribute {
 namespace {
@@ -20,6 +22,14 @@ std::map<std::string, std::vector<float>> by_name(const std::vector<NamedTensor>
   std::map<std::string, std::vector<float>> result;
   for (const NamedTensor& t : tensors) result[t.name] = t.value.to_vector<float>();
   return result;
+}
+
+NamedTensor rows(const std::string& name, std::vector<int64_t> indices, std::vector<float> values) {
+  int64_t n = static_cast<int64_t>(indices.size());
+  return {name,
+          {},
+          ops::make_indexed_slices(ops::Tensor::from_vector(indices),
+                                   ops::Tensor::from_vector(values, {n, 2}), {6, 2})};
 }
 
 }  // namespace
@@ -60,6 +70,44 @@ TEST_CASE("sync replicas: a gradient of another shape than the accumulated ones 
   auto means = by_name(accumulator.take_grad());
   CHECK(means.at("w") == std::vector<float>{2, 3});
   CHECK(means.at("b") == std::vector<float>{2});
+}
+
+TEST_CASE("sync replicas: row-sparse gradients stay rows, each row averaged over its pushes") {
+  // TF's SparseConditionalAccumulator (sparse_conditional_accumulator.h, "average element-wise"):
+  // a row's sum is divided by the number of gradients that carried it, not by all of them.
+  GradientAccumulator accumulator(2, 0);
+  CHECK(accumulator.apply_grad(0, {rows("table", {3, 1, 3}, {1, 2, 4, 4, 1, 0})}));
+  CHECK(accumulator.apply_grad(0, {rows("table", {5, 3}, {6, 6, 4, 0})}));
+  std::vector<NamedTensor> means = accumulator.take_grad();
+  REQUIRE(means.size() == 1);
+  REQUIRE(means[0].rows.defined());
+  CHECK_FALSE(means[0].value.defined());
+  CHECK(means[0].rows.dense_shape == ops::Shape{6, 2});
+  CHECK(means[0].rows.indices.to_vector<int64_t>() == std::vector<int64_t>{3, 1, 5});
+  // Row 3: (1 + 1 + 4) / 2, (2 + 0 + 0) / 2; rows 1 and 5 came once.
+  CHECK(means[0].rows.values.to_vector<float>() == std::vector<float>{3, 1, 4, 4, 6, 6});
+
+  // One replica's rows alone are its rows, repeats summed.
+  GradientAccumulator one(1, 0);
+  one.apply_grad(0, {rows("table", {2, 2}, {1, 1, 2, 2})});
+  std::vector<NamedTensor> single = one.take_grad();
+  CHECK(single[0].rows.indices.to_vector<int64_t>() == std::vector<int64_t>{2});
+  CHECK(single[0].rows.values.to_vector<float>() == std::vector<float>{3, 3});
+
+  // Rows from one push and a dense gradient from another: summed densely over both pushes.
+  GradientAccumulator mixed(2, 0);
+  mixed.apply_grad(0, {rows("table", {1}, {2, 4})});
+  mixed.apply_grad(
+      0, {{"table", ops::Tensor::from_vector<float>(std::vector<float>(12, 2.0f), {6, 2}), {}}});
+  std::vector<NamedTensor> dense = mixed.take_grad();
+  REQUIRE(dense[0].value.defined());
+  CHECK(dense[0].value.to_vector<float>() ==
+        std::vector<float>{1, 1, 2, 3, 1, 1, 1, 1, 1, 1, 1, 1});
+  // A push of other dense shape than the rows accumulated so far is refused, naming the table.
+  GradientAccumulator refused(2, 0);
+  refused.apply_grad(0, {rows("table", {1}, {2, 4})});
+  CHECK_THROWS_WITH_AS(refused.apply_grad(0, {grad("table", {1, 2})}), doctest::Contains("'table'"),
+                       InvalidArgumentError);
 }
 
 TEST_CASE("sync replicas: a step completes when replicas_to_aggregate workers arrive with it") {
