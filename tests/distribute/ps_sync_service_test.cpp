@@ -17,6 +17,7 @@
 #include "nn/optimizers.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
+#include "tests/distribute/ps_server_fixture.h"
 
 namespace est::distribute {
 namespace {
@@ -25,11 +26,7 @@ using namespace std::chrono_literals;
 const std::string kToken = "0123456789abcdef0123";
 
 std::vector<std::unique_ptr<PsServer>> start_ps(int n, const nn::optim::Optimizer& optimizer) {
-  std::vector<std::unique_ptr<PsServer>> servers;
-  for (int i = 0; i < n; ++i)
-    servers.push_back(std::make_unique<PsServer>(PsServerOptions{
-        .address = "127.0.0.1:0", .token = kToken, .task_index = i, .optimizer = optimizer}));
-  return servers;
+  return testing::start_ps_servers(n, {.token = kToken, .optimizer = optimizer});
 }
 
 // global_step, then two variables (round-robin on two ps tasks: kernel on ps 1, bias on ps 0).
@@ -54,12 +51,10 @@ std::vector<nn::GradAndVar> gradients(const nn::VariableStore& store, float scal
 struct Worker {
   Worker(const std::vector<std::unique_ptr<PsServer>>& servers, const std::string& task,
          const SyncReplicasOptions& options, bool chief)
-      : client([&] {
-          std::vector<std::string> addresses;
-          for (const auto& s : servers) addresses.push_back(s->address());
-          return PsClientOptions{
-              .ps_addresses = addresses, .token = kToken, .task_name = task, .connect_timeout = 5s};
-        }()),
+      : client(PsClientOptions{.ps_addresses = testing::addresses_of(servers),
+                               .token = kToken,
+                               .task_name = task,
+                               .connect_timeout = 5s}),
         placement(static_cast<int>(servers.size())),
         variables(client, placement),
         sync(variables, options, task, chief) {
