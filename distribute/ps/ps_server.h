@@ -140,6 +140,7 @@ class PsServer {
   std::optional<SyncTokenQueue> tokens_;
   std::string sync_configured_by_;
   std::chrono::milliseconds token_timeout_{};
+  uint64_t sync_generation_ = 0;       // how many times the chief configured synchronous training
   std::condition_variable tokens_cv_;  // a step completed or applied, or the job changed
 };
 

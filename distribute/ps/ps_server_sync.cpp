@@ -45,6 +45,7 @@ PsReply PsServer::sync_configure(const PsRequest& request, const std::string& cl
   accumulator_.emplace(options.replicas_to_aggregate, request.global_step);
   if (holds_global_step_) {
     tokens_.emplace(options, request.global_step);
+    ++sync_generation_;
     ops::NoGradGuard no_grad;
     store_.get(kGlobalStep).value.data<int64_t>()[0] = request.global_step;
   }
@@ -166,9 +167,24 @@ PsReply PsServer::take_token(const PsRequest& request, const std::string& client
   }
   const std::chrono::milliseconds timeout = tokens_->options().token_timeout;
   const Clock::time_point deadline = Clock::now() + timeout;
+  // In the order the waiters came (SyncTokenQueue::wait); a chief that configures again
+  // replaces the queue, and the waiter queues again there.
+  struct Turn {  // whichever way this returns or throws: the next waiter's turn
+    PsServer* server;
+    uint64_t generation;
+    uint64_t waiter;
+    ~Turn() {
+      if (server->sync_generation_ == generation) server->tokens_->leave(waiter);
+      server->tokens_cv_.notify_all();
+    }
+  } turn{this, sync_generation_, tokens_->wait()};
   for (;;) {
     PsReply reply;
-    if (std::optional<int64_t> token = tokens_->take()) {
+    if (turn.generation != sync_generation_) {
+      turn.generation = sync_generation_;
+      turn.waiter = tokens_->wait();
+    }
+    if (std::optional<int64_t> token = tokens_->take(turn.waiter)) {
       reply.global_step = *token;
       return reply;
     }

@@ -174,4 +174,16 @@ std::optional<int64_t> SyncTokenQueue::take() {
   return token;
 }
 
+uint64_t SyncTokenQueue::wait() {
+  waiters_.push_back(next_waiter_);
+  return next_waiter_++;
+}
+
+std::optional<int64_t> SyncTokenQueue::take(uint64_t waiter) {
+  if (waiters_.empty() || waiters_.front() != waiter) return std::nullopt;
+  return take();
+}
+
+void SyncTokenQueue::leave(uint64_t waiter) { std::erase(waiters_, waiter); }
+
 }  // namespace est::distribute

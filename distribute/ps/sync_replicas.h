@@ -129,6 +129,14 @@ class SyncTokenQueue {
   bool arrive(int64_t local_step, const std::string& task);
   // The oldest token (the global step it was released at), if one is queued.
   std::optional<int64_t> take();
+  // Waiters take tokens in the order they came, as TF's sync_token_q (a FIFO queue) serves its
+  // blocked dequeues: a replica that completed a step and came back for the next one before a
+  // waiter of the last step woke up must not take that waiter's token. wait() queues a waiter;
+  // take(waiter) gives it the oldest token once every earlier waiter has left; leave(waiter)
+  // takes it out of the queue (with or without a token).
+  uint64_t wait();
+  std::optional<int64_t> take(uint64_t waiter);
+  void leave(uint64_t waiter);
 
   int64_t global_step() const { return global_step_; }
   // The tasks that arrived with the current step so far (for messages).
@@ -140,6 +148,8 @@ class SyncTokenQueue {
   int64_t global_step_;
   std::vector<std::string> arrived_;
   std::deque<int64_t> tokens_;
+  std::deque<uint64_t> waiters_;
+  uint64_t next_waiter_ = 0;
 };
 
 }  // namespace est::distribute

@@ -160,6 +160,32 @@ TEST_CASE("sync replicas: TensorFlow's initial tokens and tokens per step") {
   }
 }
 
+TEST_CASE("sync replicas: waiters take tokens in the order they came, as a FIFO queue serves") {
+  // Lock-step (num_tokens = 0), two replicas. The chief waits for step 0's token; worker 0
+  // completes the step, then (faster than the chief's thread wakes) completes its part of step
+  // 1 and asks again: it must not take the token the chief is waiting for.
+  SyncTokenQueue queue({.replicas_to_aggregate = 2, .num_tokens = 0}, 0);
+  CHECK_FALSE(queue.arrive(0, "chief 0"));
+  uint64_t chief = queue.wait();
+  CHECK_FALSE(queue.take(chief).has_value());  // no token yet
+  CHECK(queue.arrive(0, "worker 0"));          // step 0 complete: 2 tokens holding step 1
+  uint64_t worker = queue.wait();
+  CHECK_FALSE(queue.take(worker).has_value());  // the chief came first
+  CHECK(queue.take(chief) == 1);
+  queue.leave(chief);
+  CHECK(queue.take(worker) == 1);
+  queue.leave(worker);
+  // Worker 0 again, at step 1, while the chief has not pushed step 1: nothing to take.
+  CHECK_FALSE(queue.arrive(1, "worker 0"));
+  worker = queue.wait();
+  CHECK_FALSE(queue.take(worker).has_value());
+  // A waiter that leaves without a token (its wait timed out) lets the next one take its turn.
+  uint64_t late = queue.wait();
+  queue.leave(worker);
+  CHECK(queue.arrive(1, "chief 0"));
+  CHECK(queue.take(late) == 2);
+}
+
 TEST_CASE("sync replicas: settings that cannot train are refused, naming the field") {
   CHECK_THROWS_WITH_AS((SyncReplicasOptions{.replicas_to_aggregate = 0}.validate()),
                        doctest::Contains("replicas_to_aggregate"), InvalidArgumentError);
