@@ -1,4 +1,10 @@
 // Loading model.onnx and interpreting its nodes with est's ops (see onnx_model.h).
+//
+// load() plans the graph once: every value name becomes a slot (an index), each node knows its
+// input and output slots and the slots it reads last, and nodes whose inputs are all constants
+// run at load (their outputs join the initializers). run() then walks the remaining nodes over
+// a vector of slots. Values are held as PermutedTensor (onnx_layout.h), so the NCHW<->NHWC
+// transposes the exporter writes around Conv and the pools cost no copy when they cancel.
 #include "export/onnx_model.h"
 
 #include <algorithm>
@@ -14,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "export/onnx_layout.h"
 #include "onnx_subset.pb.h"
 #include "ops/autograd.h"
 #include "ops/cpu/window.h"
@@ -31,6 +38,11 @@ struct Node {
   std::string op_type;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
+  // Slots of inputs and outputs (-1: an omitted input, which the op does not see), and the
+  // slots no later node reads, freed once this node has run.
+  std::vector<int> input_slots;
+  std::vector<int> output_slots;
+  std::vector<int> last_reads;
   std::map<std::string, Attribute> attributes;
   // LabelEncoder's keys_strings -> values_int64s, built once at load.
   std::shared_ptr<const std::unordered_map<std::string, int64_t>> label_table;
@@ -46,15 +58,18 @@ struct Node {
 };
 
 struct OnnxModel::Graph {
-  std::vector<Node> nodes;
-  std::map<std::string, Tensor> initializers;
+  std::vector<Node> nodes;  // those left to run per request, in the file's order
+  // By slot: the initializers and the outputs of the nodes folded at load; the rest undefined.
+  std::vector<PermutedTensor> constants;
   std::vector<TensorInfo> inputs;
   std::vector<TensorInfo> outputs;
+  std::vector<int> input_slots;   // of inputs[i]
+  std::vector<int> output_slots;  // of outputs[i]
 };
 
 namespace {
 
-using Values = std::map<std::string, Tensor>;
+using Values = std::vector<PermutedTensor>;
 
 Tensor tensor_of(const onnx::TensorProto& proto) {
   const DType dtype = OnnxModel::dtype_of(proto.data_type());
@@ -153,16 +168,13 @@ Tensor gather_strings(const Tensor& params, const Tensor& indices) {
   return Tensor::from_vector<std::string>(out, indices.shape());
 }
 
-Tensor nchw_to_nhwc(const Tensor& x) { return ops::transpose(x, {0, 2, 3, 1}); }
-Tensor nhwc_to_nchw(const Tensor& x) { return ops::transpose(x, {0, 3, 1, 2}); }
-
-std::vector<Tensor> run_node(const Node& node, const std::vector<Tensor>& in) {
+// The ops of contiguous tensors (all but those run_node takes in any layout).
+std::vector<Tensor> run_dense(const Node& node, const std::vector<Tensor>& in) {
   const std::string& op = node.op_type;
   auto unary = [&](Tensor (*fn)(const Tensor&)) { return std::vector<Tensor>{fn(in[0])}; };
   auto binary = [&](Tensor (*fn)(const Tensor&, const Tensor&)) {
     return std::vector<Tensor>{fn(in[0], in[1])};
   };
-  if (op == "Identity") return {in[0]};
   if (op == "LabelEncoder") {  // ai.onnx.ml: strings to int64, default_int64 for unknown keys
     if (in[0].dtype() != DType::kString)
       throw InvalidArgumentError("LabelEncoder: est maps string keys only");
@@ -175,8 +187,6 @@ std::vector<Tensor> run_node(const Node& node, const std::vector<Tensor>& in) {
     }
     return {out};
   }
-  if (op == "Cast")
-    return {ops::cast(in[0], OnnxModel::dtype_of(static_cast<int>(node.attribute("to", 1))))};
   if (op == "Add") return binary(ops::add);
   if (op == "Sub") return binary(ops::sub);
   if (op == "Mul") return binary(ops::mul);
@@ -187,12 +197,9 @@ std::vector<Tensor> run_node(const Node& node, const std::vector<Tensor>& in) {
   if (op == "Equal") return binary(ops::equal);
   if (op == "Greater") return binary(ops::greater);
   if (op == "Less") return binary(ops::less);
-  if (op == "Neg") return unary(ops::neg);
   if (op == "Exp") return unary(ops::exp);
   if (op == "Log") return unary(ops::log);
   if (op == "Sqrt") return unary(ops::sqrt);
-  if (op == "Abs") return unary(ops::abs);
-  if (op == "Relu") return unary(ops::relu);
   if (op == "Sigmoid") return unary(ops::sigmoid);
   if (op == "Tanh") return unary(ops::tanh);
   if (op == "Clip") return {ops::clip(in[0], in[1].item(), in[2].item())};
@@ -206,7 +213,6 @@ std::vector<Tensor> run_node(const Node& node, const std::vector<Tensor>& in) {
     Tensor result = ops::argmax(in[0], axis);
     return {node.attribute("keepdims", 1) ? ops::expand_dims(result, axis) : result};
   }
-  if (op == "Transpose") return {ops::transpose(in[0], as_ints(node.ints("perm")))};
   if (op == "Concat") return {ops::concat(in, static_cast<int>(node.attribute("axis", 0)))};
   if (op == "Gather" && in[0].dtype() == DType::kString) return {gather_strings(in[0], in[1])};
   if (op == "Gather")
@@ -237,17 +243,44 @@ std::vector<Tensor> run_node(const Node& node, const std::vector<Tensor>& in) {
     }
     return {ops::slice(in[0], begin, size)};
   }
+  throw UnimplementedError("ONNX op " + op + " is not run by est");
+}
+
+const std::vector<int> kNchwToNhwc{0, 2, 3, 1};
+const std::vector<int> kNhwcToNchw{0, 3, 1, 2};
+
+// A node's outputs from its inputs. Transpose is lazy; the elementwise ops whose result does
+// not depend on where an element sits (Relu, Neg, Abs, Cast: exact in every kernel) map the
+// stored tensor and keep its layout; Conv and the pools read their input and weights in
+// est's NHWC and HWIO layouts, copy-free when they are held so, and give NHWC back. The rest
+// see contiguous tensors.
+Values run_node(const Node& node, const Values& in) {
+  const std::string& op = node.op_type;
+  auto same_layout = [&](Tensor (*fn)(const Tensor&)) {
+    return Values{PermutedTensor(fn(in[0].stored), in[0].perm)};
+  };
+  if (op == "Identity") return {in[0]};
+  if (op == "Transpose") return {in[0].lazily_transposed(as_ints(node.ints("perm")))};
+  if (op == "Relu") return same_layout(ops::relu);
+  if (op == "Neg") return same_layout(ops::neg);
+  if (op == "Abs") return same_layout(ops::abs);
+  if (op == "Cast") {
+    const DType dtype = OnnxModel::dtype_of(static_cast<int>(node.attribute("to", 1)));
+    return {PermutedTensor(ops::cast(in[0].stored, dtype), in[0].perm)};
+  }
   if (op == "Conv") {
-    const std::vector<int64_t> kernel{in[1].dim(2), in[1].dim(3)};
+    const Shape weights = in[1].shape();
+    const std::vector<int64_t> kernel{weights[2], weights[3]};
     std::vector<int64_t> strides = node.ints("strides"), dilations = node.ints("dilations");
     if (strides.empty()) strides = {1, 1};
     if (dilations.empty()) dilations = {1, 1};
     ops::Conv2DParams params{.strides = pair_of(strides, 1),
                              .padding = padding_of(node, in[0].shape(), kernel, strides, dilations),
                              .dilations = pair_of(dilations, 1)};
-    Tensor bias = in.size() > 2 ? in[2] : Tensor();
-    return {nhwc_to_nchw(
-        ops::conv2d(nchw_to_nhwc(in[0]), ops::transpose(in[1], {2, 3, 1, 0}), bias, params))};
+    Tensor bias = in.size() > 2 ? in[2].dense() : Tensor();
+    return {PermutedTensor(
+        ops::conv2d(in[0].transposed(kNchwToNhwc), in[1].transposed({2, 3, 1, 0}), bias, params),
+        kNhwcToNchw)};
   }
   if (op == "MaxPool" || op == "AveragePool") {
     const std::vector<int64_t> kernel = node.ints("kernel_shape");
@@ -256,11 +289,15 @@ std::vector<Tensor> run_node(const Node& node, const std::vector<Tensor>& in) {
     ops::Pool2DParams params{.window = pair_of(kernel, 1),
                              .strides = pair_of(strides, 1),
                              .padding = padding_of(node, in[0].shape(), kernel, strides, {1, 1})};
-    Tensor x = nchw_to_nhwc(in[0]);
-    return {
-        nhwc_to_nchw(op == "MaxPool" ? ops::max_pool2d(x, params) : ops::avg_pool2d(x, params))};
+    Tensor x = in[0].transposed(kNchwToNhwc);
+    return {PermutedTensor(
+        op == "MaxPool" ? ops::max_pool2d(x, params) : ops::avg_pool2d(x, params), kNhwcToNchw)};
   }
-  throw UnimplementedError("ONNX op " + op + " is not run by est");
+  std::vector<Tensor> dense;
+  dense.reserve(in.size());
+  for (const PermutedTensor& value : in) dense.push_back(value.dense());
+  std::vector<Tensor> out = run_dense(node, dense);
+  return Values(out.begin(), out.end());
 }
 
 // What load() checks about a node before any request: an op est runs, attributes it honours.
@@ -296,6 +333,74 @@ void check_supported(const Node& node) {
   }
 }
 
+// Runs a node whose inputs are all constants, at load: its outputs become constants. False
+// (the node stays, to fail at run as it would have) when it throws.
+bool fold(const Node& node, Values& constants) {
+  Values in;
+  for (int slot : node.input_slots)
+    if (slot >= 0) in.push_back(constants[static_cast<size_t>(slot)]);
+  Values out;
+  try {
+    out = run_node(node, in);
+  } catch (const Error&) {
+    return false;
+  }
+  for (size_t i = 0; i < node.output_slots.size() && i < out.size(); ++i)
+    constants[static_cast<size_t>(node.output_slots[i])] = std::move(out[i]);
+  return true;
+}
+
+// Gives every value name a slot, folds the nodes of constants (a node folds only when its
+// outputs are names nothing before it wrote, so what run() sees stays as in the file's order),
+// and lists after which node each slot is read for the last time.
+void plan(OnnxModel::Graph& graph, const std::map<std::string, Tensor>& initializers) {
+  ops::NoGradGuard no_grad;
+  std::unordered_map<std::string, int> slots;
+  std::vector<bool> varying;  // written per request: a graph input or a node left to run
+  auto slot_of = [&](const std::string& name) {
+    auto [found, added] = slots.emplace(name, static_cast<int>(slots.size()));
+    if (added) {
+      graph.constants.emplace_back();
+      varying.push_back(false);
+    }
+    return found->second;
+  };
+  for (const auto& [name, tensor] : initializers) {
+    const int slot = slot_of(name);
+    graph.constants[static_cast<size_t>(slot)] = tensor;
+  }
+  for (const TensorInfo& info : graph.inputs) {
+    graph.input_slots.push_back(slot_of(info.name));
+    varying[static_cast<size_t>(graph.input_slots.back())] = true;
+  }
+  std::vector<Node> kept;
+  for (Node& node : graph.nodes) {
+    bool foldable = true;
+    for (const std::string& name : node.inputs) {
+      node.input_slots.push_back(name.empty() ? -1 : slot_of(name));
+      const auto slot = static_cast<size_t>(node.input_slots.back());
+      if (!name.empty() && (varying[slot] || !graph.constants[slot].defined())) foldable = false;
+    }
+    for (const std::string& name : node.outputs) {
+      if (slots.count(name)) foldable = false;
+      node.output_slots.push_back(slot_of(name));
+    }
+    if (foldable && fold(node, graph.constants)) continue;
+    for (int slot : node.output_slots) varying[static_cast<size_t>(slot)] = true;
+    kept.push_back(std::move(node));
+  }
+  for (const TensorInfo& info : graph.outputs) graph.output_slots.push_back(slot_of(info.name));
+  std::vector<size_t> last_reader(graph.constants.size(), kept.size());
+  for (size_t n = 0; n < kept.size(); ++n)
+    for (int slot : kept[n].input_slots)
+      if (slot >= 0) last_reader[static_cast<size_t>(slot)] = n;
+  for (int slot : graph.output_slots) last_reader[static_cast<size_t>(slot)] = kept.size();
+  for (size_t slot = 0; slot < last_reader.size(); ++slot)
+    if (last_reader[slot] < kept.size())
+      kept[last_reader[slot]].last_reads.push_back(static_cast<int>(slot));
+  graph.nodes = std::move(kept);
+}
+
 }  // namespace
 
 DType OnnxModel::dtype_of(int onnx_dtype) {
@@ -328,10 +433,11 @@ OnnxModel OnnxModel::load(const std::string& path) {
   if (!model.ParseFromIstream(&file) || !model.has_graph())
     throw DataLossError("OnnxModel: " + path + " is not an ONNX model (no ModelProto parses)");
   auto graph = std::make_shared<Graph>();
+  std::map<std::string, Tensor> initializers;
   for (const auto& initializer : model.graph().initializer())
-    graph->initializers[initializer.name()] = tensor_of(initializer);
+    initializers[initializer.name()] = tensor_of(initializer);
   for (const auto& input : model.graph().input())
-    if (!graph->initializers.count(input.name())) graph->inputs.push_back(info_of(input));
+    if (!initializers.count(input.name())) graph->inputs.push_back(info_of(input));
   for (const auto& output : model.graph().output()) graph->outputs.push_back(info_of(output));
   for (const auto& proto : model.graph().node()) {
     Node node{.op_type = proto.op_type(),
@@ -360,6 +466,7 @@ OnnxModel OnnxModel::load(const std::string& path) {
     }
     graph->nodes.push_back(std::move(node));
   }
+  plan(*graph, initializers);
   return OnnxModel(std::move(graph));
 }
 
@@ -368,8 +475,9 @@ const std::vector<TensorInfo>& OnnxModel::outputs() const { return graph_->outpu
 
 NamedTensors OnnxModel::run(const NamedTensors& inputs) const {
   ops::NoGradGuard no_grad;
-  Values values = graph_->initializers;
-  for (const TensorInfo& info : graph_->inputs) {
+  Values values = graph_->constants;
+  for (size_t i = 0; i < graph_->inputs.size(); ++i) {
+    const TensorInfo& info = graph_->inputs[i];
     auto found = inputs.find(info.name);
     if (found == inputs.end())
       throw InvalidArgumentError(fmt::format("input '{}' is missing", info.name));
@@ -384,24 +492,32 @@ NamedTensors OnnxModel::run(const NamedTensors& inputs) const {
       throw InvalidArgumentError(fmt::format("input '{}' must have shape {} (-1: any), got {}",
                                              info.name, ops::shape_str(info.shape),
                                              ops::shape_str(tensor.shape())));
-    values[info.name] = tensor;
+    values[static_cast<size_t>(graph_->input_slots[i])] = tensor;
   }
+  Values in;
   for (const Node& node : graph_->nodes) {
-    std::vector<Tensor> in;
-    for (const std::string& name : node.inputs) {
-      if (name.empty()) continue;
-      auto found = values.find(name);
-      if (found == values.end())
-        throw InvalidArgumentError(
-            fmt::format("ONNX node {} reads '{}', which no node wrote", node.op_type, name));
-      in.push_back(found->second);
+    in.clear();
+    for (size_t i = 0; i < node.input_slots.size(); ++i) {
+      const int slot = node.input_slots[i];
+      if (slot < 0) continue;
+      if (!values[static_cast<size_t>(slot)].defined())
+        throw InvalidArgumentError(fmt::format("ONNX node {} reads '{}', which no node wrote",
+                                               node.op_type, node.inputs[i]));
+      in.push_back(values[static_cast<size_t>(slot)]);
     }
-    std::vector<Tensor> out = run_node(node, in);
-    for (size_t i = 0; i < node.outputs.size() && i < out.size(); ++i)
-      values[node.outputs[i]] = out[i];
+    for (int slot : node.last_reads) values[static_cast<size_t>(slot)] = PermutedTensor();
+    Values out = run_node(node, in);
+    for (size_t i = 0; i < node.output_slots.size() && i < out.size(); ++i)
+      values[static_cast<size_t>(node.output_slots[i])] = std::move(out[i]);
   }
   NamedTensors outputs;
-  for (const TensorInfo& info : graph_->outputs) outputs[info.name] = values.at(info.name);
+  for (size_t i = 0; i < graph_->outputs.size(); ++i) {
+    const PermutedTensor& value = values[static_cast<size_t>(graph_->output_slots[i])];
+    if (!value.defined())
+      throw InvalidArgumentError(
+          fmt::format("ONNX graph output '{}' is written by no node", graph_->outputs[i].name));
+    outputs[graph_->outputs[i].name] = value.dense();
+  }
   return outputs;
 }
 
