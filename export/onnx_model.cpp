@@ -101,6 +101,32 @@ bool fold(const Node& node, Values& constants) {
   return true;
 }
 
+// A Conv followed by a Relu that alone reads its output becomes one node, the relu fused in the
+// conv2d (one pass over the output, not two).
+std::vector<Node> fuse_conv_relu(std::vector<Node> nodes, const std::vector<int>& graph_outputs,
+                                 size_t slot_count) {
+  std::vector<int> readers(slot_count, 0);
+  for (const Node& node : nodes)
+    for (int slot : node.input_slots)
+      if (slot >= 0) ++readers[static_cast<size_t>(slot)];
+  for (int slot : graph_outputs) ++readers[static_cast<size_t>(slot)];
+  std::vector<Node> fused;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    Node& node = nodes[n];
+    if (node.op_type == "Conv" && n + 1 < nodes.size() && nodes[n + 1].op_type == "Relu" &&
+        node.output_slots.size() == 1 && nodes[n + 1].input_slots == node.output_slots &&
+        nodes[n + 1].output_slots.size() == 1 &&
+        readers[static_cast<size_t>(node.output_slots[0])] == 1) {
+      node.relu_fused = true;
+      node.outputs = nodes[n + 1].outputs;
+      node.output_slots = nodes[n + 1].output_slots;
+      ++n;
+    }
+    fused.push_back(std::move(node));
+  }
+  return fused;
+}
+
 // Gives every value name a slot, folds the nodes of constants (a node folds only when its
 // outputs are names nothing before it wrote, so what run() sees stays as in the file's order),
 // and lists after which node each slot is read for the last time.
@@ -141,6 +167,7 @@ void plan(OnnxModel::Graph& graph, const std::map<std::string, Tensor>& initiali
     kept.push_back(std::move(node));
   }
   for (const TensorInfo& info : graph.outputs) graph.output_slots.push_back(slot_of(info.name));
+  kept = fuse_conv_relu(std::move(kept), graph.output_slots, graph.constants.size());
   std::vector<size_t> last_reader(graph.constants.size(), kept.size());
   for (size_t n = 0; n < kept.size(); ++n)
     for (int slot : kept[n].input_slots)

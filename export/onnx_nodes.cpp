@@ -167,9 +167,11 @@ Values run_node(const Node& node, const Values& in) {
     std::vector<int64_t> strides = node.ints("strides"), dilations = node.ints("dilations");
     if (strides.empty()) strides = {1, 1};
     if (dilations.empty()) dilations = {1, 1};
-    ops::Conv2DParams params{.strides = pair_of(strides, 1),
-                             .padding = padding_of(node, in[0].shape(), kernel, strides, dilations),
-                             .dilations = pair_of(dilations, 1)};
+    ops::Conv2DParams params{
+        .strides = pair_of(strides, 1),
+        .padding = padding_of(node, in[0].shape(), kernel, strides, dilations),
+        .dilations = pair_of(dilations, 1),
+        .activation = node.relu_fused ? ops::Activation::kRelu : ops::Activation::kNone};
     Tensor bias = in.size() > 2 ? in[2].dense() : Tensor();
     return {PermutedTensor(
         ops::conv2d(in[0].transposed(kNchwToNhwc), in[1].transposed({2, 3, 1, 0}), bias, params),

@@ -30,6 +30,9 @@ struct Node {
   std::vector<int> input_slots;
   std::vector<int> output_slots;
   std::vector<int> last_reads;
+  // A Conv whose output only a Relu read: the relu runs fused in the conv (plan() in
+  // onnx_model.cpp), as est's own conv2d layers run it, and the node writes the Relu's output.
+  bool relu_fused = false;
   std::map<std::string, Attribute> attributes;
   // LabelEncoder's keys_strings -> values_int64s, built once at load.
   std::shared_ptr<const std::unordered_map<std::string, int64_t>> label_table;
