@@ -251,8 +251,37 @@ OnnxModel OnnxModel::load(const std::string& path) {
 const std::vector<TensorInfo>& OnnxModel::inputs() const { return graph_->inputs; }
 const std::vector<TensorInfo>& OnnxModel::outputs() const { return graph_->outputs; }
 
+namespace {
+
+// A request of at most this many input elements (a few images of the tutorial CNN) runs its
+// kernels on the calling thread: at batch 1 a two-thread OpenMP team per kernel made the CNN's
+// run 4x slower on shared cores (0.21-0.26 ms against 0.05, bench/README.md), and est-serve
+// runs requests on several threads at once anyway. Larger ones keep the kernels' own split.
+constexpr int64_t kSerialRequestElements = int64_t{1} << 14;
+
+// set_num_threads(1) on the calling thread for the scope's lifetime when `serial`.
+class SerialRequest {
+ public:
+  explicit SerialRequest(bool serial) : previous_(serial ? ops::num_threads() : 0) {
+    if (previous_ > 1) ops::set_num_threads(1);
+  }
+  ~SerialRequest() {
+    if (previous_ > 1) ops::set_num_threads(previous_);
+  }
+  SerialRequest(const SerialRequest&) = delete;
+  SerialRequest& operator=(const SerialRequest&) = delete;
+
+ private:
+  int previous_;
+};
+
+}  // namespace
+
 NamedTensors OnnxModel::run(const NamedTensors& inputs) const {
   ops::NoGradGuard no_grad;
+  int64_t elements = 0;
+  for (const auto& [name, tensor] : inputs) elements += tensor.numel();
+  const SerialRequest serial(elements <= kSerialRequestElements);
   Values values = graph_->constants;
   for (size_t i = 0; i < graph_->inputs.size(); ++i) {
     const TensorInfo& info = graph_->inputs[i];

@@ -152,7 +152,8 @@ TEST_CASE("export: batch norm in inference mode and one_hot match est in onnxrun
 // est's interpreter holds transposes lazily and runs nodes of constants once at load
 // (onnx_model.cpp): here a conv2d's output is used in NCHW (the exported graph's own layout) by
 // elementwise ops, a flatten, a cast and a pool, and a dense kernel is transposed inside the
-// function (a node of constants only). One loaded model runs at two batch sizes in turn.
+// function (a node of constants only). One loaded model runs at two batch sizes in turn (both
+// small enough to run on the calling thread alone, which must get its thread count back).
 struct Layouts {
   Tensor kernel = random_tensor({3, 3, 2, 4}, 61, 0.5f);
   Tensor bias = random_tensor({4}, 62, 0.1f);
@@ -178,12 +179,15 @@ TEST_CASE("export: est's interpreter keeps lazily transposed values and folded c
   std::ofstream(path, std::ios::binary) << model;
   const est::serving::OnnxModel loaded = est::serving::OnnxModel::load(path);
   ops::NoGradGuard no_grad;
+  const int threads = ops::num_threads();
+  ops::set_num_threads(3);
   for (int64_t batch : {5, 1, 5}) {
     CAPTURE(batch);
     const NamedTensors inputs{
         {"image", random_tensor({batch, 8, 8, 2}, 64 + static_cast<unsigned>(batch))}};
     const NamedTensors expected = layouts(inputs);
     const NamedTensors interpreted = loaded.run(inputs);
+    CHECK(ops::num_threads() == 3);  // a small request ran serially, and gave the count back
     REQUIRE(interpreted.size() == expected.size());
     for (const auto& [name, tensor] : expected) {
       INFO("output ", name);
@@ -196,6 +200,7 @@ TEST_CASE("export: est's interpreter keeps lazily transposed values and folded c
         CHECK(theirs[i] == doctest::Approx(ours[i]).epsilon(1e-5));
     }
   }
+  ops::set_num_threads(threads);
   cross_check(model, layouts, {{"image", random_tensor({3, 8, 8, 2}, 69)}});
 }
 
