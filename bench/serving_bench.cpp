@@ -11,7 +11,8 @@
 // Without --est_serve only the in-process runners and server_overhead run (for profiling the
 // interpreter, or comparing two builds of it back to back).
 // Lines: `<runner> clients=C p50_ms=... p99_ms=... requests_per_sec=...`, `server_overhead
-// p50_ms=... p99_ms=...`, and `model_onnx=PATH` for the onnxruntime comparison.
+// p50_ms=... p99_ms=...`, `model_onnx=PATH` for the onnxruntime comparison, and
+// `interpreter_logits=` (hex floats) to check that two builds give the same bits.
 #include <fmt/format.h>
 #include <httplib.h>
 #include <signal.h>
