@@ -1,6 +1,6 @@
-// TensorFlow's "Multi-worker training with Estimator" tutorial in C++: the same model_fn and
-// input_fn as mnist_estimator (the tutorial's CNN on Fashion-MNIST, its loss written as the
-// tutorial writes it), RunConfig{.train_distribute = MultiWorkerMirroredStrategy::from_env()},
+// TensorFlow's "Multi-worker training with Estimator" tutorial in C++: mnist_estimator's input_fn
+// and CNN on Fashion-MNIST (examples/cnn_estimator.h), in a model_fn whose loss is written as the
+// tutorial writes it, RunConfig{.train_distribute = MultiWorkerMirroredStrategy::from_env()},
 // and train_and_evaluate. Every process reads its role from TF_CONFIG:
 //
 //   export EST_JOB_TOKEN=<the same secret for every task>
@@ -26,34 +26,15 @@
 
 #include <est/est.h>
 
+#include "examples/cnn_estimator.h"
+
 namespace {
-
-constexpr int64_t kEvalBatchSize = 1000;
-constexpr uint64_t kShuffleSeed = 42;
-int64_t g_batch_size = 64;  // global, set from --batch_size before training starts
-
-est::data::Dataset input_fn(est::ModeKeys mode, const est::InputContext* ctx) {
-  bool training = mode == est::ModeKeys::kTrain;
-  auto ds = est::data::fashion_mnist(training ? "train" : "test");
-  int64_t batch = training ? g_batch_size : kEvalBatchSize;
-  if (ctx) {  // this worker's shard, batched per replica
-    ds = ds.shard(ctx->num_input_pipelines, ctx->input_pipeline_id);
-    batch = ctx->get_per_replica_batch_size(batch);
-  }
-  ds = ds.map(est::data::scale).cache();
-  if (training) ds = ds.shuffle(10000, kShuffleSeed).repeat();
-  return ds.batch(batch).prefetch(2);
-}
 
 est::EstimatorSpec model_fn(const est::Features& features, const est::Tensor& labels,
                             est::ModeKeys mode, est::ModelContext& ctx) {
   using namespace est::nn;
-  est::Tensor x =
-      conv2d(ctx, features.at("image"), {.filters = 32, .kernel = 3, .activation = relu});
-  x = max_pooling2d(x, 2);
-  x = dense(ctx, flatten(x), {.units = 64, .activation = relu});
-  est::Tensor logits = dense(ctx, x, {.units = 10});
-  est::Tensor classes = argmax(logits, 1);
+  est::Tensor logits = examples::tutorial_cnn(ctx, features.at("image"));  // [batch, 10]
+  est::Tensor classes = argmax(logits, 1);                                 // [batch]
   if (mode == est::ModeKeys::kPredict)
     return est::EstimatorSpec::predict({{"logits", logits}, {"classes", classes}});
   // The tutorial's loss: per-example losses (reduction NONE), summed, times 1 / batch size.
@@ -74,6 +55,7 @@ est::EstimatorSpec model_fn(const est::Features& features, const est::Tensor& la
 int main(int argc, char** argv) try {
   std::string model_dir = "/tmp/multiworker";
   int64_t max_steps = 5000, save_checkpoints_steps = 1000;
+  int64_t batch_size = 64;
   double learning_rate = 0.05;
   CLI::App app("Multi-worker training of the tutorial CNN on Fashion-MNIST (TF_CONFIG).",
                "multi_worker");
@@ -81,7 +63,7 @@ int main(int argc, char** argv) try {
       ->capture_default_str();
   app.add_option("--max_steps", max_steps, "train until this global step")->capture_default_str();
   app.add_option("--learning_rate", learning_rate, "SGD learning rate")->capture_default_str();
-  app.add_option("--batch_size", g_batch_size, "global batch, split over every replica")
+  app.add_option("--batch_size", batch_size, "global batch, split over every replica")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--save_checkpoints_steps", save_checkpoints_steps, "checkpoint cadence")
@@ -96,6 +78,10 @@ int main(int argc, char** argv) try {
                         .save_checkpoints_secs = std::nullopt,
                         .train_distribute = strategy};
   est::Estimator classifier(model_fn, config, {{"learning_rate", learning_rate}});
+  // Each worker reads its shard of the training set, batched per replica.
+  auto input_fn = [batch_size](est::ModeKeys mode, const est::InputContext* ctx) {
+    return examples::fashion_mnist_input_fn(mode, ctx, batch_size);
+  };
   auto [metrics, exports] = est::train_and_evaluate(
       classifier, {.input_fn = input_fn, .max_steps = max_steps},
       {.input_fn = input_fn, .steps = std::nullopt, .start_delay_secs = 0, .throttle_secs = 0});
@@ -103,9 +89,10 @@ int main(int argc, char** argv) try {
     fmt::print("Test accuracy: {:.4f} (loss {:.4f}) at global step {}\n", metrics.at("accuracy"),
                metrics.at("loss"), static_cast<int64_t>(metrics.at("global_step")));
   else
-    fmt::print("Training done at global step {} ({} {}); the chief or the evaluator reports the "
-               "accuracy\n",
-               max_steps, classifier.config().task_type, classifier.config().task_id);
+    fmt::print(
+        "Training done at global step {} ({} {}); the chief or the evaluator reports the "
+        "accuracy\n",
+        max_steps, classifier.config().task_type, classifier.config().task_id);
   return 0;
 } catch (const est::Error& error) {
   fmt::print(stderr, "error: {}\n", error.what());

@@ -1,7 +1,8 @@
-// A TensorFlow 1 parameter-server job in C++: the tutorial's CNN on Fashion-MNIST (the model_fn
-// of multi_worker.cpp), one `ps` task and three workers, each process reading its role from
-// TF_CONFIG, and no train_distribute: as in TF1, a TF_CONFIG that lists ps tasks makes the
-// Estimator train against them (ParameterServerStrategy, replica_device_setter's placement).
+// A TensorFlow 1 parameter-server job in C++: the tutorial's CNN on Fashion-MNIST
+// (mnist_estimator's model_fn, examples/cnn_estimator.h), one `ps` task and three workers, each
+// process reading its role from TF_CONFIG, and no train_distribute: as in TF1, a TF_CONFIG that
+// lists ps tasks makes the Estimator train against them (ParameterServerStrategy,
+// replica_device_setter's placement).
 //
 //   export EST_JOB_TOKEN=$(build/tools/est-launch --generate-token)
 //   CLUSTER='"cluster": {"chief": ["localhost:2220"], "worker": ["localhost:2221",
@@ -27,6 +28,8 @@
 
 #include <est/est.h>
 
+#include "examples/cnn_estimator.h"
+
 namespace {
 
 constexpr int64_t kEvalBatchSize = 1000;
@@ -41,24 +44,6 @@ est::data::Dataset input_fn(est::ModeKeys mode, const est::InputContext* ctx) {
   ds = ds.map(est::data::scale).cache();
   if (training) ds = ds.shuffle(10000, kShuffleSeed).repeat();
   return ds.batch(training ? g_batch_size : kEvalBatchSize).prefetch(2);
-}
-
-est::EstimatorSpec model_fn(const est::Features& features, const est::Tensor& labels,
-                            est::ModeKeys mode, est::ModelContext& ctx) {
-  using namespace est::nn;
-  est::Tensor x =
-      conv2d(ctx, features.at("image"), {.filters = 32, .kernel = 3, .activation = relu});
-  x = max_pooling2d(x, 2);
-  x = dense(ctx, flatten(x), {.units = 64, .activation = relu});
-  est::Tensor logits = dense(ctx, x, {.units = 10});
-  est::Tensor classes = argmax(logits, 1);
-  if (mode == est::ModeKeys::kPredict)
-    return est::EstimatorSpec::predict({{"logits", logits}, {"classes", classes}});
-  est::Tensor loss = sparse_softmax_cross_entropy(labels, logits);
-  if (mode == est::ModeKeys::kEval)
-    return est::EstimatorSpec::eval(loss, {{"accuracy", est::metrics::accuracy(labels, classes)}});
-  double learning_rate = est::params(ctx).get_double("learning_rate");
-  return est::EstimatorSpec::train(loss, est::optim::sgd(learning_rate).minimize(loss, ctx));
 }
 
 }  // namespace
@@ -82,7 +67,7 @@ int main(int argc, char** argv) try {
                         .tf_random_seed = 42,
                         .save_checkpoints_steps = 1000,
                         .save_checkpoints_secs = std::nullopt};
-  est::Estimator classifier(model_fn, config, {{"learning_rate", learning_rate}});
+  est::Estimator classifier(examples::cnn_model_fn, config, {{"learning_rate", learning_rate}});
   auto [metrics, exports] = est::train_and_evaluate(
       classifier, {.input_fn = input_fn, .max_steps = max_steps},
       {.input_fn = input_fn, .steps = std::nullopt, .start_delay_secs = 0, .throttle_secs = 600});

@@ -1,6 +1,6 @@
 // The lookup steps of a signature, as signatures.json holds them: the categorical columns'
 // lookups that run before the ONNX graph, in est-serve (feature_column/lookup.h; which ones:
-// export/onnx_export.h): hash buckets and OOV buckets need TF's Fingerprint64, which has no
+// export/onnx_lookup.h): hash buckets and OOV buckets need TF's Fingerprint64, which has no
 // ONNX op, an identity column without default_value must fail on an id out of range, and a
 // vocabulary file is an asset. Each step reads a feature (a signature input, or a feature the
 // parse_example step made) and feeds the graph input "<column>/ids" with int64 ids of the

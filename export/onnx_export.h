@@ -10,17 +10,9 @@
 // no ONNX form here, a reshape with two batch-dependent dimensions) is an UnimplementedError
 // naming the op, never a wrong graph; ops the outputs do not depend on are dropped.
 //
-// Lookup tables (feature_column/lookup.h): a string vocabulary list without OOV buckets is in
-// the graph, as ai.onnx.ml's LabelEncoder (opset 2; "" maps to -1, unknown keys to
-// default_value), and so is an identity column with a default (int64 arithmetic), so any ONNX
-// runtime runs them. The other lookups of a feature (OOV buckets and hash buckets need TF's
-// Fingerprint64, which ONNX has not; an identity column without a default fails on an id out of
-// range; a vocabulary file is an asset; integer vocabularies)
-// become pre-processing steps (export/lookup_step.h) whose ids feed the graph input
-// "<column>/ids"; the feature itself stays out of the graph when nothing else reads it. The
-// same lookup twice (an indicator and an embedding of one column) feeds one input. An
-// index-to-string table (a classifier's label_vocabulary) is a Gather from a string
-// initializer, in the graph.
+// Lookup tables (feature_column/lookup.h) are in the graph where ONNX can express them
+// (LabelEncoder, int64 arithmetic, a Gather of strings) and otherwise pre-processing steps
+// (export/lookup_step.h) feeding graph inputs "<column>/ids": onnx_lookup.h says which and why.
 #pragma once
 
 #include <string>

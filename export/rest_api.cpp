@@ -1,8 +1,8 @@
-// The REST API's routing, JSON <-> tensor conversion and responses (see rest_api.h). Followed:
-// TF Serving's api_rest.md and json_tensor.h for the request and response formats.
+// The REST API's routing, its status, metadata and predict answers, and its errors (see
+// rest_api.h); tensors in JSON are rest_json.h's, classify and regress answers
+// rest_classify.h's. Followed: TF Serving's api_rest.md for the request and response formats.
 #include "export/rest_api.h"
 
-#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
@@ -11,6 +11,8 @@
 
 #include "data/element.h"
 #include "export/json_examples.h"
+#include "export/rest_classify.h"
+#include "export/rest_json.h"
 #include "ops/array_ops.h"
 
 namespace est::serving {
@@ -24,144 +26,6 @@ constexpr const char* kDefaultSignature = "serving_default";
 struct Malformed {};
 
 json error_body(const std::string& message) { return {{"error", message}}; }
-
-// ---- JSON -> tensor -------------------------------------------------------------------------
-
-Shape shape_of(const json& value) {
-  if (!value.is_array()) return {};
-  Shape shape{static_cast<int64_t>(value.size())};
-  if (!value.empty()) {
-    Shape inner = shape_of(value[0]);
-    shape.insert(shape.end(), inner.begin(), inner.end());
-  }
-  return shape;
-}
-
-// The scalars of one tensor, by the kind of its dtype.
-struct Scalars {
-  std::vector<double> doubles;
-  std::vector<int64_t> integers;
-  std::vector<std::string> strings;
-};
-
-// Appends the scalars of `value`, which must have shape[depth:], to `scalars`.
-void collect(const json& value, const Shape& shape, size_t depth, const TensorInfo& info,
-             const std::string& input, Scalars& scalars) {
-  if (depth < shape.size()) {
-    if (!value.is_array() || static_cast<int64_t>(value.size()) != shape[depth])
-      throw InvalidArgumentError(fmt::format(
-          "input '{}': the lists are ragged (expected {} values at depth {}); a tensor's rows "
-          "must all have one shape",
-          input, shape[depth], depth));
-    for (const json& element : value) collect(element, shape, depth + 1, info, input, scalars);
-    return;
-  }
-  if (info.dtype == DType::kString) {
-    if (is_base64_object(value)) {
-      scalars.strings.push_back(base64_decode(value["b64"].get<std::string>()));
-    } else if (value.is_string()) {
-      scalars.strings.push_back(value.get<std::string>());
-    } else {
-      throw InvalidArgumentError(
-          fmt::format("input '{}' is DT_STRING: expected a string or {{\"b64\": ...}}, got {}",
-                      input, value.dump()));
-    }
-  } else if (info.dtype == DType::kBool) {
-    if (!value.is_boolean())
-      throw InvalidArgumentError(fmt::format(
-          "input '{}' is DT_BOOL: expected true or false, got {}", input, value.dump()));
-    scalars.integers.push_back(value.get<bool>());
-  } else if (is_floating(info.dtype)) {
-    if (!value.is_number())
-      throw InvalidArgumentError(fmt::format("input '{}' is {}: expected a number, got {}", input,
-                                             tf_dtype_name(info.dtype), value.dump()));
-    scalars.doubles.push_back(value.get<double>());
-  } else {
-    if (!value.is_number_integer())
-      throw InvalidArgumentError(fmt::format("input '{}' is {}: expected an integer, got {}", input,
-                                             tf_dtype_name(info.dtype), value.dump()));
-    scalars.integers.push_back(value.get<int64_t>());
-  }
-}
-
-Tensor make_tensor(const TensorInfo& info, const Shape& shape, const Scalars& scalars) {
-  if (info.dtype == DType::kString) return data::string_tensor(scalars.strings, shape);
-  if (is_floating(info.dtype))
-    return ops::cast(Tensor::from_vector(scalars.doubles, shape), info.dtype);
-  return ops::cast(Tensor::from_vector(scalars.integers, shape), info.dtype);
-}
-
-void check_shape(const std::string& input, const TensorInfo& info, const Shape& shape) {
-  bool fits = shape.size() == info.shape.size();
-  for (size_t axis = 0; fits && axis < shape.size(); ++axis)
-    fits = info.shape[axis] < 0 || info.shape[axis] == shape[axis];
-  if (!fits)
-    throw InvalidArgumentError(
-        fmt::format("input '{}' must have shape {} (-1: any size; the first is the batch), got {}",
-                    input, ops::shape_str(info.shape), ops::shape_str(shape)));
-}
-
-// Columnar: the whole tensor of one input.
-Tensor tensor_from_json(const std::string& input, const TensorInfo& info, const json& value) {
-  const Shape shape = shape_of(value);
-  Scalars scalars;
-  collect(value, shape, 0, info, input, scalars);
-  check_shape(input, info, shape);
-  return make_tensor(info, shape, scalars);
-}
-
-// Row format: one value per instance, stacked.
-Tensor tensor_from_rows(const std::string& input, const TensorInfo& info,
-                        const std::vector<const json*>& rows) {
-  const Shape row_shape = shape_of(*rows.front());
-  Scalars scalars;
-  for (const json* row : rows) collect(*row, row_shape, 0, info, input, scalars);
-  Shape shape{static_cast<int64_t>(rows.size())};
-  shape.insert(shape.end(), row_shape.begin(), row_shape.end());
-  check_shape(input, info, shape);
-  return make_tensor(info, shape, scalars);
-}
-
-// ---- tensor -> JSON -------------------------------------------------------------------------
-
-json json_of(const Tensor& tensor, int64_t begin, size_t depth, int64_t stride_elements,
-             const std::vector<double>& doubles, const std::vector<int64_t>& integers,
-             const std::vector<std::string>& strings) {
-  const Shape& shape = tensor.shape();
-  if (depth == shape.size()) {
-    if (tensor.dtype() == DType::kString) return strings[begin];
-    if (tensor.dtype() == DType::kBool) return integers[begin] != 0;
-    if (is_floating(tensor.dtype())) return doubles[begin];
-    return integers[begin];
-  }
-  const int64_t inner = stride_elements / std::max<int64_t>(shape[depth], 1);
-  json list = json::array();
-  for (int64_t i = 0; i < shape[depth]; ++i)
-    list.push_back(
-        json_of(tensor, begin + i * inner, depth + 1, inner, doubles, integers, strings));
-  return list;
-}
-
-json json_of(const Tensor& tensor, int64_t row = -1) {
-  Tensor host = tensor.to(Device::cpu());
-  std::vector<double> doubles;
-  std::vector<int64_t> integers;
-  std::vector<std::string> strings;
-  if (host.dtype() == DType::kString) {
-    strings = host.to_vector<std::string>();
-  } else if (is_floating(host.dtype())) {
-    // float32 values print as the float they are, not as the double they widen to
-    for (float v : host.to_vector<float>()) doubles.push_back(std::stod(fmt::format("{}", v)));
-    if (host.dtype() == DType::kF64) doubles = host.to_vector<double>();
-  } else {
-    integers = host.to_vector<int64_t>();
-  }
-  if (row < 0) return json_of(host, 0, 0, host.numel(), doubles, integers, strings);
-  const int64_t row_elements = host.numel() / std::max<int64_t>(host.dim(0), 1);
-  return json_of(host, row * row_elements, 1, row_elements, doubles, integers, strings);
-}
-
-// ---- requests -------------------------------------------------------------------------------
 
 std::shared_ptr<const Servable> find_servable(const ModelManager& models, const std::string& name,
                                               std::optional<int64_t> version) {
@@ -263,13 +127,6 @@ NamedTensors run_graph(const Servable& servable, const std::string& signature_na
                       [&servable](const NamedTensors& batch) { return servable.model.run(batch); });
 }
 
-const Tensor& output_of(const NamedTensors& outputs, const TensorInfo& info) {
-  auto it = outputs.find(info.name);
-  if (it == outputs.end())
-    throw InternalError("the model has no output '" + info.name + "' its signature names");
-  return it->second;
-}
-
 json predict(const Servable& servable, const json& request, Batcher* batcher) {
   std::string signature_name;
   const SignatureDef& signature = find_signature(servable, request, signature_name);
@@ -346,76 +203,19 @@ json predict(const Servable& servable, const json& request, Batcher* batcher) {
   return {{"predictions", predictions}};
 }
 
-// TF Serving's classify and regress (api_rest.md; its json_tensor.cc names the answer's key
-// "results"): examples in, per example [[label, score], ...] or one value out.
+// TF Serving's classify and regress: examples in, the answers of rest_classify.h out.
 json classify_or_regress(const Servable& servable, const std::string& verb, const json& request,
                          Batcher* batcher) {
   std::string signature_name;
   const SignatureDef& signature = find_signature(servable, request, signature_name);
-  const bool classify = verb == "classify";
-  if (signature.method_name != "tensorflow/serving/" + verb)
-    throw InvalidArgumentError(
-        fmt::format("Expected {} signature method_name to be tensorflow/serving/{}. Was: {}",
-                    classify ? "classification" : "regression", verb, signature.method_name));
-  if (!signature.parse_example)
-    throw InvalidArgumentError(
-        fmt::format("signature '{}' takes no serialized tf.Examples: it cannot answer {}",
-                    signature_name, verb));
+  check_answers(signature, signature_name, verb);
   const std::vector<std::string> examples = examples_from_json(request);
   const int64_t batch = static_cast<int64_t>(examples.size());
   const NamedTensors outputs =
       run_graph(servable, signature_name,
                 parse_examples(*signature.parse_example, data::string_tensor(examples)), batcher);
-  // Each output as [batch, k] values on the host (a [batch] output: k = 1).
-  auto host = [&](const std::string& key, int64_t& k) -> std::optional<Tensor> {
-    auto info = signature.outputs.find(key);
-    if (info == signature.outputs.end()) return std::nullopt;
-    Tensor tensor = output_of(outputs, info->second).to(Device::cpu());
-    if (tensor.rank() == 0 || tensor.rank() > 2 || tensor.dim(0) != batch)
-      throw InvalidArgumentError(fmt::format(
-          "Expected output '{}' of shape [batch_size, num_classes] with batch_size {}, got {}", key,
-          batch, ops::shape_str(tensor.shape())));
-    k = tensor.rank() == 2 ? tensor.dim(1) : 1;
-    return tensor;
-  };
-  json results = json::array();
-  if (!classify) {
-    int64_t k = 0;
-    std::optional<Tensor> values = host("outputs", k);
-    if (!values || k != 1)
-      throw InvalidArgumentError(
-          fmt::format("the regression signature '{}' must have one value per example in 'outputs'",
-                      signature_name));
-    for (double v : values->to_vector<float>()) results.push_back(json_of(Tensor::scalar(v)));
-    return {{"results", results}};
-  }
-  int64_t classes_k = 0, scores_k = 0;
-  std::optional<Tensor> classes = host("classes", classes_k);
-  std::optional<Tensor> scores = host("scores", scores_k);
-  if (classes && scores && classes_k != scores_k)
-    throw InvalidArgumentError(fmt::format(
-        "classes and scores have {} and {} columns; they must be equal", classes_k, scores_k));
-  const int64_t k = classes ? classes_k : scores_k;
-  std::vector<std::string> labels;
-  if (classes) {
-    if (classes->dtype() == DType::kString) {
-      labels = classes->to_vector<std::string>();
-    } else {
-      for (int64_t id : classes->to_vector<int64_t>()) labels.push_back(std::to_string(id));
-    }
-  }
-  std::vector<float> score_values;
-  if (scores) score_values = scores->to_vector<float>();
-  for (int64_t row = 0; row < batch; ++row) {
-    json pairs = json::array();
-    for (int64_t j = 0; j < k; ++j) {
-      const size_t at = static_cast<size_t>(row * k + j);
-      pairs.push_back({classes ? labels[at] : std::string(),
-                       scores ? json_of(Tensor::scalar(score_values[at])) : json(0.0)});
-    }
-    results.push_back(pairs);
-  }
-  return {{"results", results}};
+  return verb == "classify" ? classify_results(signature, outputs, batch)
+                            : regress_results(signature, signature_name, outputs, batch);
 }
 
 json route(const ModelManager& models, const std::string& method, const std::string& path,

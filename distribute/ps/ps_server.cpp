@@ -348,6 +348,8 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
       return sync_push(request, client);
     case PsRequestKind::kTakeToken:
       return take_token(request, client, lock);
+    case PsRequestKind::kSyncStep:
+      return sync_step(request, client, lock);
     case PsRequestKind::kStage:
     case PsRequestKind::kDiscardStaged:
       break;  // serve() keeps them; they get no reply

@@ -105,6 +105,10 @@ class PsServer {
   void apply_moving_averages(const PsRequest& request, const std::string& client);
   PsReply take_token(const PsRequest& request, const std::string& client,
                      std::unique_lock<std::mutex>& lock);
+  // kSyncStep: sync_push, then take_token here or (elsewhere) a wait until this task's
+  // accumulator has passed the request's step, then the values of the request's names.
+  PsReply sync_step(const PsRequest& request, const std::string& client,
+                    std::unique_lock<std::mutex>& lock);
   void end(JobStatus status);
   // Ends the job (ok) when the rule above says it is over.
   void check_end();
@@ -135,7 +139,8 @@ class PsServer {
   std::optional<GradientAccumulator> accumulator_;
   std::optional<SyncTokenQueue> tokens_;
   std::string sync_configured_by_;
-  std::condition_variable tokens_cv_;
+  std::chrono::milliseconds token_timeout_{};
+  std::condition_variable tokens_cv_;  // a step completed or applied, or the job changed
 };
 
 }  // namespace est::distribute

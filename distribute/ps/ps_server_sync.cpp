@@ -1,6 +1,7 @@
 // PsServer's synchronous requests (SyncReplicasOptimizer's semantics, distribute/ps/
 // sync_replicas.h): the chief's configuration, a worker's push into the accumulator with the
-// update applied once per step, and the token a worker waits for before its next step.
+// update applied once per step, the token a worker waits for before its next step, and the
+// three in one round trip (kSyncStep).
 #include <fmt/format.h>
 
 #include "distribute/ps/ps_server.h"
@@ -48,6 +49,7 @@ PsReply PsServer::sync_configure(const PsRequest& request, const std::string& cl
     store_.get(kGlobalStep).value.data<int64_t>()[0] = request.global_step;
   }
   sync_configured_by_ = client;
+  token_timeout_ = options.token_timeout;
   log::info(
       "{}: SyncReplicas: replicas_to_aggregate={}; total_num_replicas={} (from {}, at step {}{})",
       name(), options.replicas_to_aggregate, options.resolved_total_num_replicas(), client,
@@ -92,7 +94,10 @@ PsReply PsServer::sync_push(const PsRequest& request, const std::string& client)
   // once every ps task has applied the step.
   int64_t step = accumulator_->step();
   std::vector<NamedTensor> means = accumulator_->take_grad();
-  if (means.empty()) return values({});
+  if (means.empty()) {
+    tokens_cv_.notify_all();
+    return values({});
+  }
   std::vector<nn::GradAndVar> grads;
   for (NamedTensor& mean : means)  // rows: the optimizer's sparse update, as TF's on a ps
     grads.push_back({.name = mean.name,
@@ -107,7 +112,44 @@ PsReply PsServer::sync_push(const PsRequest& request, const std::string& client)
   options_.optimizer->apply_gradients(store_, std::move(grads));
   if (holds_global_step_) global_step.data<int64_t>()[0] = kept;
   ++updates_;
+  tokens_cv_.notify_all();  // sync_step's waits for this step
   return values({});
+}
+
+PsReply PsServer::sync_step(const PsRequest& request, const std::string& client,
+                            std::unique_lock<std::mutex>& lock) {
+  sync_push(request, client);
+  int64_t token = -1;
+  if (holds_global_step_) {
+    token = take_token(request, client, lock).global_step;
+  } else {
+    // The worker reads this task's values next: once its step is applied here (the token on
+    // the task holding global_step says every task has applied it; asking in the same round
+    // trip, each task waits for its own part). Bounded a little past the token's wait, so that
+    // a missing replica is named by that wait first.
+    const std::chrono::milliseconds timeout = token_timeout_ + std::chrono::seconds(5);
+    const Clock::time_point deadline = Clock::now() + timeout;
+    while (accumulator_->step() <= request.global_step && !chief_done_) {
+      if (end_ && !end_->ok()) throw_error(end_->code, end_->message);
+      if (stopping_) throw CancelledError("the ps task is stopping");
+      if (Clock::now() >= deadline) {
+        std::vector<std::string> lost(lost_.begin(), lost_.end());
+        throw DeadlineExceededError(fmt::format(
+            "{} waited {} s for {} to apply synchronous step {}: {} of replicas_to_aggregate = {} "
+            "replicas had pushed it here{}. A training task died or stalled: restart it, or raise "
+            "SyncReplicasOptions::token_timeout",
+            client, std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), name(),
+            request.global_step, accumulator_->count(), accumulator_->replicas_to_aggregate(),
+            lost.empty() ? ""
+                         : fmt::format("; the connection from {} ended before it was done",
+                                       join_names(lost))));
+      }
+      tokens_cv_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+  }
+  PsReply reply = values(request.names);
+  reply.token = token;
+  return reply;
 }
 
 PsReply PsServer::take_token(const PsRequest& request, const std::string& client,

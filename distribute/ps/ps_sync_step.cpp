@@ -1,4 +1,4 @@
-// PsSyncStep: configure, push into the accumulators, take a token, pull.
+// PsSyncStep: configure; then each step's push, token and pull in one round trip.
 #include "distribute/ps/ps_sync_step.h"
 
 #include <fmt/format.h>
@@ -37,23 +37,23 @@ void PsSyncStep::step(nn::VariableStore& store, const std::vector<nn::GradAndVar
   PsClient& client = variables_->client();
   size_t num_ps = static_cast<size_t>(client.num_ps());
   // Every ps task takes part (an empty push counts as this replica's arrival there), so that
-  // the token below means every task has applied the step.
-  std::vector<std::optional<PsRequest>> pushes(num_ps);
-  for (auto& push : pushes)
-    push =
-        PsRequest{.kind = PsRequestKind::kSyncPush, .global_step = local_step_, .message = task_};
-  variables_->add_gradients(grads, pushes, PsRequestKind::kSyncPush);
-  variables_->add_moving_averages(moving_averages, pushes, PsRequestKind::kSyncPush);
-  client.exchange(pushes, fmt::format("pushing the gradients of synchronous step {}", local_step_));
-
-  std::vector<std::optional<PsRequest>> token(num_ps);
-  token[0] =
-      PsRequest{.kind = PsRequestKind::kTakeToken, .global_step = local_step_, .message = task_};
+  // each one's reply comes once it has applied the step.
+  std::vector<std::optional<PsRequest>> requests(num_ps);
+  for (auto& request : requests)
+    request =
+        PsRequest{.kind = PsRequestKind::kSyncStep, .global_step = local_step_, .message = task_};
+  variables_->add_gradients(grads, requests, PsRequestKind::kSyncStep);
+  variables_->add_moving_averages(moving_averages, requests, PsRequestKind::kSyncStep);
+  variables_->add_pulls(requests, not_pulled);
   auto replies = client.exchange(
-      token, fmt::format("waiting for the token that follows synchronous step {}", local_step_));
-  local_step_ = replies[0]->global_step;
-
-  variables_->push_pull({}, store, 0, {}, not_pulled);  // the fresh values and global_step
+      requests, fmt::format("synchronous step {} (its push, token and pull)", local_step_));
+  const int64_t token = replies[0]->token;
+  variables_->write_pulled(replies, store, not_pulled);
+  // A token past the next step (this replica fell behind: other replicas completed steps
+  // meanwhile) comes once every task has applied the steps before it; the other tasks' values
+  // in this round trip may be older, so they are read again, as a step after the token does.
+  if (token > local_step_ + 1 && num_ps > 1) variables_->push_pull({}, store, 0, {}, not_pulled);
+  local_step_ = token;
 }
 
 }  // namespace est::distribute

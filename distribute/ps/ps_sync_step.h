@@ -5,10 +5,11 @@
 // As TF's replicas do, a worker keeps its local step (sync_rep_local_step): the global step when
 // it starts, then the token of each step. A step pushes the gradients, tagged with the local
 // step, to every ps task (each accumulates them, or drops them as stale, and applies the step's
-// mean when its group is complete), then tells the task holding global_step that it is through
-// and waits there for a token (TF's dequeue from sync_token_q, at the end of the train op),
-// whose value becomes the local step; the next step reads fresh values. Three round trips per
-// step: push to every ps task, token from ps 0, pull from every ps task.
+// mean when its group is complete); the task holding global_step counts the replica as through
+// and holds its reply until a token is there (TF's dequeue from sync_token_q, at the end of the
+// train op), whose value becomes the local step; every other task holds its reply until it has
+// applied the step; each reply then carries the task's fresh values, which the next step reads.
+// One round trip per step (kSyncStep): the waits happen on the ps tasks, before they reply.
 #pragma once
 
 #include <cstdint>

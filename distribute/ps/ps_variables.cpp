@@ -269,18 +269,30 @@ int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::Var
   if (pushing) requests[0]->kind = PsRequestKind::kPushPull;
   add_gradients(grads, requests, PsRequestKind::kPushPull);
   add_moving_averages(moving_averages, requests, PsRequestKind::kPushPull);
+  add_pulls(requests, not_pulled);
+  // Sent (or the connection failed, which drops them too): no longer staged.
+  std::fill(staged_.begin(), staged_.end(), false);
+  auto replies = client_->exchange(
+      requests, pushing ? "a training step's push and pull" : "pulling the variables");
+  return write_pulled(replies, store, not_pulled);
+}
+
+void PsVariables::add_pulls(std::vector<std::optional<PsRequest>>& requests,
+                            const std::set<std::string>& not_pulled) const {
   for (const PsVariable& variable : placement_->variables()) {
     if (variable.name == kGlobalStep || not_pulled.contains(variable.name)) continue;
     for (const PsShard& shard : variable.shards)
       requests[static_cast<size_t>(shard.ps)]->names.push_back(shard.name);
   }
-  // Sent (or the connection failed, which drops them too): no longer staged.
-  std::fill(staged_.begin(), staged_.end(), false);
-  auto replies = client_->exchange(
-      requests, pushing ? "a training step's push and pull" : "pulling the variables");
+}
+
+int64_t PsVariables::write_pulled(const std::vector<std::optional<PsReply>>& replies,
+                                  nn::VariableStore& store,
+                                  const std::set<std::string>& not_pulled) const {
   std::map<std::string, ops::Tensor> fresh;
   int64_t global_step = -1;
   for (const auto& reply : replies) {
+    if (!reply) continue;
     for (const NamedTensor& t : reply->tensors) fresh[t.name] = t.value;
     if (reply->global_step >= 0) global_step = reply->global_step;
   }

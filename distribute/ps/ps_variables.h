@@ -63,6 +63,14 @@ class PsVariables {
                     int64_t global_step_seen,
                     const std::vector<PsMovingAverage>& moving_averages = {},
                     const std::set<std::string>& not_pulled = {});
+  // Adds to `requests` (one per ps task, all set) the names of every placed variable's parts
+  // but global_step and those of `not_pulled`, so that their replies carry the values.
+  void add_pulls(std::vector<std::optional<PsRequest>>& requests,
+                 const std::set<std::string>& not_pulled) const;
+  // Writes the values `replies` (to add_pulls' requests) carry into `store`, parts joined, and
+  // the global step when one of them holds it; returns it (-1: none did).
+  int64_t write_pulled(const std::vector<std::optional<PsReply>>& replies, nn::VariableStore& store,
+                       const std::set<std::string>& not_pulled) const;
   // Sends `grads` (of placed variables, dense, already scaled) ahead of the step's push_pull,
   // which applies them with its own (a variable's gradient goes in one of the two, once).
   void stage(const std::vector<nn::GradAndVar>& grads);

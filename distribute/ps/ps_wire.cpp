@@ -176,6 +176,7 @@ void encode(const PsReply& reply, std::string& out) {
   w.put(static_cast<int32_t>(reply.code));
   w.put_string(reply.message);
   w.put(reply.global_step);
+  w.put(reply.token);
   w.put_tensors(reply.tensors);
 }
 
@@ -195,7 +196,7 @@ PsRequest decode_request(std::string_view bytes, const std::string& from) {
   Reader r(bytes, from);
   PsRequest request;
   auto kind = r.get<uint8_t>();
-  bool known = (kind >= 1 && kind <= static_cast<uint8_t>(PsRequestKind::kPullRows)) ||
+  bool known = (kind >= 1 && kind <= static_cast<uint8_t>(PsRequestKind::kSyncStep)) ||
                kind == static_cast<uint8_t>(PsRequestKind::kStage) ||
                kind == static_cast<uint8_t>(PsRequestKind::kDiscardStaged);
   if (!known)
@@ -224,6 +225,7 @@ PsReply decode_reply(std::string_view bytes, const std::string& from) {
   reply.code = static_cast<StatusCode>(r.get<int32_t>());
   reply.message = r.get_string();
   reply.global_step = r.get<int64_t>();
+  reply.token = r.get<int64_t>();
   reply.tensors = r.get_tensors();
   r.finish();
   return reply;

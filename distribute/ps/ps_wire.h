@@ -45,6 +45,11 @@ enum class PsRequestKind : uint8_t {
   // `global_step` to every ps task; waits for a token, which the reply's global_step holds.
   kTakeToken = 10,
   kPullRows = 11,  // for each of `tensors` (a variable, int64 row ids [k]): its rows [k, ...]
+  // A synchronous step in one round trip: kSyncPush's push (with `moving_averages`); then, on
+  // the task holding global_step, kTakeToken's wait (the token in the reply's `token`), on the
+  // others a wait until this task has applied step `global_step` (or dropped the push as
+  // stale); then the values of `names`, as kPull.
+  kSyncStep = 12,
   // Gradients of the connection's next kPushPull, sent while the backward pass still runs:
   // kept (no reply) and applied with that push's own, in one update. kDiscardStaged drops
   // them (the step that staged them failed before its push).
@@ -89,6 +94,7 @@ struct PsReply {
   StatusCode code = StatusCode{};  // 0: done
   std::string message;             // the error otherwise
   int64_t global_step = -1;        // after the request, from the task that holds it; else -1
+  int64_t token = -1;              // kSyncStep on the task that holds global_step: the token
   std::vector<NamedTensor> tensors;
   bool ok() const { return code == StatusCode{}; }
 };

@@ -26,6 +26,16 @@ metrics::MetricOp pr_auc(const Tensor& labels, const Tensor& scores, const Tenso
                       metrics::AucSummation::kCarefulInterpolation);
 }
 
+// The export_outputs of every classification head: serving_default and "classification" the
+// ClassificationOutput of the predictions, "predict" all of them.
+std::map<std::string, ExportOutput> classification_export_outputs(const Predictions& predictions,
+                                                                  int64_t n_classes) {
+  const ExportOutput classification = detail::classification_output(predictions, n_classes);
+  return {{"serving_default", classification},
+          {"classification", classification},
+          {"predict", PredictOutput{predictions}}};
+}
+
 class BinaryClassHead final : public Head {
  public:
   using Head::Head;
@@ -44,11 +54,9 @@ class BinaryClassHead final : public Head {
   }
   std::map<std::string, ExportOutput> export_outputs(
       const Predictions& predictions) const override {
-    const ExportOutput classification = detail::classification_output(predictions, 2);
-    return {{"serving_default", classification},
-            {"classification", classification},
-            {"regression", RegressionOutput{predictions.at("logistic")}},
-            {"predict", PredictOutput{predictions}}};
+    std::map<std::string, ExportOutput> outputs = classification_export_outputs(predictions, 2);
+    outputs.emplace("regression", RegressionOutput{predictions.at("logistic")});
+    return outputs;
   }
 
  protected:
@@ -97,10 +105,7 @@ class MultiClassHead final : public Head {
   }
   std::map<std::string, ExportOutput> export_outputs(
       const Predictions& predictions) const override {
-    const ExportOutput classification = detail::classification_output(predictions, n_classes_);
-    return {{"serving_default", classification},
-            {"classification", classification},
-            {"predict", PredictOutput{predictions}}};
+    return classification_export_outputs(predictions, n_classes_);
   }
 
  protected:
@@ -145,10 +150,7 @@ class MultiLabelHead final : public Head {
   }
   std::map<std::string, ExportOutput> export_outputs(
       const Predictions& predictions) const override {
-    const ExportOutput classification = detail::classification_output(predictions, n_classes_);
-    return {{"serving_default", classification},
-            {"classification", classification},
-            {"predict", PredictOutput{predictions}}};
+    return classification_export_outputs(predictions, n_classes_);
   }
 
  protected:

@@ -27,7 +27,7 @@
 #include "ops/autograd.h"
 #include "ops/linalg.h"
 #include "ops/math.h"
-#include "tests/process_group.h"
+#include "tests/distribute/ps_server_fixture.h"
 
 namespace est::distribute {
 namespace {
@@ -43,22 +43,10 @@ struct Cluster {
 
 // `workers`: training tasks besides the chief, in the cluster as "worker" tasks.
 Cluster start_job(int num_ps, const nn::optim::Optimizer& optimizer, int workers = 0) {
-  Cluster cluster;
-  std::vector<std::string> addresses;
-  for (int i = 0; i < num_ps; ++i) {
-    cluster.servers.push_back(std::make_unique<PsServer>(PsServerOptions{.address = "127.0.0.1:0",
-                                                                         .token = kToken,
-                                                                         .task_index = i,
-                                                                         .num_workers = 1 + workers,
-                                                                         .optimizer = optimizer}));
-    addresses.push_back(cluster.servers.back()->address());
-  }
-  std::map<TaskType, std::vector<std::string>> jobs = {
-      {TaskType::kChief, {"127.0.0.1:" + std::to_string(testing::free_port())}},
-      {TaskType::kPs, addresses}};
-  for (int w = 0; w < workers; ++w)
-    jobs[TaskType::kWorker].push_back("127.0.0.1:" + std::to_string(testing::free_port()));
-  cluster.config = TfConfig{.cluster = ClusterSpec(jobs), .task = TaskSpec{TaskType::kChief, 0}};
+  Cluster cluster{
+      .servers = testing::start_ps_servers(
+          num_ps, {.token = kToken, .num_workers = 1 + workers, .optimizer = optimizer})};
+  cluster.config = testing::ps_job_config(testing::addresses_of(cluster.servers), workers);
   return cluster;
 }
 

@@ -92,26 +92,14 @@ TEST_CASE(
 
 TEST_CASE("ps job: a worker that dies does not stop an asynchronous job; restarted, it rejoins") {
   ScratchDir dir;
-  PsJob job = make_ps_job(1, 1);
   ProcessGroup group(dir.str());
-  std::vector<std::string> args = {"--model_dir", dir / "model", "--max_steps",     "400",
-                                   "--batch",     "16",          "--step_delay_ms", "20"};
-  std::string token = distribute::generate_job_token();
-  start(group, job, args, token);
-  REQUIRE_MESSAGE(wait_for_output(group, 1, "loss = ", 120s), group.outputs());
-  group.signal(1, SIGKILL);
-  CHECK(group.wait(1, 10s) == -SIGKILL);
   // The chief goes on; worker 0 comes back with the same TF_CONFIG and trains from the ps
   // task's values until the job's last step.
-  size_t again = start_task(group, job, 1, args, token);
-  auto chief = group.wait(0, 240s);
-  auto restarted = group.wait(again, 60s);
-  auto ps = group.wait(2, 30s);
+  restart_worker_mid_job(group,
+                         {"--model_dir", dir / "model", "--max_steps", "400", "--batch", "16",
+                          "--step_delay_ms", "20"},
+                         240s);
   INFO(group.outputs());
-  CHECK(chief == 0);
-  CHECK(restarted == 0);
-  CHECK(ps == 0);
-  CHECK(group.output(again).find("finished worker 0") != std::string::npos);
   CHECK(parse_eval(group.output(0)).global_step >= 400);
 }
 

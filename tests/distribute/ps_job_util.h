@@ -1,8 +1,11 @@
 // Parameter-server jobs of real processes for the ps_jobs tests: a TF_CONFIG per task on
 // 127.0.0.1 free ports (the chief, workers, ps tasks, the evaluator), starting the tasks of
 // ps_job_task (EST_TEST_PS_JOB_PROGRAM) in a ProcessGroup, reading the chief's final
-// "eval: ..." line, and bounded waits for a task's output.
+// "eval: ..." line, bounded waits for a task's output, and a worker killed and restarted mid-job.
 #pragma once
+
+#include <doctest/doctest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cmath>
@@ -11,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "distribute/job_token.h"
 #include "tests/process_group.h"
 
 namespace est::testing {
@@ -25,8 +29,8 @@ struct PsJob {
   std::vector<std::string> tf_configs;
 };
 
-// The chief, `workers` workers (no "worker" job when 0), `ps` ps tasks and, if `evaluator`,
-// the evaluator, in that order.
+// The chief, `workers` workers (no "worker" job when 0), `ps` ps tasks (no "ps" job when 0: a
+// job of another strategy) and, if `evaluator`, the evaluator, in that order.
 inline PsJob make_ps_job(int workers, int ps, bool evaluator = false) {
   auto list = [](int n) {
     std::string text;
@@ -34,10 +38,11 @@ inline PsJob make_ps_job(int workers, int ps, bool evaluator = false) {
       text += (i ? ", \"127.0.0.1:" : "\"127.0.0.1:") + std::to_string(free_port()) + "\"";
     return text;
   };
-  std::string cluster = "{\"chief\": [" + list(1) + "], ";
-  if (workers > 0) cluster += "\"worker\": [" + list(workers) + "], ";
-  if (evaluator) cluster += "\"evaluator\": [" + list(1) + "], ";
-  cluster += "\"ps\": [" + list(ps) + "]}";
+  std::string cluster = "{\"chief\": [" + list(1) + "]";
+  if (workers > 0) cluster += ", \"worker\": [" + list(workers) + "]";
+  if (evaluator) cluster += ", \"evaluator\": [" + list(1) + "]";
+  if (ps > 0) cluster += ", \"ps\": [" + list(ps) + "]";
+  cluster += "}";
   PsJob job;
   auto add = [&](const std::string& type, int index) {
     job.tasks.push_back(type + " " + std::to_string(index));
@@ -93,6 +98,29 @@ inline bool wait_for_output(ProcessGroup& group, size_t i, const std::string& te
     std::this_thread::sleep_for(100ms);
   }
   return false;
+}
+
+// Runs a job of a chief, worker 0 and ps 0 with `args`: kills worker 0 (SIGKILL) once it has
+// logged a step and starts it again with the same TF_CONFIG and token; the chief (waited for at
+// most `chief_timeout`), the restarted worker and the ps task must each exit 0, the worker having
+// finished its part.
+inline void restart_worker_mid_job(ProcessGroup& group, const std::vector<std::string>& args,
+                                   std::chrono::seconds chief_timeout) {
+  PsJob job = make_ps_job(1, 1);
+  std::string token = distribute::generate_job_token();
+  start(group, job, args, token);
+  REQUIRE_MESSAGE(wait_for_output(group, 1, "loss = ", 120s), group.outputs());
+  group.signal(1, SIGKILL);
+  CHECK(group.wait(1, 10s) == -SIGKILL);
+  size_t again = start_task(group, job, 1, args, token);
+  auto chief = group.wait(0, chief_timeout);
+  auto restarted = group.wait(again, 60s);
+  auto ps = group.wait(2, 30s);
+  INFO(group.outputs());
+  CHECK(chief == 0);
+  CHECK(restarted == 0);
+  CHECK(ps == 0);
+  CHECK(group.output(again).find("finished worker 0") != std::string::npos);
 }
 
 }  // namespace est::testing

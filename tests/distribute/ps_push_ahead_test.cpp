@@ -20,7 +20,7 @@
 #include "ops/error.h"
 #include "ops/linalg.h"
 #include "ops/math.h"
-#include "tests/process_group.h"
+#include "tests/distribute/ps_server_fixture.h"
 
 namespace est::distribute {
 namespace {
@@ -29,23 +29,12 @@ using namespace std::chrono_literals;
 const std::string kToken = "ps-push-ahead-test-token-01";
 
 std::vector<std::unique_ptr<PsServer>> start_ps(int n, const nn::optim::Optimizer& optimizer) {
-  std::vector<std::unique_ptr<PsServer>> servers;
-  for (int i = 0; i < n; ++i)
-    servers.push_back(std::make_unique<PsServer>(PsServerOptions{.address = "127.0.0.1:0",
-                                                                 .token = kToken,
-                                                                 .task_index = i,
-                                                                 .num_workers = 1,
-                                                                 .optimizer = optimizer}));
-  return servers;
+  return testing::start_ps_servers(n, {.token = kToken, .num_workers = 1, .optimizer = optimizer});
 }
 
+// The chief's TF_CONFIG in a job of the chief alone and these ps tasks.
 TfConfig chief_of(const std::vector<std::unique_ptr<PsServer>>& servers) {
-  std::vector<std::string> ps;
-  for (const auto& server : servers) ps.push_back(server->address());
-  return TfConfig{.cluster = ClusterSpec(
-                      {{TaskType::kChief, {"127.0.0.1:" + std::to_string(testing::free_port())}},
-                       {TaskType::kPs, ps}}),
-                  .task = TaskSpec{TaskType::kChief, 0}};
+  return testing::ps_job_config(testing::addresses_of(servers));
 }
 
 Tensor inputs(int64_t rows, int64_t cols, double phase) {

@@ -15,6 +15,7 @@
 #include "nn/optimizers.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
+#include "tests/distribute/ps_server_fixture.h"
 
 namespace est::distribute {
 namespace {
@@ -28,15 +29,9 @@ struct Cluster {
 };
 
 Cluster start_ps(int n, std::optional<nn::optim::Optimizer> optimizer, int num_workers = 1) {
-  Cluster cluster;
-  for (int i = 0; i < n; ++i) {
-    cluster.servers.push_back(std::make_unique<PsServer>(PsServerOptions{.address = "127.0.0.1:0",
-                                                                         .token = kToken,
-                                                                         .task_index = i,
-                                                                         .num_workers = num_workers,
-                                                                         .optimizer = optimizer}));
-    cluster.addresses.push_back(cluster.servers.back()->address());
-  }
+  Cluster cluster{.servers = testing::start_ps_servers(
+                      n, {.token = kToken, .num_workers = num_workers, .optimizer = optimizer})};
+  cluster.addresses = testing::addresses_of(cluster.servers);
   return cluster;
 }
 
@@ -85,17 +80,29 @@ std::vector<float> floats(const nn::VariableStore& store, const std::string& nam
   return store.get(name).value.to_vector<float>();
 }
 
+// A training task `name` of the job: its connection, its placement over the ps tasks, and its
+// store with the model, placed (neither initialized nor pulled yet).
+struct Task {
+  Task(const Cluster& cluster, const std::string& name, PsPlacement over_ps = PsPlacement(2))
+      : client(connect(cluster, name)),
+        placement(std::move(over_ps)),
+        variables(client, placement) {
+    make_model(store);
+    variables.place(store, store.names());
+  }
+
+  PsClient client;
+  PsPlacement placement;
+  PsVariables variables;
+  nn::VariableStore store;
+};
+
 }  // namespace
 
 TEST_CASE("ps service: variables live on the tasks the placement names, updated there") {
   Cluster cluster = start_ps(2, nn::optim::momentum(0.5, 0.9));
-  PsClient client = connect(cluster, "chief 0");
-  PsPlacement placement(2, PsLoadBalancing::kRoundRobin, embedding_in_two());
-  PsVariables variables(client, placement);
-  nn::VariableStore worker;
-  make_model(worker);
-  variables.place(worker, worker.names());
-  variables.initialize(values_of(worker));
+  Task chief(cluster, "chief 0", PsPlacement(2, PsLoadBalancing::kRoundRobin, embedding_in_two()));
+  chief.variables.initialize(values_of(chief.store));
   // global_step, then round-robin: kernel on ps 1, bias on ps 0, emb's parts on ps 1 and 0.
   CHECK(cluster.servers[0]->names() ==
         std::vector<std::string>{"dense/bias", "emb/part_1", "global_step"});
@@ -107,19 +114,20 @@ TEST_CASE("ps service: variables live on the tasks the placement names, updated 
   auto optimizer = nn::optim::momentum(0.5, 0.9);
   for (int step = 0; step < 2; ++step) {
     float scale = step == 0 ? 1.0f : -0.25f;
-    int64_t global_step = variables.push_pull(gradients(worker, scale), worker, step);
+    int64_t global_step =
+        chief.variables.push_pull(gradients(chief.store, scale), chief.store, step);
     CHECK(global_step == step + 1);
     optimizer.apply_gradients(local, gradients(local, scale));
   }
   for (const char* name : {"dense/kernel", "dense/bias", "emb"})
-    CHECK(floats(worker, name) == floats(local, name));
-  CHECK(worker.get("global_step").value.item() == 2);
+    CHECK(floats(chief.store, name) == floats(local, name));
+  CHECK(chief.store.get("global_step").value.item() == 2);
   // Momentum slots live beside their variable (part); the checkpoint's view joins them.
   CHECK(cluster.servers[1]->names() ==
         std::vector<std::string>{"dense/kernel", "dense/kernel/Momentum", "emb/part_0",
                                  "emb/part_0/Momentum"});
   std::map<std::string, ops::Tensor> all;
-  for (NamedTensor& t : variables.pull_all()) all[t.name] = t.value;
+  for (NamedTensor& t : chief.variables.pull_all()) all[t.name] = t.value;
   CHECK(all.size() == local.size());
   for (const nn::Variable& v : local.variables()) {
     INFO(v.name);
@@ -131,21 +139,16 @@ TEST_CASE("ps service: variables live on the tasks the placement names, updated 
 
 TEST_CASE("ps service: a restored checkpoint's slots go beside their variable's parts") {
   Cluster cluster = start_ps(2, nn::optim::momentum(0.5, 0.9));
-  PsClient client = connect(cluster, "chief 0");
-  PsPlacement placement(2, PsLoadBalancing::kRoundRobin, embedding_in_two());
-  PsVariables variables(client, placement);
-  nn::VariableStore worker;
-  make_model(worker);
-  variables.place(worker, worker.names());
-  std::vector<NamedTensor> restored = values_of(worker);
+  Task chief(cluster, "chief 0", PsPlacement(2, PsLoadBalancing::kRoundRobin, embedding_in_two()));
+  std::vector<NamedTensor> restored = values_of(chief.store);
   restored.push_back({"emb/Momentum", ops::Tensor::full({5, 2}, 0.25)});
   restored.push_back({"beta1_power", ops::Tensor::scalar(0.9)});  // no slot: every task
-  variables.initialize(restored);
+  chief.variables.initialize(restored);
   CHECK(cluster.servers[0]->names() == std::vector<std::string>{"beta1_power", "dense/bias",
                                                                 "emb/part_1", "emb/part_1/Momentum",
                                                                 "global_step"});
   std::map<std::string, ops::Tensor> all;
-  for (NamedTensor& t : variables.pull_all()) all[t.name] = t.value;
+  for (NamedTensor& t : chief.variables.pull_all()) all[t.name] = t.value;
   CHECK(all.at("emb/Momentum").shape() == ops::Shape{5, 2});
   CHECK(all.at("emb/Momentum").to_vector<float>() == std::vector<float>(10, 0.25f));
   CHECK(all.at("beta1_power").item() == doctest::Approx(0.9));
@@ -154,61 +157,41 @@ TEST_CASE("ps service: a restored checkpoint's slots go beside their variable's 
 TEST_CASE("ps service: workers wait for the chief's initialization, then pull") {
   Cluster cluster = start_ps(2, nn::optim::sgd(0.1), 2);
   auto worker_done = std::async(std::launch::async, [&] {
-    PsClient client = connect(cluster, "worker 0");
-    PsPlacement placement(2);
-    PsVariables variables(client, placement);
-    nn::VariableStore store;
-    make_model(store);
+    Task worker(cluster, "worker 0");
     ops::NoGradGuard no_grad;
-    store.assign("dense/bias", ops::Tensor::from_vector<float>({9, 9}));  // another seed
-    variables.place(store, store.names());
-    variables.pull(store, 10s);
-    return floats(store, "dense/bias");
+    worker.store.assign("dense/bias", ops::Tensor::from_vector<float>({9, 9}));  // another seed
+    worker.variables.pull(worker.store, 10s);
+    return floats(worker.store, "dense/bias");
   });
   std::this_thread::sleep_for(300ms);  // the worker asks before the chief initializes
-  PsClient client = connect(cluster, "chief 0");
-  PsPlacement placement(2);
-  PsVariables variables(client, placement);
-  nn::VariableStore chief;
-  make_model(chief);
-  variables.place(chief, chief.names());
-  variables.initialize(values_of(chief));
+  Task chief(cluster, "chief 0");
+  chief.variables.initialize(values_of(chief.store));
   CHECK(worker_done.get() == std::vector<float>{0.5f, -0.5f});
 }
 
 TEST_CASE("ps service: asynchronous workers' pushes are each applied once") {
   Cluster cluster = start_ps(2, nn::optim::sgd(0.01), 3);
-  PsClient client = connect(cluster, "chief 0");
-  PsPlacement placement(2);
-  PsVariables variables(client, placement);
-  nn::VariableStore chief;
-  make_model(chief);
-  variables.place(chief, chief.names());
-  variables.initialize(values_of(chief));
+  Task chief(cluster, "chief 0");
+  chief.variables.initialize(values_of(chief.store));
   constexpr int kSteps = 25;
   std::vector<std::future<void>> workers;
   for (int w = 0; w < 3; ++w)
     workers.push_back(std::async(std::launch::async, [&, w] {
-      PsClient mine = connect(cluster, "worker " + std::to_string(w));
-      PsPlacement my_placement(2);
-      PsVariables my_variables(mine, my_placement);
-      nn::VariableStore store;
-      make_model(store);
-      my_variables.place(store, store.names());
-      int64_t step = my_variables.pull(store, 5s);
+      Task worker(cluster, "worker " + std::to_string(w));
+      int64_t step = worker.variables.pull(worker.store, 5s);
       for (int i = 0; i < kSteps; ++i)
-        step = my_variables.push_pull(gradients(store, 1.0f), store, step);
+        step = worker.variables.push_pull(gradients(worker.store, 1.0f), worker.store, step);
     }));
   for (auto& w : workers) w.get();
-  CHECK(variables.pull(chief, 1s) == 3 * kSteps);
+  CHECK(chief.variables.pull(chief.store, 1s) == 3 * kSteps);
   // The gradients do not depend on the values: every push moves the bias by -0.01 * (1, 2).
-  std::vector<float> bias = floats(chief, "dense/bias");
+  std::vector<float> bias = floats(chief.store, "dense/bias");
   CHECK(bias[0] == doctest::Approx(0.5 - 0.01 * 75));
   CHECK(bias[1] == doctest::Approx(-0.5 - 0.01 * 75 * 2));
   // Every training task says it is done: the ps tasks end by themselves.
-  for (int w = 0; w < 2; ++w) variables.finish("worker " + std::to_string(w), false);
+  for (int w = 0; w < 2; ++w) chief.variables.finish("worker " + std::to_string(w), false);
   CHECK_THROWS_AS(cluster.servers[0]->join(300ms), DeadlineExceededError);  // one to go
-  variables.finish("worker 2", false);
+  chief.variables.finish("worker 2", false);
   for (auto& server : cluster.servers) CHECK_NOTHROW(server->join(5s));
 }
 
@@ -237,16 +220,11 @@ TEST_CASE("ps service: the chief ends the job, or a failure ends it with the err
 
 TEST_CASE("ps service: a ps task that dies is named by the worker's next step") {
   Cluster cluster = start_ps(2, nn::optim::sgd(0.1));
-  PsClient client = connect(cluster, "chief 0");
-  PsPlacement placement(2);
-  PsVariables variables(client, placement);
-  nn::VariableStore store;
-  make_model(store);
-  variables.place(store, store.names());
-  variables.initialize(values_of(store));
-  variables.push_pull(gradients(store, 1.0f), store, 0);
+  Task chief(cluster, "chief 0");
+  chief.variables.initialize(values_of(chief.store));
+  chief.variables.push_pull(gradients(chief.store, 1.0f), chief.store, 0);
   cluster.servers[1]->stop();  // its connections close, as when the process dies
-  CHECK_THROWS_WITH_AS(variables.push_pull(gradients(store, 1.0f), store, 1),
+  CHECK_THROWS_WITH_AS(chief.variables.push_pull(gradients(chief.store, 1.0f), chief.store, 1),
                        doctest::Contains(("ps 1 at " + cluster.addresses[1]).c_str()),
                        UnavailableError);
 }

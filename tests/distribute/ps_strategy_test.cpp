@@ -15,21 +15,30 @@
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/math.h"
-#include "tests/process_group.h"
+#include "tests/distribute/ps_server_fixture.h"
 
 namespace est::distribute {
 namespace {
 
 const std::string kToken = "ps-strategy-test-token-0123";
 
-TfConfig job(const std::string& ps_address, TaskSpec task) {
-  std::string chief = "127.0.0.1:" + std::to_string(testing::free_port());
-  std::string worker = "127.0.0.1:" + std::to_string(testing::free_port());
-  return TfConfig{.cluster = ClusterSpec({{TaskType::kChief, {chief}},
-                                          {TaskType::kWorker, {worker}},
-                                          {TaskType::kPs, {ps_address}}}),
-                  .task = task};
-}
+// One ps task (SGD 0.5) whose job ends when `num_workers` training tasks are done, and the
+// TF_CONFIGs of the chief and worker 0 of that job (a chief, one worker, the ps task).
+struct OnePsJob {
+  explicit OnePsJob(int num_workers)
+      : servers(testing::start_ps_servers(
+            1, {.token = kToken, .num_workers = num_workers, .optimizer = nn::optim::sgd(0.5)})),
+        server(*servers[0]),
+        chief(testing::ps_job_config({server.address()}, 1, {TaskType::kChief, 0})),
+        worker(chief) {
+    worker.task = TaskSpec{TaskType::kWorker, 0};
+  }
+
+  std::vector<std::unique_ptr<PsServer>> servers;
+  PsServer& server;
+  TfConfig chief;
+  TfConfig worker;
+};
 
 // loss = sum(w * x) over w = get_variable("w", [2], init): d loss / d w = x.
 Tensor step(ReplicaContext& replica, float init, bool through_apply_gradients) {
@@ -65,16 +74,9 @@ std::function<Tensor(ReplicaContext&)> step_with_statistic(float batch) {
 }  // namespace
 
 TEST_CASE("ParameterServerStrategy: the custom loop's steps are applied by the ps task") {
-  PsServer server({.address = "127.0.0.1:0",
-                   .token = kToken,
-                   .task_index = 0,
-                   .num_workers = 2,
-                   .optimizer = nn::optim::sgd(0.5)});
-  TfConfig chief_config = job(server.address(), {TaskType::kChief, 0});
-  TfConfig worker_config = chief_config;
-  worker_config.task = TaskSpec{TaskType::kWorker, 0};
+  OnePsJob job(2);
   {
-    ParameterServerStrategy chief(chief_config, {.token = kToken});
+    ParameterServerStrategy chief(job.chief, {.token = kToken});
     CHECK(chief.has_parameter_servers());
     CHECK(chief.is_chief());
     CHECK(chief.num_workers() == 1);  // asynchronous: no worker steps with another
@@ -84,30 +86,25 @@ TEST_CASE("ParameterServerStrategy: the custom loop's steps are applied by the p
     // w = 1 - 0.5 * (1, -2), applied on the ps task and pulled back.
     CHECK(chief.store(0).get("w").value.to_vector<float>() == std::vector<float>{0.5f, 2.0f});
     CHECK(chief.store(0).get("global_step").value.item() == 1);
-    CHECK(server.names() == std::vector<std::string>{"global_step", "w"});
+    CHECK(job.server.names() == std::vector<std::string>{"global_step", "w"});
 
-    ParameterServerStrategy worker(worker_config, {.token = kToken});
+    ParameterServerStrategy worker(job.worker, {.token = kToken});
     CHECK_FALSE(worker.is_chief());
     CHECK(worker.input_context().input_pipeline_id == 1);
     // Its own initializer says 7; it starts from the chief's value on the ps task instead.
     worker.run([](ReplicaContext& r) { return step(r, 7.0f, true); });
     CHECK(worker.store(0).get("w").value.to_vector<float>() == std::vector<float>{0.0f, 3.0f});
     CHECK(worker.store(0).get("global_step").value.item() == 2);
-    CHECK(server.updates_applied() == 2);
+    CHECK(job.server.updates_applied() == 2);
   }
   // Both strategies said they are done: the ps task's job is over.
-  CHECK_NOTHROW(server.join(std::chrono::seconds(5)));
+  CHECK_NOTHROW(job.server.join(std::chrono::seconds(5)));
 }
 
 TEST_CASE("ParameterServerStrategy: an embedding's row-sparse gradient reaches the ps task") {
-  PsServer server({.address = "127.0.0.1:0",
-                   .token = kToken,
-                   .task_index = 0,
-                   .num_workers = 1,
-                   .optimizer = nn::optim::sgd(0.5)});
-  TfConfig config = job(server.address(), {TaskType::kChief, 0});
+  OnePsJob job(1);
   {
-    ParameterServerStrategy chief(config, {.token = kToken});
+    ParameterServerStrategy chief(job.chief, {.token = kToken});
     chief.run([](ReplicaContext& r) {
       nn::ModelContext& ctx = r.model_context();
       ctx.begin_call();
@@ -120,26 +117,19 @@ TEST_CASE("ParameterServerStrategy: an embedding's row-sparse gradient reaches t
     // Rows 1 and 3 were read (3 twice): 1 - 0.5 * count; rows 0 and 2 keep their value.
     CHECK(chief.store(0).get("table").value.to_vector<float>() ==
           std::vector<float>{1, 1, 0.5f, 0.5f, 1, 1, 0, 0});
-    CHECK(server.updates_applied() == 1);
+    CHECK(job.server.updates_applied() == 1);
   }
-  CHECK_NOTHROW(server.join(std::chrono::seconds(5)));
+  CHECK_NOTHROW(job.server.join(std::chrono::seconds(5)));
 }
 
 TEST_CASE("ParameterServerStrategy: each worker's moving average is applied on the ps task") {
-  PsServer server({.address = "127.0.0.1:0",
-                   .token = kToken,
-                   .task_index = 0,
-                   .num_workers = 2,
-                   .optimizer = nn::optim::sgd(0.5)});
-  TfConfig chief_config = job(server.address(), {TaskType::kChief, 0});
-  TfConfig worker_config = chief_config;
-  worker_config.task = TaskSpec{TaskType::kWorker, 0};
+  OnePsJob job(2);
   {
-    ParameterServerStrategy chief(chief_config, {.token = kToken});
+    ParameterServerStrategy chief(job.chief, {.token = kToken});
     chief.run(step_with_statistic(2));  // on the ps: 0 * 0.5 + (2, 4) * 0.5
-    CHECK(server.names() == std::vector<std::string>{"global_step", "moving_mean", "w"});
+    CHECK(job.server.names() == std::vector<std::string>{"global_step", "moving_mean", "w"});
     CHECK(chief.store(0).get("moving_mean").value.to_vector<float>() == std::vector<float>{1, 2});
-    ParameterServerStrategy worker(worker_config, {.token = kToken});
+    ParameterServerStrategy worker(job.worker, {.token = kToken});
     worker.run(step_with_statistic(4));  // on the ps: (1, 2) * 0.5 + (4, 8) * 0.5
     CHECK(worker.store(0).get("moving_mean").value.to_vector<float>() ==
           std::vector<float>{2.5f, 5});
@@ -149,27 +139,22 @@ TEST_CASE("ParameterServerStrategy: each worker's moving average is applied on t
     CHECK(chief.store(0).get("moving_mean").value.to_vector<float>() ==
           std::vector<float>{2.5f, 5});
   }
-  CHECK_NOTHROW(server.join(std::chrono::seconds(5)));
+  CHECK_NOTHROW(job.server.join(std::chrono::seconds(5)));
 }
 
 TEST_CASE("ParameterServerStrategy: synchronous steps apply the moving averages on the ps task") {
-  PsServer server({.address = "127.0.0.1:0",
-                   .token = kToken,
-                   .task_index = 0,
-                   .num_workers = 1,
-                   .optimizer = nn::optim::sgd(0.5)});
-  TfConfig config = job(server.address(), {TaskType::kChief, 0});
+  OnePsJob job(1);
   {
-    ParameterServerStrategy chief(config, {.token = kToken,
-                                           .sync_replicas = SyncReplicasOptions{
-                                               .replicas_to_aggregate = 1, .num_tokens = 0}});
+    ParameterServerStrategy chief(job.chief, {.token = kToken,
+                                              .sync_replicas = SyncReplicasOptions{
+                                                  .replicas_to_aggregate = 1, .num_tokens = 0}});
     chief.run(step_with_statistic(2));  // on the ps: 0 * 0.5 + (2, 4) * 0.5
     chief.run(step_with_statistic(4));  // (1, 2) * 0.5 + (4, 8) * 0.5
     CHECK(chief.store(0).get("moving_mean").value.to_vector<float>() ==
           std::vector<float>{2.5f, 5});
     CHECK(chief.store(0).get("global_step").value.item() == 2);
   }
-  CHECK_NOTHROW(server.join(std::chrono::seconds(5)));
+  CHECK_NOTHROW(job.server.join(std::chrono::seconds(5)));
 }
 
 TEST_CASE("ParameterServerStrategy without ps tasks trains in this process") {

@@ -17,76 +17,23 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <thread>
 
 #include "checkpoint/reader.h"
 #include "checkpoint/state_file.h"
 #include "distribute/job_token.h"
 #include "tests/command.h"
+#include "tests/distribute/ps_job_util.h"
 #include "tests/process_group.h"
 
 namespace est::testing {
 namespace {
 
-using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
-
-const std::string kTask = EST_TEST_PS_JOB_PROGRAM;
-
-// TF_CONFIGs of a job with a chief, `workers` workers and `ps` ps tasks, in that order.
-std::vector<std::string> tf_configs(int workers, int ps) {
-  auto list = [](int n) {
-    std::string text;
-    for (int i = 0; i < n; ++i)
-      text += (i ? ", \"127.0.0.1:" : "\"127.0.0.1:") + std::to_string(free_port()) + "\"";
-    return text;
-  };
-  std::string cluster = "{\"chief\": [" + list(1) + "], \"worker\": [" + list(workers) + "]" +
-                        (ps > 0 ? ", \"ps\": [" + list(ps) + "]" : std::string()) + "}";
-  std::vector<std::string> configs;
-  auto add = [&](const std::string& type, int index) {
-    configs.push_back("{\"cluster\": " + cluster + ", \"task\": {\"type\": \"" + type +
-                      "\", \"index\": " + std::to_string(index) + "}}");
-  };
-  add("chief", 0);
-  for (int i = 0; i < workers; ++i) add("worker", i);
-  for (int i = 0; i < ps; ++i) add("ps", i);
-  return configs;
-}
-
-size_t start_task(ProcessGroup& group, const std::string& config,
-                  const std::vector<std::string>& args, const std::string& token) {
-  std::vector<std::string> argv = {kTask};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return group.start(argv, {{"TF_CONFIG", config},
-                            {"EST_JOB_TOKEN", token},
-                            {"OMP_NUM_THREADS", "1"},
-                            {"EST_LOG_LEVEL", "INFO"}});
-}
-
-void start(ProcessGroup& group, const std::vector<std::string>& configs,
-           const std::vector<std::string>& args,
-           const std::string& token = distribute::generate_job_token()) {
-  for (const std::string& config : configs) start_task(group, config, args, token);
-}
-
 // Runs a whole job to its end; every task must succeed.
-void run_job(ProcessGroup& group, const std::vector<std::string>& configs,
-             const std::vector<std::string>& args) {
-  start(group, configs, args);
+void run_job(ProcessGroup& group, const PsJob& job, const std::vector<std::string>& args) {
+  start(group, job, args, distribute::generate_job_token());
   auto codes = group.wait_all(400s);
   INFO(group.outputs());
   for (auto code : codes) REQUIRE(code == 0);
-}
-
-bool wait_for_output(ProcessGroup& group, size_t i, const std::string& text,
-                     std::chrono::seconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (group.output(i).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return false;
 }
 
 }  // namespace
@@ -104,7 +51,7 @@ TEST_CASE(
   ps_args.insert(ps_args.end(), common.begin(), common.end());
   std::filesystem::create_directories(dir / "ps_logs");
   ProcessGroup ps_job(dir / "ps_logs");
-  run_job(ps_job, tf_configs(1, 2), ps_args);
+  run_job(ps_job, make_ps_job(1, 2), ps_args);
   for (size_t ps : {2, 3}) {
     std::string line = "ps " + std::to_string(ps - 2) +
                        ": 40 synchronous steps applied (2 gradients averaged into each), 0 stale "
@@ -116,7 +63,7 @@ TEST_CASE(
   mwms_args.insert(mwms_args.end(), common.begin(), common.end());
   std::filesystem::create_directories(dir / "mwms_logs");
   ProcessGroup mwms_job(dir / "mwms_logs");
-  run_job(mwms_job, tf_configs(1, 0), mwms_args);
+  run_job(mwms_job, make_ps_job(1, 0), mwms_args);
 
   std::string ps = *checkpoint::latest_checkpoint(dir / "ps");
   std::string mwms = *checkpoint::latest_checkpoint(dir / "mwms");
@@ -147,7 +94,7 @@ TEST_CASE("ps sync job: replicas_to_aggregate = 2 of 3 training tasks, one updat
   ProcessGroup group(dir.str());
   // TensorFlow's default tokens (num_tokens = -1): the first steps may aggregate one worker's
   // two batches or drop stale ones; every step is still one aggregated update on each ps task.
-  run_job(group, tf_configs(2, 2),
+  run_job(group, make_ps_job(2, 2),
           {"--model_dir", dir / "model", "--max_steps", "30", "--batch", "16", "--sync_replicas",
            "2", "--total_num_replicas", "3"});
   CHECK(checkpoint::read_info(*checkpoint::latest_checkpoint(dir / "model")).global_step == 30);
@@ -167,9 +114,10 @@ TEST_CASE("ps sync job: replicas_to_aggregate = 2 of 3 training tasks, one updat
 TEST_CASE("ps sync job: a worker killed mid-job is named when its token does not come") {
   ScratchDir dir;
   ProcessGroup group(dir.str());
-  start(group, tf_configs(1, 1),
+  start(group, make_ps_job(1, 1),
         {"--model_dir", dir / "model", "--max_steps", "100000", "--batch", "16", "--step_delay_ms",
-         "20", "--sync_replicas", "2", "--num_tokens", "0", "--token_timeout_s", "15"});
+         "20", "--sync_replicas", "2", "--num_tokens", "0", "--token_timeout_s", "15"},
+        distribute::generate_job_token());
   REQUIRE_MESSAGE(wait_for_output(group, 1, "loss = ", 120s), group.outputs());
   group.signal(1, SIGKILL);
   CHECK(group.wait(1, 10s) == -SIGKILL);
@@ -190,36 +138,24 @@ TEST_CASE("ps sync job: a worker killed mid-job is named when its token does not
 TEST_CASE("ps sync job: a worker killed and restarted within token_timeout rejoins the step") {
   ScratchDir dir;
   ProcessGroup group(dir.str());
-  std::vector<std::string> configs = tf_configs(1, 1);
-  std::vector<std::string> args = {"--model_dir",       dir / "model", "--max_steps",     "300",
-                                   "--batch",           "16",          "--step_delay_ms", "20",
-                                   "--sync_replicas",   "2",           "--num_tokens",    "0",
-                                   "--token_timeout_s", "120"};
-  std::string token = distribute::generate_job_token();
-  start(group, configs, args, token);
-  REQUIRE_MESSAGE(wait_for_output(group, 1, "loss = ", 120s), group.outputs());
-  group.signal(1, SIGKILL);
-  CHECK(group.wait(1, 10s) == -SIGKILL);
   // The chief waits for the step; worker 0 comes back with the same TF_CONFIG, takes the
   // current global step as its local step, and its push completes the step.
-  size_t again = start_task(group, configs[1], args, token);
-  auto chief = group.wait(0, 300s);
-  auto restarted = group.wait(again, 60s);
-  auto ps = group.wait(2, 30s);
+  restart_worker_mid_job(
+      group,
+      {"--model_dir", dir / "model", "--max_steps", "300", "--batch", "16", "--step_delay_ms", "20",
+       "--sync_replicas", "2", "--num_tokens", "0", "--token_timeout_s", "120"},
+      300s);
   INFO(group.outputs());
-  CHECK(chief == 0);
-  CHECK(restarted == 0);
-  CHECK(ps == 0);
-  CHECK(group.output(again).find("finished worker 0") != std::string::npos);
   CHECK(checkpoint::read_info(*checkpoint::latest_checkpoint(dir / "model")).global_step == 300);
 }
 
 TEST_CASE("ps sync job: with a backup replica, a worker's death does not stop the job") {
   ScratchDir dir;
   ProcessGroup group(dir.str());
-  start(group, tf_configs(2, 1),
+  start(group, make_ps_job(2, 1),
         {"--model_dir", dir / "model", "--max_steps", "200", "--batch", "16", "--step_delay_ms",
-         "20", "--sync_replicas", "2", "--total_num_replicas", "3", "--token_timeout_s", "60"});
+         "20", "--sync_replicas", "2", "--total_num_replicas", "3", "--token_timeout_s", "60"},
+        distribute::generate_job_token());
   REQUIRE_MESSAGE(wait_for_output(group, 2, "loss = ", 120s), group.outputs());
   group.signal(2, SIGKILL);  // worker 1
   CHECK(group.wait(2, 10s) == -SIGKILL);

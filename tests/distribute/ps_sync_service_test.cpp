@@ -4,7 +4,7 @@
 // gradients (checked against the optimizer applied to that mean in one store), a gradient
 // computed at an old step changes nothing, a worker with spare tokens supplies several batches
 // of one step, and a worker that waits for a token that does not come fails with an error that
-// names the wait and the worker whose connection ended.
+// names the wait and the worker whose connection ended. A step is one round trip to each task.
 #include <doctest/doctest.h>
 
 #include <future>
@@ -17,6 +17,7 @@
 #include "nn/optimizers.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
+#include "tests/distribute/ps_server_fixture.h"
 
 namespace est::distribute {
 namespace {
@@ -25,11 +26,7 @@ using namespace std::chrono_literals;
 const std::string kToken = "0123456789abcdef0123";
 
 std::vector<std::unique_ptr<PsServer>> start_ps(int n, const nn::optim::Optimizer& optimizer) {
-  std::vector<std::unique_ptr<PsServer>> servers;
-  for (int i = 0; i < n; ++i)
-    servers.push_back(std::make_unique<PsServer>(PsServerOptions{
-        .address = "127.0.0.1:0", .token = kToken, .task_index = i, .optimizer = optimizer}));
-  return servers;
+  return testing::start_ps_servers(n, {.token = kToken, .optimizer = optimizer});
 }
 
 // global_step, then two variables (round-robin on two ps tasks: kernel on ps 1, bias on ps 0).
@@ -54,12 +51,10 @@ std::vector<nn::GradAndVar> gradients(const nn::VariableStore& store, float scal
 struct Worker {
   Worker(const std::vector<std::unique_ptr<PsServer>>& servers, const std::string& task,
          const SyncReplicasOptions& options, bool chief)
-      : client([&] {
-          std::vector<std::string> addresses;
-          for (const auto& s : servers) addresses.push_back(s->address());
-          return PsClientOptions{
-              .ps_addresses = addresses, .token = kToken, .task_name = task, .connect_timeout = 5s};
-        }()),
+      : client(PsClientOptions{.ps_addresses = testing::addresses_of(servers),
+                               .token = kToken,
+                               .task_name = task,
+                               .connect_timeout = 5s}),
         placement(static_cast<int>(servers.size())),
         variables(client, placement),
         sync(variables, options, task, chief) {
@@ -107,12 +102,15 @@ TEST_CASE("ps sync: each step applies the mean of replicas_to_aggregate gradient
   for (int step = 0; step < 2; ++step) {
     INFO("step ", step);
     // The chief and worker 0 form the group; each waits for the other's push.
+    const uint64_t trips_before = chief.client.round_trips(0) + chief.client.round_trips(1);
     auto chief_step = std::async(std::launch::async,
                                  [&] { chief.sync.step(chief.store, gradients(chief.store, 1)); });
     auto first_step = std::async(std::launch::async,
                                  [&] { first.sync.step(first.store, gradients(first.store, 3)); });
     chief_step.get();
     first_step.get();
+    // Push, token and pull in one round trip to each ps task.
+    CHECK(chief.client.round_trips(0) + chief.client.round_trips(1) - trips_before == 2);
     optimizer.apply_gradients(local, gradients(local, 2));  // the mean of 1x and 3x
     CHECK(chief.global_step() == step + 1);
     CHECK(chief.sync.local_step() == step + 1);

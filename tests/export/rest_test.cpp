@@ -109,32 +109,18 @@ TEST_CASE("est-serve: malformed requests get 400 (or 413) with a reason, never a
 TEST_CASE("est-serve: a classifier's answers equal Estimator::predict's") {
   if (!have_curl()) return est::testing::skip("curl is not installed (apt-get install curl)");
   testing::ScratchDir dir;
-  auto model_fn = [](const Features& features, const Tensor& labels, ModeKeys mode,
-                     ModelContext& ctx) {
-    Tensor logits = nn::dense(ctx, features.at("x"), {.units = 3, .name = "logits"});
-    if (mode == ModeKeys::kPredict)
-      return EstimatorSpec::predict({{"logits", logits}, {"classes", ops::argmax(logits, 1)}});
-    Tensor loss = nn::sparse_softmax_cross_entropy(labels, logits);
-    return EstimatorSpec::train(loss, nn::optim::sgd(0.1).minimize(loss, ctx));
-  };
-  Tensor x = Tensor::from_vector(
-      std::vector<float>{0.1f, 0.7f, -0.3f, 0.2f, 0.9f, -1.0f, 0.5f, 0.4f}, {4, 2});
-  Tensor y = Tensor::from_vector(std::vector<int32_t>{0, 1, 2, 1});
-  Estimator estimator(model_fn, quiet(dir / "model"));
-  estimator.train(
-      [&](ModeKeys, const InputContext*) {
-        return data::Dataset::from_tensor_slices(Features{{"x", x}}, y).batch(2);
+  Estimator estimator = train_classifier(
+      [](const Tensor& logits) {
+        return EstimatorSpec::predict({{"logits", logits}, {"classes", ops::argmax(logits, 1)}});
       },
-      {}, 3);
+      dir / "model");
   estimator.export_saved_model(dir / "serving",
                                build_raw_serving_input_receiver_fn({{"x", {{-1, 2}}}}));
   Server server(dir / "serving", dir);
   Reply reply = http(server, "/v1/models/half_plus_two:predict",
                      R"({"instances": [[0.1, 0.7], [-0.3, 0.2], [0.9, -1.0], [0.5, 0.4]]})", &dir);
   REQUIRE(reply.status == 200);
-  auto expected = estimator.predict([&](ModeKeys, const InputContext*) {
-    return data::Dataset::from_tensor_slices(Features{{"x", x}}).batch(4);
-  });
+  auto expected = predict_classifier_rows(estimator);
   REQUIRE(reply.body["predictions"].size() == expected.size());
   for (size_t row = 0; row < expected.size(); ++row) {
     const json& answer = reply.body["predictions"][row];

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -62,6 +63,43 @@ inline std::string export_half_plus_two(const std::string& dir, const std::strin
                                         double a = 0.5, double b = 2.0) {
   Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4});
   return export_model(plus_model_fn(a, b), dir, base, {{"x", x}}, x, {{"x", {{-1}}}});
+}
+
+// The small classifier of the REST suites, whose answers are compared with Estimator::predict's:
+// a dense layer "logits" of 3 classes over the feature "x" [batch, 2], trained 3 steps (batches
+// of 2) with softmax cross-entropy on classifier_rows(); in PREDICT its spec is
+// `predict_spec(logits)`.
+inline Tensor classifier_rows() {
+  return Tensor::from_vector(std::vector<float>{0.1f, 0.7f, -0.3f, 0.2f, 0.9f, -1.0f, 0.5f, 0.4f},
+                             {4, 2});
+}
+
+inline Estimator train_classifier(std::function<EstimatorSpec(const Tensor& logits)> predict_spec,
+                                  const std::string& model_dir) {
+  auto model_fn = [predict_spec](const Features& features, const Tensor& labels, ModeKeys mode,
+                                 ModelContext& ctx) {
+    Tensor logits = nn::dense(ctx, features.at("x"), {.units = 3, .name = "logits"});
+    if (mode == ModeKeys::kPredict) return predict_spec(logits);
+    Tensor loss = nn::sparse_softmax_cross_entropy(labels, logits);
+    return EstimatorSpec::train(loss, nn::optim::sgd(0.1).minimize(loss, ctx));
+  };
+  Estimator estimator(model_fn, quiet(model_dir));
+  const Tensor x = classifier_rows();
+  const Tensor y = Tensor::from_vector(std::vector<int32_t>{0, 1, 2, 1});
+  estimator.train(
+      [&](ModeKeys, const InputContext*) {
+        return data::Dataset::from_tensor_slices(Features{{"x", x}}, y).batch(2);
+      },
+      {}, 3);
+  return estimator;
+}
+
+// Estimator::predict on classifier_rows(), in one batch: one Predictions a row.
+inline std::vector<Predictions> predict_classifier_rows(Estimator& estimator) {
+  const Tensor x = classifier_rows();
+  return estimator.predict([&](ModeKeys, const InputContext*) {
+    return data::Dataset::from_tensor_slices(Features{{"x", x}}).batch(4);
+  });
 }
 
 class Server {
