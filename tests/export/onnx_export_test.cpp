@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "export/onnx_export.h"
 #include "export/onnx_model.h"
@@ -202,6 +203,31 @@ TEST_CASE("export: est's interpreter keeps lazily transposed values and folded c
   }
   ops::set_num_threads(threads);
   cross_check(model, layouts, {{"image", random_tensor({3, 8, 8, 2}, 69)}});
+}
+
+TEST_CASE("export: one loaded model run from several threads at once gives each its own answer") {
+  Layouts layouts;
+  est::testing::ScratchDir dir;
+  const std::string path = dir / "model.onnx";
+  std::ofstream(path, std::ios::binary) << export_model(layouts, "image", {8, 8, 2});
+  const est::serving::OnnxModel loaded = est::serving::OnnxModel::load(path);
+  constexpr int kThreads = 4;
+  std::vector<NamedTensors> inputs, alone(kThreads), together(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    inputs.push_back({{"image", random_tensor({1 + t % 2, 8, 8, 2}, 70 + t)}});
+  for (int t = 0; t < kThreads; ++t) alone[t] = loaded.run(inputs[t]);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) together[t] = loaded.run(inputs[t]);
+    });
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t)
+    for (const auto& [name, tensor] : alone[t]) {
+      INFO("thread ", t, " output ", name);
+      REQUIRE(together[t].count(name) == 1);
+      CHECK(together[t].at(name).to_vector<double>() == tensor.to_vector<double>());
+    }
 }
 
 TEST_CASE("export: an op with no ONNX form is refused with its name, unless nothing uses it") {
