@@ -7,9 +7,12 @@
 // response) is timed apart: handle_rest in-process minus the interpreter's run of the same
 // tensor. bench/serving_ort.js times onnxruntime-node on the same model.onnx.
 //
-//   serving_bench --est_serve build/tools/est-serve [--requests N] [--dir DIR]
+//   serving_bench [--est_serve build/tools/est-serve] [--requests N] [--dir DIR]
+// Without --est_serve only the in-process runners and server_overhead run (for profiling the
+// interpreter, or comparing two builds of it back to back).
 // Lines: `<runner> clients=C p50_ms=... p99_ms=... requests_per_sec=...`, `server_overhead
-// p50_ms=... p99_ms=...`, and `model_onnx=PATH` for the onnxruntime comparison.
+// p50_ms=... p99_ms=...`, `model_onnx=PATH` for the onnxruntime comparison, and
+// `interpreter_logits=` (hex floats) to check that two builds give the same bits.
 #include <fmt/format.h>
 #include <httplib.h>
 #include <signal.h>
@@ -135,7 +138,8 @@ int main(int argc, char** argv) try {
                "serving_bench"};
   std::string est_serve, dir;
   int requests = 256;
-  app.add_option("--est_serve", est_serve, "path of the est-serve binary")->required();
+  app.add_option("--est_serve", est_serve,
+                 "path of the est-serve binary (without it, the in-process runners only)");
   app.add_option("--requests", requests, "requests per concurrency level")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -192,6 +196,12 @@ int main(int argc, char** argv) try {
   est::serving::ModelManager models("cnn", base);
   models.poll();
   const auto servable = models.current();
+  {  // The logits bit for bit (hex floats), to compare two builds of the interpreter.
+    std::string bits;
+    for (float v : servable->model.run({{"image", image}}).at("logits").to_vector<float>())
+      bits += fmt::format("{}{:a}", bits.empty() ? "" : ",", v);
+    fmt::print("interpreter_logits={}\n", bits);
+  }
   for (int clients : {1, 8, 64})
     run_clients("onnx_interpreter", clients, requests, [&] {
       return servable->model.run({{"image", image}}).count("logits") == 1;
@@ -214,6 +224,7 @@ int main(int argc, char** argv) try {
                overhead[overhead.size() / 2], overhead[overhead.size() * 99 / 100], body.size());
   }
 
+  if (est_serve.empty()) return 0;
   ServerProcess server;
   start_server(server, est_serve, base, dir + "/est-serve.log");
   for (int clients : {1, 8, 64}) {

@@ -5,7 +5,10 @@
 // it writes; load() refuses any other op, or an attribute value the est kernels cannot honour
 // (a grouped Conv, padding that is neither TF's `same` nor `valid`), with an UnimplementedError
 // naming it, so a model that loads runs. Conv and pooling come back from ONNX's NCHW to est's
-// NHWC kernels by transposes. run() is const and may be called from several threads at once.
+// NHWC kernels by transposes, held lazily so that those that cancel cost no copy
+// (onnx_layout.h). load() plans the graph once; run() is const and may be called from several
+// threads at once (each run keeps its values to itself; a small request runs its kernels on the
+// calling thread alone, onnx_model.cpp says why).
 #pragma once
 
 #include <memory>

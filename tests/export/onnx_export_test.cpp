@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "export/onnx_export.h"
 #include "export/onnx_model.h"
@@ -147,6 +148,86 @@ struct BatchNormOneHot {
 TEST_CASE("export: batch norm in inference mode and one_hot match est in onnxruntime") {
   BatchNormOneHot model;
   cross_check(export_model(model, "x", {4}), model, {{"x", random_tensor({6, 4}, 56)}});
+}
+
+// est's interpreter holds transposes lazily and runs nodes of constants once at load
+// (onnx_model.cpp): here a conv2d's output is used in NCHW (the exported graph's own layout) by
+// elementwise ops, a flatten, a cast and a pool, and a dense kernel is transposed inside the
+// function (a node of constants only). One loaded model runs at two batch sizes in turn (both
+// small enough to run on the calling thread alone, which must get its thread count back).
+struct Layouts {
+  Tensor kernel = random_tensor({3, 3, 2, 4}, 61, 0.5f);
+  Tensor bias = random_tensor({4}, 62, 0.1f);
+  Tensor dense_kernel = random_tensor({8, 4 * 8 * 8}, 63, 0.3f);
+
+  NamedTensors operator()(const NamedTensors& features) const {
+    Tensor x = ops::conv2d(features.at("image"), kernel, bias, {.padding = ops::Padding::kSame});
+    Tensor nchw = ops::transpose(x, {0, 3, 1, 2});
+    Tensor rectified = ops::abs(ops::neg(ops::relu(nchw)));
+    Tensor flat = ops::flatten(rectified);
+    return {{"pooled", ops::avg_pool2d(ops::transpose(rectified, {0, 2, 3, 1}), {})},
+            {"flat", flat},
+            {"negated", ops::cast(ops::neg(nchw), est::DType::kF64)},
+            {"logits", ops::matmul(flat, ops::transpose(dense_kernel, {1, 0}))}};
+  }
+};
+
+TEST_CASE("export: est's interpreter keeps lazily transposed values and folded constants right") {
+  Layouts layouts;
+  const std::string model = export_model(layouts, "image", {8, 8, 2});
+  est::testing::ScratchDir dir;
+  const std::string path = dir / "model.onnx";
+  std::ofstream(path, std::ios::binary) << model;
+  const est::serving::OnnxModel loaded = est::serving::OnnxModel::load(path);
+  ops::NoGradGuard no_grad;
+  const int threads = ops::num_threads();
+  ops::set_num_threads(3);
+  for (int64_t batch : {5, 1, 5}) {
+    CAPTURE(batch);
+    const NamedTensors inputs{
+        {"image", random_tensor({batch, 8, 8, 2}, 64 + static_cast<unsigned>(batch))}};
+    const NamedTensors expected = layouts(inputs);
+    const NamedTensors interpreted = loaded.run(inputs);
+    CHECK(ops::num_threads() == 3);  // a small request ran serially, and gave the count back
+    REQUIRE(interpreted.size() == expected.size());
+    for (const auto& [name, tensor] : expected) {
+      INFO("output ", name);
+      REQUIRE(interpreted.count(name) == 1);
+      REQUIRE(interpreted.at(name).shape() == tensor.shape());
+      REQUIRE(interpreted.at(name).dtype() == tensor.dtype());
+      std::vector<double> theirs = interpreted.at(name).to_vector<double>();
+      std::vector<double> ours = tensor.to_vector<double>();
+      for (size_t i = 0; i < ours.size(); ++i)
+        CHECK(theirs[i] == doctest::Approx(ours[i]).epsilon(1e-5));
+    }
+  }
+  ops::set_num_threads(threads);
+  cross_check(model, layouts, {{"image", random_tensor({3, 8, 8, 2}, 69)}});
+}
+
+TEST_CASE("export: one loaded model run from several threads at once gives each its own answer") {
+  Layouts layouts;
+  est::testing::ScratchDir dir;
+  const std::string path = dir / "model.onnx";
+  std::ofstream(path, std::ios::binary) << export_model(layouts, "image", {8, 8, 2});
+  const est::serving::OnnxModel loaded = est::serving::OnnxModel::load(path);
+  constexpr int kThreads = 4;
+  std::vector<NamedTensors> inputs, alone(kThreads), together(kThreads);
+  for (int t = 0; t < kThreads; ++t)
+    inputs.push_back({{"image", random_tensor({1 + t % 2, 8, 8, 2}, 70 + t)}});
+  for (int t = 0; t < kThreads; ++t) alone[t] = loaded.run(inputs[t]);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) together[t] = loaded.run(inputs[t]);
+    });
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t)
+    for (const auto& [name, tensor] : alone[t]) {
+      INFO("thread ", t, " output ", name);
+      REQUIRE(together[t].count(name) == 1);
+      CHECK(together[t].at(name).to_vector<double>() == tensor.to_vector<double>());
+    }
 }
 
 TEST_CASE("export: an op with no ONNX form is refused with its name, unless nothing uses it") {
