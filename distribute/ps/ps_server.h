@@ -105,6 +105,12 @@ class PsServer {
   void apply_moving_averages(const PsRequest& request, const std::string& client);
   PsReply take_token(const PsRequest& request, const std::string& client,
                      std::unique_lock<std::mutex>& lock);
+  // In a synchronous wait (take_token, sync_step): the job's error if it failed, a
+  // CancelledError if this task is stopping.
+  void throw_if_stopped() const;
+  // "; the connection from worker 0 ended before it was done" for the training tasks whose
+  // connection ended early, or "": what a synchronous wait's timeout names.
+  std::string lost_tasks() const;
   // kSyncStep: sync_push, then take_token here or (elsewhere) a wait until this task's
   // accumulator has passed the request's step, then the values of the request's names.
   PsReply sync_step(const PsRequest& request, const std::string& client,
@@ -140,7 +146,6 @@ class PsServer {
   std::optional<SyncTokenQueue> tokens_;
   std::string sync_configured_by_;
   std::chrono::milliseconds token_timeout_{};
-  uint64_t sync_generation_ = 0;       // how many times the chief configured synchronous training
   std::condition_variable tokens_cv_;  // a step completed or applied, or the job changed
 };
 

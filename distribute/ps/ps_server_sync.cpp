@@ -44,8 +44,10 @@ PsReply PsServer::sync_configure(const PsRequest& request, const std::string& cl
   // accumulator (its workers' pushes were computed from values the chief may have replaced).
   accumulator_.emplace(options.replicas_to_aggregate, request.global_step);
   if (holds_global_step_) {
-    tokens_.emplace(options, request.global_step);
-    ++sync_generation_;
+    if (tokens_)
+      tokens_->restart(options, request.global_step);
+    else
+      tokens_.emplace(options, request.global_step);
     ops::NoGradGuard no_grad;
     store_.get(kGlobalStep).value.data<int64_t>()[0] = request.global_step;
   }
@@ -131,20 +133,15 @@ PsReply PsServer::sync_step(const PsRequest& request, const std::string& client,
     const std::chrono::milliseconds timeout = token_timeout_ + std::chrono::seconds(5);
     const Clock::time_point deadline = Clock::now() + timeout;
     while (accumulator_->step() <= request.global_step && !chief_done_) {
-      if (end_ && !end_->ok()) throw_error(end_->code, end_->message);
-      if (stopping_) throw CancelledError("the ps task is stopping");
-      if (Clock::now() >= deadline) {
-        std::vector<std::string> lost(lost_.begin(), lost_.end());
+      throw_if_stopped();
+      if (Clock::now() >= deadline)
         throw DeadlineExceededError(fmt::format(
             "{} waited {} s for {} to apply synchronous step {}: {} of replicas_to_aggregate = {} "
             "replicas had pushed it here{}. A training task died or stalled: restart it, or raise "
             "SyncReplicasOptions::token_timeout",
             client, std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), name(),
             request.global_step, accumulator_->count(), accumulator_->replicas_to_aggregate(),
-            lost.empty() ? ""
-                         : fmt::format("; the connection from {} ended before it was done",
-                                       join_names(lost))));
-      }
+            lost_tasks()));
       tokens_cv_.wait_for(lock, std::chrono::milliseconds(100));
     }
   }
@@ -167,23 +164,18 @@ PsReply PsServer::take_token(const PsRequest& request, const std::string& client
   }
   const std::chrono::milliseconds timeout = tokens_->options().token_timeout;
   const Clock::time_point deadline = Clock::now() + timeout;
-  // In the order the waiters came (SyncTokenQueue::wait); a chief that configures again
-  // replaces the queue, and the waiter queues again there.
+  // In the order the waiters came (SyncTokenQueue::wait; a chief that configures again
+  // restarts the queue with its waiters).
   struct Turn {  // whichever way this returns or throws: the next waiter's turn
     PsServer* server;
-    uint64_t generation;
     uint64_t waiter;
     ~Turn() {
-      if (server->sync_generation_ == generation) server->tokens_->leave(waiter);
+      server->tokens_->leave(waiter);
       server->tokens_cv_.notify_all();
     }
-  } turn{this, sync_generation_, tokens_->wait()};
+  } turn{this, tokens_->wait()};
   for (;;) {
     PsReply reply;
-    if (turn.generation != sync_generation_) {
-      turn.generation = sync_generation_;
-      turn.waiter = tokens_->wait();
-    }
     if (std::optional<int64_t> token = tokens_->take(turn.waiter)) {
       reply.global_step = *token;
       return reply;
@@ -192,14 +184,12 @@ PsReply PsServer::take_token(const PsRequest& request, const std::string& client
       reply.global_step = tokens_->global_step();
       return reply;
     }
-    if (end_ && !end_->ok()) throw_error(end_->code, end_->message);
-    if (stopping_) throw CancelledError("the ps task is stopping");
+    throw_if_stopped();
     if (Clock::now() >= deadline) {
       const std::vector<std::string>& arrived = tokens_->arrived();
       std::string who = arrived.empty() ? "" : " (" + join_names(arrived) + ")";
-      std::vector<std::string> lost(lost_.begin(), lost_.end()), done(done_.begin(), done_.end());
-      if (!lost.empty())
-        who += fmt::format("; the connection from {} ended before it was done", join_names(lost));
+      std::vector<std::string> done(done_.begin(), done_.end());
+      who += lost_tasks();
       if (!done.empty()) who += fmt::format("; {} finished training", join_names(done));
       throw DeadlineExceededError(fmt::format(
           "{} waited {} s for the token of synchronous step {}: {} of replicas_to_aggregate = {} "
@@ -210,6 +200,17 @@ PsReply PsServer::take_token(const PsRequest& request, const std::string& client
     }
     tokens_cv_.wait_for(lock, std::chrono::milliseconds(100));
   }
+}
+
+void PsServer::throw_if_stopped() const {
+  if (end_ && !end_->ok()) throw_error(end_->code, end_->message);
+  if (stopping_) throw CancelledError("the ps task is stopping");
+}
+
+std::string PsServer::lost_tasks() const {
+  if (lost_.empty()) return "";
+  return fmt::format("; the connection from {} ended before it was done",
+                     join_names(std::vector<std::string>(lost_.begin(), lost_.end())));
 }
 
 }  // namespace est::distribute

@@ -151,10 +151,16 @@ std::vector<NamedTensor> GradientAccumulator::take_grad() {
   return means;
 }
 
-SyncTokenQueue::SyncTokenQueue(const SyncReplicasOptions& options, int64_t global_step)
-    : options_(options), global_step_(global_step) {
-  options_.validate();
-  for (int i = 0; i < options_.resolved_num_tokens(); ++i) tokens_.push_back(global_step_);
+SyncTokenQueue::SyncTokenQueue(const SyncReplicasOptions& options, int64_t global_step) {
+  restart(options, global_step);
+}
+
+void SyncTokenQueue::restart(const SyncReplicasOptions& options, int64_t global_step) {
+  options.validate();
+  options_ = options;
+  global_step_ = global_step;
+  arrived_.clear();
+  tokens_.assign(static_cast<size_t>(options_.resolved_num_tokens()), global_step_);
 }
 
 bool SyncTokenQueue::arrive(int64_t local_step, const std::string& task) {

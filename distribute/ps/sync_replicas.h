@@ -123,6 +123,9 @@ class GradientAccumulator {
 class SyncTokenQueue {
  public:
   SyncTokenQueue(const SyncReplicasOptions& options, int64_t global_step);
+  // A chief that configures again: a fresh queue at `global_step` (its tokens, no arrivals),
+  // keeping the waiters in their order.
+  void restart(const SyncReplicasOptions& options, int64_t global_step);
 
   // A worker (`task`) pushed the gradients of `local_step` to every ps task. Returns true when
   // this completed the current step: global_step() advanced and the step's tokens are queued.

@@ -184,6 +184,15 @@ TEST_CASE("sync replicas: waiters take tokens in the order they came, as a FIFO 
   queue.leave(worker);
   CHECK(queue.arrive(1, "chief 0"));
   CHECK(queue.take(late) == 2);
+  queue.leave(late);
+  // A chief that configures again restarts the queue; waiters keep their places.
+  uint64_t first = queue.wait(), second = queue.wait();
+  queue.restart({.replicas_to_aggregate = 2, .num_tokens = 2}, 7);
+  CHECK(queue.global_step() == 7);
+  CHECK_FALSE(queue.take(second).has_value());
+  CHECK(queue.take(first) == 7);
+  queue.leave(first);
+  CHECK(queue.take(second) == 7);
 }
 
 TEST_CASE("sync replicas: settings that cannot train are refused, naming the field") {
