@@ -9,11 +9,11 @@
 
 #include <cmath>
 #include <filesystem>
-#include <regex>
 
 #include "data/idx.h"
 #include "distribute/job_token.h"
 #include "tests/command.h"
+#include "tests/distribute/task_eval.h"
 #include "tests/process_group.h"
 #include "tests/skip.h"
 
@@ -23,30 +23,6 @@ namespace {
 using namespace std::chrono_literals;
 
 const std::string kTask = EST_TEST_PS_FASHION_PROGRAM;
-
-struct Eval {
-  double loss = NAN, accuracy = NAN;
-  long long global_step = -1;
-};
-
-Eval parse_eval(const std::string& output) {
-  std::smatch m;
-  Eval eval;
-  if (std::regex_search(
-          output, m, std::regex(R"(eval: loss=([0-9.]+) accuracy=([0-9.]+) global_step=(\d+))"))) {
-    eval.loss = std::stod(m[1]);
-    eval.accuracy = std::stod(m[2]);
-    eval.global_step = std::stoll(m[3]);
-  }
-  return eval;
-}
-
-std::string addresses(int count) {
-  std::string text;
-  for (int i = 0; i < count; ++i)
-    text += (i ? ", \"127.0.0.1:" : "\"127.0.0.1:") + std::to_string(free_port()) + "\"";
-  return text;
-}
 
 }  // namespace
 
@@ -74,8 +50,8 @@ TEST_CASE("ps job: asynchronous training on Fashion-MNIST reaches one process's 
       {"OMP_WAIT_POLICY", "passive"},
       {"EST_JOB_TOKEN", distribute::generate_job_token()},
       {"EST_LOG_LEVEL", "INFO"}};
-  std::string cluster = "{\"chief\": [" + addresses(1) + "], \"worker\": [" + addresses(1) +
-                        "], \"ps\": [" + addresses(1) + "]}";
+  std::string cluster = "{\"chief\": [" + loopback_addresses(1) + "], \"worker\": [" +
+                        loopback_addresses(1) + "], \"ps\": [" + loopback_addresses(1) + "]}";
   ProcessGroup group(dir.str());
   for (const char* task :
        {R"("chief", "index": 0)", R"("worker", "index": 0)", R"("ps", "index": 0)"}) {

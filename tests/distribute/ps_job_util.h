@@ -8,13 +8,12 @@
 #include <signal.h>
 
 #include <chrono>
-#include <cmath>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "distribute/job_token.h"
+#include "tests/distribute/task_eval.h"
 #include "tests/process_group.h"
 
 namespace est::testing {
@@ -32,16 +31,10 @@ struct PsJob {
 // The chief, `workers` workers (no "worker" job when 0), `ps` ps tasks (no "ps" job when 0: a
 // job of another strategy) and, if `evaluator`, the evaluator, in that order.
 inline PsJob make_ps_job(int workers, int ps, bool evaluator = false) {
-  auto list = [](int n) {
-    std::string text;
-    for (int i = 0; i < n; ++i)
-      text += (i ? ", \"127.0.0.1:" : "\"127.0.0.1:") + std::to_string(free_port()) + "\"";
-    return text;
-  };
-  std::string cluster = "{\"chief\": [" + list(1) + "]";
-  if (workers > 0) cluster += ", \"worker\": [" + list(workers) + "]";
-  if (evaluator) cluster += ", \"evaluator\": [" + list(1) + "]";
-  if (ps > 0) cluster += ", \"ps\": [" + list(ps) + "]";
+  std::string cluster = "{\"chief\": [" + loopback_addresses(1) + "]";
+  if (workers > 0) cluster += ", \"worker\": [" + loopback_addresses(workers) + "]";
+  if (evaluator) cluster += ", \"evaluator\": [" + loopback_addresses(1) + "]";
+  if (ps > 0) cluster += ", \"ps\": [" + loopback_addresses(ps) + "]";
   cluster += "}";
   PsJob job;
   auto add = [&](const std::string& type, int index) {
@@ -72,23 +65,6 @@ inline void start(ProcessGroup& group, const PsJob& job, const std::vector<std::
   for (size_t t = 0; t < job.tasks.size(); ++t) start_task(group, job, t, args, token);
 }
 
-struct Eval {
-  double loss = NAN, accuracy = NAN;
-  long long global_step = -1;
-};
-
-inline Eval parse_eval(const std::string& output) {
-  std::smatch m;
-  Eval eval;
-  if (std::regex_search(
-          output, m, std::regex(R"(eval: loss=([0-9.]+) accuracy=([0-9.]+) global_step=(\d+))"))) {
-    eval.loss = std::stod(m[1]);
-    eval.accuracy = std::stod(m[2]);
-    eval.global_step = std::stoll(m[3]);
-  }
-  return eval;
-}
-
 // Waits (at most `timeout`) until child i's output contains `text`.
 inline bool wait_for_output(ProcessGroup& group, size_t i, const std::string& text,
                             std::chrono::seconds timeout) {
@@ -100,6 +76,14 @@ inline bool wait_for_output(ProcessGroup& group, size_t i, const std::string& te
   return false;
 }
 
+// Waits (at most 120 s) until task t of `group` has logged a training step, then kills it
+// (SIGKILL, by its pid) and checks that it died of that.
+inline void kill_once_training(ProcessGroup& group, size_t t) {
+  REQUIRE_MESSAGE(wait_for_output(group, t, "loss = ", 120s), group.outputs());
+  group.signal(t, SIGKILL);
+  CHECK(group.wait(t, 10s) == -SIGKILL);
+}
+
 // Runs a job of a chief, worker 0 and ps 0 with `args`: kills worker 0 (SIGKILL) once it has
 // logged a step and starts it again with the same TF_CONFIG and token; the chief (waited for at
 // most `chief_timeout`), the restarted worker and the ps task must each exit 0, the worker having
@@ -109,9 +93,7 @@ inline void restart_worker_mid_job(ProcessGroup& group, const std::vector<std::s
   PsJob job = make_ps_job(1, 1);
   std::string token = distribute::generate_job_token();
   start(group, job, args, token);
-  REQUIRE_MESSAGE(wait_for_output(group, 1, "loss = ", 120s), group.outputs());
-  group.signal(1, SIGKILL);
-  CHECK(group.wait(1, 10s) == -SIGKILL);
+  kill_once_training(group, 1);
   size_t again = start_task(group, job, 1, args, token);
   auto chief = group.wait(0, chief_timeout);
   auto restarted = group.wait(again, 60s);

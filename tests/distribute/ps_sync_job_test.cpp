@@ -118,9 +118,7 @@ TEST_CASE("ps sync job: a worker killed mid-job is named when its token does not
         {"--model_dir", dir / "model", "--max_steps", "100000", "--batch", "16", "--step_delay_ms",
          "20", "--sync_replicas", "2", "--num_tokens", "0", "--token_timeout_s", "15"},
         distribute::generate_job_token());
-  REQUIRE_MESSAGE(wait_for_output(group, 1, "loss = ", 120s), group.outputs());
-  group.signal(1, SIGKILL);
-  CHECK(group.wait(1, 10s) == -SIGKILL);
+  kill_once_training(group, 1);
   // The chief waits at most token_timeout (15 s: long enough that a slow start on a loaded machine
   // is not taken for a death) for the step to complete, then fails naming the wait and the worker;
   // the ps task stops with the chief's error.
@@ -156,9 +154,7 @@ TEST_CASE("ps sync job: with a backup replica, a worker's death does not stop th
         {"--model_dir", dir / "model", "--max_steps", "200", "--batch", "16", "--step_delay_ms",
          "20", "--sync_replicas", "2", "--total_num_replicas", "3", "--token_timeout_s", "60"},
         distribute::generate_job_token());
-  REQUIRE_MESSAGE(wait_for_output(group, 2, "loss = ", 120s), group.outputs());
-  group.signal(2, SIGKILL);  // worker 1
-  CHECK(group.wait(2, 10s) == -SIGKILL);
+  kill_once_training(group, 2);  // worker 1
   // The chief and worker 0 are still replicas_to_aggregate: every step completes without it.
   auto chief = group.wait(0, 300s);
   auto worker = group.wait(1, 60s);
