@@ -3,7 +3,10 @@
 // rest_classify.h's. Followed: TF Serving's api_rest.md for the request and response formats.
 #include "export/rest_api.h"
 
+#include <cctype>
+#include <charconv>
 #include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -13,6 +16,7 @@
 #include "export/json_examples.h"
 #include "export/rest_classify.h"
 #include "export/rest_json.h"
+#include "export/rest_json_text.h"
 #include "ops/array_ops.h"
 
 namespace est::serving {
@@ -22,18 +26,32 @@ using json = nlohmann::json;
 
 constexpr const char* kDefaultSignature = "serving_default";
 
-// A path the API does not have (404, TF's wording).
-struct Malformed {};
+// A path outside /v1/, which TF Serving's HTTP server does not hand to its REST API (404).
+struct NotRouted {};
+
+// The parts of a request path (TF Serving's http_rest_api_util.cc: kPredictionApiGegex for
+// POST, kModelStatusApiRegex for GET).
+struct Route {
+  std::string model;
+  std::optional<int64_t> version;
+  std::optional<std::string> label;
+  std::string verb;         // POST: what follows the ':'
+  std::string subresource;  // GET: "metadata" or empty
+};
 
 json error_body(const std::string& message) { return {{"error", message}}; }
 
-std::shared_ptr<const Servable> find_servable(const ModelManager& models, const std::string& name,
-                                              std::optional<int64_t> version) {
+// The servable a route names. est-serve assigns no version labels, so every label is unknown
+// (TF Serving's ServerCore::GetModelVersionForLabel).
+std::shared_ptr<const Servable> find_servable(const ModelManager& models, const Route& route) {
+  if (route.label)
+    throw InvalidArgumentError("Unrecognized servable version label: " + printable(*route.label));
   auto servable = models.current();
-  if (name != models.name() || !servable || (version && *version != servable->version))
+  if (route.model != models.name() || !servable ||
+      (route.version && *route.version != servable->version))
     throw NotFoundError(fmt::format("Servable not found for request: {}({}{})",
-                                    version ? "Specific" : "Latest", name,
-                                    version ? fmt::format(", {}", *version) : ""));
+                                    route.version ? "Specific" : "Latest", printable(route.model),
+                                    route.version ? fmt::format(", {}", *route.version) : ""));
   return servable;
 }
 
@@ -67,12 +85,7 @@ json metadata_json(const std::string& name, const Servable& servable) {
 }
 
 json parse_body(const std::string& body) {
-  json request;
-  try {
-    request = json::parse(body);
-  } catch (const json::parse_error& error) {
-    throw InvalidArgumentError(fmt::format("JSON Parse error: {}", error.what()));
-  }
+  json request = parse_request_json(body);
   if (!request.is_object()) throw InvalidArgumentError("the request body must be a JSON object");
   return request;
 }
@@ -88,8 +101,8 @@ const SignatureDef& find_signature(const Servable& servable, const json& request
   }
   auto found = servable.signatures.find(signature_name);
   if (found == servable.signatures.end())
-    throw InvalidArgumentError(
-        fmt::format("Serving signature name: \"{}\" not found in signature def", signature_name));
+    throw InvalidArgumentError(fmt::format(
+        "Serving signature name: \"{}\" not found in signature def", printable(signature_name)));
   return found->second;
 }
 
@@ -189,16 +202,25 @@ json predict(const Servable& servable, const json& request, Batcher* batcher) {
       columns[key] = json_of(output_of(outputs, info));
     return {{"outputs", columns}};
   }
+  // Each output is read once for all its rows.
+  std::map<std::string, std::vector<json>> rows_of;
+  for (const auto& [key, info] : signature.outputs) {
+    rows_of[key] = json_rows(output_of(outputs, info));
+    if (static_cast<int64_t>(rows_of[key].size()) != batch)
+      throw InvalidArgumentError(fmt::format(
+          "output '{}' has {} rows for a batch of {}: the row format (\"instances\") needs one "
+          "row per instance; ask with \"inputs\" instead",
+          key, rows_of[key].size(), batch));
+  }
   json predictions = json::array();
   for (int64_t row = 0; row < batch; ++row) {
     if (single_output) {
-      predictions.push_back(json_of(output_of(outputs, signature.outputs.begin()->second), row));
+      predictions.push_back(std::move(rows_of.begin()->second[row]));
       continue;
     }
     json named = json::object();
-    for (const auto& [key, info] : signature.outputs)
-      named[key] = json_of(output_of(outputs, info), row);
-    predictions.push_back(named);
+    for (auto& [key, rows] : rows_of) named[key] = std::move(rows[row]);
+    predictions.push_back(std::move(named));
   }
   return {{"predictions", predictions}};
 }
@@ -218,41 +240,91 @@ json classify_or_regress(const Servable& servable, const std::string& verb, cons
                             : regress_results(signature, signature_name, outputs, batch);
 }
 
+// Whether `text` starts at `at` with `word`, ignoring case (TF's regexes are (?i)); moves `at`
+// past it when it does.
+bool consume(const std::string& text, size_t& at, std::string_view word) {
+  if (text.size() - at < word.size()) return false;
+  for (size_t i = 0; i < word.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(text[at + i])) != word[i]) return false;
+  at += word.size();
+  return true;
+}
+
+// A run of characters other than '/' and ':' (at least one) at `at`, or nullopt.
+std::optional<std::string> name_at(const std::string& text, size_t& at) {
+  const size_t end = std::min(text.find_first_of("/:", at), text.size());
+  if (end == at) return std::nullopt;
+  std::string name = text.substr(at, end - at);
+  at = end;
+  return name;
+}
+
+// The route of `path` (nullopt when malformed), as TF Serving's regexes match it:
+//   POST /v1/models/NAME[/versions/DIGITS | /labels/LABEL]:VERB
+//   GET  /v1/models[/NAME][/versions/DIGITS | /labels/LABEL][/metadata]
+// Written out rather than with std::regex, whose matcher recurses per character.
+std::optional<Route> parse_route(const std::string& method, const std::string& path) {
+  Route route;
+  size_t at = 0;
+  if (!consume(path, at, "/v1/models")) return std::nullopt;
+  const bool post = method == "POST";
+  if (!post && method != "GET") return std::nullopt;
+  if (size_t slash = at; consume(path, slash, "/")) {
+    at = slash;
+    auto model = name_at(path, at);
+    if (!model) return std::nullopt;
+    route.model = *model;
+  } else if (post) {
+    return std::nullopt;
+  }
+  if (size_t versions = at; consume(path, versions, "/versions/")) {
+    const size_t end = std::min(path.find_first_not_of("0123456789", versions), path.size());
+    if (end > versions) {
+      const std::string digits = path.substr(versions, end - versions);
+      int64_t version = 0;
+      auto [last, error] = std::from_chars(digits.data(), digits.data() + digits.size(), version);
+      if (error != std::errc())
+        throw InvalidArgumentError(
+            fmt::format("Failed to convert version: {} to numeric.", digits));
+      route.version = version;
+      at = end;
+    }
+  } else if (size_t labels = at; consume(path, labels, "/labels/")) {
+    if (auto label = name_at(path, labels)) {
+      route.label = *label;
+      at = labels;
+    }
+  }
+  if (post) {
+    if (!consume(path, at, ":")) return std::nullopt;
+    route.verb = path.substr(at);
+    at = path.size();
+  } else if (size_t metadata = at; consume(path, metadata, "/metadata")) {
+    route.subresource = path.substr(at + 1, metadata - at - 1);
+    at = metadata;
+  }
+  if (at != path.size()) return std::nullopt;
+  return route;
+}
+
 json route(const ModelManager& models, const std::string& method, const std::string& path,
            const std::string& body, Batcher* batcher) {
-  const std::string prefix = "/v1/models/";
-  if (path.rfind(prefix, 0) != 0) throw Malformed{};
-  std::string rest = path.substr(prefix.size());
-  std::string verb;
-  if (auto colon = rest.rfind(':'); colon != std::string::npos) {
-    verb = rest.substr(colon + 1);
-    rest = rest.substr(0, colon);
+  if (size_t at = 0; !consume(path, at, "/v1/")) throw NotRouted{};
+  const std::optional<Route> route = parse_route(method, path);
+  const std::string malformed = fmt::format("Malformed request: {} {}", method, printable(path));
+  if (!route) throw InvalidArgumentError(malformed);
+  if (method == "GET") {
+    if (route->model.empty()) throw InvalidArgumentError("Missing model name in request.");
+    auto servable = find_servable(models, *route);
+    return route->subresource == "metadata" ? metadata_json(route->model, *servable)
+                                            : status_json(*servable);
   }
-  bool metadata = false;
-  if (rest.size() > 9 && rest.compare(rest.size() - 9, 9, "/metadata") == 0) {
-    metadata = true;
-    rest = rest.substr(0, rest.size() - 9);
-  }
-  std::optional<int64_t> version;
-  if (auto versions = rest.find("/versions/"); versions != std::string::npos) {
-    const std::string number = rest.substr(versions + 10);
-    if (number.empty() || number.size() > 18 ||
-        number.find_first_not_of("0123456789") != std::string::npos)
-      throw Malformed{};
-    version = std::stoll(number);
-    rest = rest.substr(0, versions);
-  }
-  if (rest.empty() || rest.find('/') != std::string::npos) throw Malformed{};
-  if (method == "GET" && verb.empty()) {
-    auto servable = find_servable(models, rest, version);
-    return metadata ? metadata_json(rest, *servable) : status_json(*servable);
-  }
-  if (method == "POST" && !metadata && verb == "predict")
-    return predict(*find_servable(models, rest, version), parse_body(body), batcher);
-  if (method == "POST" && !metadata && (verb == "classify" || verb == "regress"))
-    return classify_or_regress(*find_servable(models, rest, version), verb, parse_body(body),
+  if (route->verb == "predict")
+    return predict(*find_servable(models, *route), parse_body(body), batcher);
+  if (route->verb == "classify" || route->verb == "regress")
+    return classify_or_regress(*find_servable(models, *route), route->verb, parse_body(body),
                                batcher);
-  throw Malformed{};
+  throw InvalidArgumentError(malformed);
 }
 
 }  // namespace
@@ -288,9 +360,11 @@ int http_status_of(StatusCode code) {
 RestResponse handle_rest(const ModelManager& models, const std::string& method,
                          const std::string& path, const std::string& body, Batcher* batcher) {
   try {
-    return {200, route(models, method, path, body, batcher).dump()};
-  } catch (const Malformed&) {
-    return {404, error_body(fmt::format("Malformed request: {} {}", method, path)).dump()};
+    return {200, answer_text(route(models, method, path, body, batcher))};
+  } catch (const NotRouted&) {
+    return {404, error_body(fmt::format("Not found: {} {}; TF Serving's REST API is under /v1/",
+                                        method, printable(path)))
+                     .dump()};
   } catch (const Error& error) {
     return {http_status_of(error.code()), error_body(error.what()).dump()};
   } catch (const std::exception& error) {

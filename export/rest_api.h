@@ -14,10 +14,15 @@
 // tf.Examples, parsed with its feature spec before the graph runs (parse_example_step.h); one
 // with lookups (a feature-column model's vocabulary, hash and identity lookups) takes the raw
 // features and looks them up into the graph's id inputs first (lookup_step.h).
+// Paths are matched as TF Serving's http_rest_api_util.cc does (case-insensitive; a version
+// label is parsed, and unknown, as est-serve assigns none). Bodies are JSON text as
+// rest_json_text.h reads it (NaN and infinities; nesting bounded), and answers are written so.
 // Errors are {"error": "..."} with the HTTP status of the error's cause: 400 for a malformed
-// body, a tensor of the wrong shape or dtype, an unparsable example, an unknown signature or
-// one of another method; 404 for an unknown model, version or path; 500 otherwise. Nothing a
-// client sends can crash the server.
+// path under /v1/ or body, a version label, a tensor of the wrong shape or dtype, an unparsable
+// example, an unknown signature or one of another method; 404 for an unknown model or version,
+// a model with no version loaded, or a path outside /v1/; 500 otherwise. A client's text in a
+// message has its control characters written as \xNN. Nothing a client sends can crash the
+// server.
 #pragma once
 
 #include <string>

@@ -3,6 +3,7 @@
 #include "export/rest_json.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -108,6 +109,31 @@ json json_of(const Tensor& tensor, int64_t begin, size_t depth, int64_t stride_e
   return list;
 }
 
+// A tensor's values on the host, by the kind of its dtype.
+struct HostValues {
+  Tensor host;
+  std::vector<double> doubles;
+  std::vector<int64_t> integers;
+  std::vector<std::string> strings;
+};
+
+HostValues host_values(const Tensor& tensor) {
+  HostValues values{tensor.to(Device::cpu()), {}, {}, {}};
+  const Tensor& host = values.host;
+  if (host.dtype() == DType::kString) {
+    values.strings = host.to_vector<std::string>();
+  } else if (host.dtype() == DType::kF64) {
+    values.doubles = host.to_vector<double>();
+  } else if (is_floating(host.dtype())) {
+    // float32 values print as the float they are, not as the double they widen to
+    for (float v : host.to_vector<float>())
+      values.doubles.push_back(std::isfinite(v) ? std::stod(fmt::format("{}", v)) : v);
+  } else {
+    values.integers = host.to_vector<int64_t>();
+  }
+  return values;
+}
+
 }  // namespace
 
 // Columnar: the whole tensor of one input.
@@ -131,23 +157,22 @@ Tensor tensor_from_rows(const std::string& input, const TensorInfo& info,
   return make_tensor(info, shape, scalars);
 }
 
-json json_of(const Tensor& tensor, int64_t row) {
-  Tensor host = tensor.to(Device::cpu());
-  std::vector<double> doubles;
-  std::vector<int64_t> integers;
-  std::vector<std::string> strings;
-  if (host.dtype() == DType::kString) {
-    strings = host.to_vector<std::string>();
-  } else if (is_floating(host.dtype())) {
-    // float32 values print as the float they are, not as the double they widen to
-    for (float v : host.to_vector<float>()) doubles.push_back(std::stod(fmt::format("{}", v)));
-    if (host.dtype() == DType::kF64) doubles = host.to_vector<double>();
-  } else {
-    integers = host.to_vector<int64_t>();
-  }
-  if (row < 0) return json_of(host, 0, 0, host.numel(), doubles, integers, strings);
+json json_of(const Tensor& tensor) {
+  const HostValues values = host_values(tensor);
+  return json_of(values.host, 0, 0, values.host.numel(), values.doubles, values.integers,
+                 values.strings);
+}
+
+std::vector<json> json_rows(const Tensor& tensor) {
+  const HostValues values = host_values(tensor);
+  const Tensor& host = values.host;
+  std::vector<json> rows;
+  if (host.rank() == 0) return rows;
   const int64_t row_elements = host.numel() / std::max<int64_t>(host.dim(0), 1);
-  return json_of(host, row * row_elements, 1, row_elements, doubles, integers, strings);
+  for (int64_t row = 0; row < host.dim(0); ++row)
+    rows.push_back(json_of(host, row * row_elements, 1, row_elements, values.doubles,
+                           values.integers, values.strings));
+  return rows;
 }
 
 const Tensor& output_of(const NamedTensors& outputs, const TensorInfo& info) {

@@ -23,8 +23,11 @@ Tensor tensor_from_json(const std::string& input, const TensorInfo& info,
 Tensor tensor_from_rows(const std::string& input, const TensorInfo& info,
                         const std::vector<const nlohmann::json*>& rows);
 
-// `tensor` as JSON, or only its row `row` when row >= 0.
-nlohmann::json json_of(const Tensor& tensor, int64_t row = -1);
+// `tensor` as JSON.
+nlohmann::json json_of(const Tensor& tensor);
+// Each row of `tensor` (its first axis) as JSON: the answer of the row format. The tensor is
+// read once for all the rows.
+std::vector<nlohmann::json> json_rows(const Tensor& tensor);
 
 // The graph output `info` names among `outputs` (InternalError when the model lacks it).
 const Tensor& output_of(const NamedTensors& outputs, const TensorInfo& info);

@@ -89,13 +89,24 @@ std::optional<std::pair<int64_t, std::string>> newest_version(const std::string&
 ModelManager::ModelManager(std::string name, std::string base_path)
     : name_(std::move(name)), base_path_(std::move(base_path)) {}
 
+// TF Serving's file-system source (sources/storage_path/file_system_storage_path_source.cc)
+// aspires the newest version on disk at each poll, older or newer than the one served, and
+// none when the base path holds no version (then the served one is unloaded); a base path that
+// is missing emits nothing, and the served version stays.
 bool ModelManager::poll() {
+  std::error_code error;
+  if (!fs::is_directory(base_path_, error)) return false;
   auto newest = newest_version(base_path_);
-  if (!newest) return false;
-  {
+  std::shared_ptr<const Servable> served = current();
+  if (!newest) {
+    if (!served) return false;
+    log::warning("No versions of servable {} found under base path {}: unloading version {}", name_,
+                 base_path_, served->version);
     std::lock_guard lock(mutex_);
-    if (current_ && current_->version >= newest->first) return false;
+    current_ = nullptr;
+    return true;
   }
+  if (served && served->version == newest->first) return false;
   std::shared_ptr<const Servable> servable;
   try {
     servable = std::make_shared<const Servable>(

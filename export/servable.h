@@ -1,6 +1,8 @@
 // A served model: the versions under a base path (TF Serving's layout: <base>/<version>/, the
 // version a number, as export_saved_model writes them), the newest one loaded (TF Serving's
-// default version policy, "latest"), and its reload when a newer version appears.
+// default version policy, "latest"), and its reload when the newest version on disk changes: a
+// newer one appears, or the newest one is deleted (the next newest is loaded; none left: the
+// model is unloaded and requests get 404).
 //
 // Requests take a shared_ptr to the current Servable; poll() swaps in a new one, so a request
 // in flight finishes on the version it started with and none is dropped. A version that fails to
@@ -54,7 +56,8 @@ std::optional<std::pair<int64_t, std::string>> newest_version(const std::string&
 class ModelManager {
  public:
   ModelManager(std::string name, std::string base_path);
-  // Loads the newest version when it is newer than the one served; true when it changed.
+  // Loads the newest version on disk when it is not the one served, or unloads the served one
+  // when the base path holds no version; true when the version served changed.
   bool poll();
   // The version served now (null before the first one loaded).
   std::shared_ptr<const Servable> current() const;

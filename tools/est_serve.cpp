@@ -7,7 +7,10 @@
 // The server prints "Exporting HTTP/REST API at:<address>:<port> ..." once it listens (the
 // line TF Serving logs), polls the base path for newer versions on a thread of its own and
 // swaps them in without dropping requests (export/servable.h). Bodies over --max_request_bytes
-// are refused (413) before they are read; every connection has read and write timeouts.
+// are refused (413) before they are read, whatever their Content-Type (TF Serving reads any body
+// as JSON); every connection has read and write timeouts of --rest_api_timeout_in_ms, and on
+// SIGTERM or SIGINT requests in flight get that long to finish before the process exits
+// (status 1 when it abandoned some).
 // --ssl_cert_file and --ssl_key_file serve HTTPS instead; --enable_batching runs concurrent
 // predict requests as one batch (export/batcher.h; --max_batch_size, --batch_timeout_micros).
 #include <httplib.h>
@@ -15,10 +18,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -45,7 +50,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   app.add_option("--address", address, "the address to bind, and only it")->capture_default_str();
-  app.add_option("--rest_api_timeout_in_ms", timeout_ms, "read/write timeout per connection")
+  app.add_option("--rest_api_timeout_in_ms", timeout_ms,
+                 "read/write timeout per connection; on SIGTERM, how long requests in flight "
+                 "may take before they are abandoned")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--rest_api_num_threads", num_threads, "threads answering requests")
@@ -121,14 +128,56 @@ int main(int argc, char** argv) {
     batcher = std::make_unique<est::serving::Batcher>(est::serving::Batcher::Options{
         .max_batch_size = max_batch_size,
         .batch_timeout = std::chrono::microseconds(batch_timeout_micros)});
-  auto answer = [&models, &batcher](const httplib::Request& request, httplib::Response& response) {
-    est::serving::RestResponse result = est::serving::handle_rest(
-        models, request.method, request.path, request.body, batcher.get());
+  // Requests being answered (their bodies read or their answers computed), for the shutdown.
+  std::atomic<int> in_flight{0};
+  struct InFlight {
+    std::atomic<int>& count;
+    explicit InFlight(std::atomic<int>& count) : count(count) { ++count; }
+    ~InFlight() { --count; }
+  };
+  auto answer = [&models, &batcher](const httplib::Request& request, httplib::Response& response,
+                                    const std::string& body) {
+    est::serving::RestResponse result =
+        est::serving::handle_rest(models, request.method, request.path, body, batcher.get());
     response.status = result.status;
     response.set_content(result.body, "application/json");
   };
-  server->Get(R"(/.*)", answer);
-  server->Post(R"(/.*)", answer);
+  // Every path (a decoded %0A included, which '.' would not match) goes to handle_rest.
+  server->Get(R"(/[\s\S]*)",
+              [&answer, &in_flight](const httplib::Request& request, httplib::Response& response) {
+                InFlight counted(in_flight);
+                answer(request, response, "");
+              });
+  // The body is the JSON request whatever its Content-Type, as TF Serving reads it: curl -d
+  // sends application/x-www-form-urlencoded, which cpp-httplib would otherwise parse as a form
+  // (refused over 8 KB). A multipart form is no JSON request: its parts are read and refused.
+  server->Post(R"(/[\s\S]*)", [&answer, &in_flight](const httplib::Request& request,
+                                                    httplib::Response& response,
+                                                    const httplib::ContentReader& read) {
+    InFlight counted(in_flight);
+    std::string body;
+    bool read_all = false;  // as JSON
+    if (request.is_multipart_form_data()) {
+      if (read([](const httplib::MultipartFormData&) { return true; },
+               [](const char*, size_t) { return true; })) {
+        response.status = 400;
+        response.set_content(
+            "{\"error\": \"JSON Parse error: the body is a multipart/form-data form; send the "
+            "JSON request itself (curl --data-binary @request.json)\"}",
+            "application/json");
+      }
+    } else {
+      read_all = read([&body](const char* data, size_t size) {
+        body.append(data, size);
+        return true;
+      });
+    }
+    if (!read_all) {
+      if (response.status < 400) response.status = 400;  // 413 when too large
+      return;
+    }
+    answer(request, response, body);
+  });
   server->set_error_handler([](const httplib::Request& request, httplib::Response& response) {
     if (!response.body.empty()) return;
     const std::string reason =
@@ -164,12 +213,30 @@ int main(int argc, char** argv) {
       lock.lock();
     }
   });
+  // SIGTERM: requests in flight are given --rest_api_timeout_in_ms to finish, then abandoned.
+  bool listening = true;
   std::thread signal_waiter([&] {
     int signal = 0;
     sigwait(&stop_signals, &signal);
-    if (signal != SIGUSR1) server->stop();
+    if (signal == SIGUSR1) return;
+    server->stop();
+    std::unique_lock lock(mutex);
+    if (!stopped.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                          [&] { return !listening; })) {
+      std::fprintf(stderr,
+                   "est-serve: %d request(s) still in flight %d ms (--rest_api_timeout_in_ms) "
+                   "after the signal to stop: exiting without their answers\n",
+                   in_flight.load(), timeout_ms);
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
   });
   server->listen_after_bind();
+  {
+    std::lock_guard lock(mutex);
+    listening = false;
+  }
+  stopped.notify_all();
   pthread_kill(signal_waiter.native_handle(), SIGUSR1);  // when listen ended on its own
   signal_waiter.join();
   {

@@ -64,14 +64,16 @@ TEST_CASE("est-serve: TF Serving's documented half_plus_two request, and every e
   CHECK(signature["inputs"]["x"]["tensor_shape"]["dim"][0]["size"] == "-1");
   CHECK(signature["outputs"].contains("y"));
 
-  // Unknown model, version and path: 404 with an error.
-  for (const char* path : {"/v1/models/other", "/v1/models/half_plus_two/versions/1",
-                           "/v2/whatever", "/v1/models/half_plus_two/versions/x"}) {
+  // Unknown model, version and path: 404 with an error; a malformed path under /v1/: 400
+  // (TF Serving's http_rest_api_handler.cc).
+  for (const char* path :
+       {"/v1/models/other", "/v1/models/half_plus_two/versions/1", "/v2/whatever"}) {
     CAPTURE(path);
     Reply reply = http(server, path);
     CHECK(reply.status == 404);
     CHECK(reply.body.contains("error"));
   }
+  CHECK(http(server, "/v1/models/half_plus_two/versions/x").status == 400);
 }
 
 TEST_CASE("est-serve: malformed requests get 400 (or 413) with a reason, never a crash") {

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "estimator/estimator.h"
@@ -154,6 +155,7 @@ class Server {
     }
   }
   ~Server() {
+    if (pid_ < 0) return;  // already ended by terminate()
     kill(pid_, SIGTERM);
     for (int i = 0; i < 100; ++i) {  // at most 10 s, then SIGKILL
       if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
@@ -167,6 +169,26 @@ class Server {
            std::to_string(port_) + path;
   }
   int port() const { return port_; }
+  // SIGTERM, then the exit status once it ended within `bound` (nullopt: still running; the
+  // destructor kills it).
+  std::optional<int> terminate(std::chrono::milliseconds bound) {
+    kill(pid_, SIGTERM);
+    for (auto end = std::chrono::steady_clock::now() + bound;
+         std::chrono::steady_clock::now() < end;) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return std::nullopt;
+  }
+  // What the server printed so far.
+  std::string log() const {
+    std::ifstream file(log_);
+    return std::string((std::istreambuf_iterator<char>(file)), {});
+  }
   // What curl needs to trust the server's certificate (empty for HTTP).
   std::string curl_options() const {
     return certificate_.empty() ? "" : "--cacert " + testing::shell_quote(certificate_) + " ";
@@ -181,25 +203,31 @@ class Server {
 
 struct Reply {
   int status = 0;
-  json body;
+  json body;         // null when the answer is not JSON nlohmann reads
+  std::string text;  // the answer as sent
 };
 
-// One request with curl; `body` empty: GET.
+inline constexpr const char* kJsonPost = "-H 'Content-Type: application/json' --data-binary";
+
+// One request with curl; `body` empty: GET. `post_options` are curl's options before the body's
+// file (--path-as-is and the like may lead them).
 inline Reply http(const Server& server, const std::string& path, const std::string& body = {},
-                  const testing::ScratchDir* dir = nullptr) {
+                  const testing::ScratchDir* dir = nullptr,
+                  const std::string& post_options = kJsonPost) {
   std::string command = "curl -s -m 30 -w '\\n%{http_code}' " + server.curl_options();
   if (!body.empty()) {
     REQUIRE(dir != nullptr);
     std::ofstream(*dir / "body.json", std::ios::binary) << body;
-    command += "-X POST -H 'Content-Type: application/json' --data-binary @" +
-               testing::shell_quote(*dir / "body.json") + " ";
+    command += "-X POST " + post_options + " @" + testing::shell_quote(*dir / "body.json") + " ";
+  } else {
+    command += post_options == kJsonPost ? "" : post_options + " ";
   }
   auto result = testing::run_program(command + testing::shell_quote(server.url(path)), 60);
   INFO(result.output);
   REQUIRE(result.exit_code == 0);
   const auto newline = result.output.rfind('\n');
-  Reply reply{std::stoi(result.output.substr(newline + 1)), {}};
-  reply.body = json::parse(result.output.substr(0, newline), nullptr, false);
+  Reply reply{std::stoi(result.output.substr(newline + 1)), {}, result.output.substr(0, newline)};
+  reply.body = json::parse(reply.text, nullptr, false);
   return reply;
 }
 
