@@ -143,19 +143,27 @@ void batch_norm_backward_reference(const Tensor& x, const Tensor& gamma, const T
     if (grad_beta)
       for (int64_t c = 0; c < channels; ++c) grad_beta->data<T>()[c] = static_cast<T>(sum_dy[c]);
     if (!grad_x) return;
+    // dx = A g + B (x - mean) + C per channel, the coefficients in double, the pass in T (so it
+    // vectorises): A = gamma inv_std; in training, B = -A inv_std sum_dy_xhat / rows and
+    // C = -A sum_dy / rows (the gradient through the batch's own statistics), else 0.
     T* dx = grad_x->data<T>();
     const double inv_rows = 1.0 / static_cast<double>(std::max<int64_t>(rows, 1));
+    std::vector<T> a(static_cast<size_t>(channels)), b(a.size()), shift(a.size());
+    for (int64_t c = 0; c < channels; ++c) {
+      const double scaled = scale[c] * inv_std[c];
+      a[c] = static_cast<T>(scaled);
+      b[c] = training ? static_cast<T>(-scaled * inv_std[c] * sum_dy_xhat[c] * inv_rows) : T(0);
+      shift[c] = training ? static_cast<T>(-scaled * sum_dy[c] * inv_rows) : T(0);
+    }
+    const T* pa = a.data();
+    const T* pb = b.data();
+    const T* ps = shift.data();
     each_row(rows, channels, [&](int64_t r) {
-      for (int64_t c = 0; c < channels; ++c) {
-        const double g = static_cast<double>(dy[r * channels + c]);
-        double value = g;
-        if (training) {
-          const double xhat =
-              (static_cast<double>(px[r * channels + c]) - static_cast<double>(pm[c])) * inv_std[c];
-          value = g - sum_dy[c] * inv_rows - xhat * sum_dy_xhat[c] * inv_rows;
-        }
-        dx[r * channels + c] = static_cast<T>(scale[c] * inv_std[c] * value);
-      }
+      const T* g = dy + r * channels;
+      const T* xr = px + r * channels;
+      T* out = dx + r * channels;
+      for (int64_t c = 0; c < channels; ++c)
+        out[c] = pa[c] * g[c] + pb[c] * (xr[c] - pm[c]) + ps[c];
     });
   });
 }
