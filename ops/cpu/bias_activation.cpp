@@ -169,10 +169,9 @@ void column_sums(const Tensor& x, Tensor& out) {
     using T = decltype(tag);
     const T* px = x.data<T>();
     T* po = out.data<T>();
-    const int64_t grain = std::max<int64_t>(1, kGrain / channels);
-    const int64_t chunks =
-        std::max<int64_t>(1, std::min<int64_t>(active_threads(), (rows + grain - 1) / grain));
-    // Each chunk of rows sums into its own row of `partial` (double, for float32's sake).
+    const int64_t chunks = fixed_parts(rows, std::max<int64_t>(1, kGrain / channels));
+    // Each chunk of rows sums into its own row of `partial` (double, for float32's sake), and
+    // the rows are added in order: the same bits on any number of threads.
     Tensor partial = Tensor::zeros({chunks, channels}, DType::kF64);
     double* pp = partial.data<double>();
     parallel_for(chunks, 1, [&](int64_t chunk_begin, int64_t chunk_end) {

@@ -1,15 +1,16 @@
 // Fused activation gradient + convolution kernel gradient (see conv_kernel_gradient.h).
 //
-// The output rows are split into chunks, one per thread, each with its own accumulator
+// The output rows are split into chunks (a number from the size alone, cpu/parallel.h, so the
+// bits do not depend on the thread count), each with its own accumulator
 // acc [patch + 1, OC] (the extra row, multiplied by ones, is the bias gradient). A chunk is
 // walked in blocks of about kBlockPositions output positions; for each block
 //   g  [positions, OC]        = activation'(grad_output, y)      (contiguous in NHWC)
 //   pt [patch + 1, positions] = the input patches, transposed, then a row of ones
 //   acc += pt @ g                                               (register-blocked below)
-// and the chunks' accumulators are summed at the end. The micro-kernel keeps 16 output channels
-// of up to 8 patch rows in vector registers (GCC/Clang vector extensions); a chunk's work is one
-// EST_MULTIVERSION function (cpu/isa.h), so these are AVX-512 registers on a CPU that has them
-// and narrower ones elsewhere, in the portable build as in a native one.
+// and the chunks' accumulators are summed in order at the end. The micro-kernel keeps 16 output
+// channels of up to 8 patch rows in vector registers (GCC/Clang vector extensions); a chunk's work
+// is one EST_MULTIVERSION function (cpu/isa.h), so these are AVX-512 registers on a CPU that has
+// them and narrower ones elsewhere, in the portable build as in a native one.
 #include "ops/cpu/conv_kernel_gradient.h"
 
 #include <algorithm>
@@ -178,7 +179,8 @@ void conv2d_kernel_gradient_fused(const Tensor& input, const Tensor& grad_output
   const int64_t rows_per_block = std::max<int64_t>(1, kBlockPositions / w.out_w);
   const int64_t pt_stride = rows_per_block * w.out_w;  // positions per block
   const int64_t scratch = rows * pt_stride + pt_stride * channels;
-  const int64_t chunks = std::min<int64_t>(active_threads(), out_rows);
+  // Parts from the size alone, added in order: the same bits on any number of threads.
+  const int64_t chunks = fixed_parts(out_rows, rows_per_block);
   Tensor partial = Tensor::zeros({chunks, rows, channels});  // acc of each chunk
   Tensor buffers = Tensor::empty({chunks, scratch});         // pt and g of each chunk
   const float* x = input.data<float>();

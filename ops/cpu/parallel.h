@@ -19,13 +19,15 @@ namespace est::ops::cpu {
 // OpenMP threads).
 inline constexpr int64_t kElementwiseGrain = int64_t{1} << 14;
 
-// Makes OpenMP (and so oneDNN) use one thread on the calling thread for the scope's lifetime
-// when `serial`; restores the thread's count after. oneDNN kernels take it for work below their
-// threshold (ops/onednn/kernels.h).
+// Makes OpenMP (and so oneDNN and Eigen) use one thread on the calling thread for the scope's
+// lifetime when `serial`; restores the thread's count after. oneDNN kernels take it for work
+// below their threshold (ops/onednn/kernels.h). Inside a parallel region it sets the count of
+// that thread's task only, which is what a oneDNN primitive built there must see: one thread,
+// the number it will run on.
 class SerialScope {
  public:
   explicit SerialScope(bool serial) {
-    if (!serial || omp_in_parallel() || omp_get_max_threads() <= 1) return;
+    if (!serial || omp_get_max_threads() <= 1) return;
     previous_ = omp_get_max_threads();
     omp_set_num_threads(1);
   }
@@ -38,6 +40,17 @@ class SerialScope {
  private:
   int previous_ = 0;  // the count to restore; 0: nothing changed
 };
+
+// The number of parts work on n items splits into where the split shapes the result (the
+// partial sums of a reduction, the blocks of a product): each at least `grain` items (but one)
+// and at most kFixedParts, chosen from the problem size only, never from the thread count, so
+// that partial results combined in a fixed order give the same bits however many threads ran
+// them (DESIGN: results never depend on the thread count, which the thread governor changes at
+// any moment). parallel_for then spreads the parts over the threads there are.
+inline constexpr int64_t kFixedParts = 16;
+inline int64_t fixed_parts(int64_t n, int64_t grain) {
+  return std::clamp<int64_t>((n + grain - 1) / std::max<int64_t>(grain, 1), 1, kFixedParts);
+}
 
 // Calls fn(begin, end) on disjoint chunks covering [0, n); runs inline when n is below `grain`
 // or only one thread is allowed, so small tensors pay no threading cost. The thread count is

@@ -2,8 +2,14 @@
 // dense outputs and images share one primitive family. gamma and beta map to the separate
 // use_scale / use_shift flags of oneDNN 2.6, so either may be absent. Inference passes the
 // moving statistics in (use_global_stats); its backward treats them as constants.
+// oneDNN splits its per-channel sums (the training statistics, the gradients of gamma and beta,
+// which the input's gradient uses) by its thread count, so they would round differently on
+// another count: training takes its statistics and its gradients from the reference kernels,
+// whose sums run over parts fixed by the shape (cpu/batch_norm_reference.h), and oneDNN
+// normalizes with them, which is elementwise (DESIGN: results never depend on the thread count).
 #include <bit>
 
+#include "ops/cpu/batch_norm_reference.h"
 #include "ops/onednn/context.h"
 #include "ops/onednn/kernel_util.h"
 #include "ops/onednn/kernels.h"
@@ -64,8 +70,9 @@ int64_t rows_of(const Tensor& x) { return channels_of(x) ? x.numel() / channels_
 void batch_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& mean,
                         Tensor& variance, double epsilon, bool training, Tensor& y) {
   const int64_t channels = channels_of(x), rows = rows_of(x);
+  if (training) cpu::batch_norm_statistics_reference(x, mean, variance);
   BatchNormForwardPlan& plan =
-      forward_plan(rows, channels, epsilon, flags_for(gamma, beta, training), training);
+      forward_plan(rows, channels, epsilon, flags_for(gamma, beta, /*training=*/false), false);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(x, plan.data)},
                                        {DNNL_ARG_DST, wrap(y, plan.data)},
                                        {DNNL_ARG_MEAN, wrap(mean, plan.stats)},
@@ -79,6 +86,11 @@ void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& bet
                          const Tensor& mean, const Tensor& variance, const Tensor& grad_y,
                          double epsilon, bool training, Tensor* grad_x, Tensor* grad_gamma,
                          Tensor* grad_beta) {
+  if (training) {
+    cpu::batch_norm_backward_reference(x, gamma, mean, variance, grad_y, epsilon, true, grad_x,
+                                       grad_gamma, grad_beta);
+    return;
+  }
   const int64_t channels = channels_of(x), rows = rows_of(x);
   const Flags flags = flags_for(gamma, beta, training);
   BatchNormForwardPlan& forward = forward_plan(rows, channels, epsilon, flags, /*training=*/true);

@@ -33,6 +33,13 @@ dnnl::memory wrap(const Tensor& t, const dnnl::memory::desc& desc) {
   return dnnl::memory(desc, engine(), const_cast<void*>(t.raw_data()));
 }
 
+dnnl::memory wrap_at(const Tensor& t, int64_t offset, const dnnl::memory::desc& desc) {
+  const auto* base = static_cast<const char*>(t.raw_data());
+  return dnnl::memory(
+      desc, engine(),
+      const_cast<char*>(base + static_cast<size_t>(offset) * dtype_size(t.dtype())));
+}
+
 void count_creation() { g_created.fetch_add(1, std::memory_order_relaxed); }
 void count_hit() { g_hits.fetch_add(1, std::memory_order_relaxed); }
 

@@ -30,6 +30,8 @@ T& cached(const std::string& key, const std::function<T()>& make);
 dnnl::memory::desc plain_desc(const Shape& shape, dnnl::memory::format_tag tag);
 // Wraps a tensor's buffer (no copy).
 dnnl::memory wrap(const Tensor& t, const dnnl::memory::desc& desc);
+// Wraps a tensor's buffer from element `offset` on (no copy): a part of a batch.
+dnnl::memory wrap_at(const Tensor& t, int64_t offset, const dnnl::memory::desc& desc);
 
 void count_creation();
 void count_hit();

@@ -3,6 +3,11 @@
 // oneDNN (`any`) and reordered from HWIO only when the choice differs. Bias and activation are
 // fused into the forward primitive; the backward primitives are built with it as their hint.
 // The forward's reordered kernel is handed back so backward-data reuses it within the step.
+#include <algorithm>
+#include <exception>
+#include <vector>
+
+#include "ops/cpu/parallel.h"
 #include "ops/onednn/context.h"
 #include "ops/onednn/kernel_util.h"
 #include "ops/onednn/kernels.h"
@@ -130,9 +135,17 @@ void conv2d_backward_data(const Tensor& grad_pre, const Tensor& kernel,
            {DNNL_ARG_DIFF_SRC, wrap(grad_input, d.src)}});
 }
 
-void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const cpu::Window2D& w,
-                             Activation activation, bool has_bias, Tensor& grad_kernel,
-                             Tensor* grad_bias) {
+namespace {
+
+// Output positions (images x OH x OW) at least in a part of the kernel gradient's batch, so that
+// each primitive call is worth its fixed cost.
+constexpr int64_t kMinPositionsPerPart = 1024;
+
+// The kernel (and bias) gradient of the w.batch images from image `first` of input and
+// grad_pre, on the threads OpenMP gives the calling thread.
+void backward_weights_of(const Tensor& input, const Tensor& grad_pre, int64_t first,
+                         const cpu::Window2D& w, Activation activation, bool has_bias,
+                         Tensor& grad_kernel, Tensor* grad_bias) {
   ConvForwardPlan& forward = forward_plan(w, activation, has_bias);
   const bool with_bias = grad_bias != nullptr;
   ConvDescs d = conv_descs(w, with_bias);
@@ -154,8 +167,8 @@ void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const 
   });
   Tensor weights = plan.reorder_weights ? buffer_for(plan.pd.diff_weights_desc()) : grad_kernel;
   std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, wrap(input, d.src)},
-      {DNNL_ARG_DIFF_DST, wrap(grad_pre, d.dst)},
+      {DNNL_ARG_SRC, wrap_at(input, first * w.in_h * w.in_w * w.in_c, d.src)},
+      {DNNL_ARG_DIFF_DST, wrap_at(grad_pre, first * w.out_h * w.out_w * w.out_c, d.dst)},
       {DNNL_ARG_DIFF_WEIGHTS, wrap(weights, plan.pd.diff_weights_desc())}};
   if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(*grad_bias, d.bias));
   execute(plan.primitive, plan.pd, std::move(args));
@@ -163,6 +176,59 @@ void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const 
     reorder_into(window_key("conv_bwd_weights_reorder", w,
                             {static_cast<int64_t>(activation), has_bias, with_bias}),
                  weights, plan.pd.diff_weights_desc(), grad_kernel, d.weights_user);
+}
+
+// out[i] = the sum of parts[p][i] over p, in order.
+void sum_in_order(const std::vector<Tensor>& parts, Tensor& out) {
+  float* total = out.data<float>();
+  const float* first = parts.front().data<float>();
+  std::copy(first, first + out.numel(), total);
+  for (size_t p = 1; p < parts.size(); ++p) {
+    const float* part = parts[p].data<float>();
+    for (int64_t i = 0; i < out.numel(); ++i) total[i] += part[i];
+  }
+}
+
+}  // namespace
+
+// oneDNN splits the sum over the batch by its thread count, so another count would round the
+// gradient differently. Instead the batch is cut into a fixed number of parts (from the shape
+// alone, cpu::fixed_parts), each summed by a primitive on one thread, and the parts' gradients
+// are added in order: the same bits however many threads ran them (DESIGN).
+void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const cpu::Window2D& w,
+                             Activation activation, bool has_bias, Tensor& grad_kernel,
+                             Tensor* grad_bias) {
+  const int64_t positions = std::max<int64_t>(1, w.out_h * w.out_w);
+  const int64_t parts =
+      cpu::fixed_parts(w.batch, (kMinPositionsPerPart + positions - 1) / positions);
+  if (parts == 1) {
+    const cpu::SerialScope one_thread(true);
+    backward_weights_of(input, grad_pre, 0, w, activation, has_bias, grad_kernel, grad_bias);
+    return;
+  }
+  std::vector<Tensor> kernels(static_cast<size_t>(parts)), biases(kernels.size());
+  std::vector<std::exception_ptr> errors(kernels.size());  // none may leave the parallel region
+  cpu::parallel_for(parts, 1, [&](int64_t begin, int64_t end) {
+    const cpu::SerialScope one_thread(true);
+    for (int64_t p = begin; p < end; ++p) {
+      const auto at = static_cast<size_t>(p);
+      try {
+        const int64_t first = w.batch * p / parts;
+        cpu::Window2D part = w;
+        part.batch = w.batch * (p + 1) / parts - first;
+        kernels[at] = Tensor::empty(grad_kernel.shape());
+        if (grad_bias) biases[at] = Tensor::empty(grad_bias->shape());
+        backward_weights_of(input, grad_pre, first, part, activation, has_bias, kernels[at],
+                            grad_bias ? &biases[at] : nullptr);
+      } catch (...) {
+        errors[at] = std::current_exception();
+      }
+    }
+  });
+  for (const std::exception_ptr& error : errors)
+    if (error) std::rethrow_exception(error);
+  sum_in_order(kernels, grad_kernel);
+  if (grad_bias) sum_in_order(biases, *grad_bias);
 }
 
 }  // namespace est::ops::onednn
