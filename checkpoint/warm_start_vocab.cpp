@@ -24,9 +24,8 @@ std::vector<std::string> read_vocab(const std::string& path, int64_t limit, cons
     throw NotFoundError(
         fmt::format("Warm start of \"{}\": cannot read the {} file {}", variable, field, path));
   std::vector<std::string> entries;
-  for (std::string line;
-       (limit < 0 || static_cast<int64_t>(entries.size()) < limit) &&
-       ops::read_text_line(in, line);)
+  for (std::string line; (limit < 0 || static_cast<int64_t>(entries.size()) < limit) &&
+                         ops::read_text_line(in, line);)
     entries.push_back(line);
   if (limit >= 0 && static_cast<int64_t>(entries.size()) < limit)
     throw InvalidArgumentError(fmt::format(
