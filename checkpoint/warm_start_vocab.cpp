@@ -12,6 +12,7 @@
 #include "checkpoint/warm_start.h"
 #include "ops/array_ops.h"
 #include "ops/error.h"
+#include "ops/text_line.h"
 
 namespace est::checkpoint {
 namespace {
@@ -23,11 +24,9 @@ std::vector<std::string> read_vocab(const std::string& path, int64_t limit, cons
     throw NotFoundError(
         fmt::format("Warm start of \"{}\": cannot read the {} file {}", variable, field, path));
   std::vector<std::string> entries;
-  for (std::string line;
-       (limit < 0 || static_cast<int64_t>(entries.size()) < limit) && std::getline(in, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  for (std::string line; (limit < 0 || static_cast<int64_t>(entries.size()) < limit) &&
+                         ops::read_text_line(in, line);)
     entries.push_back(line);
-  }
   if (limit >= 0 && static_cast<int64_t>(entries.size()) < limit)
     throw InvalidArgumentError(fmt::format(
         "Warm start of \"{}\": the {} file {} has {} entries, fewer than the {} asked for",

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <limits>
 
 #include "data/stages.h"
 
@@ -196,6 +197,12 @@ class CsvFileReader final : public FileReader {
     return value;
   }
 
+  // An integer column's default: default_int64 exactly, else default_value.
+  static int64_t integer_default(const CsvColumn& column) {
+    return column.default_int64 ? *column.default_int64
+                                : static_cast<int64_t>(*column.default_value);
+  }
+
   Tensor convert(size_t i) {
     const CsvColumn& column = columns_[i];
     const std::string& text = fields_[i];
@@ -205,7 +212,7 @@ class CsvFileReader final : public FileReader {
       return string_tensor({empty ? column.default_text.value_or("") : text}, {});
     if (column.dtype == DType::kU8)
       return bytes_tensor(empty ? column.default_text.value_or("") : text);
-    if (empty && !column.default_value)
+    if (empty && !column.default_value && !column.default_int64)
       throw InvalidArgumentError(where() + ", column '" + column.name +
                                  "': the field is empty and the column has no default_value");
     Tensor out = Tensor::empty({}, column.dtype);
@@ -218,12 +225,12 @@ class CsvFileReader final : public FileReader {
         *out.data<double>() = empty ? *column.default_value : parse_number<double>(text, column);
         break;
       case DType::kI32:
-        *out.data<int32_t>() = empty ? static_cast<int32_t>(*column.default_value)
+        *out.data<int32_t>() = empty ? static_cast<int32_t>(integer_default(column))
                                      : parse_number<int32_t>(text, column);
         break;
       case DType::kI64:
-        *out.data<int64_t>() = empty ? static_cast<int64_t>(*column.default_value)
-                                     : parse_number<int64_t>(text, column);
+        *out.data<int64_t>() =
+            empty ? integer_default(column) : parse_number<int64_t>(text, column);
         break;
       default:
         throw InvalidArgumentError(
@@ -263,6 +270,23 @@ Dataset csv_dataset(std::vector<std::string> paths, CsvOptions options) {
           "csv_dataset: column '" + column.name + "' has dtype " +
           std::string(ops::dtype_name(column.dtype)) +
           "; use float32, float64, int32, int64, string or uint8 (text as bytes)");
+  for (const CsvColumn& column : options.columns) {
+    if (!column.default_int64) continue;
+    if (column.default_value)
+      throw InvalidArgumentError("csv_dataset: column '" + column.name +
+                                 "' has both default_value and default_int64; give one");
+    if (column.dtype != DType::kI64 && column.dtype != DType::kI32)
+      throw InvalidArgumentError("csv_dataset: column '" + column.name + "' has dtype " +
+                                 std::string(ops::dtype_name(column.dtype)) +
+                                 "; default_int64 is for int64 and int32 columns (use "
+                                 "default_value or default_text)");
+    if (column.dtype == DType::kI32 &&
+        (*column.default_int64 < std::numeric_limits<int32_t>::min() ||
+         *column.default_int64 > std::numeric_limits<int32_t>::max()))
+      throw InvalidArgumentError("csv_dataset: column '" + column.name + "': default_int64 " +
+                                 std::to_string(*column.default_int64) +
+                                 " does not fit its dtype int32");
+  }
   auto shared = std::make_shared<const CsvOptions>(std::move(options));
   return Dataset(make_file_source_node(
       std::move(paths),

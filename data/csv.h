@@ -21,6 +21,9 @@ struct CsvColumn {
   DType dtype = DType::kF32;  // kF32, kF64, kI32, kI64, kString (tf.string), kU8 (text as bytes)
   std::optional<double> default_value;      // for empty fields; none: the field is required
   std::optional<std::string> default_text;  // the same for kString / kU8 columns (else "")
+  // The same for kI64 / kI32 columns, exact (a double holds integers exactly only up to 2^53;
+  // TF's decode_csv record_defaults are of the column's dtype). Not with default_value.
+  std::optional<int64_t> default_int64;
 };
 
 struct CsvOptions {

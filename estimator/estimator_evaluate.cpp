@@ -64,14 +64,18 @@ Metrics Estimator::evaluate(const InputFn& input_fn, std::optional<int64_t> step
     std::vector<EstimatorSpec> specs =
         replicas.call_model_fn(model_fn_, elements, ModeKeys::kEval, batches == 0);
     EstimatorSpec spec = replicas.step_spec(specs);
-    timings.model_fn_end = detail::steady_seconds();
     int64_t step = session.global_step();
     if (batches == 0) {
       if (restored) detail::check_restored(*restored, store);
       all_hooks.insert(all_hooks.end(), spec.evaluation_hooks.begin(), spec.evaluation_hooks.end());
       detail::begin_hooks(all_hooks);
-      detail::after_create_session(all_hooks, session);
+      // A hook that assigned in after_create_session: the first batch sees its values, as TF's.
+      if (detail::after_create_session(all_hooks, session)) {
+        specs = replicas.call_model_fn(model_fn_, elements, ModeKeys::kEval, false);
+        spec = replicas.step_spec(specs);
+      }
     }
+    timings.model_fn_end = detail::steady_seconds();
     SessionRunContext run_context(session, spec, step, timings);
     std::vector<SessionRunArgs> args = detail::before_run(all_hooks, run_context);
     timings.run_begin = detail::steady_seconds();

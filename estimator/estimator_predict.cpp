@@ -89,7 +89,9 @@ void Estimator::predict(const InputFn& input_fn, const std::function<bool(Predic
       if (restored) detail::check_restored(*restored, store);
       all_hooks.insert(all_hooks.end(), spec.prediction_hooks.begin(), spec.prediction_hooks.end());
       detail::begin_hooks(all_hooks);
-      detail::after_create_session(all_hooks, session);
+      // A hook that assigned in after_create_session: the first batch sees its values, as TF's.
+      if (detail::after_create_session(all_hooks, session))
+        spec = detail::call_model_fn(model_fn_, ctx, *element, ModeKeys::kPredict, false);
       first = false;
     }
     SessionRunContext run_context(session, spec, step, timings);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <set>
@@ -151,8 +152,35 @@ void begin_hooks(const Hooks& hooks) {
   for (const auto& hook : hooks) hook->begin();
 }
 
-void after_create_session(const Hooks& hooks, Session& session) {
+namespace {
+
+// FNV-1a over the bytes of every dense variable (host copies), 8 bytes at a time.
+uint64_t variables_digest(const nn::VariableStore& store) {
+  uint64_t digest = 14695981039346656037ull;
+  auto mix = [&digest](uint64_t word) { digest = (digest ^ word) * 1099511628211ull; };
+  for (const nn::Variable& variable : store.variables()) {
+    if (variable.value.is_sparse() || variable.value.dtype() == DType::kString) continue;
+    const Tensor host = variable.value.to(Device::cpu());
+    const auto* bytes = static_cast<const unsigned char*>(host.raw_data());
+    const size_t size = host.nbytes();
+    size_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, bytes + i, 8);
+      mix(word);
+    }
+    for (; i < size; ++i) mix(bytes[i]);
+  }
+  return digest;
+}
+
+}  // namespace
+
+bool after_create_session(const Hooks& hooks, Session& session) {
+  if (hooks.empty()) return false;
+  const uint64_t before = variables_digest(session.store());
   for (const auto& hook : hooks) hook->after_create_session(session);
+  return variables_digest(session.store()) != before;
 }
 
 std::vector<SessionRunArgs> before_run(const Hooks& hooks, SessionRunContext& run_context) {

@@ -62,7 +62,10 @@ SessionRunValues resolve_fetches(const std::vector<SessionRunArgs>& args, const 
 
 // The hook life cycle over a list.
 void begin_hooks(const Hooks& hooks);
-void after_create_session(const Hooks& hooks, Session& session);
+// after_create_session of every hook. Returns whether they changed a value of session.store()
+// (a digest of every variable before and after): TF calls them before the first step's forward
+// pass (monitored_session.py), so the caller then runs that step's model_fn again.
+bool after_create_session(const Hooks& hooks, Session& session);
 std::vector<SessionRunArgs> before_run(const Hooks& hooks, SessionRunContext& run_context);
 void after_run(const Hooks& hooks, SessionRunContext& run_context, const SessionRunValues& values);
 void end_hooks(const Hooks& hooks, Session& session);

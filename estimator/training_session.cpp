@@ -175,11 +175,11 @@ std::vector<EstimatorSpec> TrainingSession::call_model_fn(const StepBatch& batch
 
 void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>& specs,
                              int64_t step) {
+  bool assigned = false;  // whether variables changed after model_fn created them
   if (restored_) {
     check_restored(*restored_, replicas_.store());
     send_restored_state();
   } else {
-    bool changed = false;  // then model_fn runs again, so that this step sees the new values
     if (options_.warm_start_from) {
       std::vector<nn::VariableStore*> stores = replicas_.stores();
       for (nn::VariableStore* copy : stores) {
@@ -191,15 +191,14 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
         // state lives elsewhere, they go there).
         for (const auto& [name, value] : result->staged) copy->restore(name, value);
         if (copy == stores.front()) send_state(result->staged);
-        changed = true;
+        assigned = true;
       }
     }
     // Scaffold.init_fn: only when starting from scratch, after the warm start (TF's order).
     if (const auto& init_fn = specs.front().scaffold.init_fn) {
       run_init_fn(init_fn, session_, replicas_.stores());
-      changed = true;
+      assigned = true;
     }
-    if (changed) specs = replicas_.call_model_fn(options_.model_fn, batch, ModeKeys::kTrain, false);
   }
   // The variables have their first values: where they live elsewhere, they go there now.
   if (distribute::Strategy* strategy = replicas_.strategy())
@@ -215,9 +214,15 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
     // The first step was agreed before the hooks began; from the next one on they are asked.
     session_.set_saves_agreed_before_steps(config_.is_chief);
   }
-  after_create_session(hooks_, session_);
+  if (after_create_session(hooks_, session_)) assigned = true;
   at_start_ = false;
   first_ = false;
+  // The warm start, init_fn or a hook assigned: model_fn runs again (with this step's random
+  // seeds) so that the first step's forward pass sees the values, as TF's first run does.
+  if (assigned) {
+    replicas_.seed_replica_generators(step);
+    specs = replicas_.call_model_fn(options_.model_fn, batch, ModeKeys::kTrain, false);
+  }
 }
 
 void TrainingSession::send_restored_state() {

@@ -14,7 +14,9 @@
 //      worker read goes back to the input (data::Iterator::put_back), so every worker's saved
 //      position is the one after the last step it trained;
 //   2. model_fn on every replica; after the first call (the variables exist then) the restore
-//      is checked or the warm start applied, and the hooks begin (the saver's start checkpoint);
+//      is checked or the warm start applied, and the hooks begin (the saver's start checkpoint)
+//      and see the session (after_create_session); when the warm start, Scaffold.init_fn or a
+//      hook assigned a variable, model_fn runs again, so that step 0 computes with those values;
 //   3. before_run, the train ops (gradients, the strategy's sum over replicas, the update),
 //      every worker's input position when the chief saves, after_run.
 #pragma once

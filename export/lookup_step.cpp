@@ -10,6 +10,7 @@
 
 #include "export/servable.h"
 #include "ops/error.h"
+#include "ops/text_line.h"
 
 namespace est::serving {
 namespace {
@@ -27,7 +28,8 @@ void read_vocabulary(LookupTable& table, const std::string& export_dir, int64_t 
   std::ifstream file(path);
   if (!file) throw NotFoundError(fmt::format("cannot open the vocabulary asset {}", path.string()));
   std::vector<std::string> lines;
-  for (std::string line; static_cast<int64_t>(lines.size()) < size && std::getline(file, line);)
+  for (std::string line;
+       static_cast<int64_t>(lines.size()) < size && ops::read_text_line(file, line);)
     lines.push_back(std::move(line));
   if (static_cast<int64_t>(lines.size()) < size)
     throw DataLossError(fmt::format("the vocabulary asset {} has {} lines; the export read {}",

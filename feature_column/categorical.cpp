@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "ops/text_line.h"
+
 namespace est::feature_column {
 namespace {
 
@@ -136,9 +138,12 @@ HashedCategoricalColumn::HashedCategoricalColumn(std::string key, int64_t hash_b
     throw InvalidArgumentError(fmt::format(
         "categorical_column_with_hash_bucket '{}': hash_bucket_size must be >= 1, got {}", key_,
         hash_bucket_size_));
-  if (dtype_ != DType::kString && dtype_ != DType::kI64)
+  // feature_column_v2.py: string or any integer dtype (integers hash as their decimal strings).
+  if (dtype_ != DType::kString && !ops::is_integral(dtype_))
     throw InvalidArgumentError(fmt::format(
-        "categorical_column_with_hash_bucket '{}': dtype must be string or int64", key_));
+        "categorical_column_with_hash_bucket '{}': dtype must be string or an integer type "
+        "(int32, int64, uint8), got {}",
+        key_, ops::dtype_name(dtype_)));
 }
 
 void HashedCategoricalColumn::add_parse_spec(FeatureSpecs& specs) const {
@@ -185,7 +190,7 @@ std::shared_ptr<const VocabularyCategoricalColumn> categorical_column_with_vocab
   std::ifstream file(vocabulary_file);
   if (!file) throw NotFoundError(what + ": cannot open vocabulary file '" + vocabulary_file + "'");
   std::vector<std::string> lines;
-  for (std::string line; std::getline(file, line);) {
+  for (std::string line; ops::read_text_line(file, line);) {
     if (options.vocabulary_size && static_cast<int64_t>(lines.size()) == *options.vocabulary_size)
       break;
     lines.push_back(std::move(line));

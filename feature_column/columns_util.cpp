@@ -1,8 +1,11 @@
 // Shared helpers of the columns: raw features with a batch dimension, dense-to-sparse with
 // TF's ignore values, parse-spec merging, and make_parse_example_spec.
 #include <cstring>
+#include <tuple>
+#include <type_traits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "feature_column/column.h"
 #include "ops/sparse.h"
@@ -69,16 +72,85 @@ Tensor to_sparse_dropping_ignored(const Tensor& input) {
   return Tensor::sparse(indices, values, host.shape());
 }
 
+namespace {
+
+// Field-by-field equality of two parse specs (TF compares the spec tuples with !=).
+bool same_fields(const data::FixedLenFeature& a, const data::FixedLenFeature& b) {
+  return std::tie(a.shape, a.dtype, a.default_value, a.default_bytes, a.default_int64,
+                  a.default_strings) == std::tie(b.shape, b.dtype, b.default_value, b.default_bytes,
+                                                 b.default_int64, b.default_strings);
+}
+bool same_fields(const data::VarLenFeature& a, const data::VarLenFeature& b) {
+  return std::tie(a.dtype, a.mode, a.padding_value) == std::tie(b.dtype, b.mode, b.padding_value);
+}
+bool same_fields(const data::SparseFeature& a, const data::SparseFeature& b) {
+  return std::tie(a.index_key, a.value_key, a.dtype, a.size, a.already_sorted) ==
+         std::tie(b.index_key, b.value_key, b.dtype, b.size, b.already_sorted);
+}
+bool same_fields(const data::FixedLenSequenceFeature& a, const data::FixedLenSequenceFeature& b) {
+  return std::tie(a.shape, a.dtype, a.allow_missing, a.default_value, a.default_int64,
+                  a.default_string) == std::tie(b.shape, b.dtype, b.allow_missing, b.default_value,
+                                                b.default_int64, b.default_string);
+}
+
+template <class T>
+std::string optional_str(const std::optional<T>& value) {
+  if (!value) return "None";
+  if constexpr (std::is_same_v<T, std::string>)
+    return "'" + *value + "'";
+  else
+    return fmt::format("{}", *value);
+}
+
+// The spec as TF prints its tuple, for messages.
+std::string describe(const data::FeatureSpec& spec) {
+  return std::visit(
+      [](const auto& s) -> std::string {
+        using T = std::decay_t<decltype(s)>;
+        const std::string dtype(ops::dtype_name(s.dtype));
+        if constexpr (std::is_same_v<T, data::FixedLenFeature>) {
+          std::string defaults = s.default_int64     ? optional_str(s.default_int64)
+                                 : s.default_strings ? optional_str(s.default_strings)
+                                 : s.default_bytes   ? optional_str(s.default_bytes)
+                                                     : optional_str(s.default_value);
+          return fmt::format("FixedLenFeature(shape={}, dtype={}, default_value={})",
+                             ops::shape_str(s.shape), dtype, defaults);
+        } else if constexpr (std::is_same_v<T, data::VarLenFeature>) {
+          return fmt::format("VarLenFeature(dtype={})", dtype);
+        } else if constexpr (std::is_same_v<T, data::SparseFeature>) {
+          return fmt::format("SparseFeature(index_key=[{}], value_key='{}', dtype={}, size={})",
+                             fmt::join(s.index_key, ", "), s.value_key, dtype,
+                             ops::shape_str(s.size));
+        } else {
+          return fmt::format(
+              "FixedLenSequenceFeature(shape={}, dtype={}, allow_missing={}, default_value={})",
+              ops::shape_str(s.shape), dtype, s.allow_missing,
+              s.default_int64    ? optional_str(s.default_int64)
+              : s.default_string ? optional_str(s.default_string)
+                                 : optional_str(s.default_value));
+        }
+      },
+      spec);
+}
+
+}  // namespace
+
+// feature_column_v2.make_parse_example_spec: a key asked for twice must be asked for with equal
+// specs (shape, dtype and default included), else "different parse_spec for key".
 void add_spec(FeatureSpecs& specs, const std::string& key, const data::FeatureSpec& spec) {
   auto [it, inserted] = specs.emplace(key, spec);
   if (inserted) return;
-  auto dtype_of = [](const data::FeatureSpec& s) {
-    return std::visit([](const auto& v) { return v.dtype; }, s);
-  };
-  if (it->second.index() != spec.index() || dtype_of(it->second) != dtype_of(spec))
-    throw InvalidArgumentError("make_parse_example_spec: feature '" + key +
-                               "' is read by columns that need different parse specs "
-                               "(fixed vs variable length, or different dtypes)");
+  const bool same = it->second.index() == spec.index() &&
+                    std::visit(
+                        [&spec](const auto& held) {
+                          return same_fields(held, std::get<std::decay_t<decltype(held)>>(spec));
+                        },
+                        it->second);
+  if (!same)
+    throw InvalidArgumentError(fmt::format(
+        "make_parse_example_spec: feature columns contain different parse_spec for key '{}': {} "
+        "and {}; columns reading one feature must agree on its shape, dtype and default",
+        key, describe(spec), describe(it->second)));
 }
 
 Tensor with_values(const Tensor& sparse_tensor, const Tensor& values) {

@@ -71,7 +71,7 @@ int64_t Lookup::id(int64_t key, const std::string& column) const {
 Tensor Lookup::ids(const Tensor& keys, const std::string& column, bool drop_ignored) const {
   const Tensor host = keys.to(ops::Device::cpu());
   const bool strings = host.dtype() == DType::kString;
-  const bool integers = host.dtype() == DType::kI64 || host.dtype() == DType::kI32;
+  const bool integers = ops::is_integral(host.dtype());
   if (strings != (table_.key_dtype == DType::kString) || (!strings && !integers))
     throw InvalidArgumentError(fmt::format(
         "categorical column '{}': the feature holds {} values but the column expects {}", column,

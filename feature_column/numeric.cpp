@@ -25,19 +25,31 @@ NumericColumn::NumericColumn(std::string key, NumericColumnOptions options)
         fmt::format("numeric_column '{}': dtype must be float32 or int64, "
                     "got {}",
                     key_, ops::dtype_name(options_.dtype)));
-  if (options_.default_value && options_.default_value->size() != 1 &&
-      static_cast<int64_t>(options_.default_value->size()) != ops::num_elements(options_.shape))
-    throw InvalidArgumentError(
-        fmt::format("numeric_column '{}': default_value has {} values; shape {} needs 1 or {}",
-                    key_, options_.default_value->size(), ops::shape_str(options_.shape),
-                    ops::num_elements(options_.shape)));
+  auto check_count = [&](size_t count, const char* field) {
+    if (count != 1 && static_cast<int64_t>(count) != ops::num_elements(options_.shape))
+      throw InvalidArgumentError(
+          fmt::format("numeric_column '{}': {} has {} values; shape {} needs 1 or {}", key_, field,
+                      count, ops::shape_str(options_.shape), ops::num_elements(options_.shape)));
+  };
+  if (options_.default_value) check_count(options_.default_value->size(), "default_value");
+  if (options_.default_int64) {
+    if (options_.default_value)
+      throw InvalidArgumentError(fmt::format(
+          "numeric_column '{}': both default_value and default_int64 are given; give one", key_));
+    if (options_.dtype != DType::kI64)
+      throw InvalidArgumentError(fmt::format(
+          "numeric_column '{}': default_int64 needs dtype int64, got {}; use default_value", key_,
+          ops::dtype_name(options_.dtype)));
+    check_count(options_.default_int64->size(), "default_int64");
+  }
 }
 
 void NumericColumn::add_parse_spec(FeatureSpecs& specs) const {
   detail::add_spec(specs, key_,
                    data::FixedLenFeature{.shape = options_.shape,
                                          .dtype = options_.dtype,
-                                         .default_value = options_.default_value});
+                                         .default_value = options_.default_value,
+                                         .default_int64 = options_.default_int64});
 }
 
 Tensor NumericColumn::dense_tensor(const Features& features, nn::ModelContext*) const {

@@ -10,9 +10,12 @@
 namespace est::feature_column {
 
 struct NumericColumnOptions {
-  Shape shape{1};                                      // per example
-  std::optional<std::vector<double>> default_value;    // parse default: one value or shape's count
-  DType dtype = DType::kF32;                           // parse dtype: kF32 or kI64
+  Shape shape{1};                                    // per example
+  std::optional<std::vector<double>> default_value;  // parse default: one value or shape's count
+  DType dtype = DType::kF32;                         // parse dtype: kF32 or kI64
+  // The parse default of a kI64 column, exact (default_value's doubles hold integers exactly
+  // only up to 2^53; TF's numeric_column(dtype=int64) default is exact). Not with default_value.
+  std::optional<std::vector<int64_t>> default_int64;
   std::function<Tensor(const Tensor&)> normalizer_fn;  // applied to the raw feature, then float32
 };
 

@@ -5,7 +5,8 @@
 // label_vocabulary follows TF's heads: labels are strings looked up in the vocabulary (their
 // position is the class id; one not in it is an InvalidArgumentError naming it), and the
 // predictions `classes` [batch, 1] and `all_classes` [batch, n_classes] hold the vocabulary's
-// strings. Without a vocabulary labels are integer class ids and `classes` the ids (head.h).
+// strings. Without a vocabulary labels are integer class ids and `classes` / `all_classes` the
+// ids' decimal strings (head.h).
 #pragma once
 
 #include <functional>

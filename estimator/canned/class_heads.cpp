@@ -26,11 +26,27 @@ metrics::MetricOp pr_auc(const Tensor& labels, const Tensor& scores, const Tenso
                       metrics::AucSummation::kCarefulInterpolation);
 }
 
+// What TF's binary and multi-class heads predict from class_ids [batch, 1] (multi_class_head.py,
+// binary_class_head.py): `class_ids`, `classes` their decimal strings, `all_class_ids`
+// [batch, n_classes] int32 and `all_classes` its decimal strings (base_head.all_classes). A
+// label_vocabulary replaces both string keys with its own strings (canned_util.h).
+void add_class_predictions(Predictions& predictions, const Tensor& logits, const Tensor& class_ids,
+                           int64_t n_classes) {
+  Tensor all_class_ids = detail::all_class_ids(logits, n_classes);
+  predictions["class_ids"] = class_ids;
+  predictions["classes"] = detail::class_id_strings(class_ids, n_classes);
+  predictions["all_classes"] = detail::class_id_strings(all_class_ids, n_classes);
+  predictions["all_class_ids"] = std::move(all_class_ids);
+}
+
 // The export_outputs of every classification head: serving_default and "classification" the
-// ClassificationOutput of the predictions, "predict" all of them.
+// ClassificationOutput (base_head.classification_output: scores the probabilities, classes the
+// string [batch, n_classes] names of every class, the prediction `classes_key`), "predict" all
+// of the predictions.
 std::map<std::string, ExportOutput> classification_export_outputs(const Predictions& predictions,
-                                                                  int64_t n_classes) {
-  const ExportOutput classification = detail::classification_output(predictions, n_classes);
+                                                                  const char* classes_key) {
+  const ExportOutput classification = ClassificationOutput{
+      .scores = predictions.at("probabilities"), .classes = predictions.at(classes_key)};
   return {{"serving_default", classification},
           {"classification", classification},
           {"predict", PredictOutput{predictions}}};
@@ -45,16 +61,16 @@ class BinaryClassHead final : public Head {
     check_logits(logits);
     Tensor two_class_logits = ops::concat({detail::zeros_like(logits), logits}, -1);
     Tensor class_ids = ops::expand_dims(ops::argmax(two_class_logits, -1), -1);
-    return {{"logits", logits},
-            {"logistic", ops::sigmoid(logits)},
-            {"probabilities", ops::softmax(two_class_logits, -1)},
-            {"class_ids", class_ids},
-            {"classes", class_ids},
-            {"all_class_ids", detail::all_class_ids(logits, 2)}};
+    Predictions out{{"logits", logits},
+                    {"logistic", ops::sigmoid(logits)},
+                    {"probabilities", ops::softmax(two_class_logits, -1)}};
+    add_class_predictions(out, logits, class_ids, 2);
+    return out;
   }
   std::map<std::string, ExportOutput> export_outputs(
       const Predictions& predictions) const override {
-    std::map<std::string, ExportOutput> outputs = classification_export_outputs(predictions, 2);
+    std::map<std::string, ExportOutput> outputs =
+        classification_export_outputs(predictions, "all_classes");
     outputs.emplace("regression", RegressionOutput{predictions.at("logistic")});
     return outputs;
   }
@@ -97,15 +113,13 @@ class MultiClassHead final : public Head {
   Predictions predictions(const Tensor& logits) const override {
     check_logits(logits);
     Tensor class_ids = ops::expand_dims(ops::argmax(logits, -1), -1);
-    return {{"logits", logits},
-            {"probabilities", ops::softmax(logits, -1)},
-            {"class_ids", class_ids},
-            {"classes", class_ids},
-            {"all_class_ids", detail::all_class_ids(logits, n_classes_)}};
+    Predictions out{{"logits", logits}, {"probabilities", ops::softmax(logits, -1)}};
+    add_class_predictions(out, logits, class_ids, n_classes_);
+    return out;
   }
   std::map<std::string, ExportOutput> export_outputs(
       const Predictions& predictions) const override {
-    return classification_export_outputs(predictions, n_classes_);
+    return classification_export_outputs(predictions, "all_classes");
   }
 
  protected:
@@ -144,13 +158,15 @@ class MultiLabelHead final : public Head {
 
   Predictions predictions(const Tensor& logits) const override {
     check_logits(logits);
+    // multi_label_head.py: `classes` is base_head.all_classes, every class's name per example.
     return {{"logits", logits},
             {"probabilities", ops::sigmoid(logits)},
-            {"all_class_ids", detail::all_class_ids(logits, n_classes_)}};
+            {"classes",
+             detail::class_id_strings(detail::all_class_ids(logits, n_classes_), n_classes_)}};
   }
   std::map<std::string, ExportOutput> export_outputs(
       const Predictions& predictions) const override {
-    return classification_export_outputs(predictions, n_classes_);
+    return classification_export_outputs(predictions, "classes");
   }
 
  protected:

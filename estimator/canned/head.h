@@ -13,11 +13,9 @@
 //                                                               optim::adagrad(0.05));
 //   }
 //
-// Deviations: the prediction `classes` holds the int64 class ids (TF gives their decimal
-// strings) and `all_classes` is absent (the export outputs' classes are strings, as TF's);
-// label_vocabulary (string labels and classes) is the canned estimators' (canned_util.h), around
-// the head. The optional per-threshold metrics (`accuracy/positive_threshold_0.5`, ...) are not
-// built.
+// Predictions are TF's keys and dtypes: `classes` and `all_classes` are strings (the class ids'
+// decimal strings, or a label_vocabulary's strings: canned_util.h, around the head). Deviation:
+// the optional per-threshold metrics (`accuracy/positive_threshold_0.5`, ...) are not built.
 #pragma once
 
 #include <cstdint>
@@ -64,10 +62,9 @@ class Head {
   virtual Predictions predictions(const Tensor& logits) const = 0;
   // The PREDICT spec's export_outputs for these predictions, by TF's keys: "serving_default"
   // and "classification" a ClassificationOutput (scores the probabilities, classes every class's
-  // name per example: the predictions' string `all_classes` when present, else the class ids'
-  // decimal strings), or for a regression "serving_default" and "regression" a
-  // RegressionOutput of `predictions`; the binary head also "regression", the `logistic`;
-  // "predict" a PredictOutput of every prediction.
+  // name per example: the predictions' string `all_classes`, the multi-label head's `classes`), or
+  // for a regression "serving_default" and "regression" a RegressionOutput of `predictions`; the
+  // binary head also "regression", the `logistic`; "predict" a PredictOutput of every prediction.
   virtual std::map<std::string, ExportOutput> export_outputs(
       const Predictions& predictions) const = 0;
   // This batch's eval metrics by TF's MetricKeys names, `loss` (the mean of the training loss
@@ -107,22 +104,25 @@ class Head {
 
 // Two classes, one logit per example: sigmoid cross-entropy. Labels 0/1 (any numeric dtype),
 // [batch] or [batch, 1]. Predictions `logits`, `logistic`, `probabilities` [batch, 2],
-// `class_ids`, `classes`, `all_class_ids`; metrics `accuracy`, `precision`, `recall`, `auc`,
-// `auc_precision_recall`, `average_loss`, `label/mean`, `prediction/mean`, `accuracy_baseline`.
+// `class_ids`, `classes`, `all_class_ids`, `all_classes`; metrics `accuracy`, `precision`,
+// `recall`, `auc`, `auc_precision_recall`, `average_loss`, `label/mean`, `prediction/mean`,
+// `accuracy_baseline`.
 std::shared_ptr<const Head> binary_class_head(HeadOptions options = {});
 
 // n_classes > 2 logits per example: softmax cross-entropy. Labels integer class ids in
 // [0, n_classes), [batch] or [batch, 1]. Predictions `logits`, `probabilities`, `class_ids`,
-// `classes`, `all_class_ids`; metrics `accuracy`, `average_loss`.
+// `classes`, `all_class_ids`, `all_classes`; metrics `accuracy`, `average_loss`.
 std::shared_ptr<const Head> multi_class_head(int64_t n_classes, HeadOptions options = {});
 
 // label_dimension real targets per example: squared error. Predictions `predictions` (the
-// logits) and `logits`; metrics `average_loss`, `label/mean`, `prediction/mean`.
+// logits; TF adds `logits` only beside an inverse_link_fn); metrics `average_loss`, `label/mean`,
+// `prediction/mean`.
 std::shared_ptr<const Head> regression_head(int64_t label_dimension = 1, HeadOptions options = {});
 
 // n_classes >= 2 independent 0/1 labels per example (multi-hot [batch, n_classes]): sigmoid
-// cross-entropy averaged over the classes. Predictions `logits`, `probabilities`,
-// `all_class_ids`; metrics `average_loss`, `auc`, `auc_precision_recall`.
+// cross-entropy averaged over the classes. Predictions `logits`, `probabilities`, `classes`
+// (every class's name per example, [batch, n_classes] strings, as multi_label_head.py);
+// metrics `average_loss`, `auc`, `auc_precision_recall`.
 std::shared_ptr<const Head> multi_label_head(int64_t n_classes, HeadOptions options = {});
 
 }  // namespace est::canned

@@ -107,19 +107,14 @@ nn::metrics::MetricOp accuracy_baseline(const nn::metrics::MetricOp& label_mean)
   return {std::make_shared<AccuracyBaseline>(label_mean.metric->clone())};
 }
 
-ExportOutput classification_output(const Predictions& predictions, int64_t n_classes) {
-  const Tensor& scores = predictions.at("probabilities");
-  auto vocabulary_classes = predictions.find("all_classes");
-  if (vocabulary_classes != predictions.end())
-    return ClassificationOutput{.scores = scores, .classes = vocabulary_classes->second};
+Tensor class_id_strings(const Tensor& ids, int64_t n_classes) {
   std::vector<std::string> names;
   for (int64_t id = 0; id < n_classes; ++id) names.push_back(std::to_string(id));
   const feature_column::Lookup lookup(
       {.kind = feature_column::LookupTable::Kind::kIndexToString, .string_keys = names});
-  const Tensor& ids = predictions.at("all_class_ids");
   Tensor classes = lookup.strings(ids);
   feature_column::report_lookup("class_names", lookup.table(), ids, classes);
-  return ClassificationOutput{.scores = scores, .classes = classes};
+  return classes;
 }
 
 }  // namespace est::canned::detail

@@ -1,6 +1,6 @@
 // What the heads share besides the Head base class (tensorflow/estimator head/base_head.py's
 // helpers): label and weight checks with messages naming the head, all_class_ids, the
-// derived accuracy_baseline metric, and the classification export output.
+// derived accuracy_baseline metric, and class ids as TF's string classes.
 #pragma once
 
 #include <cstdint>
@@ -36,11 +36,9 @@ Tensor all_class_ids(const Tensor& logits, int64_t n_classes);
 // max(label_mean, 1 - label_mean) over the stream: the accuracy of always predicting the more
 // frequent class, computed from the `label/mean` metric's statistics.
 nn::metrics::MetricOp accuracy_baseline(const nn::metrics::MetricOp& label_mean);
-// base_head.classification_output: scores the predictions' `probabilities` [batch, n_classes],
-// classes every class's name per example, string [batch, n_classes]: the predictions'
-// `all_classes` (a label_vocabulary's strings) when present, else the decimal strings of
-// `all_class_ids` (TF's as_string(range(n_classes)), tiled), written as an index-to-string lookup
-// so that the export has string classes as TF's.
-ExportOutput classification_output(const Predictions& predictions, int64_t n_classes);
+// Class ids (any integer dtype, any shape) as their decimal strings, as TF's heads give
+// `classes` without a label_vocabulary (tf.strings.as_string), written as an index-to-string
+// lookup over "0" ... "n_classes - 1" so that an export traces it for any batch.
+Tensor class_id_strings(const Tensor& ids, int64_t n_classes);
 
 }  // namespace est::canned::detail

@@ -22,7 +22,13 @@ Tensor linear_logits(const std::vector<feature_column::ColumnPtr>& columns,
 }
 
 double linear_learning_rate(size_t n_columns) {
-  return std::min(0.2, 1.0 / std::sqrt(static_cast<double>(std::max<size_t>(n_columns, 1))));
+  return std::min(kLinearLearningRate,
+                  1.0 / std::sqrt(static_cast<double>(std::max<size_t>(n_columns, 1))));
+}
+
+optim::Optimizer linear_optimizer(const std::optional<OptimizerArg>& optimizer, size_t n_columns) {
+  if (!optimizer) return optim::ftrl(linear_learning_rate(n_columns));
+  return get_optimizer_instance(*optimizer, kLinearLearningRate);
 }
 
 }  // namespace canned
@@ -40,9 +46,9 @@ template <class Options>
 ModelFn linear_model_fn(const Options& options, std::shared_ptr<const canned::Head> head,
                         std::vector<std::string> label_vocabulary, const char* estimator) {
   check_columns(options.feature_columns, estimator);
-  const double learning_rate = canned::linear_learning_rate(options.feature_columns.size());
-  canned::OptimizerArg optimizer = options.optimizer;
-  canned::get_optimizer_instance(optimizer, learning_rate);  // checks the name now
+  const std::optional<canned::OptimizerArg> optimizer = options.optimizer;
+  const size_t n_columns = options.feature_columns.size();
+  canned::linear_optimizer(optimizer, n_columns);  // checks the name now
   auto columns = options.feature_columns;
   auto combiner = options.sparse_combiner;
   return canned::canned_model_fn(
@@ -50,9 +56,7 @@ ModelFn linear_model_fn(const Options& options, std::shared_ptr<const canned::He
         return canned::linear_logits(columns, combiner, features, ctx, units);
       },
       std::move(head),
-      [optimizer, learning_rate] {
-        return canned::get_optimizer_instance(optimizer, learning_rate);
-      },
+      [optimizer, n_columns] { return canned::linear_optimizer(optimizer, n_columns); },
       std::move(label_vocabulary));
 }
 

@@ -1,6 +1,7 @@
 // The regression head, following tensorflow/estimator head/regression_head.py (v2): squared
-// error per target, weights per example or per target, predictions `predictions` and `logits`
-// (no inverse_link_fn: the prediction is the logits), metrics `average_loss`, `label/mean`,
+// error per target, weights per example or per target, predictions `predictions` only (TF adds
+// `logits` only with an inverse_link_fn, which this head does not take: the prediction is the
+// logits), metrics `average_loss`, `label/mean`,
 // `prediction/mean`; export_outputs serving_default and "regression" a RegressionOutput of the
 // predictions, "predict" every prediction.
 #include <fmt/format.h>
@@ -21,7 +22,7 @@ class RegressionHead final : public Head {
 
   Predictions predictions(const Tensor& logits) const override {
     check_logits(logits);
-    return {{"predictions", logits}, {"logits", logits}};
+    return {{"predictions", logits}};
   }
   std::map<std::string, ExportOutput> export_outputs(
       const Predictions& predictions) const override {

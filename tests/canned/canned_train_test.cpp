@@ -221,13 +221,22 @@ TEST_CASE("a DNNClassifier over numeric columns exports for serving, binary and 
     REQUIRE(expected.size() == 3);
     REQUIRE(outputs.count("probabilities") == 1);
     REQUIRE(outputs.count("all_class_ids") == 1);
+    REQUIRE(outputs.count("classes") == 1);
+    REQUIRE(outputs.count("all_classes") == 1);
     const std::vector<double> probabilities = outputs.at("probabilities").to_vector<double>();
     const std::vector<double> ids = outputs.at("all_class_ids").to_vector<double>();
+    const std::vector<std::string> classes = outputs.at("classes").to_vector<std::string>();
+    const std::vector<std::string> all_classes = outputs.at("all_classes").to_vector<std::string>();
     for (size_t i = 0; i < 3; ++i) {
+      // TF's keys: `classes` the class id's decimal string, `all_classes` every class's.
+      const std::string id = std::to_string(expected[i].at("class_ids").to_vector<int64_t>().at(0));
+      CHECK(expected[i].at("classes").to_vector<std::string>() == std::vector<std::string>{id});
+      CHECK(classes.at(i) == id);
       const std::vector<double> want = expected[i].at("probabilities").to_vector<double>();
       for (size_t k = 0; k < want.size(); ++k) {
         CHECK(probabilities.at(i * want.size() + k) == doctest::Approx(want[k]).epsilon(1e-5));
         CHECK(ids.at(i * want.size() + k) == double(k));
+        CHECK(all_classes.at(i * want.size() + k) == std::to_string(k));
       }
     }
   }

@@ -44,7 +44,7 @@ double value(const Estimator& estimator, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("LinearRegressor's first Ftrl step is TF's, default learning rate included") {
+TEST_CASE("LinearRegressor's first Ftrl step is TF's: a name at 0.2, None at min(0.2, 1/sqrt(n))") {
   // SUM_OVER_BATCH_SIZE: loss = sum (wx + b - y)^2 / 2, so at w = b = 0
   // dL/dw = sum (0 - y) x = -7 and dL/db = -4. One column: lr = min(0.2, 1/sqrt(1)) = 0.2.
   TempDir dir;
@@ -55,12 +55,28 @@ TEST_CASE("LinearRegressor's first Ftrl step is TF's, default learning rate incl
   CHECK(value(one, "linear/linear_model/x0/weights/Ftrl") == Approx(0.1 + 49));
   CHECK(value(one, "linear/linear_model/x0/weights/Ftrl_1") == Approx(-7));
 
-  // 36 columns: lr = min(0.2, 1/6) = 1/6; the all-zero columns do not move.
+  // 36 columns and the default, the name 'Ftrl': linear.py gives a name _LEARNING_RATE, 0.2.
   TempDir dir_many;
   LinearRegressor many({.feature_columns = numeric_columns(36), .config = config(dir_many.str())});
   many.train(tiny_input(35), {}, 1);
-  CHECK(value(many, "linear/linear_model/x0/weights") == Approx(ftrl_first_step(-7, 1.0 / 6)));
-  CHECK(value(many, "linear/linear_model/x9/weights") == 0);
+  CHECK(value(many, "linear/linear_model/x0/weights") == Approx(ftrl_first_step(-7, 0.2)));
+  CHECK(value(many, "linear/linear_model/x9/weights") == 0);  // all-zero columns do not move
+
+  // optimizer=None only: Ftrl at min(0.2, 1/sqrt(36)) = 1/6 (_get_default_optimizer).
+  TempDir dir_none;
+  LinearRegressor none({.feature_columns = numeric_columns(36),
+                        .optimizer = std::nullopt,
+                        .config = config(dir_none.str())});
+  none.train(tiny_input(35), {}, 1);
+  CHECK(value(none, "linear/linear_model/x0/weights") == Approx(ftrl_first_step(-7, 1.0 / 6)));
+
+  // Any other name at 36 columns trains at 0.2 too: SGD's step is -lr * g.
+  TempDir dir_sgd;
+  LinearRegressor sgd({.feature_columns = numeric_columns(36),
+                       .optimizer = "SGD",
+                       .config = config(dir_sgd.str())});
+  sgd.train(tiny_input(35), {}, 1);
+  CHECK(value(sgd, "linear/linear_model/x0/weights") == Approx(0.2 * 7));
 
   // compat::v1: loss_reduction SUM doubles the gradient.
   TempDir dir_v1;

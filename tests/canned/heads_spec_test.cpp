@@ -108,7 +108,8 @@ TEST_CASE("create_estimator_spec: TRAIN minimizes, EVAL has metrics, PREDICT pre
 
   EstimatorSpec predict =
       head->create_estimator_spec(features, ModeKeys::kPredict, logits_of(), Tensor(), ctx);
-  CHECK(predict.predictions.size() == 5);
+  // multi_class_head.py: logits, probabilities, class_ids, classes, all_class_ids, all_classes.
+  CHECK(predict.predictions.size() == 6);
   CHECK_FALSE(predict.loss.defined());
 }
 

@@ -70,7 +70,15 @@ TEST_CASE("binary_class_head: predictions by TF's keys") {
   }
   // argmax([0, logit]): a logit of exactly 0 ties and takes class 0, as tf.argmax does.
   CHECK(p.at("class_ids").to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1, 0, 0, 1});
-  CHECK(p.at("classes").to_vector<int64_t>() == p.at("class_ids").to_vector<int64_t>());
+  // base_head.py: `classes` the ids as decimal strings, `all_classes` every class's per example.
+  CHECK(p.at("classes").dtype() == DType::kString);
+  CHECK(p.at("classes").shape() == Shape{6, 1});
+  CHECK(p.at("classes").to_vector<std::string>() ==
+        std::vector<std::string>{"0", "1", "1", "0", "0", "1"});
+  CHECK(p.at("all_classes").shape() == Shape{6, 2});
+  CHECK(p.at("all_classes").to_vector<std::string>() ==
+        std::vector<std::string>{"0", "1", "0", "1", "0", "1", "0", "1", "0", "1", "0", "1"});
+  CHECK(p.size() == 7);
 }
 
 TEST_CASE("binary_class_head: metrics with weights, by TF's names") {
@@ -143,6 +151,10 @@ TEST_CASE("multi_class_head: softmax cross-entropy, predictions, accuracy, avera
   CHECK(p.at("probabilities").at({1, 2}) ==
         Approx(std::exp(3.0) / (std::exp(0.1) + std::exp(-1.0) + std::exp(3.0))));
   CHECK_FALSE(p.count("logistic"));
+  CHECK(p.at("classes").to_vector<std::string>() == std::vector<std::string>{"1", "2", "0"});
+  CHECK(p.at("all_classes").to_vector<std::string>() ==
+        std::vector<std::string>{"0", "1", "2", "0", "1", "2", "0", "1", "2"});
+  CHECK(p.size() == 6);
 
   const MetricOps m = head->metrics(labels_tensor, logits_tensor, features);
   CHECK(result(m, "accuracy") == Approx((1.0 + 3.0) / 6));
@@ -172,7 +184,8 @@ TEST_CASE("regression_head: squared error per target, per-example weights broadc
   CHECK(canned::regression_head(2)->loss(y, x).item() == Approx((1 + 0 + 4 + 4) / 4.0));
   const Predictions p = head->predictions(x);
   CHECK(p.at("predictions").to_vector<double>() == logits);
-  CHECK(p.at("logits").to_vector<double>() == logits);
+  // regression_head.py adds `logits` only beside an inverse_link_fn.
+  CHECK(p.size() == 1);
 }
 
 TEST_CASE("multi_label_head: sigmoid cross-entropy averaged over classes, AUCs over all pairs") {
@@ -196,7 +209,10 @@ TEST_CASE("multi_label_head: sigmoid cross-entropy averaged over classes, AUCs o
         Approx(pr_auc(labels, probabilities, ones)).epsilon(1e-5));
   const Predictions p = head->predictions(x);
   CHECK(p.at("probabilities").to_vector<double>()[4] == Approx(sigmoid(2.0)));
-  CHECK(p.at("all_class_ids").to_vector<int32_t>() == std::vector<int32_t>{0, 1, 2, 0, 1, 2});
+  // multi_label_head.py: `classes` is every class's name per example; no ids.
+  CHECK(p.at("classes").to_vector<std::string>() ==
+        std::vector<std::string>{"0", "1", "2", "0", "1", "2"});
+  CHECK(p.size() == 3);
 }
 
 TEST_CASE("heads reject what TF rejects, naming it") {

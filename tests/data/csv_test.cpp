@@ -139,3 +139,30 @@ TEST_CASE("csv_dataset over several files resumes at any record") {
   restored.restore_state(it.save_state());
   CHECK(contains(error_message<InvalidArgumentError>([&] { restored.next(); }), "line 4"));
 }
+
+TEST_CASE("csv_dataset: an int64 default above 2^53 is exact through default_int64") {
+  // TF's decode_csv takes record_defaults of the column's dtype: int64 defaults are exact. A
+  // double cannot hold 2^53 + 1 (it rounds to 2^53), so default_int64 carries it.
+  constexpr int64_t kBig = (int64_t{1} << 53) + 1;
+  std::string path = write_csv("big_default.csv", "id,small\n,\n7,8\n");
+  CsvOptions options{.columns = {{.name = "", .dtype = DType::kI64, .default_int64 = kBig},
+                                 {.name = "", .dtype = DType::kI32, .default_int64 = -3}}};
+  auto rows = drain(csv_dataset({path}, options));
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].features.at("id").data<int64_t>()[0] == kBig);
+  CHECK(rows[0].features.at("small").data<int32_t>()[0] == -3);
+  CHECK(rows[1].features.at("id").data<int64_t>()[0] == 7);
+
+  auto error_for = [&](CsvColumn column) {
+    return error_message<InvalidArgumentError>([&] {
+      drain(csv_dataset({path}, {.columns = {column, {}}}));
+    });
+  };
+  CHECK(contains(error_for({.name = "id", .dtype = DType::kF32, .default_int64 = 1}),
+                 "default_int64 is for int64 and int32 columns"));
+  CHECK(contains(
+      error_for({.name = "id", .dtype = DType::kI64, .default_value = 1.0, .default_int64 = 1}),
+      "both default_value and default_int64"));
+  CHECK(contains(error_for({.name = "id", .dtype = DType::kI32, .default_int64 = kBig}),
+                 "does not fit its dtype int32"));
+}

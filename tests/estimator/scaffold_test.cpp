@@ -113,3 +113,34 @@ TEST_CASE("Scaffold.init_fn under MirroredStrategy: every replica starts from it
   // The loss of step 0 is over both replicas' batches: exact only if both used the values.
   CHECK(recorder->losses.at(0) < 1e-10);
 }
+
+namespace {
+
+// Assigns the exact weights in after_create_session, as an initialising hook does in TF.
+class PretrainedHook : public est::SessionRunHook {
+ public:
+  void after_create_session(est::Session& session) override { load_pretrained(session); }
+};
+
+}  // namespace
+
+TEST_CASE("a hook's after_create_session assignments reach the first step's forward pass") {
+  // TF's MonitoredSession calls after_create_session before the first run: step 0 (the first
+  // evaluation batch, the first predictions) computes with what the hook assigned.
+  TempDir dir;
+  est::Estimator estimator(linear_model_fn, quiet_config(dir.str()));
+  auto hook = std::make_shared<PretrainedHook>();
+  auto recorder = std::make_shared<LossRecorder>();
+  estimator.train(linear_input_fn(64, 8, false, -1), {hook, recorder}, 1);
+  REQUIRE(recorder->losses.count(0));
+  CHECK(recorder->losses.at(0) < 1e-10);
+
+  TempDir fresh;  // no checkpoint: evaluate and predict start from initialised variables
+  est::Estimator untrained(linear_model_fn, quiet_config(fresh.str()));
+  CHECK(untrained.evaluate(linear_input_fn(8, 8), 1, {hook}).at("loss") < 1e-10);
+  const std::vector<float> x = feature_values(8), y = label_values(8);
+  std::vector<est::Predictions> predictions = untrained.predict(linear_input_fn(8, 8), {}, {hook});
+  REQUIRE(predictions.size() == 8);
+  for (size_t i = 0; i < 8; ++i)
+    CHECK(predictions[i].at("y").item() == doctest::Approx(y[i]).epsilon(1e-6));
+}

@@ -186,3 +186,75 @@ TEST_CASE("categorical_column_with_hash_bucket matches TF's expected hashes") {
   CHECK(contains(error_message<InvalidArgumentError>([&] { ids_of(*hashed_ints, wire); }),
                  "expects integers"));
 }
+
+TEST_CASE("categorical_column_with_hash_bucket takes any integer dtype, or string") {
+  // feature_column_v2.py: `dtype != string and not dtype.is_integer` is the only refusal.
+  Features int32s{{"wire", sparse_numbers<int32_t>({0, 0, 1, 0, 1, 1}, {101, 201, 301}, {2, 2})}};
+  auto hashed_int32 = categorical_column_with_hash_bucket("wire", 10, DType::kI32);
+  CHECK(ids_of(*hashed_int32, int32s) == std::vector<int64_t>{3, 7, 5});
+  Features bytes{{"wire", sparse_numbers<uint8_t>({0, 0, 1, 0}, {101, 201}, {2, 1})}};
+  CHECK(
+      ids_of(*categorical_column_with_hash_bucket("wire", 10, DType::kU8), bytes) ==
+      ids_of(*hashed_int32, {{"wire", sparse_numbers<int32_t>({0, 0, 1, 0}, {101, 201}, {2, 1})}}));
+  CHECK(contains(error_message<InvalidArgumentError>(
+                     [] { categorical_column_with_hash_bucket("wire", 10, DType::kF32); }),
+                 "dtype must be string or an integer type"));
+}
+
+TEST_CASE("vocabulary files with Windows line ends read as TF's line reader reads them") {
+  // InputBuffer::ReadLine drops every '\r': "omar\r\n" is the key "omar".
+  const std::string words = est::testing::scratch_file("wire_crlf.txt");
+  std::ofstream(words, std::ios::binary) << "omar\r\nstringer\r\nmarlo\r\n";
+  Features strings{
+      {"wire", sparse_strings({0, 0, 1, 0, 1, 1}, {"marlo", "skywalker", "omar"}, {2, 2})}};
+  auto wire = categorical_column_with_vocabulary_file("wire", words);
+  CHECK(wire->num_buckets() == 3);
+  CHECK(ids_of(*wire, strings) == std::vector<int64_t>{2, -1, 0});
+  const std::string numbers = est::testing::scratch_file("ids_crlf.txt");
+  std::ofstream(numbers, std::ios::binary) << "30\r\n35\r\n";
+  Features ints{{"aaa", sparse_numbers<int64_t>({0, 0, 1, 0}, {35, 30}, {2, 1})}};
+  CHECK(ids_of(*categorical_column_with_vocabulary_file("aaa", numbers, {.dtype = DType::kI64}),
+               ints) == std::vector<int64_t>{1, 0});
+}
+
+TEST_CASE("make_parse_example_spec: one key read with different specs is an error") {
+  // feature_column_v2.make_parse_example_spec raises "different parse_spec for key".
+  auto plain = numeric_column("price");
+  CHECK(make_parse_example_spec({plain, numeric_column("price")}).size() == 1);  // equal specs
+  CHECK(make_parse_example_spec({plain, bucketized_column(plain, {0, 1})}).size() == 1);
+  const std::pair<const char*, ColumnPtr> kDiffering[] = {
+      {"default", numeric_column("price", {.default_value = std::vector<double>{1}})},
+      {"shape", numeric_column("price", {.shape = {2}})},
+      {"dtype", numeric_column("price", {.dtype = DType::kI64})},
+      {"kind", categorical_column_with_hash_bucket("price", 10)}};
+  for (const auto& [what, other] : kDiffering) {
+    CAPTURE(what);
+    const std::string message = error_message<InvalidArgumentError>([&] {
+      make_parse_example_spec({plain, other});
+    });
+    CHECK(contains(message, "different parse_spec for key 'price'"));
+    CHECK(contains(message, "FixedLenFeature(shape=[1], dtype=float32, default_value=None)"));
+  }
+}
+
+TEST_CASE("numeric_column(dtype=int64): a default above 2^53 is exact through default_int64") {
+  constexpr int64_t kBig = (int64_t{1} << 53) + 1;  // a double rounds it to 2^53
+  auto id = numeric_column("id", {.dtype = DType::kI64, .default_int64 = std::vector{kBig}});
+  const FeatureSpecs specs = make_parse_example_spec({id});
+  const auto& spec = std::get<data::FixedLenFeature>(specs.at("id"));
+  CHECK(spec.default_int64 == std::vector<int64_t>{kBig});
+  CHECK_FALSE(spec.default_value);
+  // A serialized Example without the feature parses to the exact default.
+  const std::string empty_example;  // an Example with no features: zero bytes
+  Features parsed = data::parse_single_example(empty_example, {{"id", spec}});
+  CHECK(parsed.at("id").data<int64_t>()[0] == kBig);
+  CHECK(contains(error_message<InvalidArgumentError>(
+                     [] { numeric_column("id", {.default_int64 = std::vector<int64_t>{1}}); }),
+                 "default_int64 needs dtype int64"));
+  CHECK(contains(error_message<InvalidArgumentError>([] {
+                   numeric_column("id", {.default_value = std::vector<double>{1},
+                                         .dtype = DType::kI64,
+                                         .default_int64 = std::vector<int64_t>{1}});
+                 }),
+                 "both default_value and default_int64"));
+}
