@@ -97,12 +97,6 @@ bool file_exists(const std::string& path) {
   return fs::is_regular_file(path, error);
 }
 
-uint32_t load_fixed32(const char* bytes) {
-  uint32_t value = 0;
-  for (int i = 3; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(bytes[i]);
-  return value;
-}
-
 // Reads bytes [offset, offset + size) of a data shard, refusing a range beyond the file before
 // allocating anything.
 std::string read_shard_range(const std::string& path, std::string_view key, int64_t offset,
@@ -154,7 +148,7 @@ uint32_t decode_strings(std::string_view bytes, std::string* out, int64_t numel,
   }
   if (bytes.size() < 4)
     throw DataLossError(fmt::format("{}: the string lengths' checksum is missing", where));
-  const uint32_t stored = data::unmask_crc(load_fixed32(bytes.data()));
+  const uint32_t stored = data::unmask_crc(tf_table::decode_fixed32(bytes.data()));
   if (stored != crc)
     throw DataLossError(
         fmt::format("{}: the string lengths fail their CRC32C check (stored "
@@ -306,16 +300,9 @@ ops::Tensor TfBundleReader::load_variable(std::string_view name) const {
   return found.slices_size() > 0 ? read_partitioned(name, found) : read_stored(name, found);
 }
 
-ops::Tensor TfBundleReader::read_stored(std::string_view name,
-                                        const BundleEntryProto& entry) const {
-  const std::string where = fmt::format("TensorFlow checkpoint {}, tensor \"{}\"", prefix_, name);
-  const std::optional<ops::DType> dtype = est_dtype(entry.dtype());
-  if (!dtype)
-    throw UnimplementedError(fmt::format(
-        "{} has dtype {} ({}), which est does not have; cast it to a supported type "
-        "(float32, float64, int32, int64, uint8, bool, bfloat16, string) in TensorFlow and save "
-        "again",
-        where, tf_dtype_name(entry.dtype()), tfproto::DataType_Name(entry.dtype())));
+ops::Shape TfBundleReader::checked_shape(const tfproto::BundleEntryProto& entry,
+                                         const std::string& where) {
+  // TensorShape::IsValid: a known rank, no negative dimension, no overflowing element count.
   if (entry.shape().unknown_rank())
     throw DataLossError(fmt::format("{}: the stored shape has unknown rank", where));
   ops::Shape shape;
@@ -326,6 +313,21 @@ ops::Tensor TfBundleReader::read_stored(std::string_view name,
     shape.push_back(dim.size());
     numel *= dim.size();
   }
+  return shape;
+}
+
+ops::Tensor TfBundleReader::read_stored(std::string_view name,
+                                        const BundleEntryProto& entry) const {
+  const std::string where = fmt::format("TensorFlow checkpoint {}, tensor \"{}\"", prefix_, name);
+  const std::optional<ops::DType> dtype = est_dtype(entry.dtype());
+  if (!dtype)
+    throw UnimplementedError(fmt::format(
+        "{} has dtype {} ({}), which est does not have; cast it to a supported type "
+        "(float32, float64, int32, int64, uint8, bool, bfloat16, string) in TensorFlow and save "
+        "again",
+        where, tf_dtype_name(entry.dtype()), tfproto::DataType_Name(entry.dtype())));
+  const ops::Shape shape = checked_shape(entry, where);
+  const int64_t numel = ops::num_elements(shape);
   const bool strings = *dtype == ops::DType::kString;
   // GetValue's size checks: exact for fixed-size types, at least a byte per string otherwise.
   if (!strings && numel > (int64_t{1} << 62) / static_cast<int64_t>(ops::dtype_size(*dtype)))

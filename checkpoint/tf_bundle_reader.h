@@ -67,6 +67,7 @@ class TfBundleReader {
   ops::Tensor load_variable(std::string_view name) const;
 
  private:
+  static ops::Shape checked_shape(const tfproto::BundleEntryProto& entry, const std::string& where);
   const tfproto::BundleEntryProto& entry(std::string_view key, std::string_view what) const;
   ops::Tensor read_stored(std::string_view name, const tfproto::BundleEntryProto& entry) const;
   ops::Tensor read_partitioned(std::string_view name, const tfproto::BundleEntryProto& entry) const;

@@ -65,12 +65,7 @@ ops::Tensor TfBundleReader::read_partitioned(std::string_view name,
                                              const tfproto::BundleEntryProto& full) const {
   const std::string where =
       fmt::format("TensorFlow checkpoint {}, partitioned tensor \"{}\"", prefix_, name);
-  ops::Shape full_shape;
-  for (const auto& dim : full.shape().dim()) {
-    if (dim.size() < 0)
-      throw DataLossError(fmt::format("{}: invalid dimension {}", where, dim.size()));
-    full_shape.push_back(dim.size());
-  }
+  const ops::Shape full_shape = checked_shape(full, where);
   std::vector<StoredSlice> slices;
   int64_t covered = 0;
   for (const auto& proto : full.slices()) {

@@ -18,12 +18,6 @@
 namespace est::checkpoint::tf_table {
 namespace {
 
-uint32_t load_fixed32(const char* bytes) {
-  uint32_t value = 0;
-  for (int i = 3; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(bytes[i]);
-  return value;
-}
-
 [[noreturn]] void corrupt(const std::string& path, std::string_view what) {
   throw DataLossError(fmt::format(
       "TensorFlow checkpoint index {}: {}. The file is truncated, damaged or not a TensorFlow "
@@ -39,6 +33,12 @@ BlockHandle read_handle(std::string_view& input, const std::string& path, std::s
 }
 
 }  // namespace
+
+uint32_t decode_fixed32(const char* bytes) {
+  uint32_t value = 0;
+  for (int i = 3; i >= 0; --i) value = (value << 8) | static_cast<unsigned char>(bytes[i]);
+  return value;
+}
 
 bool read_varint64(std::string_view& input, uint64_t* value) {
   uint64_t result = 0;
@@ -67,7 +67,7 @@ bool read_varint32(std::string_view& input, uint32_t* value) {
 std::vector<Entry> decode_block(std::string_view contents, const std::string& where) {
   if (contents.size() < sizeof(uint32_t))
     corrupt(where, "a block is shorter than its restart count");
-  const uint32_t num_restarts = load_fixed32(contents.data() + contents.size() - 4);
+  const uint32_t num_restarts = decode_fixed32(contents.data() + contents.size() - 4);
   const size_t max_restarts = (contents.size() - 4) / 4;
   if (num_restarts > max_restarts)
     corrupt(where, fmt::format("a block claims {} restart points, more than its {} bytes hold",
@@ -99,7 +99,7 @@ std::string read_block(std::string_view file, const BlockHandle& handle, const s
                               what, handle.offset, handle.size, file.size()));
   const std::string_view stored = file.substr(handle.offset, handle.size);
   const char* trailer = file.data() + handle.offset + handle.size;
-  const uint32_t expected = data::unmask_crc(load_fixed32(trailer + 1));
+  const uint32_t expected = data::unmask_crc(decode_fixed32(trailer + 1));
   const uint32_t actual = data::crc32c(file.data() + handle.offset, handle.size + 1);
   if (expected != actual)
     corrupt(path, fmt::format("the {} block at offset {} fails its CRC32C check (stored {:08x}, "
@@ -125,8 +125,8 @@ std::vector<Entry> read_table(std::string_view file, const std::string& path) {
     corrupt(path, fmt::format("it has {} bytes, fewer than the {}-byte table footer", file.size(),
                               kFooterSize));
   const char* footer = file.data() + file.size() - kFooterSize;
-  const uint64_t magic = (uint64_t{load_fixed32(footer + kFooterSize - 4)} << 32) |
-                         load_fixed32(footer + kFooterSize - 8);
+  const uint64_t magic = (uint64_t{decode_fixed32(footer + kFooterSize - 4)} << 32) |
+                         decode_fixed32(footer + kFooterSize - 8);
   if (magic != kTableMagicNumber)
     corrupt(path, fmt::format("its footer ends in {:#018x}, not the table magic number {:#018x}",
                               magic, kTableMagicNumber));

@@ -35,6 +35,9 @@ struct BlockHandle {
 
 using Entry = std::pair<std::string, std::string>;  // key, value
 
+// A little-endian uint32 (restart offsets, CRCs, the magic number's halves).
+uint32_t decode_fixed32(const char* bytes);
+
 // Varint decoding as protobuf and LevelDB write it; false when the input ends first or the
 // value does not fit.
 bool read_varint64(std::string_view& input, uint64_t* value);

@@ -170,7 +170,13 @@ TEST_CASE("a dtype est lacks is named; a 1 TB entry is refused before allocating
   CHECK(has(error, "the shard has 12 bytes"));
 
   edit_entry(copy, "c", [](tfproto::BundleEntryProto& entry) { entry.set_size(5); });
+  edit_entry(copy, "a", [](tfproto::BundleEntryProto& entry) {
+    entry.set_dtype(tfproto::DT_FLOAT);
+    entry.mutable_shape()->mutable_dim(0)->set_size(-3);
+  });
   TfBundleReader again(copy.prefix());
+  CHECK(has(message_of<DataLossError>([&] { (void)again.load_variable("a"); }),
+            "invalid stored dimension -3"));
   CHECK(has(message_of<DataLossError>([&] { (void)again.load_variable("c"); }), "needs"));
 }
 
