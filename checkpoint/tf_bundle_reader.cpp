@@ -276,6 +276,9 @@ std::vector<TfTensorInfo> TfBundleReader::list_variables() const {
     TfTensorInfo info{.name = name,
                       .tf_dtype = entry->dtype(),
                       .dtype_name = tf_dtype_name(entry->dtype()),
+                      .dtype_enum = tfproto::DataType_IsValid(entry->dtype())
+                                        ? tfproto::DataType_Name(entry->dtype())
+                                        : tf_dtype_name(entry->dtype()),
                       .partitioned = entry->slices_size() > 0};
     for (const auto& dim : entry->shape().dim()) info.shape.push_back(dim.size());
     infos.push_back(std::move(info));

@@ -31,6 +31,7 @@ struct TfTensorInfo {
   std::string name;        // "dense/kernel"
   int tf_dtype = 0;        // TensorFlow's DataType enum value (DT_FLOAT = 1, ...)
   std::string dtype_name;  // TensorFlow's name of it: "float32", "int8", "string"
+  std::string dtype_enum;  // the enum value's name: "DT_FLOAT", "DT_INT8", "DT_STRING"
   ops::Shape shape;        // the full shape (also for a partitioned variable)
   bool partitioned = false;
 };
