@@ -187,3 +187,26 @@ TEST_CASE("a partitioned variable is read back whole from its slices") {
   CHECK(reader.load_variable("dnn/kernel").to_vector<float>() == rows);
   CHECK(reader.load_variable("embedding").to_vector<float>() == columns);
 }
+
+TEST_CASE(
+    "a real index recompressed with snappy reads the same; shards are named as TF names them") {
+  ScratchCopy copy("half_plus_three");
+  const std::vector<tf_table::Entry> entries = tf_table::read_table_file(copy.index());
+  write_bytes(copy.index(), build_table(entries, /*snappy=*/true));
+  TfBundleReader reader(copy.prefix());
+  CHECK(scalar(reader, "a") == 0.5f);
+  CHECK(scalar(reader, "c") == 3.0f);
+
+  // A tensor in shard 1 of 2 lives in <prefix>.data-00001-of-00002.
+  BundleBuilder bundle;
+  bundle.header.set_num_shards(2);
+  bundle.add_f32("x", {3}, {1.5f, -2.0f, 7.0f});
+  tfproto::BundleEntryProto entry;
+  REQUIRE(entry.ParseFromString(bundle.entries[0].second));
+  entry.set_shard_id(1);
+  bundle.entries[0].second = entry.SerializeAsString();
+  bundle.write(copy.prefix());
+  std::filesystem::rename(copy.shard(), copy.prefix() + ".data-00001-of-00002");
+  CHECK(TfBundleReader(copy.prefix()).load_variable("x").to_vector<float>() ==
+        std::vector<float>{1.5f, -2.0f, 7.0f});
+}
