@@ -12,7 +12,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 packages=(
   meson ninja-build pkg-config cmake g++
   libeigen3-dev libdnnl-dev libfmt-dev doctest-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
-  libhdf5-dev libprotobuf-dev protobuf-compiler libisal-dev libfarmhash-dev
+  libhdf5-dev libprotobuf-dev protobuf-compiler libisal-dev libfarmhash-dev libsnappy-dev
   libgrpc++-dev protobuf-compiler-grpc libcpp-httplib-dev
   dataset-fashion-mnist
 )

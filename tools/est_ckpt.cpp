@@ -6,7 +6,10 @@
 //                              checksums; exit status 1 when any is damaged
 //   est-ckpt --help            the above; a usage error names the flag and exits 2
 //
-// PATH is a checkpoint file or a model directory (its latest checkpoint). Everything read is
+// PATH is a checkpoint file or a model directory (its latest checkpoint). A TensorFlow V2
+// checkpoint (a prefix such as model.ckpt-1000, a directory whose state file names one, or a
+// SavedModel directory) is listed as TensorFlow's inspect_checkpoint lists it:
+// `name (DT_FLOAT) [2,3]`, one tensor a line, sorted by name. Everything read is
 // checked against the stored CRC-32, so listing a damaged file shows which tensors are bad.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -21,6 +24,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_util.h"
+#include "checkpoint/tf_bundle_reader.h"
 
 namespace {
 
@@ -31,7 +35,9 @@ constexpr const char* kUsage =
     "usage: est-ckpt PATH               list tensors (shape, dtype, crc32, min/max/mean)\n"
     "       est-ckpt PATH NAME [--all]  print one tensor (first 100 values unless --all)\n"
     "       est-ckpt --verify PATH      verify every checkpoint of a directory or one file\n"
-    "PATH is a checkpoint file (model.ckpt-200.h5) or a model directory (its latest).";
+    "PATH is a checkpoint file (model.ckpt-200.h5) or a model directory (its latest);\n"
+    "a TensorFlow checkpoint prefix (model.ckpt-1000) or SavedModel directory is listed\n"
+    "as TensorFlow's inspect_checkpoint does: name (DT_FLOAT) [2,3].";
 
 struct Stats {
   double min = std::numeric_limits<double>::infinity();
@@ -96,6 +102,19 @@ int list(const std::string& path) {
   fmt::print("  {} tensors, {:.2f} MB{}\n", info.tensors.size(), static_cast<double>(bytes) / 1e6,
              damaged ? fmt::format(", {} DAMAGED", damaged) : "");
   return damaged ? 1 : 0;
+}
+
+// TensorFlow's inspect_checkpoint output for a V2 checkpoint (BundleReader::DebugString, with
+// TensorShape::DebugString's "[2,3]"), partitioned variables shown whole as
+// tf.train.list_variables shows them.
+int list_tf(const std::string& path) {
+  for (const TfTensorInfo& tensor : tf_list_variables(path)) {
+    std::string dims;
+    for (size_t d = 0; d < tensor.shape.size(); ++d)
+      dims += fmt::format("{}{}", d ? "," : "", tensor.shape[d]);
+    fmt::print("{} ({}) [{}]\n", tensor.name, tensor.dtype_enum, dims);
+  }
+  return 0;
 }
 
 int show(const std::string& path, const std::string& name, bool all) {
@@ -207,6 +226,7 @@ int main(int argc, char** argv) {
   try {
     if (verify_mode) return verify_all(path);
     if (!name.empty()) return show(path, name, all);
+    if (is_tf_checkpoint(path)) return list_tf(path);
     return list(path);
   } catch (const est::Error& error) {
     fmt::print(stderr, "est-ckpt: {}: {}\n", est::status_code_name(error.code()), error.what());

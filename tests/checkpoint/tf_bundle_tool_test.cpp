@@ -1,0 +1,51 @@
+// est-ckpt on TensorFlow's own checkpoints: the listing of TensorFlow's inspect_checkpoint
+// (`name (DT_FLOAT) [shape]`, sorted), for a SavedModel directory and a prefix, partitioned
+// variables shown whole; a damaged index is an error naming the file, exit status 1.
+#include "helpers.h"
+#include "tf_bundle_helpers.h"
+
+using namespace est;
+using namespace est::checkpoint;
+using namespace est::checkpoint::tf_test;
+
+namespace {
+
+#ifndef EST_TEST_CKPT_TOOL
+#error "EST_TEST_CKPT_TOOL must name the est-ckpt executable"
+#endif
+
+est::testing::CommandResult tool(const std::string& arguments) {
+  REQUIRE_MESSAGE(fs::exists(EST_TEST_CKPT_TOOL), "build the est-ckpt target first");
+  return est::testing::run_command(std::string(EST_TEST_CKPT_TOOL) + " " + arguments);
+}
+
+}  // namespace
+
+TEST_CASE("est-ckpt lists a TensorFlow checkpoint as inspect_checkpoint does") {
+  est::testing::CommandResult result = tool(fixture("half_plus_two_tf2_cpu"));
+  CHECK_MESSAGE(result.exit_code == 0, result.output);
+  CHECK(result.output ==
+        "_CHECKPOINTABLE_OBJECT_GRAPH (DT_STRING) []\n"
+        "a/.ATTRIBUTES/VARIABLE_VALUE (DT_FLOAT) []\n"
+        "b/.ATTRIBUTES/VARIABLE_VALUE (DT_FLOAT) []\n"
+        "c/.ATTRIBUTES/VARIABLE_VALUE (DT_FLOAT) []\n");
+  result = tool(fixture("half_plus_three") + "/variables/variables");
+  CHECK(result.exit_code == 0);
+  CHECK(result.output == "a (DT_FLOAT) []\nb (DT_FLOAT) []\nc (DT_FLOAT) []\n");
+
+  ScratchCopy copy("half_plus_three");
+  BundleBuilder bundle;
+  bundle.add_partitioned_f32("dnn/hiddenlayer_0/kernel", {4, 3}, std::vector<float>(12, 0.5f),
+                             {{{0, 2}, {0, -1}}, {{2, 2}, {0, -1}}});
+  bundle.add_f32("global_step_like", {2}, {1, 2});
+  bundle.write(copy.prefix());
+  result = tool(copy.prefix());
+  CHECK(result.exit_code == 0);
+  CHECK(result.output ==
+        "dnn/hiddenlayer_0/kernel (DT_FLOAT) [4,3]\nglobal_step_like (DT_FLOAT) [2]\n");
+
+  write_bytes(copy.index(), "not an index");
+  result = tool(copy.prefix());
+  CHECK(result.exit_code == 1);
+  CHECK(result.output.find(copy.index()) != std::string::npos);
+}
