@@ -113,6 +113,10 @@ class PsServer {
   // In a synchronous wait (take_token, sync_step): the job's error if it failed, a
   // CancelledError if this task is stopping.
   void throw_if_stopped() const;
+  // In a synchronous wait: an AbortedError naming the tasks whose connection ended before they
+  // were done when fewer training tasks than replicas_to_aggregate remain (the step `step`
+  // cannot complete; waiting for the token's timeout would only delay the error).
+  void throw_if_too_few_replicas(int64_t step) const;
   // "; the connection from worker 0 ended before it was done" for the training tasks whose
   // connection ended early, or "": what a synchronous wait's timeout names.
   std::string lost_tasks() const;
