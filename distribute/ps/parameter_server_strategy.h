@@ -55,7 +55,7 @@ struct ParameterServerOptions {
   std::chrono::milliseconds session_creation_timeout{std::chrono::hours(2)};
   // How long a ps task may leave its heartbeat unanswered (stopped, hung) before every worker's
   // wait fails naming it.
-  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(5)};
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(3)};
   // A gradient of at least this many bytes goes to its ps task as soon as the backward pass
   // completes it, ahead of the step's request (ps_gradient_path.h); 0: every gradient with the
   // request, after the backward pass.

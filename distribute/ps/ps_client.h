@@ -38,7 +38,7 @@ struct PsClientOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::minutes(2)};
   HealthCheck health;  // asked between slices of every wait (may be empty)
   // How long a ps task may leave a heartbeat unanswered before it is named as stopped.
-  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(5)};
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(3)};
   // false: the constructor connects; true: the first request does.
   bool connect_at_first_use = false;
 };
