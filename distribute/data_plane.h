@@ -44,6 +44,7 @@ class Link {
   ~Link();
 
   bool connected() const { return fd_ >= 0; }
+  int fd() const { return fd_; }  // for poll() (the ps heartbeat)
   bool shared_memory() const { return shm_ != nullptr; }
   void use_shared_memory(std::unique_ptr<ShmChannel> channel) { shm_ = std::move(channel); }
   const std::string& peer() const { return peer_; }  // "worker:1 at 127.0.0.1:2223"

@@ -1,6 +1,6 @@
-// distribute/: distribution strategies in one process and across worker processes, the
-// custom-training-loop API, and the cluster of a multi-process job (ClusterSpec, TF_CONFIG,
-// SLURM).
+// distribute/: distribution strategies in one process and across worker processes (parameter
+// servers included), the custom-training-loop API, and the cluster of a multi-process job
+// (ClusterSpec, TF_CONFIG, SLURM).
 #pragma once
 
 #include "distribute/central_storage_strategy.h"
@@ -16,4 +16,5 @@
 #if EST_HAVE_GRPC
 #include "distribute/collective_all_reduce.h"
 #include "distribute/multi_worker_mirrored_strategy.h"
+#include "distribute/ps/parameter_server_strategy.h"
 #endif

@@ -291,7 +291,9 @@ TaskFields resolve_task_fields(const TfConfig& config, ChiefRule rule,
       fail(fmt::format(
           "cluster {} has no \"chief\"; without a distribution strategy a cluster needs one chief "
           "task (add \"chief\": [\"host:port\"]), or set RunConfig::train_distribute to a "
-          "multi-worker strategy, under which worker 0 is the chief",
+          "multi-worker strategy, under which worker 0 is the chief; set it before "
+          "RunConfig::with_tf_config, which picks the chief by it "
+          "(RunConfig{{.train_distribute = ...}}.with_tf_config(...))",
           cluster.to_string()));
     if (task.type == TaskType::kEvaluator) {
       TaskFields evaluator = outside_cluster(task, /*is_chief=*/false);

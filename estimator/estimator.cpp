@@ -53,7 +53,10 @@ void warn_if_training_alone(const RunConfig& config) {
 
 // TF1's default: a chief or worker of a TF_CONFIG cluster with ps tasks and no train_distribute
 // trains against the ps tasks (replica_device_setter placed the variables there), so it gets
-// ParameterServerStrategy for that cluster.
+// ParameterServerStrategy for that cluster. Like TF's constructor (tensorflow_estimator's
+// estimator.py and run_config.py only record the cluster), this connects to nothing and reads
+// no job token: the strategy connects when training starts, waiting for the ps tasks at most
+// session_creation_timeout_secs.
 void use_parameter_servers_by_default(RunConfig& config) {
   bool trains = config.task_type == distribute::TaskType::kChief ||
                 config.task_type == distribute::TaskType::kMaster ||
@@ -66,7 +69,10 @@ void use_parameter_servers_by_default(RunConfig& config) {
       config.num_ps_replicas);
   distribute::TfConfig cluster{.cluster = config.cluster_spec,
                                .task = distribute::TaskSpec{config.task_type, config.task_id}};
-  config.train_distribute = std::make_shared<distribute::ParameterServerStrategy>(cluster);
+  auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(config.session_creation_timeout_secs));
+  config.train_distribute = std::make_shared<distribute::ParameterServerStrategy>(
+      cluster, distribute::ParameterServerOptions{.session_creation_timeout = timeout});
 #else
   throw UnimplementedError(
       "TF_CONFIG lists ps tasks, but this build of est has no multi-process runtime "

@@ -47,14 +47,22 @@ void run_parameter_server(const Estimator& estimator, const TrainSpec& train_spe
                     config.task_type, config.task_id, config.cluster_spec.to_string()));
 #if EST_HAVE_GRPC
   nn::optim::Optimizer optimizer = job_optimizer(estimator, train_spec.input_fn);
-  int workers = config.cluster_spec.num_tasks(distribute::TaskType::kChief) +
-                config.cluster_spec.num_tasks(distribute::TaskType::kMaster) +
-                config.cluster_spec.num_tasks(distribute::TaskType::kWorker);
+  const distribute::ClusterSpec& cluster = config.cluster_spec;
+  int workers = cluster.num_tasks(distribute::TaskType::kChief) +
+                cluster.num_tasks(distribute::TaskType::kMaster) +
+                cluster.num_tasks(distribute::TaskType::kWorker);
+  // The task ParameterServerStrategy makes the chief (distribute::is_chief): the chief, the
+  // master, or worker 0 in a cluster of workers only.
+  distribute::TaskType chief =
+      cluster.has_job(distribute::TaskType::kChief)    ? distribute::TaskType::kChief
+      : cluster.has_job(distribute::TaskType::kMaster) ? distribute::TaskType::kMaster
+                                                       : distribute::TaskType::kWorker;
   distribute::PsServer server({
       .address = config.cluster_spec.task_address(distribute::TaskType::kPs, config.task_id),
       .token = distribute::job_token_from_environment(),
       .task_index = config.task_id,
       .num_workers = workers,
+      .chief = fmt::format("{} 0", chief),
       .optimizer = optimizer,
   });
   log::info("Parameter server ps {} serving at {} ({} optimizer) until the job ends",

@@ -47,6 +47,9 @@ void RunConfig::validate() const {
   if (keep_checkpoint_every_n_hours < 0)
     fail(fmt::format("keep_checkpoint_every_n_hours must be >= 0, got {}",
                      keep_checkpoint_every_n_hours));
+  if (!(session_creation_timeout_secs > 0))
+    fail(fmt::format("session_creation_timeout_secs must be positive, got {}",
+                     session_creation_timeout_secs));
   if (task_id < 0) fail(fmt::format("task_id must be >= 0, got {}", task_id));
   bool evaluator = task_type == distribute::TaskType::kEvaluator;
   if (num_worker_replicas < (evaluator ? 0 : 1))

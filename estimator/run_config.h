@@ -43,6 +43,10 @@ struct RunConfig {
   int keep_checkpoint_max = 5;                   // 0 keeps every checkpoint
   double keep_checkpoint_every_n_hours = 10000;  // TensorFlow's default
   int64_t log_step_count_steps = 100;            // loss line and global_step/sec
+  // How long a training task waits, when training starts, for the other tasks its strategy
+  // needs (the ps tasks of the ParameterServerStrategy the Estimator makes when TF_CONFIG lists
+  // ps tasks and train_distribute is unset) before failing with an error naming the missing one.
+  double session_creation_timeout_secs = 7200;  // TensorFlow's default
   // Strategies for train() and evaluate() (null: one replica on the caller's thread). Under a
   // strategy input_fn gets its InputContext and yields per-replica batches; see
   // estimator/replicas.h for the loss scaling. predict() is never distributed, as in TF.

@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "distribute/job_token.h"
 #include "distribute/multi_worker_util.h"
 #include "distribute/ps/ps_client.h"
 #include "distribute/ps/ps_gradient_path.h"
@@ -71,12 +70,16 @@ ParameterServerStrategy::ParameterServerStrategy(const TfConfig& config,
             cluster.to_string(), task.type, task.index, num_ps, setup.is_chief ? "True" : "False");
         setup.placement =
             std::make_unique<PsPlacement>(num_ps, options.load_balancing, options.partitioner);
+        // Connected when training starts, as TF's constructor only records the cluster: the
+        // ps tasks may come up later, their hosts may not resolve yet.
         setup.client = std::make_unique<PsClient>(
             PsClientOptions{.ps_addresses = cluster.job_tasks(TaskType::kPs),
-                            .token = options.token ? *options.token : job_token_from_environment(),
+                            .token = options.token,
                             .task_name = setup.task_name,
                             .connect_timeout = options.session_creation_timeout,
-                            .health = {}});
+                            .health = {},
+                            .heartbeat_timeout = options.heartbeat_timeout,
+                            .connect_at_first_use = true});
         setup.variables = std::make_unique<PsVariables>(*setup.client, *setup.placement);
         setup.variable_placement = mirrored_placement();  // the worker's store: a cache
         if (options.sync_replicas) {

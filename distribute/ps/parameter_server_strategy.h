@@ -15,10 +15,15 @@
 // runs train_and_evaluate's ps role (estimator/ps_task.h); on it, and on the evaluator, this
 // strategy only computes locally.
 //
-// Every connection carries the job token. A ps task that dies fails every worker's next step
-// with an error naming it, and each failing worker tells the ps tasks it can reach, which then
-// exit with that error; a worker that dies does not stop the others. When the chief is done
-// and the other workers are done or gone, the ps tasks exit (ps_server.h).
+// The constructor only records the cluster (as TensorFlow's does): a training task connects to
+// the ps tasks when training starts, retrying until session_creation_timeout, so that the tasks
+// of a job may come up in any order, and reads the job token then. Every connection carries the
+// job token. A ps task that dies, or stops answering its heartbeat (ps_heartbeat.h), fails every
+// worker's next step with an error naming it, and each failing worker tells the ps tasks it can
+// reach, which then exit with that error; a worker that dies does not stop the others, but the
+// chief does (it writes the checkpoints): the ps tasks then exit with an error naming it, which
+// every other worker's next step reports. When the chief is done and the other workers are done
+// or gone, the ps tasks exit (ps_server.h).
 //
 // Without ps tasks in TF_CONFIG (or without TF_CONFIG) it trains in this process with the
 // variables on the host, as TF's ParameterServerStrategy without a cluster does
@@ -48,6 +53,9 @@ struct ParameterServerOptions {
   // How long a worker waits for the ps tasks to accept and for the chief to initialize the
   // variables (TensorFlow's session_creation_timeout_secs, 7200 by default).
   std::chrono::milliseconds session_creation_timeout{std::chrono::hours(2)};
+  // How long a ps task may leave its heartbeat unanswered (stopped, hung) before every worker's
+  // wait fails naming it.
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(3)};
   // A gradient of at least this many bytes goes to its ps task as soon as the backward pass
   // completes it, ahead of the step's request (ps_gradient_path.h); 0: every gradient with the
   // request, after the backward pass.

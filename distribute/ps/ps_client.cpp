@@ -1,9 +1,11 @@
-// PsClient: connect, then send-all-then-receive-all exchanges.
+// PsClient: connect (with the heartbeat), then send-all-then-receive-all exchanges.
 #include "distribute/ps/ps_client.h"
 
 #include <fmt/format.h>
 
+#include "distribute/job_token.h"
 #include "distribute/ps/ps_handshake.h"
+#include "distribute/ps/ps_heartbeat.h"
 #include "ops/error.h"
 #include "ops/logging.h"
 
@@ -12,13 +14,46 @@ namespace est::distribute {
 PsClient::PsClient(PsClientOptions options) : options_(std::move(options)) {
   if (options_.ps_addresses.empty())
     throw InvalidArgumentError("PsClient: the cluster lists no ps task");
-  for (size_t i = 0; i < options_.ps_addresses.size(); ++i)
-    links_.push_back(connect_to_ps(options_.ps_addresses[i], describe(static_cast<int>(i)),
-                                   options_.token, options_.task_name, options_.connect_timeout,
-                                   options_.health));
-  receive_buffers_.resize(links_.size());
-  round_trips_.assign(links_.size(), 0);
-  frames_sent_.assign(links_.size(), 0);
+  receive_buffers_.resize(options_.ps_addresses.size());
+  round_trips_.assign(options_.ps_addresses.size(), 0);
+  frames_sent_.assign(options_.ps_addresses.size(), 0);
+  if (!options_.connect_at_first_use) connect();
+}
+
+PsClient::~PsClient() = default;
+PsClient::PsClient(PsClient&&) noexcept = default;
+
+void PsClient::connect() {
+  if (connected()) return;
+  if (connect_failed_)
+    throw FailedPreconditionError(fmt::format(
+        "{} could not connect to the ps tasks before; see the first error", options_.task_name));
+  try {
+    const std::string token = options_.token ? *options_.token : job_token_from_environment();
+    std::vector<Link> links, heartbeats;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < options_.ps_addresses.size(); ++i) {
+      names.push_back(describe(static_cast<int>(i)));
+      links.push_back(connect_to_ps(options_.ps_addresses[i], names.back(), token,
+                                    options_.task_name, options_.connect_timeout, options_.health));
+      heartbeats.push_back(connect_to_ps(options_.ps_addresses[i], names.back(), token,
+                                         options_.task_name, options_.connect_timeout,
+                                         options_.health, PsConnection::kHeartbeat));
+    }
+    heartbeat_ = std::make_unique<PsHeartbeat>(std::move(heartbeats), std::move(names),
+                                               options_.heartbeat_timeout);
+    links_ = std::move(links);
+  } catch (...) {
+    connect_failed_ = true;
+    throw;
+  }
+  // By value: a PsClient moves, its heartbeat (on the heap) does not.
+  health_ = [outer = options_.health,
+             heartbeat = heartbeat_.get()](bool peer_closed) -> std::optional<JobStatus> {
+    if (outer)
+      if (std::optional<JobStatus> status = outer(peer_closed)) return status;
+    return heartbeat->check();
+  };
 }
 
 std::string PsClient::describe(int ps) const {
@@ -27,6 +62,7 @@ std::string PsClient::describe(int ps) const {
 
 std::vector<std::optional<PsReply>> PsClient::exchange(
     const std::vector<std::optional<PsRequest>>& requests, const std::string& what) {
+  connect();
   if (requests.size() != links_.size())
     throw InvalidArgumentError(fmt::format("PsClient::exchange: {} requests for {} ps tasks",
                                            requests.size(), links_.size()));
@@ -35,7 +71,7 @@ std::vector<std::optional<PsReply>> PsClient::exchange(
     if (!expects_reply(requests[i]->kind))
       throw InternalError("PsClient::exchange: a request without a reply; send() it");
     encode(*requests[i], send_buffer_);
-    send_frame(links_[i], send_buffer_, options_.health, what);
+    send_frame(links_[i], send_buffer_, health_, what);
     bytes_sent_ += send_buffer_.size() + sizeof(uint64_t);
     ++frames_sent_[i];
     ++round_trips_[i];
@@ -47,7 +83,7 @@ std::vector<std::optional<PsReply>> PsClient::exchange(
   for (size_t i = 0; i < links_.size(); ++i) {
     if (!requests[i]) continue;
     std::string& bytes = receive_buffers_[i];
-    receive_frame(links_[i], options_.health, what, bytes);
+    receive_frame(links_[i], health_, what, bytes);
     bytes_received_ += bytes.size() + sizeof(uint64_t);
     replies[i] = decode_reply(bytes, describe(static_cast<int>(i)));
     trim_frame_buffer(bytes);
@@ -62,9 +98,10 @@ std::vector<std::optional<PsReply>> PsClient::exchange(
 void PsClient::send(int ps, const PsRequest& request, const std::string& what) {
   if (expects_reply(request.kind))
     throw InternalError("PsClient::send: a request that gets a reply; exchange() it");
+  connect();
   auto i = static_cast<size_t>(ps);
   encode(request, send_buffer_);
-  send_frame(links_.at(i), send_buffer_, options_.health, what);
+  send_frame(links_.at(i), send_buffer_, health_, what);
   bytes_sent_ += send_buffer_.size() + sizeof(uint64_t);
   ++frames_sent_[i];
   trim_frame_buffer(send_buffer_);
@@ -72,9 +109,21 @@ void PsClient::send(int ps, const PsRequest& request, const std::string& what) {
 
 std::vector<std::optional<PsReply>> PsClient::broadcast(const PsRequest& request,
                                                         const std::string& what, bool quiet) {
-  std::vector<std::optional<PsRequest>> requests(links_.size(), request);
+  std::vector<std::optional<PsRequest>> requests(options_.ps_addresses.size(), request);
   if (!quiet) return exchange(requests, what);
-  std::vector<std::optional<PsReply>> replies(links_.size());
+  std::vector<std::optional<PsReply>> replies(requests.size());
+  if (!connected()) {
+    if (connect_failed_) return replies;
+    options_.connect_timeout =
+        std::min(options_.connect_timeout, std::chrono::milliseconds(std::chrono::seconds(30)));
+    try {
+      connect();
+    } catch (const Error& error) {
+      log::debug("{}: could not connect to the ps tasks for {}: {}", options_.task_name, what,
+                 error.what());
+      return replies;
+    }
+  }
   for (size_t i = 0; i < links_.size(); ++i) {
     try {
       std::vector<std::optional<PsRequest>> one(links_.size());

@@ -6,12 +6,19 @@
 // round_trips() counts the replies waited for, per task: one per ps task per step.
 //
 // A ps task that dies closes its connection: the exchange then fails within a 100 ms slice with
-// an UnavailableError naming the task ("ps 1 at 127.0.0.1:2300 stopped responding ..."), and a
-// reply that is an error is rethrown with its code, naming the task.
+// an UnavailableError naming the task ("ps 1 at 127.0.0.1:2300 stopped responding ..."); one that
+// stops answering with its connection open (SIGSTOP) is named once its heartbeat has been missing
+// for heartbeat_timeout (ps_heartbeat.h); a reply that is an error is rethrown with its code,
+// naming the task.
+//
+// With connect_at_first_use the constructor only records the cluster (as TensorFlow's
+// constructors do: pods come up in any order, a ps host may not resolve yet, the job token may
+// come later): the first request connects, retrying until connect_timeout.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,20 +27,33 @@
 
 namespace est::distribute {
 
+class PsHeartbeat;
+
 struct PsClientOptions {
   std::vector<std::string> ps_addresses;  // [ps tasks], TF_CONFIG's "ps" job
-  std::string token;                      // the job token
-  std::string task_name;                  // this task, "worker 1", for the ps tasks' logs
+  // The job token; unset: job_token_from_environment(), read when connecting.
+  std::optional<std::string> token;
+  std::string task_name;  // this task, "worker 1", for the ps tasks' logs
   // How long to wait for a ps task to accept (TensorFlow's session_creation_timeout).
   std::chrono::milliseconds connect_timeout{std::chrono::minutes(2)};
   HealthCheck health;  // asked between slices of every wait (may be empty)
+  // How long a ps task may leave a heartbeat unanswered before it is named as stopped.
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(3)};
+  // false: the constructor connects; true: the first request does.
+  bool connect_at_first_use = false;
 };
 
 class PsClient {
  public:
-  // Connects to every ps task (UnavailableError naming the one that does not answer).
+  // Connects to every ps task (UnavailableError naming the one that does not answer), unless
+  // connect_at_first_use.
   explicit PsClient(PsClientOptions options);
-  int num_ps() const { return static_cast<int>(links_.size()); }
+  ~PsClient();
+  PsClient(PsClient&&) noexcept;
+  int num_ps() const { return static_cast<int>(options_.ps_addresses.size()); }
+  // Connects now if not connected yet (every request does so first).
+  void connect();
+  bool connected() const { return !links_.empty(); }
   // "ps 1 at 127.0.0.1:2300".
   std::string describe(int ps) const;
 
@@ -45,7 +65,8 @@ class PsClient {
   // Sends `request`, which gets no reply (expects_reply() is false: kStage), to ps task `ps`.
   void send(int ps, const PsRequest& request, const std::string& what);
   // The same request to every ps task; best effort when `quiet` (errors are logged, not
-  // thrown: the end of a job, or its failure).
+  // thrown: the end of a job, or its failure; a client not connected yet connects, at most
+  // 30 s, unless connecting already failed).
   std::vector<std::optional<PsReply>> broadcast(const PsRequest& request, const std::string& what,
                                                 bool quiet = false);
 
@@ -62,7 +83,10 @@ class PsClient {
 
  private:
   PsClientOptions options_;
-  std::vector<Link> links_;  // [ps tasks]
+  std::vector<Link> links_;  // [ps tasks]; empty until connected
+  std::unique_ptr<PsHeartbeat> heartbeat_;
+  HealthCheck health_;  // options_.health, then the heartbeat
+  bool connect_failed_ = false;
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
   std::vector<uint64_t> round_trips_;  // [ps tasks]

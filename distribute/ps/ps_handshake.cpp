@@ -1,4 +1,5 @@
-// The ps handshake: "ESTPS001", the token, the caller's name; one byte back (1: accepted).
+// The ps handshake: "ESTPS001" (requests) or "ESTPH001" (heartbeat), the token, the caller's
+// name; one byte back (1: accepted).
 #include "distribute/ps/ps_handshake.h"
 
 #include <unistd.h>
@@ -20,6 +21,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr char kMagic[8] = {'E', 'S', 'T', 'P', 'S', '0', '0', '1'};
+constexpr char kHeartbeatMagic[8] = {'E', 'S', 'T', 'P', 'H', '0', '0', '1'};
 constexpr uint32_t kMaxField = 256;
 
 void log_refusal(const std::string& peer_address, const std::string& why) {
@@ -35,26 +37,35 @@ void log_refusal(const std::string& peer_address, const std::string& why) {
 
 Link connect_to_ps(const std::string& address, const std::string& ps_name, const std::string& token,
                    const std::string& client_name, std::chrono::milliseconds timeout,
-                   const HealthCheck& health) {
+                   const HealthCheck& health, PsConnection kind) {
   auto [host, port] = split_host_port(address);
   Clock::time_point deadline = Clock::now() + timeout;
   const std::string what = fmt::format("connecting to {}", ps_name);
   int fd = -1;
   for (;;) {
-    fd = connect_tcp(host, port);
-    if (fd >= 0) break;
-    int error = errno;
+    std::string why;
+    auto pause = std::chrono::milliseconds(50);
+    try {
+      fd = connect_tcp(host, port);
+      if (fd >= 0) break;
+      why = std::strerror(errno);
+    } catch (const UnavailableError& error) {  // the host does not resolve (yet)
+      why = error.what();
+      pause = std::chrono::milliseconds(500);  // one name query each time: fewer of them
+    }
     if (health)
       if (auto status = health(false)) throw_error(status->code, status->message);
     if (Clock::now() > deadline)
       throw UnavailableError(fmt::format(
-          "cannot connect to {} at {} within {} s: {}; is the ps task running?", ps_name, address,
-          std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), std::strerror(error)));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          "cannot connect to {} within {} s: {}; is the ps task running, and does its host "
+          "resolve from here? (ParameterServerOptions::session_creation_timeout, "
+          "RunConfig::session_creation_timeout_secs bound the wait)",
+          ps_name, std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), why));
+    std::this_thread::sleep_for(pause);
   }
   tune_socket(fd);
   Link link(fd, ps_name);
-  std::string hello(kMagic, sizeof kMagic);
+  std::string hello(kind == PsConnection::kHeartbeat ? kHeartbeatMagic : kMagic, sizeof kMagic);
   auto put_field = [&](const std::string& field) {
     uint32_t n = static_cast<uint32_t>(field.size());
     hello.append(reinterpret_cast<const char*>(&n), sizeof n);
@@ -77,8 +88,8 @@ Link connect_to_ps(const std::string& address, const std::string& ps_name, const
   return link;
 }
 
-std::optional<std::string> accept_ps_client(Link& link, const std::string& token,
-                                            const std::string& peer_address) {
+std::optional<PsPeer> accept_ps_client(Link& link, const std::string& token,
+                                       const std::string& peer_address) {
   Clock::time_point deadline = Clock::now() + std::chrono::seconds(2);
   HealthCheck bounded = [&](bool) -> std::optional<JobStatus> {
     if (Clock::now() > deadline)
@@ -89,7 +100,8 @@ std::optional<std::string> accept_ps_client(Link& link, const std::string& token
   try {
     char magic[sizeof kMagic];
     link.receive_raw(magic, sizeof magic, bounded, what);
-    if (std::memcmp(magic, kMagic, sizeof kMagic) != 0) {
+    bool heartbeat = std::memcmp(magic, kHeartbeatMagic, sizeof kMagic) == 0;
+    if (!heartbeat && std::memcmp(magic, kMagic, sizeof kMagic) != 0) {
       log_refusal(peer_address, "not an est parameter-server handshake");
       return std::nullopt;
     }
@@ -109,7 +121,8 @@ std::optional<std::string> accept_ps_client(Link& link, const std::string& token
     }
     uint8_t accepted = 1;
     link.send_raw(&accepted, 1, bounded, what);
-    return name;
+    return PsPeer{.name = *name,
+                  .kind = heartbeat ? PsConnection::kHeartbeat : PsConnection::kRequests};
   } catch (const Error& error) {
     log_refusal(peer_address, fmt::format("the handshake failed ({})", error.what()));
     return std::nullopt;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "distribute/ps/ps_handshake.h"
+#include "distribute/ps/ps_heartbeat.h"
 #include "nn/model_context.h"
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
@@ -90,9 +91,11 @@ void PsServer::join(std::chrono::milliseconds timeout) {
           fmt::format("{}: the job did not end within {} s", name(),
                       std::chrono::duration_cast<std::chrono::seconds>(timeout).count()));
     status = end_;
+    // Let the last replies leave before the connections close; after a failure, give the
+    // training tasks still connected a moment to ask and hear the error (each exits then).
+    auto linger = status->ok() ? std::chrono::milliseconds(100) : std::chrono::seconds(3);
+    ended_cv_.wait_for(lock, linger, [&] { return !status->ok() && connected_.empty(); });
   }
-  // Let the last replies leave before the connections close.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   stop();
   if (!status->ok()) throw_error(status->code, status->message);
 }
@@ -129,8 +132,12 @@ void PsServer::accept_loop() {
     auto link = std::make_shared<Link>(fd, from);
     std::lock_guard lock(threads_mutex_);
     connections_.emplace_back([this, link, from] {
-      std::optional<std::string> client = accept_ps_client(*link, options_.token, from);
-      if (client) serve(link, *client);
+      std::optional<PsPeer> client = accept_ps_client(*link, options_.token, from);
+      if (!client) return;
+      if (client->kind == PsConnection::kHeartbeat)
+        answer_heartbeats(*link, stopping_);
+      else
+        serve(link, client->name);
     });
   }
 }
@@ -179,7 +186,8 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
       trim_frame_buffer(reply_bytes);
     }
   } catch (const Error& error) {
-    // A worker that went away: an asynchronous job goes on without it (it may come back).
+    // A worker that went away: an asynchronous job goes on without it (it may come back), but
+    // not without the chief, nor without every training task.
     bool done;
     {
       std::lock_guard lock(mutex_);
@@ -187,10 +195,40 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
       done = done_.contains(client);
       if (!done) lost_.insert(client);
     }
+    ended_cv_.notify_all();  // join() may wait for the last connection after a failure
     if (!stopping_ && !done)
       log::info("{}: the connection from {} ended ({})", name(), client, error.what());
+    tokens_cv_.notify_all();  // a synchronous step may not complete any more
+    if (!done) check_lost(client);
     check_end();
   }
+}
+
+void PsServer::check_lost(const std::string& client) {
+  std::string why;
+  {
+    std::lock_guard lock(mutex_);
+    if (end_ || chief_done_ || stopping_) return;
+    if (client == options_.chief && !connected_.contains(client)) {
+      why = fmt::format(
+          "the connection from the chief ({}) ended before it was done (it was killed or "
+          "lost): the chief writes the checkpoints, so the job's steps since its last "
+          "checkpoint are lost and no other task saves them",
+          client);
+    } else {
+      for (const std::string& task : connected_)
+        if (!done_.contains(task)) return;  // a training task still steps
+      why = fmt::format(
+          "no training task is connected any more (the last, {}, ended before it was done)",
+          client);
+    }
+  }
+  log::error("{}: {}; stopping: restart the job (the chief resumes from the latest checkpoint)",
+             name(), why);
+  end(JobStatus::error(StatusCode::kAborted,
+                       fmt::format("{} stopped the job: {}; restart the job (the chief resumes "
+                                   "from the latest checkpoint)",
+                                   name(), why)));
 }
 
 void PsServer::check_end() {
@@ -267,6 +305,10 @@ void PsServer::apply_moving_averages(const PsRequest& request, const std::string
 
 PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
   std::unique_lock lock(mutex_);
+  // A job that failed answers every request with its error, so that each worker names the
+  // cause instead of finishing its steps (or finding the connection closed).
+  if (end_ && !end_->ok() && request.kind != PsRequestKind::kAbort)
+    return error_reply(end_->code, end_->message);
   switch (request.kind) {
     case PsRequestKind::kInitialize: {
       ops::NoGradGuard no_grad;

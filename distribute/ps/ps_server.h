@@ -14,7 +14,9 @@
 // TF's ps, which joins forever (tensorflow#25858), join() returns when the job ends: every
 // training task has said it is done, or the chief has and no other training task is still
 // connected (a worker that died does not keep the job alive; one still stepping does); a job
-// that failed (a task sent its error) makes join() throw that error.
+// that failed makes join() throw that error: a task sent it, or the chief's connection ended
+// before it was done (nothing saves the job's steps any more), or every training task's did
+// (nothing steps any more). Once failed, every request is answered with the job's error.
 //
 // Synchronous training (SyncReplicasOptimizer's semantics, distribute/ps/sync_replicas.h) is
 // switched on by the chief's kSyncConfigure: pushes then go into a GradientAccumulator and
@@ -54,6 +56,9 @@ struct PsServerOptions {
   std::string token;    // the job token
   int task_index = 0;   // this ps task
   int num_workers = 1;  // training tasks (chief + workers): the job ends when each is done
+  // The chief's task name ("chief 0"; "worker 0" in a cluster without a chief): its connection
+  // ending before it said it was done fails the job. Empty: no task is the chief here.
+  std::string chief;
   // The job's optimizer (clipping, if any, happens on the workers). May be given later
   // (set_optimizer) but before the first push.
   std::optional<nn::optim::Optimizer> optimizer;
@@ -108,6 +113,10 @@ class PsServer {
   // In a synchronous wait (take_token, sync_step): the job's error if it failed, a
   // CancelledError if this task is stopping.
   void throw_if_stopped() const;
+  // In a synchronous wait: an AbortedError naming the tasks whose connection ended before they
+  // were done when fewer training tasks than replicas_to_aggregate remain (the step `step`
+  // cannot complete; waiting for the token's timeout would only delay the error).
+  void throw_if_too_few_replicas(int64_t step) const;
   // "; the connection from worker 0 ended before it was done" for the training tasks whose
   // connection ended early, or "": what a synchronous wait's timeout names.
   std::string lost_tasks() const;
@@ -118,6 +127,9 @@ class PsServer {
   void end(JobStatus status);
   // Ends the job (ok) when the rule above says it is over.
   void check_end();
+  // `client`'s connection ended before it was done: fails the job (error) when it was the
+  // chief's last connection, or the last connection of a training task not done.
+  void check_lost(const std::string& client);
   std::string name() const { return "ps " + std::to_string(options_.task_index); }
 
   PsServerOptions options_;

@@ -134,6 +134,7 @@ PsReply PsServer::sync_step(const PsRequest& request, const std::string& client,
     const Clock::time_point deadline = Clock::now() + timeout;
     while (accumulator_->step() <= request.global_step && !chief_done_) {
       throw_if_stopped();
+      throw_if_too_few_replicas(request.global_step);
       if (Clock::now() >= deadline)
         throw DeadlineExceededError(fmt::format(
             "{} waited {} s for {} to apply synchronous step {}: {} of replicas_to_aggregate = {} "
@@ -185,6 +186,7 @@ PsReply PsServer::take_token(const PsRequest& request, const std::string& client
       return reply;
     }
     throw_if_stopped();
+    throw_if_too_few_replicas(tokens_->global_step());
     if (Clock::now() >= deadline) {
       const std::vector<std::string>& arrived = tokens_->arrived();
       std::string who = arrived.empty() ? "" : " (" + join_names(arrived) + ")";
@@ -205,6 +207,21 @@ PsReply PsServer::take_token(const PsRequest& request, const std::string& client
 void PsServer::throw_if_stopped() const {
   if (end_ && !end_->ok()) throw_error(end_->code, end_->message);
   if (stopping_) throw CancelledError("the ps task is stopping");
+}
+
+void PsServer::throw_if_too_few_replicas(int64_t step) const {
+  if (lost_.empty() || !accumulator_) return;
+  const int replicas = accumulator_->replicas_to_aggregate();
+  const int remaining = options_.num_workers - static_cast<int>(lost_.size());
+  if (remaining >= replicas) return;
+  throw AbortedError(fmt::format(
+      "synchronous step {} cannot complete: the connection from {} ended before it was done, "
+      "leaving {} of the job's {} training tasks for replicas_to_aggregate = {} (no backup "
+      "replica takes its place). Restart the job (the chief resumes from the latest checkpoint), "
+      "or train with backup replicas (SyncReplicasOptions::total_num_replicas above "
+      "replicas_to_aggregate)",
+      step, join_names(std::vector<std::string>(lost_.begin(), lost_.end())),
+      std::max(remaining, 0), options_.num_workers, replicas));
 }
 
 std::string PsServer::lost_tasks() const {

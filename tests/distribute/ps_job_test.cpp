@@ -3,8 +3,9 @@
 // asynchronous training reaches one process's result after the same number of examples, the
 // ps tasks exit by themselves, the chief's checkpoint (variables and slots read from the ps
 // tasks) resumes under MirroredStrategy, a worker's death does not stop the job (restarted, it
-// rejoins), and a ps task
-// killed mid-job is named on every other task, each of which exits within 10 s.
+// rejoins), a ps task killed or stopped (SIGSTOP) mid-job is named on every other task, each
+// of which exits, and the chief killed mid-job stops the ps task and every worker, each naming
+// it (nothing would save their steps).
 #include <doctest/doctest.h>
 #include <signal.h>
 
@@ -22,6 +23,24 @@
 #include "tests/process_group.h"
 
 namespace est::testing {
+namespace {
+
+// Waits (bounded by one deadline `bound` from now) for tasks `tasks` of `group`: each must exit
+// non-zero, its output holding every one of `texts`.
+void expect_stopped_naming(ProcessGroup& group, const PsJob& job, const std::vector<size_t>& tasks,
+                           const std::vector<std::string>& texts, std::chrono::seconds bound) {
+  auto deadline = Clock::now() + bound;
+  for (size_t t : tasks) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    auto code = group.wait(t, std::max(left, 0ms));
+    INFO(job.tasks[t], "\n", group.output(t));
+    REQUIRE(code.has_value());
+    CHECK(*code != 0);
+    for (const std::string& text : texts) CHECK(group.output(t).find(text) != std::string::npos);
+  }
+}
+
+}  // namespace
 
 TEST_CASE(
     "ps job: asynchronous training matches one process; ps tasks exit; checkpoint resumes "
@@ -115,15 +134,42 @@ TEST_CASE("ps job: a ps task killed mid-job is named on every other task, which 
   REQUIRE(wait_for_output(group, 1, "loss = ", 60s));
   group.signal(3, SIGKILL);  // ps 1
   // The issue's bound: every other task stops within 10 s, naming ps 1.
-  auto deadline = Clock::now() + 10s;
-  for (size_t t : {0, 1, 2}) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    auto code = group.wait(t, std::max(left, 0ms));
-    INFO(job.tasks[t], "\n", group.output(t));
-    REQUIRE(code.has_value());
-    CHECK(*code != 0);
-    CHECK(group.output(t).find("ps 1") != std::string::npos);
-  }
+  expect_stopped_naming(group, job, {0, 1, 2}, {"ps 1"}, 10s);
+}
+
+TEST_CASE("ps job: a ps task stopped (SIGSTOP) mid-job is named on every training task") {
+  ScratchDir dir;
+  PsJob job = make_ps_job(1, 2);
+  ProcessGroup group(dir.str());
+  start(group, job,
+        {"--model_dir", dir / "model", "--max_steps", "100000", "--batch", "16", "--step_delay_ms",
+         "20"},
+        distribute::generate_job_token());
+  REQUIRE_MESSAGE(wait_for_output(group, 0, "loss = ", 120s), group.outputs());
+  REQUIRE(wait_for_output(group, 1, "loss = ", 60s));
+  group.signal(3, SIGSTOP);  // ps 1: its connections stay open, it answers nothing
+  // Its heartbeat goes missing (3 s), then each training task stops naming it within the bound
+  // of a ps task killed (10 s), and tells ps 0.
+  expect_stopped_naming(group, job, {0, 1}, {"ps 1 at", "stopped answering"}, 10s);
+  expect_stopped_naming(group, job, {2}, {"ps 1 at"}, 10s);
+  group.signal(3, SIGKILL);
+}
+
+TEST_CASE("ps job: the chief killed mid-job stops the ps task and every worker, naming it") {
+  ScratchDir dir;
+  PsJob job = make_ps_job(2, 1);
+  ProcessGroup group(dir.str());
+  start(group, job,
+        {"--model_dir", dir / "model", "--max_steps", "100000", "--batch", "16", "--step_delay_ms",
+         "20"},
+        distribute::generate_job_token());
+  REQUIRE_MESSAGE(wait_for_output(group, 1, "loss = ", 120s), group.outputs());
+  kill_once_training(group, 0);
+  // The ps task sees the chief's connection end before it was done: it stops, and each worker's
+  // next step reports why instead of training on with nothing saving its steps.
+  const std::string why = "the connection from the chief (chief 0) ended before it was done";
+  expect_stopped_naming(group, job, {3}, {why}, 20s);
+  expect_stopped_naming(group, job, {1, 2}, {"restart the job"}, 10s);
 }
 
 TEST_CASE("ps job: TF1's default, ps tasks in TF_CONFIG and no train_distribute") {

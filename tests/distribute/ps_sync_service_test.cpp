@@ -158,15 +158,38 @@ TEST_CASE("ps sync: a worker waiting for a token that does not come names the wa
   auto servers = start_ps(1, nn::optim::sgd(0.1));
   SyncReplicasOptions options{.replicas_to_aggregate = 2, .num_tokens = 0, .token_timeout = 1500ms};
   Worker chief(servers, "chief 0", options, true);
-  {
-    Worker dead(servers, "worker 0", options, false);
-  }  // its connections close, as when the process dies before pushing step 0
+  Worker stalled(servers, "worker 0", options, false);  // connected, but it never pushes step 0
   CHECK_THROWS_WITH_AS(
       chief.sync.step(chief.store, gradients(chief.store, 1)),
       doctest::Contains("chief 0 waited 1 s for the token of synchronous step 0: 1 of "
                         "replicas_to_aggregate = 2 replicas had pushed that step's gradients to "
-                        "every ps task (chief 0); the connection from worker 0 ended"),
+                        "every ps task (chief 0)"),
       DeadlineExceededError);
+}
+
+TEST_CASE("ps sync: a worker that dies leaving too few replicas fails the step at once") {
+  // Two ps tasks: the one holding the tokens and the other (which waits for its step's update)
+  // each end their wait.
+  auto servers = testing::start_ps_servers(
+      2, {.token = kToken, .num_workers = 2, .optimizer = nn::optim::sgd(0.1)});
+  SyncReplicasOptions options{
+      .replicas_to_aggregate = 2, .num_tokens = 0, .token_timeout = std::chrono::minutes(10)};
+  Worker chief(servers, "chief 0", options, true);
+  {
+    Worker dead(servers, "worker 0", options, false);
+  }  // its connections close, as when the process dies before pushing step 0
+  // Bounded: without the check the step waits for token_timeout (10 minutes).
+  auto step = std::async(std::launch::async,
+                         [&] { chief.sync.step(chief.store, gradients(chief.store, 1)); });
+  bool ended = step.wait_for(30s) == std::future_status::ready;
+  if (!ended)
+    for (auto& server : servers) server->stop();  // ends the wait (CancelledError)
+  CHECK(ended);
+  CHECK_THROWS_WITH_AS(step.get(),
+                       doctest::Contains("synchronous step 0 cannot complete: the connection from "
+                                         "worker 0 ended before it was done, leaving 1 of the "
+                                         "job's 2 training tasks for replicas_to_aggregate = 2"),
+                       AbortedError);
 }
 
 TEST_CASE("ps sync: a gradient whose shape is not its variable's is refused before it counts") {

@@ -85,6 +85,8 @@ TEST_CASE("run_config: with_tf_config follows the Estimator rule without a strat
   std::string message =
       error_message<InvalidArgumentError>([] { RunConfig{}.with_tf_config(kTutorial); });
   CHECK(contains(message, "no \"chief\""));
+  // The rule is picked when with_tf_config runs: a strategy set afterwards comes too late.
+  CHECK(contains(message, "set it before RunConfig::with_tf_config"));
 }
 
 TEST_CASE("run_config: with a strategy, worker 0 of a chief-less cluster is the chief") {
