@@ -105,6 +105,8 @@ class PsServer {
   // Synchronous training (ps_server_sync.cpp), under mutex_ (`lock` holds it).
   PsReply sync_configure(const PsRequest& request, const std::string& client);
   PsReply sync_push(const PsRequest& request, const std::string& client);
+  // A complete group's means (GradientAccumulator::take_grad), applied at `step`.
+  void apply_mean(int64_t step, std::vector<NamedTensor> means);
   // The request's moving averages, applied (under mutex_); NotFoundError for a variable not
   // held here.
   void apply_moving_averages(const PsRequest& request, const std::string& client);

@@ -91,16 +91,19 @@ PsReply PsServer::sync_push(const PsRequest& request, const std::string& client)
                name(), client, request.global_step, accumulator_->step());
     return values({});
   }
-  if (!accumulator_->ready()) return values({});
-  // The group is complete: its mean, applied once with the job's optimizer. The learning rate
+  // A group is complete: its mean, applied once with the job's optimizer. The learning rate
   // reads the step being applied; global_step itself advances with the tokens (take_token),
-  // once every ps task has applied the step.
-  int64_t step = accumulator_->step();
-  std::vector<NamedTensor> means = accumulator_->take_grad();
-  if (means.empty()) {
-    tokens_cv_.notify_all();
-    return values({});
+  // once every ps task has applied the step. Pushes held for the next step may complete it too.
+  while (accumulator_->ready()) {
+    int64_t step = accumulator_->step();
+    std::vector<NamedTensor> means = accumulator_->take_grad();
+    if (!means.empty()) apply_mean(step, std::move(means));
   }
+  tokens_cv_.notify_all();  // sync_step's waits for this step
+  return values({});
+}
+
+void PsServer::apply_mean(int64_t step, std::vector<NamedTensor> means) {
   std::vector<nn::GradAndVar> grads;
   for (NamedTensor& mean : means)  // rows: the optimizer's sparse update, as TF's on a ps
     grads.push_back({.name = mean.name,
@@ -115,8 +118,6 @@ PsReply PsServer::sync_push(const PsRequest& request, const std::string& client)
   options_.optimizer->apply_gradients(store_, std::move(grads));
   if (holds_global_step_) global_step.data<int64_t>()[0] = kept;
   ++updates_;
-  tokens_cv_.notify_all();  // sync_step's waits for this step
-  return values({});
 }
 
 PsReply PsServer::sync_step(const PsRequest& request, const std::string& client,

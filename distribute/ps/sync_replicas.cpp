@@ -81,6 +81,7 @@ bool GradientAccumulator::apply_grad(int64_t local_step,
   ops::NoGradGuard no_grad;
   // Checked first: a refused push leaves the sums as they were.
   std::vector<NamedTensor> pushed;
+  std::map<std::string, ops::Shape> shapes;
   for (const NamedTensor& g : gradients) {
     NamedTensor one{g.name, {}, {}};
     if (g.rows.defined())
@@ -88,21 +89,30 @@ bool GradientAccumulator::apply_grad(int64_t local_step,
     else
       one.value = g.value.is_sparse() ? ops::sparse::to_dense(g.value) : g.value.detach();
     const ops::Shape& shape = one.rows.defined() ? one.rows.dense_shape : one.value.shape();
-    auto sum = sums_.find(g.name);
-    if (sum != sums_.end() && sum->second.shape != shape)
+    auto known = shapes_.find(g.name);
+    if (known != shapes_.end() && known->second != shape)
       throw InvalidArgumentError(fmt::format(
           "a gradient for '{}' of shape {} does not match the ones accumulated for it ({})", g.name,
-          ops::shape_str(shape), ops::shape_str(sum->second.shape)));
+          ops::shape_str(shape), ops::shape_str(known->second)));
+    shapes.emplace(g.name, shape);
     pushed.push_back(std::move(one));
   }
+  shapes_.merge(shapes);
+  if (local_step > step_) {  // held until this accumulator reaches its step
+    ahead_.emplace(local_step, std::move(pushed));
+    return true;
+  }
+  add(std::move(pushed));
+  return true;
+}
+
+void GradientAccumulator::add(std::vector<NamedTensor> pushed) {
   for (NamedTensor& g : pushed) {
     Sum& sum = sums_[g.name];
     if (g.rows.defined() && !sum.total.defined()) {
-      sum.shape = g.rows.dense_shape;
       sum.pushes.push_back(std::move(g.rows));
     } else {
       ops::Tensor dense = g.rows.defined() ? ops::to_dense(g.rows) : g.value;
-      sum.shape = dense.shape();
       if (!sum.pushes.empty()) {  // rows so far, now a dense one: the sum turns dense
         sum.total = ops::to_dense(ops::concat_slices(sum.pushes));
         sum.pushes.clear();
@@ -112,7 +122,6 @@ bool GradientAccumulator::apply_grad(int64_t local_step,
     ++sum.count;
   }
   ++count_;
-  return true;
 }
 
 NamedTensor GradientAccumulator::mean_of(const std::string& name, Sum& sum) {
@@ -148,6 +157,10 @@ std::vector<NamedTensor> GradientAccumulator::take_grad() {
   count_ = 0;
   ++step_;
   ++steps_taken_;
+  // The pushes computed at the new step that came early now count, in the order they came.
+  auto [first, last] = ahead_.equal_range(step_);
+  for (auto it = first; it != last; ++it) add(std::move(it->second));
+  ahead_.erase(first, last);
   return means;
 }
 

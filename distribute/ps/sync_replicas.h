@@ -9,6 +9,14 @@
 //     the accumulator's step is stale and dropped; once `replicas_to_aggregate` fresh pushes
 //     have arrived, each variable's mean over the gradients it received is taken (then applied
 //     once with the job's optimizer, on the ps task) and the accumulator's step advances by one.
+//     A push of a later step than the accumulator's (its worker took a token of a step that ps 0
+//     completed while this task had yet to receive that step's pushes) is held until the
+//     accumulator reaches its step, and counts there. TF's ConditionalAccumulator counts it for
+//     its current step instead, which is sound in TF because the chief takes every
+//     accumulator's group before it releases a step's tokens; here ps 0 releases them alone,
+//     counting a push for its own step only, so every accumulator must count it for that step
+//     too, or a step ps 0 completed can lack a push on another task that no replica will send
+//     again (the last steps, once a replica has finished, waited forever).
 //     A row-sparse gradient (an embedding's rows) stays row-sparse, as in TF's
 //     SparseConditionalAccumulator (tensorflow/core/kernels/sparse_conditional_accumulator.h):
 //     each row is averaged over the pushes that carried it ("average element-wise"), not over
@@ -87,7 +95,8 @@ class GradientAccumulator {
   // One worker's gradients (variable or part name -> gradient: dense in `value`, or row-sparse
   // in `rows`; a SparseTensor value is densified), computed at `local_step`. Returns false,
   // changing nothing, when they are stale (local_step < step()); an empty push counts as one
-  // replica's arrival. A variable that gets a dense gradient from one push and rows from
+  // replica's arrival; a push of a later step (local_step > step()) counts once step() reaches
+  // it (take_grad moves it in). A variable that gets a dense gradient from one push and rows from
   // another (workers whose model_fns differ) is summed densely, over every push it received.
   bool apply_grad(int64_t local_step, const std::vector<NamedTensor>& gradients);
   // Whether replicas_to_aggregate fresh pushes have arrived.
@@ -95,7 +104,8 @@ class GradientAccumulator {
   // Each variable's mean over the gradients it received since the last take (variables that
   // received none are left out): dense in `value`, or each row's mean over the pushes that
   // carried it in `rows` (distinct rows, in the order they first arrived); the accumulator
-  // empties and step() advances by one. InvalidArgumentError unless ready().
+  // empties, step() advances by one, and the pushes held for the new step count (it may be
+  // ready() again). InvalidArgumentError unless ready().
   std::vector<NamedTensor> take_grad();
 
   int64_t step() const { return step_; }
@@ -108,14 +118,17 @@ class GradientAccumulator {
   struct Sum {
     ops::Tensor total;                       // the dense sum; undefined while only rows came
     std::vector<ops::IndexedSlices> pushes;  // row-sparse pushes, repeats summed, in order
-    ops::Shape shape;                        // the variable's (or part's) dense shape
     int count = 0;                           // pushes that carried this variable
   };
   static NamedTensor mean_of(const std::string& name, Sum& sum);
+  void add(std::vector<NamedTensor> pushed);  // a checked push of step(), into the sums
   int replicas_to_aggregate_;
   int64_t step_;
   int count_ = 0;
   std::map<std::string, Sum> sums_;
+  std::map<std::string, ops::Shape> shapes_;  // each name's dense shape, from its first push
+  // Checked pushes of later steps than step_, by step, each step's in the order they came.
+  std::multimap<int64_t, std::vector<NamedTensor>> ahead_;
   uint64_t stale_dropped_ = 0;
   uint64_t steps_taken_ = 0;
 };

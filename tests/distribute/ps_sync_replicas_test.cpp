@@ -1,10 +1,11 @@
 // The bookkeeping of synchronous parameter-server training (distribute/ps/sync_replicas.h),
 // checked against TF1's SyncReplicasOptimizer and ConditionalAccumulator as documented: a
-// gradient older than the accumulator's step is dropped, replicas_to_aggregate gradients are
-// averaged, each completed step releases max(total_num_replicas, replicas_to_aggregate) tokens
-// holding the new global step, num_tokens tokens are there at the start (replicas_to_aggregate
-// by default), too few tokens for the first step is an error, and row-sparse gradients are
-// averaged row by row as TF's SparseConditionalAccumulator averages them.
+// gradient older than the accumulator's step is dropped, one of a later step waits for its step
+// (where ps 0's tokens count it), replicas_to_aggregate gradients are averaged, each completed
+// step releases max(total_num_replicas, replicas_to_aggregate) tokens holding the new global
+// step, num_tokens tokens are there at the start (replicas_to_aggregate by default), too few
+// tokens for the first step is an error, and row-sparse gradients are averaged row by row as
+// TF's SparseConditionalAccumulator averages them.
 #include <doctest/doctest.h>
 
 #include "distribute/ps/sync_replicas.h"
@@ -58,6 +59,52 @@ TEST_CASE("sync replicas: the accumulator averages replicas_to_aggregate fresh g
   CHECK(accumulator.apply_grad(6, {grad("w", {1, 3})}));
   CHECK(by_name(accumulator.take_grad()).at("w") == std::vector<float>{1, 3});
   CHECK(accumulator.step() == 7);
+}
+
+TEST_CASE(
+    "sync replicas: a push of a later step waits for it on each ps task, as ps 0's tokens count "
+    "it") {
+  // Two of three replicas; ps 0 counts each arrival for its own step only (SyncTokenQueue).
+  // Step 0 completes on ps 0 with worker 0's and the chief's pushes, and worker 1, with a token
+  // of step 1, pushes step 1; on ps 1 that push comes before the chief's push of step 0.
+  SyncTokenQueue ps0({.replicas_to_aggregate = 2, .total_num_replicas = 3, .num_tokens = 0}, 0);
+  GradientAccumulator ps1(2, 0);
+  CHECK_FALSE(ps0.arrive(0, "worker 0"));
+  CHECK(ps0.arrive(0, "chief 0"));
+  CHECK(ps1.apply_grad(0, {grad("w", {1, 1})}));      // worker 0, step 0
+  CHECK(ps1.apply_grad(1, {grad("w", {100, 100})}));  // worker 1, step 1: held for step 1
+  CHECK(ps1.count() == 1);
+  CHECK_FALSE(ps1.ready());
+  CHECK(ps1.apply_grad(0, {grad("w", {3, 3})}));  // the chief's, fresh: step 0's group
+  REQUIRE(ps1.ready());
+  CHECK(by_name(ps1.take_grad()).at("w") == std::vector<float>{2, 2});
+  CHECK(ps1.step() == 1);
+  CHECK(ps1.count() == 1);  // worker 1's push now counts for its step
+  CHECK(ps1.stale_dropped() == 0);
+  // Worker 0 has finished; worker 1 and the chief complete step 1 on ps 0, and so on ps 1 (had
+  // worker 1's push counted for step 0, ps 1 would wait for a second push of step 1 forever).
+  CHECK_FALSE(ps0.arrive(1, "worker 1"));
+  CHECK(ps0.arrive(1, "chief 0"));
+  CHECK(ps1.apply_grad(1, {grad("w", {-96, 0})}));
+  REQUIRE(ps1.ready());
+  CHECK(by_name(ps1.take_grad()).at("w") == std::vector<float>{2, 50});
+  CHECK(ps1.step() == ps0.global_step());
+
+  // Pushes held two steps ahead stay held through the step between; a whole group held for the
+  // next step makes the accumulator ready again as soon as it gets there.
+  GradientAccumulator ahead(2, 5);
+  CHECK(ahead.apply_grad(7, {grad("w", {1, 1})}));
+  CHECK(ahead.apply_grad(6, {grad("w", {2, 2})}));
+  CHECK(ahead.apply_grad(6, {grad("w", {4, 4})}));
+  CHECK(ahead.apply_grad(5, {grad("w", {0, 0})}));
+  CHECK(ahead.apply_grad(5, {}));
+  CHECK(by_name(ahead.take_grad()).at("w") == std::vector<float>{0, 0});
+  REQUIRE(ahead.ready());
+  CHECK(by_name(ahead.take_grad()).at("w") == std::vector<float>{3, 3});
+  CHECK(ahead.step() == 7);
+  CHECK(ahead.count() == 1);
+  // A held push of another shape than the name's is refused when it comes, not when it counts.
+  CHECK_THROWS_AS(ahead.apply_grad(9, {grad("w", {1, 2, 3})}), InvalidArgumentError);
 }
 
 TEST_CASE("sync replicas: a gradient of another shape than the accumulated ones is refused") {
