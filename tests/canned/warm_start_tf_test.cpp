@@ -1,8 +1,9 @@
 // A canned estimator warm-started from a TF1 job's checkpoint (TensorFlow's V2 format, written
 // here by the test bundle writer with TF1's names): the variables by name and renamed
 // (var_name_to_prev_var_name), and Ftrl's slots `<var>/Ftrl` (accumulator) and `<var>/Ftrl_1`
-// (linear), so that the first step continues from the old accumulators. The step is checked
-// by hand against TF's ApplyFtrl (tensorflow/core/kernels/training_ops.cc, l1 = l2 = 0,
+// (linear), so that the first step continues from the old accumulators; likewise Adagrad's
+// `<var>/Adagrad` for a DNNRegressor; and a Scaffold.init_fn that reads one. Ftrl's step is
+// checked by hand against TF's ApplyFtrl (tensorflow/core/kernels/training_ops.cc, l1 = l2 = 0,
 // learning_rate_power -0.5): accum' = accum + g^2, linear' = linear + g - (sqrt(accum') -
 // sqrt(accum)) / lr * w, w' = -linear' lr / sqrt(accum').
 #include <doctest/doctest.h>
@@ -32,6 +33,15 @@ FtrlState ftrl_step(FtrlState s, double g, double lr) {
   return next;
 }
 
+// One batch: x0 = {1, 2}, labels {1, 3}.
+InputFn one_batch() {
+  return [](ModeKeys, const InputContext*) {
+    return data::Dataset::from_tensor_slices(Features{{"x0", Tensor::from_vector<float>({1, 2})}},
+                                             Tensor::from_vector<float>({1, 3}))
+        .batch(2);
+  };
+}
+
 }  // namespace
 
 TEST_CASE("LinearRegressor warm-starts from a TF1 checkpoint and continues with Ftrl's slots") {
@@ -58,16 +68,8 @@ TEST_CASE("LinearRegressor warm-starts from a TF1 checkpoint and continues with 
            .var_name_to_prev_var_name = {{b, "old/bias_weights"},
                                          {b + "/Ftrl", "old/bias_weights/Ftrl"},
                                          {b + "/Ftrl_1", "old/bias_weights/Ftrl_1"}}}});
-  // One batch: x0 = {1, 2}, labels {1, 3}; the loss sum r^2 / 2 over the 2 examples, r =
-  // w x + b - y, so dL/dw = sum r x and dL/db = sum r.
-  model.train(
-      [](ModeKeys, const InputContext*) {
-        return data::Dataset::from_tensor_slices(
-                   Features{{"x0", Tensor::from_vector<float>({1, 2})}},
-                   Tensor::from_vector<float>({1, 3}))
-            .batch(2);
-      },
-      {}, 1);
+  // The loss is sum r^2 / 2 over the 2 examples, r = w x + b - y: dL/dw = sum r x, dL/db = sum r.
+  model.train(one_batch(), {}, 1);
   const double r1 = weight.w * 1 + bias.w - 1, r2 = weight.w * 2 + bias.w - 3;
   const FtrlState w = ftrl_step(weight, r1 * 1 + r2 * 2, 0.2), c = ftrl_step(bias, r1 + r2, 0.2);
   auto value = [&](const std::string& name) { return model.get_variable_value(name).item(); };
@@ -77,6 +79,47 @@ TEST_CASE("LinearRegressor warm-starts from a TF1 checkpoint and continues with 
   CHECK(value(b + "/Ftrl") == Approx(c.accum));
   CHECK(value(b + "/Ftrl_1") == Approx(c.linear));
   CHECK(value(b) == Approx(c.w));
+}
+
+TEST_CASE("DNNRegressor warm-starts from a TF1 checkpoint and continues with Adagrad's slots") {
+  // TF1's names: dnn/hiddenlayer_0/kernel and its accumulator dnn/hiddenlayer_0/kernel/Adagrad.
+  const std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>> weights = {
+      {"dnn/hiddenlayer_0/kernel", {{1, 2}, {0.5f, 0.3f}}},
+      {"dnn/hiddenlayer_0/bias", {{2}, {0.1f, 0.2f}}},
+      {"dnn/logits/kernel", {{2, 1}, {0.4f, -0.2f}}},
+      {"dnn/logits/bias", {{1}, {0.05f}}}};
+  checkpoint::tf_test::ScratchCopy tf_dir("half_plus_three");
+  checkpoint::tf_test::BundleBuilder tf;
+  std::map<std::string, std::vector<float>> accumulators;
+  float next = 0.5f;
+  for (const auto& [name, value] : weights) {
+    tf.add_f32(name, value.first, value.second);
+    std::vector<float>& accum = accumulators[name];
+    for (size_t i = 0; i < value.second.size(); ++i) accum.push_back(next += 0.25f);
+    tf.add_f32(name + "/Adagrad", value.first, accum);
+  }
+  tf.write(tf_dir.prefix());
+
+  TempDir dir;
+  DNNRegressor model(
+      {.hidden_units = {2},
+       .feature_columns = {fc::numeric_column("x0")},
+       .config = config(dir.str()),
+       .warm_start_from = checkpoint::WarmStartSettings{.ckpt_to_initialize_from = tf_dir.prefix(),
+                                                        .vars_to_warm_start = {"dnn/"}}});
+  model.train(one_batch(), {}, 1);
+  // Adagrad (training_ops.cc, ApplyAdagrad): accum' = accum + g^2, w' = w - lr g / sqrt(accum'),
+  // lr 0.05: so accum' - accum = ((w - w') sqrt(accum') / lr)^2 holds only if the step started
+  // from the checkpoint's accumulator.
+  for (const auto& [name, value] : weights) {
+    CAPTURE(name);
+    std::vector<float> w1 = model.get_variable_value(name).to_vector<float>();
+    std::vector<float> a1 = model.get_variable_value(name + "/Adagrad").to_vector<float>();
+    for (size_t i = 0; i < w1.size(); ++i) {
+      const double g = (value.second[i] - w1[i]) * std::sqrt(a1[i]) / 0.05;
+      CHECK(a1[i] - accumulators[name][i] == Approx(g * g).epsilon(1e-4));
+    }
+  }
 }
 
 TEST_CASE("Scaffold.init_fn assigns pretrained weights from a TF checkpoint (open_checkpoint)") {
