@@ -11,6 +11,7 @@
 #include "checkpoint/reader.h"
 #include "checkpoint/restore.h"
 #include "checkpoint/rng_state.h"
+#include "checkpoint/source.h"
 #include "checkpoint/state_file.h"
 #include "checkpoint/variable_store_io.h"
 #include "checkpoint/warm_start.h"

@@ -1,9 +1,10 @@
-// initializer_from_checkpoint: load_variable, checked against the variable being created.
+// initializer_from_checkpoint: one tensor of est's or TensorFlow's checkpoint (source.h),
+// checked against the variable being created.
 #include "checkpoint/init_from_checkpoint.h"
 
 #include <fmt/format.h>
 
-#include "checkpoint/reader.h"
+#include "checkpoint/source.h"
 
 namespace est::checkpoint {
 
@@ -16,7 +17,8 @@ nn::Initializer initializer_from_checkpoint(std::string ckpt_to_load_from,
                     ckpt_to_load_from, tensor_name_in_ckpt));
   return [path = std::move(ckpt_to_load_from), name = std::move(tensor_name_in_ckpt)](
              const Shape& shape, DType dtype, ops::Generator&) {
-    Tensor value = load_variable(path, name);
+    // est's checkpoint or TensorFlow's (source.h).
+    Tensor value = open_checkpoint(path)->read(name);
     if (value.shape() != shape || value.dtype() != dtype)
       throw InvalidArgumentError(fmt::format(
           "tensor '{}' of checkpoint '{}' is {} {} but the variable it initialises is {} {}; "

@@ -17,8 +17,9 @@
 
 namespace est::checkpoint {
 
-// The tensor `tensor_name_in_ckpt` of `ckpt_to_load_from` (a checkpoint file, or a model
-// directory: its latest checkpoint), read when the variable is created. Both must be given
+// The tensor `tensor_name_in_ckpt` of `ckpt_to_load_from` (est's checkpoint file or a model
+// directory: its latest checkpoint; or TensorFlow's checkpoint prefix, a directory naming one,
+// or a SavedModel directory: source.h), read when the variable is created. Both must be given
 // (InvalidArgumentError, as TF requires both or neither); a missing file or tensor is a
 // NotFoundError; a tensor of another shape or dtype than the variable an InvalidArgumentError
 // naming both.

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "checkpoint/log.h"
-#include "checkpoint/reader.h"
+#include "checkpoint/source.h"
 #include "checkpoint/state_file.h"
 
 namespace est::checkpoint {
@@ -85,8 +85,9 @@ std::optional<WarmStartResult> warm_start(const std::string& model_dir,
         "WarmStartSettings: ckpt_to_initialize_from is empty; give a checkpoint file or "
         "directory");
   Selection selection(settings.vars_to_warm_start);
-  std::string path = resolve_checkpoint_path(settings.ckpt_to_initialize_from);
-  TensorBundle old = load(path);
+  // est's checkpoint or TensorFlow's (source.h), tensors read as they are needed.
+  std::unique_ptr<CheckpointSource> old = open_checkpoint(settings.ckpt_to_initialize_from);
+  const std::string& path = old->path();
   if (log) {
     log_info(fmt::format("Warm-starting from: {}", settings.ckpt_to_initialize_from));
     if (!settings.vars_to_warm_start.list())
@@ -105,13 +106,12 @@ std::optional<WarmStartResult> warm_start(const std::string& model_dir,
     return it->second;
   };
   auto source_of = [&](const std::string& name, const std::string& old_name) {
-    const TensorEntry* source = old.find(old_name);
-    if (!source)
+    if (!old->contains(old_name))
       throw NotFoundError(fmt::format(
           "Warm start from {}: variable \"{}\" (looked up as \"{}\") is not in the checkpoint; "
           "map it with var_name_to_prev_var_name or exclude it from vars_to_warm_start",
           path, name, old_name));
-    return source;
+    return old->read(old_name);
   };
   for (TensorEntry& target : into.tensors) {
     if (!selection.selects(target)) continue;
@@ -119,11 +119,11 @@ std::optional<WarmStartResult> warm_start(const std::string& model_dir,
     if (vocab == settings.var_name_to_vocab_info.end() && settings.vars_to_warm_start.is_none())
       continue;  // none: only the variables with a vocabulary
     std::string old_name = old_name_of(target.name);
-    const TensorEntry* source = source_of(target.name, old_name);
+    const Tensor source = source_of(target.name, old_name);
     if (vocab != settings.var_name_to_vocab_info.end()) {
       vocab_used.insert(target.name);
       const VocabInfo& info = vocab->second;
-      VocabRemap remap = remap_with_vocab(target.name, target.value, source->value, info);
+      VocabRemap remap = remap_with_vocab(target.name, target.value, source, info);
       vocab_lines.push_back(fmt::format(
           "Warm-started \"{}\" from \"{}\" remapping vocabulary {} to {}: {} of {} entries found, "
           "{} OOV bucket(s); the others from {}",
@@ -132,24 +132,23 @@ std::optional<WarmStartResult> warm_start(const std::string& model_dir,
       copies.emplace_back(&target, remap.value);
       continue;
     }
-    if (source->value.shape() != target.value.shape() ||
-        source->value.dtype() != target.value.dtype())
+    if (source.shape() != target.value.shape() || source.dtype() != target.value.dtype())
       problems.push_back(fmt::format(
           "\"{}\" is {} {} in the model but \"{}\" is {} {} in the checkpoint", target.name,
           ops::dtype_name(target.value.dtype()), ops::shape_str(target.value.shape()), old_name,
-          ops::dtype_name(source->value.dtype()), ops::shape_str(source->value.shape())));
-    copies.emplace_back(&target, source->value);
+          ops::dtype_name(source.dtype()), ops::shape_str(source.shape())));
+    copies.emplace_back(&target, source);
     by_name.push_back(target.name);
   }
   // The list form: what the patterns select that the model has not created yet (slots).
   if (settings.vars_to_warm_start.list()) {
-    for (const TensorEntry& entry : old.tensors)
-      if (!into.find(entry.name) && !settings.var_name_to_prev_var_name.count(entry.name) &&
-          selection.stages(entry.name))
-        result.staged.emplace_back(entry.name, entry.value);
+    for (const std::string& name : old->names())
+      if (!into.find(name) && !settings.var_name_to_prev_var_name.count(name) &&
+          selection.stages(name))
+        result.staged.emplace_back(name, old->read(name));
     for (const auto& [name, old_name] : settings.var_name_to_prev_var_name)
       if (!into.find(name) && selection.stages(name))
-        result.staged.emplace_back(name, source_of(name, old_name_of(name))->value);
+        result.staged.emplace_back(name, source_of(name, old_name_of(name)));
   }
   if (!problems.empty())
     throw InvalidArgumentError(fmt::format("Warm start from {}: {}. Nothing was warm-started", path,

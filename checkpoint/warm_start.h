@@ -67,7 +67,10 @@ class VarsToWarmStart {
 };
 
 struct WarmStartSettings {
-  std::string ckpt_to_initialize_from;  // a checkpoint file, or a directory (its latest)
+  // est's checkpoint file or a directory (its latest), or TensorFlow's checkpoint: a prefix
+  // (model.ckpt-1000), a directory whose `checkpoint` state file names one, or a SavedModel
+  // directory (its variables/variables). TF1's slot names are est's (source.h).
+  std::string ckpt_to_initialize_from;
   VarsToWarmStart vars_to_warm_start = ".*";
   // New name -> VocabInfo, for variables whose vocabulary changed.
   std::map<std::string, VocabInfo> var_name_to_vocab_info;

@@ -21,7 +21,8 @@
 namespace est {
 
 struct Scaffold {
-  // Assign through session.store().assign(name, value) (pretrained weights, say). With several
+  // Assign through session.store().assign(name, value) (pretrained weights, say: read them from
+  // est's or TensorFlow's checkpoint with checkpoint::open_checkpoint). With several
   // replicas it runs on the first replica's variables and the others receive copies; on a
   // multi-worker job every worker runs it (pass the same values everywhere).
   std::function<void(Session& session)> init_fn;

@@ -1,7 +1,8 @@
 // est-ckpt: inspect and verify checkpoints from the command line.
 //
 //   est-ckpt PATH              every tensor: name, kind, dtype, shape, crc32, min/max/mean
-//   est-ckpt PATH NAME [--all] one tensor's values (the first 100 unless --all)
+//   est-ckpt PATH NAME [--all] one tensor's values (the first 100 unless --all), each printed
+//                              so that it parses back to the same value
 //   est-ckpt --verify PATH     every checkpoint of a directory (or one file) against its
 //                              checksums; exit status 1 when any is damaged
 //   est-ckpt --help            the above; a usage error names the flag and exits 2
@@ -9,7 +10,8 @@
 // PATH is a checkpoint file or a model directory (its latest checkpoint). A TensorFlow V2
 // checkpoint (a prefix such as model.ckpt-1000, a directory whose state file names one, or a
 // SavedModel directory) is listed as TensorFlow's inspect_checkpoint lists it:
-// `name (DT_FLOAT) [2,3]`, one tensor a line, sorted by name. Everything read is
+// `name (DT_FLOAT) [2,3]`, one tensor a line, sorted by name, and prints a tensor of it as
+// est's. Everything read is
 // checked against the stored CRC-32, so listing a damaged file shows which tensors are bad.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -24,6 +26,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_util.h"
+#include "checkpoint/source.h"
 #include "checkpoint/tf_bundle_reader.h"
 
 namespace {
@@ -117,17 +120,45 @@ int list_tf(const std::string& path) {
   return 0;
 }
 
+// Element i as text that parses back to the same value: 9 significant digits for float32 (and
+// bfloat16, exact as a float32), 17 for float64 (the digits that round-trip any value of the
+// type, std::numeric_limits<T>::max_digits10), integers as integers, bools as true/false and
+// strings quoted with C escapes.
+std::string element_text(const Tensor& tensor, int64_t i) {
+  switch (tensor.dtype()) {
+    case DType::kF32:
+      return fmt::format("{:.9g}", tensor.data<float>()[i]);
+    case DType::kBF16:
+      return fmt::format("{:.9g}", static_cast<float>(tensor.data<ops::bfloat16>()[i]));
+    case DType::kF64:
+      return fmt::format("{:.17g}", tensor.data<double>()[i]);
+    case DType::kI32:
+      return fmt::format("{}", tensor.data<int32_t>()[i]);
+    case DType::kI64:
+      return fmt::format("{}", tensor.data<int64_t>()[i]);
+    case DType::kU8:
+      return fmt::format("{}", tensor.data<uint8_t>()[i]);
+    case DType::kBool:
+      return tensor.data<bool>()[i] ? "true" : "false";
+    case DType::kString:
+      return fmt::format("{:?}", tensor.data<std::string>()[i]);
+  }
+  return "?";
+}
+
 int show(const std::string& path, const std::string& name, bool all) {
-  Tensor value = load_variable(path, name);
-  Stats stats = statistics(value);
-  fmt::print("{} {} {}  min {:.6g} max {:.6g} mean {:.6g}\n", name, ops::dtype_name(value.dtype()),
-             ops::shape_str(value.shape()), stats.min, stats.max, stats.mean);
+  Tensor value = open_checkpoint(path)->read(name);  // est's checkpoint or TensorFlow's
+  std::string header =
+      fmt::format("{} {} {}", name, ops::dtype_name(value.dtype()), ops::shape_str(value.shape()));
+  if (!ops::is_string(value.dtype())) {
+    Stats stats = statistics(value);
+    header += fmt::format("  min {:.6g} max {:.6g} mean {:.6g}", stats.min, stats.max, stats.mean);
+  }
+  fmt::print("{}\n", header);
   const int64_t shown = all ? value.numel() : std::min<int64_t>(value.numel(), 100);
-  std::vector<double> values = value.to_vector<double>();
   const int64_t row = value.rank() > 0 ? std::max<int64_t>(value.dim(-1), 1) : 1;
   for (int64_t i = 0; i < shown; ++i)
-    fmt::print("{:.8g}{}", values[static_cast<size_t>(i)],
-               (i + 1) % row == 0 || i + 1 == shown ? "\n" : " ");
+    fmt::print("{}{}", element_text(value, i), (i + 1) % row == 0 || i + 1 == shown ? "\n" : " ");
   if (shown < value.numel())
     fmt::print("... {} more values (--all prints them)\n", value.numel() - shown);
   return 0;

@@ -49,3 +49,23 @@ TEST_CASE("est-ckpt lists a TensorFlow checkpoint as inspect_checkpoint does") {
   CHECK(result.exit_code == 1);
   CHECK(result.output.find(copy.index()) != std::string::npos);
 }
+
+TEST_CASE("est-ckpt prints a TensorFlow checkpoint's tensor: floats exactly, strings quoted") {
+  est::testing::CommandResult result = tool(fixture("half_plus_three") + " a");
+  CHECK_MESSAGE(result.exit_code == 0, result.output);
+  CHECK(result.output == "a float32 []  min 0.5 max 0.5 mean 0.5\n0.5\n");
+
+  ScratchCopy copy("half_plus_three");
+  BundleBuilder bundle;
+  const float third = 1.0f / 3.0f;  // 9 significant digits: 0.333333343
+  bundle.add_f32("w", {2}, {third, 2.0f});
+  bundle.add_strings("vocab", {3}, {"apple", "two words", "tab\there"});
+  bundle.write(copy.prefix());
+  result = tool(copy.prefix() + " w");
+  CHECK(result.exit_code == 0);
+  CHECK(result.output.substr(result.output.find('\n') + 1) == "0.333333343 2\n");
+  CHECK(std::strtof("0.333333343", nullptr) == third);
+  result = tool(copy.prefix() + " vocab");
+  CHECK_MESSAGE(result.exit_code == 0, result.output);
+  CHECK(result.output == "vocab string [3]\n\"apple\" \"two words\" \"tab\\there\"\n");
+}

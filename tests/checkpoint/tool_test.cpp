@@ -130,3 +130,40 @@ TEST_CASE("est-ckpt on a file with damaged HDF5 metadata: one error line, no HDF
   }
   CHECK(refused > 0);
 }
+
+TEST_CASE("est-ckpt prints values that parse back to the same bits") {
+  // The first float32 above 1000 whose 8-digit print names another float32 (found, not
+  // assumed): in [1000, 1024) 8 digits step by 1e-4 and float32 by 6.1e-5.
+  float f = 1000.0f;
+  auto parses_back = [](float x, const char* format) {
+    return std::strtof(fmt::format(fmt::runtime(format), x).c_str(), nullptr) == x;
+  };
+  while (f < 1024.0f && parses_back(f, "{:.8g}")) f = std::nextafter(f, 1024.0f);
+  REQUIRE(f < 1024.0f);
+  CHECK(parses_back(f, "{:.9g}"));
+  const double d = 0.1 + 0.2;           // 0.30000000000000004: 17 digits
+  const int64_t big = (1LL << 53) + 1;  // no double holds it
+  TempDir dir;
+  TensorBundle bundle;
+  bundle.add_variable("f", Tensor::from_vector<float>({f, -f}));
+  bundle.add_variable("d", Tensor::from_vector<double>({d}));
+  bundle.add_variable("i", Tensor::from_vector<int64_t>({big, -3}));
+  CheckpointManager manager({.directory = dir.str(), .async = false});
+  manager.save(bundle);
+
+  CommandResult result = tool(dir.str() + " f");
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  const std::string line = result.output.substr(result.output.find('\n') + 1);
+  char* end = nullptr;
+  const float first = std::strtof(line.c_str(), &end);
+  const float second = std::strtof(end, nullptr);
+  CHECK(std::memcmp(&first, &f, sizeof f) == 0);
+  CHECK(second == -f);
+  CHECK(line == fmt::format("{:.9g} {:.9g}\n", f, -f));
+
+  result = tool(dir.str() + " d");
+  CHECK(result.output.substr(result.output.find('\n') + 1) == "0.30000000000000004\n");
+  CHECK(std::strtod("0.30000000000000004", nullptr) == d);
+  result = tool(dir.str() + " i");
+  CHECK(result.output.substr(result.output.find('\n') + 1) == "9007199254740993 -3\n");
+}
