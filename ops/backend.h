@@ -27,8 +27,10 @@
 // maximum: the process's thread governor (ops/thread_governor.h) watches how long its threads
 // wait for a core and how idle its CPUs are, sheds threads while the cores are contended (by
 // other est processes that know nothing of this one, or by any other program) and takes them
-// back when the cores are idle again. EST_ADAPTIVE_THREADS=0 keeps the count fixed (the tests
-// do, so that results do not depend on the machine's load). Dividing the cores with
+// back when the cores are idle again. EST_ADAPTIVE_THREADS=0 keeps the count fixed. Results do
+// not depend on the count: reductions are split into parts fixed by the problem's size
+// (ops/cpu/parallel.h's fixed_parts), so the governor's choice changes the speed, never the
+// bits (tests/estimator/thread_count_training_test.cpp). Dividing the cores with
 // EST_LOCAL_PROCESSES, as a launcher does, still avoids the first contended moments; its children
 // also get GOMP_SPINCOUNT=10000, which costs nothing on idle cores and shortens each wait beside
 // a busy neighbour, where OMP_WAIT_POLICY=passive would make every small parallel op pay a
