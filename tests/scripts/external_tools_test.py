@@ -48,12 +48,15 @@ def read(path):
 
 
 def setup_packages(root):
+    """What ./test.sh installs: setup.sh's packages=( ... ) list and its test_packages=( ... )."""
     text = read(os.path.join(root, "scripts", "setup.sh"))
     match = re.search(r"^packages=\((.*?)^\)", text, re.M | re.S)
     if not match:
         sys.exit("scripts/setup.sh has no packages=( ... ) list")
-    body = re.sub(r"#.*", "", match.group(1))
-    return set(body.split())
+    wanted = set()
+    for body in [match.group(1)] + re.findall(r"^test_packages=\((.*?)^\)", text, re.M | re.S):
+        wanted |= set(re.sub(r"#.*", "", body).split())
+    return wanted
 
 
 def installed_packages():
