@@ -6,28 +6,19 @@
 
 #include "checkpoint/tf_bundle_reader.h"
 #include "ops/error.h"
+#include "tests/ops/expect_error.h"
 #include "tf_bundle_helpers.h"
 #include "tf_tensor_bundle.pb.h"
 
 using namespace est;
 using namespace est::checkpoint;
 using namespace est::checkpoint::tf_test;
+using est::testing::error_message;
 
 namespace {
 
-// The error's message, or "" when `fn` does not throw the expected class.
-template <class E, class Fn>
-std::string message_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const E& error) {
-    return error.what();
-  }
-  return "";
-}
-
 bool has(const std::string& message, const std::string& part) {
-  return message.find(part) != std::string::npos;
+  return est::testing::contains(message, part);
 }
 
 // The fixture's index with entry `key` edited by `edit`, written back in place.
@@ -71,18 +62,18 @@ TEST_CASE("a truncated index, a bad magic number, a flipped index byte: DataLoss
     const std::string index = read_bytes(copy.index());
 
     write_bytes(copy.index(), index.substr(0, index.size() - 10));
-    std::string error = message_of<DataLossError>([&] { TfBundleReader reader(copy.prefix()); });
+    std::string error = error_message<DataLossError>([&] { TfBundleReader reader(copy.prefix()); });
     CHECK(has(error, copy.index()));
     CHECK(has(error, "magic number"));
 
     write_bytes(copy.index(), index.substr(0, 20));
-    error = message_of<DataLossError>([&] { TfBundleReader reader(copy.prefix()); });
+    error = error_message<DataLossError>([&] { TfBundleReader reader(copy.prefix()); });
     CHECK(has(error, "fewer than the 48-byte table footer"));
 
     std::string bad_magic = index;
     bad_magic[bad_magic.size() - 1] ^= 0x01;
     write_bytes(copy.index(), bad_magic);
-    CHECK(has(message_of<DataLossError>([&] { TfBundleReader reader(copy.prefix()); }),
+    CHECK(has(error_message<DataLossError>([&] { TfBundleReader reader(copy.prefix()); }),
               "not the table magic number 0xdb4775248b80fb57"));
 
     // Every byte of the first data block (raw in one, snappy in the other) is under its CRC.
@@ -90,7 +81,7 @@ TEST_CASE("a truncated index, a bad magic number, a flipped index byte: DataLoss
       std::string flipped = index;
       flipped[at] ^= 0x20;
       write_bytes(copy.index(), flipped);
-      error = message_of<DataLossError>([&] { TfBundleReader reader(copy.prefix()); });
+      error = error_message<DataLossError>([&] { TfBundleReader reader(copy.prefix()); });
       CHECK(has(error, "fails its CRC32C check"));
       CHECK(has(error, copy.index()));
     }
@@ -102,13 +93,13 @@ TEST_CASE("a missing index or data shard is NotFoundError naming the file") {
   std::filesystem::remove(copy.shard());
   TfBundleReader reader(copy.prefix());  // the index alone is read when opening
   CHECK(reader.list_variables().size() == 3);
-  std::string error = message_of<NotFoundError>([&] { (void)reader.load_variable("a"); });
+  std::string error = error_message<NotFoundError>([&] { (void)reader.load_variable("a"); });
   CHECK(has(error, copy.shard()));
   CHECK(has(error, "\"a\""));
   std::filesystem::remove(copy.index());
-  CHECK(
-      has(message_of<NotFoundError>([&] { TfBundleReader again(copy.prefix()); }), copy.prefix()));
-  CHECK(has(message_of<NotFoundError>([&] { (void)reader.load_variable("nope"); }), "\"nope\""));
+  CHECK(has(error_message<NotFoundError>([&] { TfBundleReader again(copy.prefix()); }),
+            copy.prefix()));
+  CHECK(has(error_message<NotFoundError>([&] { (void)reader.load_variable("nope"); }), "\"nope\""));
 }
 
 TEST_CASE("a flipped data byte or a truncated shard is DataLossError naming the tensor") {
@@ -118,14 +109,14 @@ TEST_CASE("a flipped data byte or a truncated shard is DataLossError naming the 
   flipped[100] ^= 0x01;  // inside the object graph string
   write_bytes(copy.shard(), flipped);
   TfBundleReader reader(copy.prefix());
-  std::string error = message_of<DataLossError>(
+  std::string error = error_message<DataLossError>(
       [&] { (void)reader.load_variable("_CHECKPOINTABLE_OBJECT_GRAPH"); });
   CHECK(has(error, "CRC32C check fails"));
   CHECK(has(error, "_CHECKPOINTABLE_OBJECT_GRAPH"));
   flipped = shard;
   flipped[12] ^= 0x01;  // the string's length (the tensor starts at offset 12)
   write_bytes(copy.shard(), flipped);
-  CHECK(has(message_of<DataLossError>(
+  CHECK(has(error_message<DataLossError>(
                 [&] { (void)reader.load_variable("_CHECKPOINTABLE_OBJECT_GRAPH"); }),
             "_CHECKPOINTABLE_OBJECT_GRAPH"));
 
@@ -135,9 +126,9 @@ TEST_CASE("a flipped data byte or a truncated shard is DataLossError naming the 
   write_bytes(floats.shard(), data);
   TfBundleReader three(floats.prefix());
   CHECK(three.load_variable("a").data<float>()[0] == 0.5f);
-  CHECK(has(message_of<DataLossError>([&] { (void)three.load_variable("b"); }), "\"b\""));
+  CHECK(has(error_message<DataLossError>([&] { (void)three.load_variable("b"); }), "\"b\""));
   write_bytes(floats.shard(), data.substr(0, 6));
-  error = message_of<DataLossError>([&] { (void)three.load_variable("c"); });
+  error = error_message<DataLossError>([&] { (void)three.load_variable("c"); });
   CHECK(has(error, "the shard has 6 bytes"));
   CHECK(has(error, floats.shard()));
 }
@@ -160,12 +151,12 @@ TEST_CASE("a dtype est lacks is named; a 1 TB entry is refused before allocating
   std::vector<TfTensorInfo> infos = reader.list_variables();  // listing still works
   CHECK(infos[0].dtype_name == "int8");
   CHECK(infos[1].dtype_name == "float16");
-  std::string error = message_of<UnimplementedError>([&] { (void)reader.load_variable("a"); });
+  std::string error = error_message<UnimplementedError>([&] { (void)reader.load_variable("a"); });
   CHECK(has(error, "int8 (DT_INT8)"));
   CHECK(has(error, "\"a\""));
-  CHECK(has(message_of<UnimplementedError>([&] { (void)reader.load_variable("b"); }),
+  CHECK(has(error_message<UnimplementedError>([&] { (void)reader.load_variable("b"); }),
             "float16 (DT_HALF)"));
-  error = message_of<DataLossError>([&] { (void)reader.load_variable("c"); });
+  error = error_message<DataLossError>([&] { (void)reader.load_variable("c"); });
   CHECK(has(error, "1099511627776"));
   CHECK(has(error, "the shard has 12 bytes"));
 
@@ -175,9 +166,9 @@ TEST_CASE("a dtype est lacks is named; a 1 TB entry is refused before allocating
     entry.mutable_shape()->mutable_dim(0)->set_size(-3);
   });
   TfBundleReader again(copy.prefix());
-  CHECK(has(message_of<DataLossError>([&] { (void)again.load_variable("a"); }),
+  CHECK(has(error_message<DataLossError>([&] { (void)again.load_variable("a"); }),
             "invalid stored dimension -3"));
-  CHECK(has(message_of<DataLossError>([&] { (void)again.load_variable("c"); }), "needs"));
+  CHECK(has(error_message<DataLossError>([&] { (void)again.load_variable("c"); }), "needs"));
 }
 
 TEST_CASE("a block handle out of range is DataLossError") {
@@ -196,7 +187,7 @@ TEST_CASE("a block handle out of range is DataLossError") {
   put_fixed32(footer, static_cast<uint32_t>(tf_table::kTableMagicNumber >> 32));
   write_bytes(copy.index(), file + footer);
   const std::string error =
-      message_of<DataLossError>([&] { TfBundleReader reader(copy.prefix()); });
+      error_message<DataLossError>([&] { TfBundleReader reader(copy.prefix()); });
   CHECK(has(error, "offset 1000000"));
   CHECK(has(error, "points past the end"));
 }
@@ -206,19 +197,19 @@ TEST_CASE("big-endian bundles and unsupported versions are refused, saying why")
   edit_header(copy, [](tfproto::BundleHeaderProto& header) {
     header.set_endianness(tfproto::BundleHeaderProto::BIG);
   });
-  CHECK(has(message_of<UnimplementedError>([&] { TfBundleReader reader(copy.prefix()); }),
+  CHECK(has(error_message<UnimplementedError>([&] { TfBundleReader reader(copy.prefix()); }),
             "big-endian"));
   edit_header(copy, [](tfproto::BundleHeaderProto& header) {
     header.set_endianness(tfproto::BundleHeaderProto::LITTLE);
     header.mutable_version()->set_min_consumer(2);
   });
-  CHECK(has(message_of<InvalidArgumentError>([&] { TfBundleReader reader(copy.prefix()); }),
+  CHECK(has(error_message<InvalidArgumentError>([&] { TfBundleReader reader(copy.prefix()); }),
             "version 2 or newer"));
   edit_header(copy, [](tfproto::BundleHeaderProto& header) {
     header.mutable_version()->set_min_consumer(0);
     header.mutable_version()->add_bad_consumers(1);
   });
-  CHECK(has(message_of<InvalidArgumentError>([&] { TfBundleReader reader(copy.prefix()); }),
+  CHECK(has(error_message<InvalidArgumentError>([&] { TfBundleReader reader(copy.prefix()); }),
             "disallows reader version 1"));
   edit_header(copy, [](tfproto::BundleHeaderProto& header) {
     header.mutable_version()->clear_bad_consumers();
@@ -233,17 +224,17 @@ TEST_CASE("a partitioned variable with a missing or overlapping slice is DataLos
     BundleBuilder bundle;
     bundle.add_partitioned_f32("w", {4, 3}, values, {{{0, 2}, {0, -1}}, {{1, 3}, {0, -1}}});
     bundle.write(copy.prefix());
-    CHECK(has(
-        message_of<DataLossError>([&] { (void)TfBundleReader(copy.prefix()).load_variable("w"); }),
-        "two slices overlap"));
+    CHECK(has(error_message<DataLossError>(
+                  [&] { (void)TfBundleReader(copy.prefix()).load_variable("w"); }),
+              "two slices overlap"));
   }
   {
     BundleBuilder bundle;
     bundle.add_partitioned_f32("w", {4, 3}, values, {{{0, 2}, {0, -1}}});
     bundle.write(copy.prefix());
-    CHECK(has(
-        message_of<DataLossError>([&] { (void)TfBundleReader(copy.prefix()).load_variable("w"); }),
-        "cover 6 of its 12 elements"));
+    CHECK(has(error_message<DataLossError>(
+                  [&] { (void)TfBundleReader(copy.prefix()).load_variable("w"); }),
+              "cover 6 of its 12 elements"));
   }
   {
     BundleBuilder bundle;
@@ -252,8 +243,8 @@ TEST_CASE("a partitioned variable with a missing or overlapping slice is DataLos
     REQUIRE(std::erase_if(bundle.entries,
                           [&](const auto& entry) { return entry.first == second; }) == 1);
     bundle.write(copy.prefix());
-    CHECK(has(
-        message_of<DataLossError>([&] { (void)TfBundleReader(copy.prefix()).load_variable("w"); }),
-        "is missing from the index"));
+    CHECK(has(error_message<DataLossError>(
+                  [&] { (void)TfBundleReader(copy.prefix()).load_variable("w"); }),
+              "is missing from the index"));
   }
 }

@@ -40,6 +40,17 @@ void expect_stopped_naming(ProcessGroup& group, const PsJob& job, const std::vec
   }
 }
 
+// Starts `job` (chief, one worker, its ps tasks) on a job that would run for hours, and waits
+// until the chief and the worker have each logged a step.
+void start_training_without_end(ProcessGroup& group, const PsJob& job, const ScratchDir& dir) {
+  start(group, job,
+        {"--model_dir", dir / "model", "--max_steps", "100000", "--batch", "16", "--step_delay_ms",
+         "20"},
+        distribute::generate_job_token());
+  REQUIRE_MESSAGE(wait_for_output(group, 0, "loss = ", 120s), group.outputs());
+  REQUIRE(wait_for_output(group, 1, "loss = ", 60s));
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -126,12 +137,7 @@ TEST_CASE("ps job: a ps task killed mid-job is named on every other task, which 
   ScratchDir dir;
   PsJob job = make_ps_job(1, 2);
   ProcessGroup group(dir.str());
-  start(group, job,
-        {"--model_dir", dir / "model", "--max_steps", "100000", "--batch", "16", "--step_delay_ms",
-         "20"},
-        distribute::generate_job_token());
-  REQUIRE_MESSAGE(wait_for_output(group, 0, "loss = ", 120s), group.outputs());
-  REQUIRE(wait_for_output(group, 1, "loss = ", 60s));
+  start_training_without_end(group, job, dir);
   group.signal(3, SIGKILL);  // ps 1
   // The issue's bound: every other task stops within 10 s, naming ps 1.
   expect_stopped_naming(group, job, {0, 1, 2}, {"ps 1"}, 10s);
@@ -141,12 +147,7 @@ TEST_CASE("ps job: a ps task stopped (SIGSTOP) mid-job is named on every trainin
   ScratchDir dir;
   PsJob job = make_ps_job(1, 2);
   ProcessGroup group(dir.str());
-  start(group, job,
-        {"--model_dir", dir / "model", "--max_steps", "100000", "--batch", "16", "--step_delay_ms",
-         "20"},
-        distribute::generate_job_token());
-  REQUIRE_MESSAGE(wait_for_output(group, 0, "loss = ", 120s), group.outputs());
-  REQUIRE(wait_for_output(group, 1, "loss = ", 60s));
+  start_training_without_end(group, job, dir);
   group.signal(3, SIGSTOP);  // ps 1: its connections stay open, it answers nothing
   // Its heartbeat goes missing (3 s), then each training task stops naming it within the bound
   // of a ps task killed (10 s), and tells ps 0.
