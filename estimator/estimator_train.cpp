@@ -138,11 +138,7 @@ Estimator& Estimator::train_loop(const InputFn& input_fn, const Hooks& hooks,
 
   FlushSummariesOnExit flush_summaries;
   detail::TrainingSession session(
-      {.model_fn = model_fn_,
-       .input_fn = input_fn,
-       .config = &config_,
-       .seed = seed_,
-       .params = &params_,
+      {.model = {model_fn_, input_fn, &config_, seed_, &params_},
        .warm_start_from = warm_start_from_,
        .steps = steps,
        .max_steps = max_steps,

@@ -1,10 +1,9 @@
-// The loops' shared pieces: dataset and model_fn calls with checks, restore, fetches, hooks.
+// The sessions' shared pieces: dataset and model_fn calls with checks, restore, hook checks.
 #include "estimator/loop_util.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <set>
@@ -80,6 +79,22 @@ std::optional<Restored> restore_checkpoint(const std::string& path_or_dir,
   return restored;
 }
 
+std::optional<Restored> restore_for_inference(const char* verb,
+                                              const std::optional<std::string>& checkpoint_path,
+                                              const std::string& model_dir,
+                                              const std::vector<nn::VariableStore*>& stores) {
+  std::string source =
+      checkpoint_path ? *checkpoint_path : checkpoint::latest_checkpoint(model_dir).value_or("");
+  std::optional<Restored> restored;
+  if (!source.empty()) restored = restore_checkpoint(source, stores);
+  if (checkpoint_path && !restored)
+    throw NotFoundError(fmt::format("{}: no checkpoint at {}", verb, *checkpoint_path));
+  if (!restored)
+    log::warning("Could not find trained model in model_dir: {}, running initialization to {}.",
+                 model_dir, verb);
+  return restored;
+}
+
 void check_restored(const Restored& restored, const nn::VariableStore& store) {
   std::set<std::string> saved(restored.names.begin(), restored.names.end());
   for (const std::string& name : store.names())
@@ -88,53 +103,6 @@ void check_restored(const Restored& restored, const nn::VariableStore& store) {
           "variable '{}' of the model is not in checkpoint {}: the model changed since it was "
           "saved; train in a new model_dir, or initialise from the old one with warm_start_from",
           name, restored.path));
-}
-
-namespace {
-
-// A tensor model_fn named (est::identity or a summary), by its name or TF's "name:0".
-std::optional<Tensor> find_named_tensor(const EstimatorSpec& spec, const std::string& name) {
-  std::string_view key = name;
-  if (key.size() > 2 && key.substr(key.size() - 2) == ":0") key.remove_suffix(2);
-  auto it = spec.named_tensors.find(std::string(key));
-  if (it == spec.named_tensors.end()) return std::nullopt;
-  return it->second;
-}
-
-}  // namespace
-
-SessionRunValues resolve_fetches(const std::vector<SessionRunArgs>& args, const EstimatorSpec& spec,
-                                 const Session& session, int64_t step_before, int64_t step_after) {
-  SessionRunValues values;
-  values.global_step = step_after;
-  for (const SessionRunArgs& request : args) {
-    for (const auto& [key, tensor] : request.tensors) values.results[key] = tensor;
-    for (const std::string& name : request.fetches) {
-      if (values.results.count(name)) continue;
-      Tensor value;
-      if (name == "loss" && spec.loss.defined()) {
-        value = spec.loss;
-      } else if (name == "global_step") {
-        value = Tensor::scalar(static_cast<double>(step_before), DType::kI64);
-      } else if (auto it = spec.predictions.find(name); it != spec.predictions.end()) {
-        value = it->second;
-      } else if (auto named = find_named_tensor(spec, name)) {
-        value = *named;
-      } else if (auto variable = session.store().find(name)) {
-        value = variable->value;
-      } else {
-        std::string known = "loss, global_step";
-        for (const auto& [key, tensor] : spec.predictions) known += ", " + key;
-        for (const auto& [key, tensor] : spec.named_tensors) known += ", " + key;
-        throw NotFoundError(fmt::format(
-            "a hook asked for '{}', which is neither a fetchable name ({}) nor a variable; "
-            "supply the tensor in SessionRunArgs::tensors instead",
-            name, known));
-      }
-      values.results[name] = value;
-    }
-  }
-  return values;
 }
 
 void run_init_fn(const std::function<void(Session&)>& init_fn, Session& session,
@@ -146,56 +114,6 @@ void run_init_fn(const std::function<void(Session&)>& init_fn, Session& session,
       for (const nn::Variable& variable : session.store().variables())
         if (stores[i]->contains(variable.name))  // (global_step lives in the first only)
           stores[i]->assign(variable.name, variable.value);
-}
-
-void begin_hooks(const Hooks& hooks) {
-  for (const auto& hook : hooks) hook->begin();
-}
-
-namespace {
-
-// FNV-1a over the bytes of every dense variable (host copies), 8 bytes at a time.
-uint64_t variables_digest(const nn::VariableStore& store) {
-  uint64_t digest = 14695981039346656037ull;
-  auto mix = [&digest](uint64_t word) { digest = (digest ^ word) * 1099511628211ull; };
-  for (const nn::Variable& variable : store.variables()) {
-    if (variable.value.is_sparse() || variable.value.dtype() == DType::kString) continue;
-    const Tensor host = variable.value.to(Device::cpu());
-    const auto* bytes = static_cast<const unsigned char*>(host.raw_data());
-    const size_t size = host.nbytes();
-    size_t i = 0;
-    for (; i + 8 <= size; i += 8) {
-      uint64_t word;
-      std::memcpy(&word, bytes + i, 8);
-      mix(word);
-    }
-    for (; i < size; ++i) mix(bytes[i]);
-  }
-  return digest;
-}
-
-}  // namespace
-
-bool after_create_session(const Hooks& hooks, Session& session) {
-  if (hooks.empty()) return false;
-  const uint64_t before = variables_digest(session.store());
-  for (const auto& hook : hooks) hook->after_create_session(session);
-  return variables_digest(session.store()) != before;
-}
-
-std::vector<SessionRunArgs> before_run(const Hooks& hooks, SessionRunContext& run_context) {
-  std::vector<SessionRunArgs> args;
-  args.reserve(hooks.size());
-  for (const auto& hook : hooks) args.push_back(hook->before_run(run_context));
-  return args;
-}
-
-void after_run(const Hooks& hooks, SessionRunContext& run_context, const SessionRunValues& values) {
-  for (const auto& hook : hooks) hook->after_run(run_context, values);
-}
-
-void end_hooks(const Hooks& hooks, Session& session) {
-  for (const auto& hook : hooks) hook->end(session);
 }
 
 void check_hooks(const Hooks& hooks, const char* where) {

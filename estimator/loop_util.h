@@ -1,6 +1,6 @@
-// Pieces the train, evaluate and predict loops share (internal to estimator/): making the
+// Pieces the train, evaluate and predict sessions share (internal to estimator/): making the
 // dataset, calling model_fn with its checks and log lines, restoring a checkpoint into a
-// fresh store, resolving the hooks' fetches, and the hook calls themselves.
+// fresh store, and checking the hooks passed. The hooks' life cycle is estimator/hooked_session.h.
 #pragma once
 
 #include <chrono>
@@ -18,6 +18,16 @@
 #include "estimator/specs.h"
 
 namespace est::detail {
+
+// What every session (training, evaluation, prediction) runs: the Estimator's model_fn, the
+// caller's input_fn, and the Estimator's config, seed and params.
+struct SessionModel {
+  ModelFn model_fn;
+  InputFn input_fn;
+  const RunConfig* config = nullptr;
+  uint64_t seed = 0;
+  const Params* params = nullptr;
+};
 
 inline double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -46,6 +56,13 @@ struct Restored {
 // same file); nullopt when there is no checkpoint.
 std::optional<Restored> restore_checkpoint(const std::string& path_or_dir,
                                            const std::vector<nn::VariableStore*>& stores);
+// The checkpoint evaluate and predict (`verb`) read: `checkpoint_path`, else the latest of
+// `model_dir`, restored into `stores`. NotFoundError when checkpoint_path names none; without
+// any, TF's warning (the variables keep their initial values) and nullopt.
+std::optional<Restored> restore_for_inference(const char* verb,
+                                              const std::optional<std::string>& checkpoint_path,
+                                              const std::string& model_dir,
+                                              const std::vector<nn::VariableStore*>& stores);
 // After the first model_fn call: each variable the model created must have come from the
 // checkpoint (NotFoundError naming it and the checkpoint otherwise).
 void check_restored(const Restored& restored, const nn::VariableStore& store);
@@ -55,20 +72,7 @@ void check_restored(const Restored& restored, const nn::VariableStore& store);
 void run_init_fn(const std::function<void(Session&)>& init_fn, Session& session,
                  const std::vector<nn::VariableStore*>& stores);
 
-// The hooks' fetches after a step, by name: "loss", "global_step" (its value before the
-// step), prediction keys, variables; hook-supplied tensors as given.
-SessionRunValues resolve_fetches(const std::vector<SessionRunArgs>& args, const EstimatorSpec& spec,
-                                 const Session& session, int64_t step_before, int64_t step_after);
-
-// The hook life cycle over a list.
-void begin_hooks(const Hooks& hooks);
-// after_create_session of every hook. Returns whether they changed a value of session.store()
-// (a digest of every variable before and after): TF calls them before the first step's forward
-// pass (monitored_session.py), so the caller then runs that step's model_fn again.
-bool after_create_session(const Hooks& hooks, Session& session);
-std::vector<SessionRunArgs> before_run(const Hooks& hooks, SessionRunContext& run_context);
-void after_run(const Hooks& hooks, SessionRunContext& run_context, const SessionRunValues& values);
-void end_hooks(const Hooks& hooks, Session& session);
+// The hooks a caller passed: InvalidArgumentError naming a null one (`where`: "train", ...).
 void check_hooks(const Hooks& hooks, const char* where);
 
 // "2026-11-22T11:30:00" (UTC), for "Starting evaluation at ...".

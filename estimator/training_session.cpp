@@ -1,4 +1,5 @@
-// TrainingSession: restore, the start checkpoint, the three phases of a step, the hooks.
+// TrainingSession: restore, the start checkpoint, the three phases of a step (the hooks' life
+// cycle around them is HookedSession's).
 #include "estimator/training_session.h"
 
 #include <fmt/format.h>
@@ -30,15 +31,15 @@ data::Dataset make_training_dataset(const Replicas& replicas, const InputFn& inp
 
 TrainingSession::TrainingSession(TrainingSessionOptions options)
     : options_(std::move(options)),
-      config_(*options_.config),
-      replicas_(config_.train_distribute, ModeKeys::kTrain, options_.seed, *options_.params,
-                config_),
-      dataset_(make_training_dataset(replicas_, options_.input_fn)),
+      config_(*options_.model.config),
+      replicas_(config_.train_distribute, ModeKeys::kTrain, options_.model.seed,
+                *options_.model.params, config_),
+      dataset_(make_training_dataset(replicas_, options_.model.input_fn)),
       iterator_(std::make_unique<data::Iterator>(dataset_.iterator())),
       sync_(config_.train_distribute.get()),
-      session_(replicas_.store(), ModeKeys::kTrain, config_.model_dir, config_,
-               [this] { return checkpoint_bundle(); }),
-      hooks_(options_.hooks),
+      hooked_(Session(replicas_.store(), ModeKeys::kTrain, config_.model_dir, config_,
+                      [this] { return checkpoint_bundle(); }),
+              options_.hooks),
       final_loss_(std::nan("")) {
   restored_ = restore_checkpoint(config_.model_dir, replicas_.stores());
   if (restored_) restore_extras();
@@ -86,8 +87,8 @@ void TrainingSession::restore_extras() {
 checkpoint::TensorBundle TrainingSession::checkpoint_bundle() {
   // Variables that live elsewhere (parameter servers) are read back into the store first.
   if (distribute::Strategy* strategy = replicas_.strategy())
-    strategy->gradient_path().before_checkpoint(session_.store());
-  checkpoint::TensorBundle bundle = checkpoint::bundle_from_store(session_.store());
+    strategy->gradient_path().before_checkpoint(replicas_.store());
+  checkpoint::TensorBundle bundle = checkpoint::bundle_from_store(replicas_.store());
   if (sync_.active() && config_.is_chief) {
     for (size_t w = 0; w < positions_.size(); ++w)
       bundle.add_blob(WorkerSync::position_blob(static_cast<int>(w)), positions_[w]);
@@ -129,7 +130,8 @@ void TrainingSession::run(const StepBatch& batch) {
     return;
   }
   if (batch.empty()) {
-    if (first_) log::warning("train: input_fn's dataset produced no element; nothing to train");
+    if (!hooked_.began())
+      log::warning("train: input_fn's dataset produced no element; nothing to train");
     stopped_ = true;
     return;
   }
@@ -145,7 +147,7 @@ void TrainingSession::run(const StepBatch& batch) {
   timings_.model_fn_begin = steady_seconds();
   replicas_.seed_replica_generators(step);
   std::vector<EstimatorSpec> specs = call_model_fn(batch);
-  if (first_) create(batch, specs, step);
+  if (!hooked_.began()) create(batch, specs, step);
   timings_.model_fn_end = steady_seconds();
   run_step(specs, step);
 }
@@ -155,8 +157,8 @@ bool TrainingSession::agree(bool whole_step, int64_t step) {
   if (!sync_.active()) return true;
   // The chief's hooks say whether they save after this step (not before they began).
   bool chief_saves = false;
-  if (config_.is_chief && !first_)
-    for (const auto& hook : hooks_)
+  if (config_.is_chief && hooked_.began())
+    for (const auto& hook : hooked_.hooks())
       if (hook->will_save_after(step + 1)) chief_saves = true;
   decision_ = sync_.agree(whole_step, stop_pending_, chief_saves, step);
   return decision_.proceed;
@@ -164,7 +166,8 @@ bool TrainingSession::agree(bool whole_step, int64_t step) {
 
 std::vector<EstimatorSpec> TrainingSession::call_model_fn(const StepBatch& batch) {
   try {
-    return replicas_.call_model_fn(options_.model_fn, batch, ModeKeys::kTrain, first_);
+    return replicas_.call_model_fn(options_.model.model_fn, batch, ModeKeys::kTrain,
+                                   !hooked_.began());
   } catch (const nn::RestoreMismatchError& error) {
     // A restored value that does not fit the variable model_fn creates: say which file.
     if (!restored_) throw;
@@ -196,7 +199,7 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
     }
     // Scaffold.init_fn: only when starting from scratch, after the warm start (TF's order).
     if (const auto& init_fn = specs.front().scaffold.init_fn) {
-      run_init_fn(init_fn, session_, replicas_.stores());
+      run_init_fn(init_fn, hooked_.session(), replicas_.stores());
       assigned = true;
     }
   }
@@ -204,24 +207,23 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
   if (distribute::Strategy* strategy = replicas_.strategy())
     strategy->gradient_path().variables_ready(replicas_.store());
   const EstimatorSpec& spec = specs.front();
-  hooks_.insert(hooks_.end(), spec.training_hooks.begin(), spec.training_hooks.end());
+  Hooks more = spec.training_hooks;
   if (config_.is_chief)
-    hooks_.insert(hooks_.end(), spec.training_chief_hooks.begin(), spec.training_chief_hooks.end());
-  hooks_.insert(hooks_.end(), options_.chief_only_hooks.begin(), options_.chief_only_hooks.end());
-  begin_hooks(hooks_);
-  if (sync_.active()) {
+    more.insert(more.end(), spec.training_chief_hooks.begin(), spec.training_chief_hooks.end());
+  more.insert(more.end(), options_.chief_only_hooks.begin(), options_.chief_only_hooks.end());
+  bool hook_assigned = hooked_.create(more, [&] {
+    if (!sync_.active()) return;
     positions_ = sync_.gather_positions(start_position_, step);
     // The first step was agreed before the hooks began; from the next one on they are asked.
-    session_.set_saves_agreed_before_steps(config_.is_chief);
-  }
-  if (after_create_session(hooks_, session_)) assigned = true;
+    hooked_.session().set_saves_agreed_before_steps(config_.is_chief);
+  });
+  if (hook_assigned) assigned = true;
   at_start_ = false;
-  first_ = false;
   // The warm start, init_fn or a hook assigned: model_fn runs again (with this step's random
   // seeds) so that the first step's forward pass sees the values, as TF's first run does.
   if (assigned) {
     replicas_.seed_replica_generators(step);
-    specs = replicas_.call_model_fn(options_.model_fn, batch, ModeKeys::kTrain, false);
+    specs = replicas_.call_model_fn(options_.model.model_fn, batch, ModeKeys::kTrain, false);
   }
 }
 
@@ -240,16 +242,13 @@ void TrainingSession::send_state(const std::vector<std::pair<std::string, Tensor
 
 void TrainingSession::run_step(const std::vector<EstimatorSpec>& specs, int64_t step) {
   EstimatorSpec spec = replicas_.step_spec(specs);
-  SessionRunContext run_context(session_, spec, step, timings_);
-  std::vector<SessionRunArgs> args = before_run(hooks_, run_context);
-  timings_.run_begin = steady_seconds();
-  replicas_.run_train_ops(specs, &spec);
-  timings_.run_end = steady_seconds();
-  if (decision_.save) positions_ = sync_.gather_positions(iterator_->save_state(), step + 1);
-  SessionRunValues values = resolve_fetches(args, spec, session_, step, global_step());
-  after_run(hooks_, run_context, values);
+  bool stop_requested = hooked_.run(
+      spec, step, timings_, [&] { replicas_.run_train_ops(specs, &spec); },
+      [&] {
+        if (decision_.save) positions_ = sync_.gather_positions(iterator_->save_state(), step + 1);
+      });
   final_loss_ = spec.loss.item();
-  if (run_context.stop_requested()) {
+  if (stop_requested) {
     if (sync_.active())
       stop_pending_ = true;  // every worker stops together, at the next agreement
     else
@@ -258,9 +257,9 @@ void TrainingSession::run_step(const std::vector<EstimatorSpec>& specs, int64_t 
 }
 
 void TrainingSession::close() {
-  if (first_) return;  // no step ran: the hooks never began
+  if (!hooked_.began()) return;  // no step ran: the hooks never began
   if (sync_.active()) positions_ = sync_.gather_positions(iterator_->save_state(), global_step());
-  end_hooks(hooks_, session_);
+  hooked_.close();
 }
 
 }  // namespace est::detail

@@ -4,7 +4,8 @@
 //
 // It holds what TF's session creator and hooked session hold: the replicas and their variables,
 // the input iterator, the restore of the latest checkpoint (variables, RNG states, input
-// position) or else the warm start, the start checkpoint, and the hooks' life cycle. Hooks,
+// position) or else the warm start, the start checkpoint, and the hooks' life cycle
+// (estimator/hooked_session.h, which evaluation and prediction share). Hooks,
 // the checkpoint saver included, are reached only through SessionRunHook. A step, run(batch),
 // has three phases:
 //   1. agreement (several workers only): every worker says whether it has a whole step of
@@ -30,7 +31,7 @@
 
 #include "checkpoint/warm_start.h"
 #include "data/dataset.h"
-#include "estimator/hooks/session_run_hook.h"
+#include "estimator/hooked_session.h"
 #include "estimator/loop_util.h"
 #include "estimator/params.h"
 #include "estimator/replicas.h"
@@ -45,11 +46,7 @@ namespace est::detail {
 using StepBatch = std::vector<data::Element>;
 
 struct TrainingSessionOptions {
-  ModelFn model_fn;
-  InputFn input_fn;
-  const RunConfig* config = nullptr;
-  uint64_t seed = 0;
-  const Params* params = nullptr;
+  SessionModel model;
   std::optional<checkpoint::WarmStartSettings> warm_start_from;
   // train()'s steps / max_steps: the global step training stops at, known before the step
   // (StopAtStepHook's rule), lets workers stop without reading another batch.
@@ -84,7 +81,7 @@ class TrainingSession {
   double final_loss() const { return final_loss_; }
 
  private:
-  int64_t global_step() const { return session_.global_step(); }
+  int64_t global_step() const { return hooked_.session().global_step(); }
   // Phase 1: false when the workers agree to stop before this step.
   bool agree(bool whole_step, int64_t step);
   // model_fn on every replica, a mismatch with the restored checkpoint naming its file.
@@ -111,8 +108,9 @@ class TrainingSession {
   std::unique_ptr<data::Iterator> iterator_;
   WorkerSync sync_;
   std::optional<Restored> restored_;
-  Session session_;  // what hooks see
-  Hooks hooks_;      // options_.hooks, then the spec's (first step), then the chief's
+  // The hooks' life cycle and the Session they see: options_.hooks, then the spec's (first
+  // step), then the chief's.
+  HookedSession hooked_;
   // The start checkpoint is written after the first model_fn call (the variables exist then)
   // but describes the state before that step: its input position and model RNG.
   bool at_start_ = true;
@@ -123,7 +121,6 @@ class TrainingSession {
   WorkerSync::Decision decision_;  // this step's agreement
   bool stop_pending_ = false;      // a hook asked this worker to stop (several workers)
   bool stopped_ = false;
-  bool first_ = true;
   StepTimings timings_;
   double final_loss_;
 };
