@@ -2,10 +2,10 @@
 //
 // Each train/evaluate/predict call builds its own VariableStore, restores the latest
 // checkpoint of model_dir into it (staged: variables take their saved values when model_fn
-// creates them), and runs a loop of: next element -> model_fn -> (train op) -> hooks. What
-// happens around the step (stopping, logging, checkpoints, summaries, NaN checks) is done by
-// hooks, so the loops read top to bottom. Split over estimator.cpp (construction, checkpoint
-// queries), estimator_train.cpp, estimator_evaluate.cpp and estimator_predict.cpp.
+// creates them), and loops over a session (training_session.h, evaluation_session.h,
+// prediction_session.h; the hooks' life cycle is hooked_session.h). What happens around the
+// step (stopping, logging, checkpoints, summaries, NaN checks) is done by hooks. Split over
+// estimator.cpp (construction, checkpoint queries) and estimator_{train,evaluate,predict}.cpp.
 //
 // This header is also the folder's umbrella: after the class it includes the hooks,
 // exporters, train_and_evaluate and the summary files, so `#include "estimator/estimator.h"`
