@@ -1,6 +1,6 @@
 // The ops of the kernel registry and the signature every backend's kernel for each one has:
 // the contract between the op files (ops/*.cpp) and the backends (ops/cpu, ops/onednn,
-// ops/cuda).
+// ops/cuda), generated from the list in ops/op_list.h.
 //
 // A kernel computes; it does not check arguments, allocate its outputs or record gradients.
 // The op file validates the inputs, allocates every output on the inputs' device (so a kernel
