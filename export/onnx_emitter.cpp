@@ -1,9 +1,10 @@
 // OnnxEmitter (see onnx_emitter.h): the graph-writing members, then the ONNX forms of the
-// registry ops that take more than a node or two, then emit, one case per registry op.
+// registry ops, their table (kOnnxForms: one entry per op the export writes) and emit.
 // TensorFlow's layouts stay at the graph's edges: Conv and the pools, NCHW in ONNX, are wrapped
 // in transposes.
 #include "export/onnx_emitter.h"
 
+#include <array>
 #include <limits>
 #include <map>
 
@@ -318,102 +319,112 @@ void emit_batch_norm(OnnxEmitter& e, const TracedNode& node) {
   }
 }
 
+std::string in(OnnxEmitter& e, const TracedNode& node, size_t i) {
+  return e.value_name(node.inputs.at(i));
+}
+std::string out(OnnxEmitter& e, const TracedNode& node) { return e.value_name(node.outputs.at(0)); }
+
+void emit_binary(OnnxEmitter& e, const TracedNode& node) {
+  static const char* const kTypes[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"};
+  const auto op = static_cast<ops::BinaryOp>(node.member);
+  if (op == ops::BinaryOp::kDiv && !is_floating(e.dtype(node.outputs.at(0))))
+    refuse(node, "integer division (ONNX rounds differently)");
+  if (op == ops::BinaryOp::kSquaredDifference) {
+    std::string difference = e.temporary();
+    e.add("Sub", {in(e, node, 0), in(e, node, 1)}, {difference});
+    e.add("Mul", {difference, difference}, {out(e, node)});
+  } else {
+    e.add(kTypes[node.member], {in(e, node, 0), in(e, node, 1)}, {out(e, node)});
+  }
+}
+
+void emit_broadcast_to(OnnxEmitter& e, const TracedNode& node) {
+  const int out_id = node.outputs.at(0);
+  for (size_t axis = 0; axis < e.shape(out_id).size(); ++axis)
+    if (e.dynamic(out_id, axis)) refuse(node, "a broadcast to a batch-dependent shape");
+  e.add("Expand", {in(e, node, 0), e.int64_constant(e.shape(out_id))}, {out(e, node)});
+}
+
+void emit_reduce(OnnxEmitter& e, const TracedNode& node) {
+  if (node.ints.empty()) {
+    e.add("Identity", {in(e, node, 0)}, {out(e, node)});
+  } else if (static_cast<ops::ReduceOp>(node.member) == ops::ReduceOp::kSum) {
+    e.attribute(e.add("ReduceSum", {in(e, node, 0), e.int64_constant(node.ints)}, {out(e, node)}),
+                "keepdims", 0);
+  } else {
+    auto* reduce = e.add("ReduceMax", {in(e, node, 0)}, {out(e, node)});
+    e.attribute(reduce, "axes", node.ints);
+    e.attribute(reduce, "keepdims", 0);
+  }
+}
+
+void emit_concat(OnnxEmitter& e, const TracedNode& node) {
+  std::vector<std::string> inputs;
+  for (size_t i = 0; i < node.inputs.size(); ++i) inputs.push_back(in(e, node, i));
+  e.attribute(e.add("Concat", inputs, {out(e, node)}), "axis", node.ints[0]);
+}
+
+using OnnxForm = void (*)(OnnxEmitter&, const TracedNode&);
+using Node = const TracedNode&;
+
+// The ONNX form of each registry op the export writes, by OpId; null where there is none (the
+// tracer records those kernels as unsupported nodes, has_onnx_form). A new op's form goes here.
+constexpr std::array<OnnxForm, ops::kNumOpIds> kOnnxForms = [] {
+  std::array<OnnxForm, ops::kNumOpIds> forms{};
+  auto set = [&forms](OpId id, OnnxForm form) { forms[static_cast<size_t>(id)] = form; };
+  set(OpId::kCopy, [](OnnxEmitter& e, Node n) { e.add("Identity", {in(e, n, 0)}, {out(e, n)}); });
+  set(OpId::kCast, [](OnnxEmitter& e, Node n) {
+    e.attribute(e.add("Cast", {in(e, n, 0)}, {out(e, n)}), "to",
+                onnx_dtype(e.dtype(n.outputs.at(0))));
+  });
+  set(OpId::kBinary, emit_binary);
+  set(OpId::kCompare, [](OnnxEmitter& e, Node n) {
+    static const char* const kTypes[] = {"Equal", "Greater", "Less"};
+    e.add(kTypes[n.member], {in(e, n, 0), in(e, n, 1)}, {out(e, n)});
+  });
+  set(OpId::kUnary, emit_unary);
+  set(OpId::kBroadcastTo, emit_broadcast_to);
+  set(OpId::kReduce, emit_reduce);
+  set(OpId::kArgmax, [](OnnxEmitter& e, Node n) {
+    auto* argmax = e.add("ArgMax", {in(e, n, 0)}, {out(e, n)});
+    e.attribute(argmax, "axis", n.ints[0]);
+    e.attribute(argmax, "keepdims", 0);
+  });
+  set(OpId::kTranspose, [](OnnxEmitter& e, Node n) {
+    e.attribute(e.add("Transpose", {in(e, n, 0)}, {out(e, n)}), "perm", n.ints);
+  });
+  set(OpId::kConcat, emit_concat);
+  set(OpId::kSlice, emit_slice);
+  set(OpId::kGather, [](OnnxEmitter& e, Node n) {
+    e.attribute(e.add("Gather", {in(e, n, 0), in(e, n, 1)}, {out(e, n)}), "axis", n.ints[0]);
+  });
+  set(OpId::kSoftmax, [](OnnxEmitter& e, Node n) {
+    e.attribute(e.add(n.flag_a ? "LogSoftmax" : "Softmax", {in(e, n, 0)}, {out(e, n)}), "axis",
+                n.ints[0]);
+  });
+  set(OpId::kMatmul, emit_matmul);
+  set(OpId::kBiasAdd, [](OnnxEmitter& e, Node n) {
+    e.add("Add", {in(e, n, 0), in(e, n, 1)}, {out(e, n)});
+  });
+  set(OpId::kActivation,
+      [](OnnxEmitter& e, Node n) { activation(e, n.activation, in(e, n, 0), out(e, n)); });
+  set(OpId::kConv2D, emit_conv2d);
+  set(OpId::kPool2D, emit_pool2d);
+  set(OpId::kOneHot, emit_one_hot);
+  set(OpId::kBatchNorm, emit_batch_norm);
+  return forms;
+}();
+
 }  // namespace
 
+bool has_onnx_form(OpId id) {
+  const auto index = static_cast<size_t>(id);
+  return index < kOnnxForms.size() && kOnnxForms[index] != nullptr;
+}
+
 void OnnxEmitter::emit(const TracedNode& node) {
-  auto in = [&](size_t i) { return value_name(node.inputs.at(i)); };
-  const int out_id = node.outputs.at(0);
-  const std::string out = value_name(out_id);
   if (node.kind == NodeKind::kReshape) return emit_reshape(*this, node);
-  switch (node.op) {
-    case OpId::kCopy:
-      add("Identity", {in(0)}, {out});
-      return;
-    case OpId::kCast:
-      attribute(add("Cast", {in(0)}, {out}), "to", onnx_dtype(dtype(out_id)));
-      return;
-    case OpId::kBinary: {
-      static const char* const kTypes[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"};
-      const auto op = static_cast<ops::BinaryOp>(node.member);
-      if (op == ops::BinaryOp::kDiv && !is_floating(dtype(out_id)))
-        refuse(node, "integer division (ONNX rounds differently)");
-      if (op == ops::BinaryOp::kSquaredDifference) {
-        std::string difference = temporary();
-        add("Sub", {in(0), in(1)}, {difference});
-        add("Mul", {difference, difference}, {out});
-      } else {
-        add(kTypes[node.member], {in(0), in(1)}, {out});
-      }
-      return;
-    }
-    case OpId::kCompare: {
-      static const char* const kTypes[] = {"Equal", "Greater", "Less"};
-      add(kTypes[node.member], {in(0), in(1)}, {out});
-      return;
-    }
-    case OpId::kUnary:
-      return emit_unary(*this, node);
-    case OpId::kBroadcastTo:
-      for (size_t axis = 0; axis < shape(out_id).size(); ++axis)
-        if (dynamic(out_id, axis)) refuse(node, "a broadcast to a batch-dependent shape");
-      add("Expand", {in(0), int64_constant(shape(out_id))}, {out});
-      return;
-    case OpId::kReduce: {
-      if (node.ints.empty()) {
-        add("Identity", {in(0)}, {out});
-        return;
-      }
-      if (static_cast<ops::ReduceOp>(node.member) == ops::ReduceOp::kSum) {
-        attribute(add("ReduceSum", {in(0), int64_constant(node.ints)}, {out}), "keepdims", 0);
-      } else {
-        auto* reduce = add("ReduceMax", {in(0)}, {out});
-        attribute(reduce, "axes", node.ints);
-        attribute(reduce, "keepdims", 0);
-      }
-      return;
-    }
-    case OpId::kArgmax: {
-      auto* argmax = add("ArgMax", {in(0)}, {out});
-      attribute(argmax, "axis", node.ints[0]);
-      attribute(argmax, "keepdims", 0);
-      return;
-    }
-    case OpId::kTranspose:
-      attribute(add("Transpose", {in(0)}, {out}), "perm", node.ints);
-      return;
-    case OpId::kConcat: {
-      std::vector<std::string> inputs;
-      for (size_t i = 0; i < node.inputs.size(); ++i) inputs.push_back(in(i));
-      attribute(add("Concat", inputs, {out}), "axis", node.ints[0]);
-      return;
-    }
-    case OpId::kSlice:
-      return emit_slice(*this, node);
-    case OpId::kGather:
-      attribute(add("Gather", {in(0), in(1)}, {out}), "axis", node.ints[0]);
-      return;
-    case OpId::kSoftmax:
-      attribute(add(node.flag_a ? "LogSoftmax" : "Softmax", {in(0)}, {out}), "axis", node.ints[0]);
-      return;
-    case OpId::kMatmul:
-      return emit_matmul(*this, node);
-    case OpId::kBiasAdd:
-      add("Add", {in(0), in(1)}, {out});
-      return;
-    case OpId::kActivation:
-      activation(*this, node.activation, in(0), out);
-      return;
-    case OpId::kConv2D:
-      return emit_conv2d(*this, node);
-    case OpId::kPool2D:
-      return emit_pool2d(*this, node);
-    case OpId::kOneHot:
-      return emit_one_hot(*this, node);
-    case OpId::kBatchNorm:
-      return emit_batch_norm(*this, node);
-    default:
-      break;
-  }
+  if (has_onnx_form(node.op)) return kOnnxForms[static_cast<size_t>(node.op)](*this, node);
   refuse(node, "it has no ONNX form in est's exporter");
 }
 

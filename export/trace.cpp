@@ -5,32 +5,13 @@
 #include <utility>
 
 #include "ops/autograd.h"
+#include "ops/op_list.h"
 #include "ops/registry.h"
 
 namespace est::serving {
 namespace {
 
 using ops::OpId;
-
-// Every registry op, for the switch that finds an unsupported kernel's outputs.
-#define EST_FOR_EACH_OP(X)                                                                       \
-  X(kFill)                                                                                       \
-  X(kCopy)                                                                                       \
-  X(kCast)                                                                                       \
-  X(kBinary)                                                                                     \
-  X(kBinaryGradient)                                                                             \
-  X(kCompare)                                                                                    \
-  X(kUnary) X(kUnaryGradient) X(kAddScaled) X(kBroadcastTo) X(kReduce) X(kArgmax) X(kTranspose)  \
-      X(kConcat) X(kSlice) X(kSliceGradient) X(kGather) X(kGatherGradient) X(kOneHot)            \
-          X(kDropoutMask) X(kSoftmax) X(kSoftmaxGradient) X(kSparseCrossEntropy)                 \
-              X(kSparseCrossEntropyGradient) X(kCrossEntropy) X(kCrossEntropyGradient)           \
-                  X(kSigmoidCrossEntropy) X(kSigmoidCrossEntropyGradient) X(kMatmul) X(kBiasAdd) \
-                      X(kActivation) X(kActivationGradient) X(kBiasGradient) X(kConv2D)          \
-                          X(kConv2DBackwardData) X(kConv2DBackwardWeights)                       \
-                              X(kConv2DWeightsFromOutput) X(kPool2D) X(kPool2DGradient)          \
-                                  X(kBatchNorm) X(kBatchNormGradient) X(kApplySgd)               \
-                                      X(kApplyMomentum) X(kApplyAdam) X(kApplyAdagrad)           \
-                                          X(kApplyRmsprop)
 
 // Where a tensor's elements live: its identity for the tracer (string tensors hold
 // std::string objects, which raw_data() refuses to hand out as bytes).
@@ -64,10 +45,10 @@ std::vector<const Tensor*> written_by(const void* args) {
 
 std::vector<const Tensor*> written_tensors(OpId id, const void* args) {
   switch (id) {
-#define EST_CASE(ID) \
-  case OpId::ID:     \
+#define EST_CASE(ID, ...) \
+  case OpId::ID:          \
     return written_by<OpId::ID>(args);
-    EST_FOR_EACH_OP(EST_CASE)
+    EST_REGISTRY_OPS(EST_CASE)
 #undef EST_CASE
   }
   return {};
@@ -158,128 +139,6 @@ class Tracer : public ops::KernelObserver, public feature_column::LookupObserver
         if (out.numel() > 0) views_.erase(storage_of(out));
         return;
       }
-      case OpId::kCopy: {
-        const auto& [source, target] = args_of<OpId::kCopy>(args);
-        node.inputs = {resolve(source)};
-        outputs = {&target};
-        break;
-      }
-      case OpId::kCast: {
-        const auto& [x, out] = args_of<OpId::kCast>(args);
-        node.inputs = {resolve(x)};
-        outputs = {&out};
-        break;
-      }
-      case OpId::kBinary: {
-        const auto& [op, a, b, out] = args_of<OpId::kBinary>(args);
-        node.member = static_cast<int>(op);
-        node.inputs = {resolve(a), resolve(b)};
-        outputs = {&out};
-        break;
-      }
-      case OpId::kCompare: {
-        const auto& [op, a, b, out] = args_of<OpId::kCompare>(args);
-        node.member = static_cast<int>(op);
-        node.inputs = {resolve(a), resolve(b)};
-        outputs = {&out};
-        break;
-      }
-      case OpId::kUnary: {
-        const auto& [op, params, x, y] = args_of<OpId::kUnary>(args);
-        node.member = static_cast<int>(op);
-        node.reals = {params.a, params.b};
-        node.inputs = {resolve(x)};
-        outputs = {&y};
-        break;
-      }
-      case OpId::kBroadcastTo: {
-        const auto& [x, out] = args_of<OpId::kBroadcastTo>(args);
-        node.inputs = {resolve(x)};
-        outputs = {&out};
-        break;
-      }
-      case OpId::kReduce: {
-        const auto& [op, x, axes, out] = args_of<OpId::kReduce>(args);
-        node.member = static_cast<int>(op);
-        node.ints.assign(axes.begin(), axes.end());
-        node.inputs = {resolve(x)};
-        outputs = {&out};
-        break;
-      }
-      case OpId::kArgmax: {
-        const auto& [x, axis, out] = args_of<OpId::kArgmax>(args);
-        node.ints = {axis};
-        node.inputs = {resolve(x)};
-        outputs = {&out};
-        break;
-      }
-      case OpId::kTranspose: {
-        const auto& [x, perm, out] = args_of<OpId::kTranspose>(args);
-        node.ints.assign(perm.begin(), perm.end());
-        node.inputs = {resolve(x)};
-        outputs = {&out};
-        break;
-      }
-      case OpId::kConcat: {
-        const auto& [inputs, axis, out] = args_of<OpId::kConcat>(args);
-        for (const Tensor& input : inputs) node.inputs.push_back(resolve(input));
-        node.ints = {axis};
-        outputs = {&out};
-        break;
-      }
-      case OpId::kSlice: {
-        const auto& [x, begin, out] = args_of<OpId::kSlice>(args);
-        node.ints = begin;
-        node.inputs = {resolve(x)};
-        outputs = {&out};
-        break;
-      }
-      case OpId::kGather: {
-        const auto& [params, indices, axis, out] = args_of<OpId::kGather>(args);
-        node.ints = {axis};
-        node.inputs = {resolve(params), resolve(indices)};
-        outputs = {&out};
-        break;
-      }
-      case OpId::kSoftmax: {
-        const auto& [x, axis, log, y] = args_of<OpId::kSoftmax>(args);
-        node.ints = {axis};
-        node.flag_a = log;
-        node.inputs = {resolve(x)};
-        outputs = {&y};
-        break;
-      }
-      case OpId::kMatmul: {
-        const auto& [a, b, bias, out, dims, activation] = args_of<OpId::kMatmul>(args);
-        node.flag_a = dims.transpose_a;
-        node.flag_b = dims.transpose_b;
-        node.activation = activation;
-        node.inputs = {resolve(a), resolve(b), resolve(bias)};
-        outputs = {&out};
-        break;
-      }
-      case OpId::kBiasAdd: {
-        const auto& [x, bias, out] = args_of<OpId::kBiasAdd>(args);
-        node.inputs = {resolve(x), resolve(bias)};
-        outputs = {&out};
-        break;
-      }
-      case OpId::kActivation: {
-        const auto& [x, activation, y] = args_of<OpId::kActivation>(args);
-        node.activation = activation;
-        node.inputs = {resolve(x)};
-        outputs = {&y};
-        break;
-      }
-      case OpId::kConv2D: {
-        const auto& [input, kernel, bias, window, activation, output, saved] =
-            args_of<OpId::kConv2D>(args);
-        node.window = window;
-        node.activation = activation;
-        node.inputs = {resolve(input), resolve(kernel), resolve(bias)};
-        outputs = {&output};
-        break;
-      }
       case OpId::kPool2D: {
         const auto& [input, window, kind, training, output, workspace] =
             args_of<OpId::kPool2D>(args);
@@ -287,13 +146,6 @@ class Tracer : public ops::KernelObserver, public feature_column::LookupObserver
         node.member = static_cast<int>(kind);
         node.inputs = {resolve(input)};
         outputs = {&output};
-        break;
-      }
-      case OpId::kOneHot: {
-        const auto& [indices, on_value, off_value, out] = args_of<OpId::kOneHot>(args);
-        node.reals = {on_value, off_value};
-        node.inputs = {resolve(indices)};
-        outputs = {&out};
         break;
       }
       case OpId::kBatchNorm: {
@@ -311,12 +163,83 @@ class Tracer : public ops::KernelObserver, public feature_column::LookupObserver
         break;
       }
       default:
-        node.kind = NodeKind::kUnsupported;
-        outputs = written_tensors(id, args);
+        if (!has_onnx_form(id)) {
+          node.kind = NodeKind::kUnsupported;
+          outputs = written_tensors(id, args);
+          break;
+        }
+        switch (id) {
+#define EST_CASE(ID, ...)                    \
+  case OpId::ID:                             \
+    take_all<OpId::ID>(node, outputs, args); \
+    break;
+          EST_REGISTRY_OPS(EST_CASE)
+#undef EST_CASE
+        }
         break;
     }
     for (const Tensor* output : outputs) node.outputs.push_back(define(*output));
     trace_.nodes.push_back(std::move(node));
+  }
+
+  // What a traced kernel's argument becomes in its node, by the argument's type: tensors read are
+  // inputs, tensors written are outputs, the others attributes (the first bool is flag_a, a
+  // second flag_b). A kernel parameter of another type fails to compile here (the catch-all)
+  // rather than being left out of the export.
+  struct Taken {
+    TracedNode& node;
+    std::vector<const Tensor*>& outputs;
+    int flags = 0;
+  };
+  void take(Taken& t, const Tensor& x) { t.node.inputs.push_back(resolve(x)); }
+  void take(Taken& t, const std::vector<Tensor>& xs) {
+    for (const Tensor& x : xs) t.node.inputs.push_back(resolve(x));
+  }
+  void take(Taken& t, Tensor& out) { t.outputs.push_back(&out); }
+  void take(Taken& t, Tensor* out) {
+    if (out != nullptr) t.outputs.push_back(out);
+  }
+  void take(Taken& t, std::vector<Tensor>& in_place) {
+    for (Tensor& out : in_place) t.outputs.push_back(&out);
+  }
+  void take(Taken& t, ops::BinaryOp op) { t.node.member = static_cast<int>(op); }
+  void take(Taken& t, ops::CompareOp op) { t.node.member = static_cast<int>(op); }
+  void take(Taken& t, ops::UnaryOp op) { t.node.member = static_cast<int>(op); }
+  void take(Taken& t, ops::ReduceOp op) { t.node.member = static_cast<int>(op); }
+  void take(Taken& t, ops::PoolKind kind) { t.node.member = static_cast<int>(kind); }
+  void take(Taken& t, ops::Activation activation) { t.node.activation = activation; }
+  void take(Taken& t, const ops::UnaryParams& params) {
+    t.node.reals.insert(t.node.reals.end(), {params.a, params.b});
+  }
+  void take(Taken& t, double value) { t.node.reals.push_back(value); }
+  void take(Taken& t, int value) { t.node.ints.push_back(value); }
+  void take(Taken& t, const std::vector<int>& values) {
+    t.node.ints.insert(t.node.ints.end(), values.begin(), values.end());
+  }
+  void take(Taken& t, const std::vector<int64_t>& values) {
+    t.node.ints.insert(t.node.ints.end(), values.begin(), values.end());
+  }
+  void take(Taken& t, bool flag) { (t.flags++ == 0 ? t.node.flag_a : t.node.flag_b) = flag; }
+  void take(Taken& t, const ops::MatmulDims& dims) {
+    t.node.flag_a = dims.transpose_a;
+    t.node.flag_b = dims.transpose_b;
+  }
+  void take(Taken& t, const ops::cpu::Window2D& window) { t.node.window = window; }
+  // State no export holds: a random generator, an optimizer's hyperparameters.
+  void take(Taken&, ops::Generator&) {}
+  void take(Taken&, const ops::RmspropParams&) {}
+  template <class T>
+  void take(Taken&, const T&) {
+    static_assert(sizeof(T) == 0,
+                  "export/trace.cpp: a kernel parameter type (ops/op_list.h) the tracer does not "
+                  "record; add a take() overload for it");
+  }
+
+  // Records kernel `id`'s arguments by their types (take).
+  template <OpId id>
+  void take_all(TracedNode& node, std::vector<const Tensor*>& outputs, const void* args) {
+    Taken taken{node, outputs};
+    std::apply([&](auto&&... arg) { (take(taken, arg), ...); }, args_of<id>(args));
   }
 
   int add_value(const Tensor& tensor) {

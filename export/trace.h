@@ -7,9 +7,11 @@
 // with another shape is that value reshaped (Tensor::reshape makes views without a kernel); a
 // tensor never produced by a traced kernel is a constant (a variable, a literal), kept by value.
 // Every tensor seen stays alive until the trace ends, so no storage is reused under a name.
-// Kernels the export cannot express are still recorded (as unsupported nodes naming the op),
-// and so are values that code reports as computed on the host (a feature column's vocabulary
-// loop), so that only the ones the outputs depend on are refused, by name (onnx_export.h).
+// A kernel is recorded from its arguments by their types, so an op the ONNX emitter writes needs
+// nothing here. Kernels the export cannot express are still recorded (as unsupported nodes
+// naming the op), and so are values that code reports as computed on the host (a feature
+// column's vocabulary loop), so that only the ones the outputs depend on are refused, by name
+// (onnx_export.h).
 // A lookup table a column or head runs (feature_column::report_lookup: vocabulary, hash
 // bucket, identity, index to string) is recorded as what it is, a lookup node with its table,
 // which the export writes as a pre-processing step or as ONNX ops.
@@ -71,6 +73,11 @@ struct Trace {
   std::map<std::string, int> outputs;         // output name -> value id
   std::vector<TracedLookup> lookups;          // the tables of the kLookup nodes
 };
+
+// Whether the ONNX export writes registry op `id` (its forms are export/onnx_emitter.cpp's
+// table, defined there). The tracer records such a kernel's arguments by their types (its
+// tensors read, its tensors written, its attributes); any other kernel is an unsupported node.
+bool has_onnx_form(ops::OpId id);
 
 // Calls fn(inputs) once with the tracer on, and returns what it ran. `names` names constants
 // by their storage (a variable store's variables, so initializers keep their names).

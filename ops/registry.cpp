@@ -103,103 +103,32 @@ void report_host_computation(const char* name, const Tensor& output) {
   if (t_kernel_observer != nullptr) t_kernel_observer->host_computed(name, output);
 }
 
+namespace {
+
+// op_info's rows, generated from ops/op_list.h (KIND kNone: no OpKind).
+constexpr std::array<OpInfo, kNumOpIds> kOpInfos = [] {
+  using enum OpKind;
+  constexpr std::optional<OpKind> kNone;
+  return std::array<OpInfo, kNumOpIds>{{
+#define EST_OP_INFO(ID, NAME, KIND, ...) {#NAME, KIND},
+      EST_REGISTRY_OPS(EST_OP_INFO)
+#undef EST_OP_INFO
+  }};
+}();
+
+constexpr bool names_are_distinct() {
+  for (size_t i = 0; i < kOpInfos.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (kOpInfos[i].name == kOpInfos[j].name) return false;
+  return true;
+}
+static_assert(names_are_distinct(), "ops/op_list.h: two ops have one NAME (their kernels' name)");
+
+}  // namespace
+
 OpInfo op_info(OpId id) {
-  using K = OpKind;
-  switch (id) {
-    case OpId::kFill:
-      return {"fill", {}};
-    case OpId::kCopy:
-      return {"copy", {}};
-    case OpId::kCast:
-      return {"cast", {}};
-    case OpId::kBinary:
-      return {"binary", {}};
-    case OpId::kBinaryGradient:
-      return {"binary_gradient", {}};
-    case OpId::kCompare:
-      return {"compare", {}};
-    case OpId::kUnary:
-      return {"unary", K::kEltwise};
-    case OpId::kUnaryGradient:
-      return {"unary_gradient", K::kEltwise};
-    case OpId::kAddScaled:
-      return {"add_scaled", {}};
-    case OpId::kBroadcastTo:
-      return {"broadcast_to", {}};
-    case OpId::kReduce:
-      return {"reduce", {}};
-    case OpId::kArgmax:
-      return {"argmax", {}};
-    case OpId::kTranspose:
-      return {"transpose", {}};
-    case OpId::kConcat:
-      return {"concat", {}};
-    case OpId::kSlice:
-      return {"slice", {}};
-    case OpId::kSliceGradient:
-      return {"slice_gradient", {}};
-    case OpId::kGather:
-      return {"gather", {}};
-    case OpId::kGatherGradient:
-      return {"gather_gradient", {}};
-    case OpId::kOneHot:
-      return {"one_hot", {}};
-    case OpId::kDropoutMask:
-      return {"dropout_mask", {}};
-    case OpId::kSoftmax:
-      return {"softmax", K::kSoftmax};
-    case OpId::kSoftmaxGradient:
-      return {"softmax_gradient", K::kSoftmax};
-    case OpId::kSparseCrossEntropy:
-      return {"sparse_cross_entropy", {}};
-    case OpId::kSparseCrossEntropyGradient:
-      return {"sparse_cross_entropy_gradient", {}};
-    case OpId::kCrossEntropy:
-      return {"cross_entropy", {}};
-    case OpId::kCrossEntropyGradient:
-      return {"cross_entropy_gradient", {}};
-    case OpId::kSigmoidCrossEntropy:
-      return {"sigmoid_cross_entropy", {}};
-    case OpId::kSigmoidCrossEntropyGradient:
-      return {"sigmoid_cross_entropy_gradient", {}};
-    case OpId::kMatmul:
-      return {"matmul", K::kMatmul};
-    case OpId::kBiasAdd:
-      return {"bias_add", {}};
-    case OpId::kActivation:
-      return {"activation", {}};
-    case OpId::kActivationGradient:
-      return {"activation_gradient", {}};
-    case OpId::kBiasGradient:
-      return {"bias_gradient", {}};
-    case OpId::kConv2D:
-      return {"conv2d", K::kConvForward};
-    case OpId::kConv2DBackwardData:
-      return {"conv2d_backward_data", K::kConvBackwardData};
-    case OpId::kConv2DBackwardWeights:
-      return {"conv2d_backward_weights", K::kConvBackwardWeights};
-    case OpId::kConv2DWeightsFromOutput:
-      return {"conv2d_weights_from_output", K::kConvBackwardWeights};
-    case OpId::kPool2D:
-      return {"pool2d", K::kPooling};
-    case OpId::kPool2DGradient:
-      return {"pool2d_gradient", K::kPooling};
-    case OpId::kBatchNorm:
-      return {"batch_norm", K::kBatchNorm};
-    case OpId::kBatchNormGradient:
-      return {"batch_norm_gradient", K::kBatchNorm};
-    case OpId::kApplySgd:
-      return {"apply_sgd", {}};
-    case OpId::kApplyMomentum:
-      return {"apply_momentum", {}};
-    case OpId::kApplyAdam:
-      return {"apply_adam", {}};
-    case OpId::kApplyAdagrad:
-      return {"apply_adagrad", {}};
-    case OpId::kApplyRmsprop:
-      return {"apply_rmsprop", {}};
-  }
-  return {"unknown", {}};
+  const auto index = static_cast<size_t>(id);
+  return index < kOpInfos.size() ? kOpInfos[index] : OpInfo{"unknown", {}};
 }
 
 std::string target_name(KernelTarget target) {

@@ -8,93 +8,14 @@
 
 namespace est::ops::cpu {
 
-// elementwise_kernels.cpp
-void fill(Tensor& out, double value);
-void copy(const Tensor& source, Tensor& target);
-void cast(const Tensor& x, Tensor& out);
-void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out);
-void binary_gradient(BinaryOp op, int input, const Tensor& grad, const Tensor& a, const Tensor& b,
-                     Tensor& out);
-void compare(CompareOp op, const Tensor& a, const Tensor& b, Tensor& out);
-void add_scaled(Tensor& target, const Tensor& x, double alpha);
-void broadcast_to(const Tensor& x, Tensor& out);
-
-// unary_kernels.cpp
-void unary(UnaryOp op, const UnaryParams& params, const Tensor& x, Tensor& y);
-void unary_gradient(UnaryOp op, const UnaryParams& params, const Tensor& grad, const Tensor& saved,
-                    Tensor& dx);
-
-// reduce_kernels.cpp
-void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, Tensor& out);
-void argmax(const Tensor& x, int axis, Tensor& out);
-
-// array_kernels.cpp
-void transpose(const Tensor& x, const std::vector<int>& perm, Tensor& out);
-void concat(const std::vector<Tensor>& inputs, int axis, Tensor& out);
-void slice(const Tensor& x, const std::vector<int64_t>& begin, Tensor& out);
-void slice_gradient(const Tensor& grad, const std::vector<int64_t>& begin, Tensor& dx);
-void gather(const Tensor& params, const Tensor& indices, int axis, Tensor& out);
-void gather_gradient(const Tensor& grad, const Tensor& indices, int axis, Tensor& dparams);
-void one_hot(const Tensor& indices, double on_value, double off_value, Tensor& out);
-
-// loss_kernels.cpp
-void dropout_mask(double rate, Generator& generator, Tensor& mask);
-void softmax(const Tensor& x, int axis, bool log, Tensor& y);
-void softmax_gradient(const Tensor& grad, const Tensor& y, int axis, bool log, Tensor& dx);
-void sparse_cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& loss, Tensor& probs);
-void sparse_cross_entropy_gradient(const Tensor& grad, const Tensor& labels, const Tensor& probs,
-                                   Tensor& dlogits);
-void cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& loss, Tensor& probs,
-                   Tensor& lse);
-void cross_entropy_gradient(const Tensor& grad, const Tensor& labels, const Tensor& logits,
-                            const Tensor& probs, const Tensor& lse, Tensor* dlabels,
-                            Tensor* dlogits);
-void sigmoid_cross_entropy(const Tensor& labels, const Tensor& logits, Tensor& loss);
-void sigmoid_cross_entropy_gradient(const Tensor& grad, const Tensor& labels, const Tensor& logits,
-                                    Tensor* dlabels, Tensor* dlogits);
-
-// layer_kernels.cpp
-void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out,
-            const MatmulDims& dims, Activation activation);
-void bias_add(const Tensor& x, const Tensor& bias, Tensor& out);
-void activate(const Tensor& x, Activation activation, Tensor& y);
-void activation_gradient(const Tensor& grad, const Tensor& y, Activation activation, Tensor& dx);
-void bias_gradient(const Tensor& grad, Tensor& out);
-void conv2d(const Tensor& input, const Tensor& kernel, const Tensor& bias, const Window2D& window,
-            Activation activation, Tensor& output, Tensor* kernel_for_backward);
-void conv2d_backward_data(const Tensor& grad_pre, const Tensor& kernel,
-                          const Tensor& kernel_for_backward, const Window2D& window,
-                          Activation activation, bool has_bias, Tensor& grad_input);
-void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const Window2D& window,
-                             Activation activation, bool has_bias, Tensor& grad_kernel,
-                             Tensor* grad_bias);
-void conv2d_weights_from_output(const Tensor& input, const Tensor& grad, const Tensor& y,
-                                const Window2D& window, Activation activation, bool has_bias,
-                                Tensor& grad_kernel, Tensor* grad_bias);
-void pool2d(const Tensor& input, const Window2D& window, PoolKind kind, bool training,
-            Tensor& output, Tensor& workspace);
-void pool2d_gradient(const Tensor& grad, const Tensor& workspace, const Window2D& window,
-                     PoolKind kind, Tensor& grad_input);
-void batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& mean,
-                Tensor& variance, double epsilon, bool training, Tensor& y);
-void batch_norm_gradient(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                         const Tensor& mean, const Tensor& variance, const Tensor& grad,
-                         double epsilon, bool training, Tensor* grad_x, Tensor* grad_gamma,
-                         Tensor* grad_beta);
-
-// optimizer_kernels.cpp: the fused optimizer updates, float32 and float64.
-void apply_sgd(std::vector<Tensor>& variables, const std::vector<Tensor>& gradients,
-               double learning_rate);
-void apply_momentum(std::vector<Tensor>& variables, const std::vector<Tensor>& gradients,
-                    std::vector<Tensor>& accumulators, double learning_rate, double momentum,
-                    bool nesterov);
-void apply_adam(std::vector<Tensor>& variables, const std::vector<Tensor>& gradients,
-                std::vector<Tensor>& m, std::vector<Tensor>& v, double step_size, double beta1,
-                double beta2, double epsilon);
-void apply_adagrad(std::vector<Tensor>& variables, const std::vector<Tensor>& gradients,
-                   std::vector<Tensor>& accumulators, double learning_rate);
-void apply_rmsprop(std::vector<Tensor>& variables, const std::vector<Tensor>& gradients,
-                   std::vector<Tensor>& mean_square, std::vector<Tensor>& mean_gradient,
-                   std::vector<Tensor>& moment, const RmspropParams& params);
+// One kernel per entry of ops/op_list.h, named as the op (cpu::one_hot), with its parameters;
+// ops/cpu/register.cpp registers them all. Where they are: elementwise_kernels.cpp (fill, copy,
+// cast, binary, compare, add_scaled, broadcast_to), unary_kernels.cpp, reduce_kernels.cpp
+// (reduce, argmax), array_kernels.cpp (layout and indexing), loss_kernels.cpp (dropout, softmax,
+// the cross-entropies), layer_kernels.cpp (dense layers, convolution, pooling, batch norm),
+// optimizer_kernels.cpp (the fused updates, float32 and float64).
+#define EST_DECLARE_KERNEL(ID, NAME, KIND, REFERENCE, ...) void NAME(__VA_ARGS__);
+EST_REGISTRY_OPS(EST_DECLARE_KERNEL)
+#undef EST_DECLARE_KERNEL
 
 }  // namespace est::ops::cpu

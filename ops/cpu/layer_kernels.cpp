@@ -26,7 +26,7 @@ void bias_add(const Tensor& x, const Tensor& bias, Tensor& out) {
   add_bias_inplace(out, bias);
 }
 
-void activate(const Tensor& x, Activation activation, Tensor& y) {
+void activation(const Tensor& x, Activation activation, Tensor& y) {
   copy(x, y);
   activate_inplace(y, activation);
 }

@@ -178,7 +178,7 @@ void bias_add(const Tensor& x, const Tensor& bias, Tensor& out) {
                         compute_stream(device_of(out)));
 }
 
-void activate(const Tensor& x, Activation activation, Tensor& y) {
+void activation(const Tensor& x, Activation activation, Tensor& y) {
   copy_on_device(x, y);
   DeviceGuard guard(device_of(y));
   cuda::bias_activation(y.dtype(), y.raw_data(), nullptr, activation, y.numel(), 1,

@@ -35,7 +35,7 @@ void register_cuda_kernels(KernelRegistry& registry) {
   r.add<OpId::kArgmax>(kCuda, cpu::via_float<cuda::argmax, cuda::cast>, numeric);
   r.add<OpId::kMatmul>(kCuda, cuda::matmul, floating);
   r.add<OpId::kBiasAdd>(kCuda, cpu::via_float<cuda::bias_add, cuda::cast>, floating);
-  r.add<OpId::kActivation>(kCuda, cpu::via_float<cuda::activate, cuda::cast>, floating);
+  r.add<OpId::kActivation>(kCuda, cpu::via_float<cuda::activation, cuda::cast>, floating);
   r.add<OpId::kActivationGradient>(kCuda, cpu::via_float<cuda::activation_gradient, cuda::cast>,
                                    floating);
   r.add<OpId::kBiasGradient>(kCuda, cpu::via_float<cuda::bias_gradient, cuda::cast>, floating);

@@ -8,10 +8,13 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ops/allocator.h"
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/via_float.h"
 #include "ops/logging.h"
 #include "ops/ops.h"
 #include "tests/ops/expect_error.h"
@@ -87,6 +90,43 @@ TEST_CASE("registry: every op has a reference kernel, and the targets are the bu
   if (backend_built(Backend::kCuda))
     for (OpId id : {OpId::kBinary, OpId::kUnary, OpId::kReduce, OpId::kMatmul, OpId::kCopy})
       CHECK(registry.has(id, kCuda));
+}
+
+namespace {
+
+// The REFERENCE column of ops/op_list.h, and the reference kernel it says the registry holds.
+enum ReferenceDTypes { kNative, kViaFloat, kFloat };
+template <OpId id, ReferenceDTypes dtypes, KernelFn<id> kernel>
+KernelFn<id> expected_reference() {
+  if constexpr (dtypes == kViaFloat) return cpu::via_float<kernel>;
+  return kernel;
+}
+
+}  // namespace
+
+TEST_CASE("registry: ops/op_list.h gives every op its id, name, CPU kind and reference kernel") {
+  const KernelRegistry& registry = KernelRegistry::global();
+  int entries = 0;
+  using enum OpKind;
+  constexpr std::optional<OpKind> kNone;
+#define EST_CHECK_OP(ID, NAME, KIND, REFERENCE, ...)                                               \
+  {                                                                                                \
+    INFO(#NAME);                                                                                   \
+    CHECK(static_cast<int>(OpId::ID) == entries++);                                                \
+    CHECK(op_info(OpId::ID).name == #NAME);                                                        \
+    CHECK(op_info(OpId::ID).kind == std::optional<OpKind>(KIND));                                  \
+    CHECK((registry.find<OpId::ID>(kReference, DType::kF32) ==                                     \
+           expected_reference<OpId::ID, REFERENCE, cpu::NAME>()));                                 \
+    CHECK((registry.find<OpId::ID>(kReference, DType::kI32) != nullptr) == (REFERENCE != kFloat)); \
+  }
+  EST_REGISTRY_OPS(EST_CHECK_OP)
+#undef EST_CHECK_OP
+  CHECK(entries == kNumOpIds);
+  // The names the placement log and the errors have always used.
+  CHECK(op_info(OpId::kOneHot).name == "one_hot");
+  CHECK(op_info(OpId::kActivation).name == "activation");
+  CHECK(op_info(OpId::kConv2DWeightsFromOutput).kind == OpKind::kConvBackwardWeights);
+  CHECK(!op_info(OpId::kGather).kind.has_value());
 }
 
 TEST_CASE("registry: a case a CPU backend declines runs on the reference kernel") {
