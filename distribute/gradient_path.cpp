@@ -1,9 +1,24 @@
 // The all-reduce GradientPath (MirroredStrategy, CentralStorageStrategy,
-// MultiWorkerMirroredStrategy, OneDeviceStrategy): a step's gradients, moving statistics and
-// loss summed over every replica of every worker in one collective, then the update where the
-// placement says. With one local replica per worker and a core to spare, the sum across workers
-// overlaps the backward pass: each bucket of gradients starts its reduction as soon as the
-// backward pass completes it.
+// MultiWorkerMirroredStrategy, OneDeviceStrategy): a training step's whole trip from the
+// gradients to the update, in this file.
+//
+// Where is the gradient reduced? In AllReducePath::apply: the backward pass
+// (train_op.compute_gradients), then ReplicaContext::sync_step, one collective that sums the
+// gradients over every replica of every worker together with the batch-norm statistics (their
+// mean) and the loss (its sum, for the log); or, with one replica per worker and a core to
+// spare, apply_overlapped, which starts each 1 MiB bucket's sum across workers as soon as the
+// backward pass completes it. Then update(): where the placement applies updates (every
+// mirrored copy; replica 0 on central storage's shared copy) the statistics' mean and one call
+// of the pure Optimizer::update (clipping by global norm included) at the store's global step,
+// which this replica then advances; central storage's other replicas wait for it.
+//
+// What scales it? `gradient_scale`, the explicit factor that ReplicaContext::run_train_op
+// passes down, multiplied into every gradient inside the same collective (the sum is
+// scale x the sum of the replicas' gradients). The custom loop passes 1 (its loss is already
+// divided by the global batch); the Estimator (estimator/replicas.cpp, run_train_ops) passes
+// 1/num_replicas_in_sync unless the train op's loss reduction is kSum
+// (TrainOp::loss_reduction, TF's Optimizer._scale_loss). Gradients a step hands over itself
+// (apply_gradients, gradient_transform: combine) are summed with scale 1.
 #include "distribute/gradient_path.h"
 
 #include <memory>
@@ -38,8 +53,7 @@ class AllReducePath final : public GradientPath {
       *loss_sum = train_op.loss().detach().clone();
     }
     replica.sync_step(grads, gradient_scale, updates, loss_sum);
-    apply_moving_averages(replica, updates);
-    train_op.apply(std::move(grads));  // summed by this replica: applies_updates, after_update
+    update(replica, train_op, std::move(grads), updates);
   }
 
   void combine(ReplicaContext& replica, std::vector<nn::GradAndVar>& grads_and_vars) override {
@@ -54,16 +68,23 @@ class AllReducePath final : public GradientPath {
     if (replica.replica_set().placement().shared()) replica.wait_for_local_replicas();
   }
 
-  void initialize_variable(ReplicaContext& replica, const std::string& name,
-                           Tensor& value) override {
-    replica.broadcast_initial_value(name, value);
-  }
-
  private:
-  void apply_moving_averages(const ReplicaContext& replica,
-                             const std::vector<nn::MovingAverageUpdate>& updates) const {
-    if (applies_updates(replica))
+  // The step's sums applied: where the placement applies updates (every mirrored copy, or
+  // replica 0 on the shared copy), the moving statistics' mean and the optimizer's update at
+  // the store's global step, which this replica then advances; then (central storage) every
+  // replica waits until the shared copy is updated.
+  void update(ReplicaContext& replica, const nn::TrainOp& train_op,
+              std::vector<nn::GradAndVar> sums,
+              const std::vector<nn::MovingAverageUpdate>& updates) {
+    if (applies_updates(replica)) {
       for (const auto& update : updates) nn::apply_moving_average(update);
+      nn::VariableStore& store = train_op.store();
+      Tensor global_step = nn::get_or_create_global_step(store);
+      const auto step = static_cast<int64_t>(global_step.item());
+      train_op.optimizer().update(store, std::move(sums), step);
+      global_step.data<int64_t>()[0] = step + 1;
+    }
+    after_update(replica);
   }
 
   // apply() for one local replica of several workers, overlapped with the backward pass.
@@ -127,9 +148,7 @@ class AllReducePath final : public GradientPath {
       for (size_t k = 0; k < indices.size(); ++k)
         grads[indices[k]].gradient = from_transport(sums[k]);
     }
-    for (nn::GradAndVar& entry : grads) entry.summed_by = &replica;
-    apply_moving_averages(replica, updates);
-    train_op.apply(std::move(grads));  // summed by this replica: applies_updates, after_update
+    update(replica, train_op, std::move(grads), updates);
   }
 };
 

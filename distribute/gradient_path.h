@@ -2,24 +2,23 @@
 // a strategy that TF spreads over the replica context's merge_call, the cross-device ops and
 // the optimizer's apply step.
 //
-// A strategy is its devices, its cross-device ops, its VariablePlacement and its GradientPath.
-// The step function (the custom loop's, or the Estimator's model_fn and train op) is the same
-// code under every path; ReplicaContext hands the path every point where the strategy has a
-// say: before the step reads the variables, the train op after the forward pass, gradients
-// given to Optimizer::apply_gradients inside the step, the update's end, and a variable's
-// initial value. The all-reduce path (all_reduce_path(): MirroredStrategy, CentralStorage,
-// MultiWorkerMirrored, OneDevice) sums the gradients over every replica of every worker and
-// then applies the update where the placement says (every mirrored copy, or replica 0 on the
-// shared copy). A parameter-server path is a peer: it pushes a replica's gradients to the
-// variables' owners, the owners apply the update, and before the next read the replica pulls
-// fresh values into its store (a cache of the owners' variables).
+// A strategy is its devices, its cross-device ops, its VariablePlacement, its VariableHome
+// (variable_home.h: where the variables live, the replicas' own stores or a parameter server's
+// tasks) and its GradientPath. The step function (the custom loop's, or the Estimator's
+// model_fn and train op) is the same code under every path; ReplicaContext hands the path the
+// train op after the forward pass, gradients given to Optimizer::apply_gradients inside the
+// step, and the update's end. The all-reduce path (all_reduce_path(): MirroredStrategy,
+// CentralStorage, MultiWorkerMirrored, OneDevice) sums the gradients over every replica of
+// every worker and then applies the update where the placement says (every mirrored copy, or
+// replica 0 on the shared copy). A parameter-server path is a peer: it pushes a replica's
+// gradients to the variables' owners and the owners apply the update.
 //
-// A strategy passes its path to Strategy's constructor, beside its placement; Strategy::run makes
-// each replica's ReplicaContext for the step and calls the path through it. From the
-// ReplicaContext a path reads the replica (replica_id(), replica_id_in_sync_group(), device(),
-// store(), model_context()), its strategy (num_workers(), worker_index(), is_chief()), the
-// replica set (every local replica's store and context, the placement) and the cross-device
-// ops. The gradients' GradAndVar::name routes each one to its variable's owner.
+// A strategy passes its path to Strategy's constructor, beside its placement and home;
+// Strategy::run makes each replica's ReplicaContext for the step and calls the path through it.
+// From the ReplicaContext a path reads the replica (replica_id(), replica_id_in_sync_group(),
+// device(), store(), model_context()), its strategy (num_workers(), worker_index(),
+// is_chief()), the replica set (every local replica's store and context, the placement) and
+// the cross-device ops. The gradients' GradAndVar::name routes each one to its variable's owner.
 //
 // Threads: every call is made on the replica's own thread, inside Strategy::run, concurrently
 // for the local replicas of this process (one thread each; they share this object, so a path
@@ -35,7 +34,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "nn/optimizer.h"
@@ -56,14 +54,6 @@ class GradientPath {
   virtual ~GradientPath() = default;
   virtual std::string_view name() const = 0;  // "all-reduce", for messages
 
-  // Before each step function Strategy::run runs on `replica` (so before the forward pass
-  // reads the variables of replica.store()). A training step of the Estimator is two runs (the
-  // model_fn, then the train op), so this may be called twice between two updates: a path that
-  // refreshes the store (a parameter server's pull of fresh values) does so only when its copy
-  // is stale (an update was pushed since its last pull). The all-reduce path does nothing: its
-  // copies are updated in place by apply().
-  virtual void before_step(ReplicaContext& /*replica*/) {}
-
   // A whole training step of `train_op` on `replica`, after its forward pass
   // (ReplicaContext::run_train_op): the gradients (train_op.compute_gradients(), or its
   // overload that reports each gradient as the backward pass completes it) times
@@ -79,10 +69,11 @@ class GradientPath {
   // replicas that stepped together (the loss a log reports; a path without collectives sums
   // what it has, this replica's own loss when it steps alone).
   // All-reduce: one collective for gradients, statistics and loss (bucketed during the
-  // backward pass across workers when the strategy overlaps), then train_op.apply(grads) on
-  // replicas that apply updates. Parameter server: push the scaled gradients (and statistics)
-  // to each variable's owner, which applies them with the optimizer; mark the replica's copy
-  // stale for before_step; train_op.apply is not called locally.
+  // backward pass across workers when the strategy overlaps), then, on replicas that apply
+  // updates, the optimizer's update (Optimizer::update) at the global step, which the path
+  // advances. Parameter server: push the scaled gradients (and statistics)
+  // to each variable's owner, which applies them with the optimizer; its home (the same object,
+  // a VariableHome) marks the replica's copy stale for its before_step.
   virtual void apply(ReplicaContext& replica, const nn::TrainOp& train_op, double gradient_scale,
                      nn::ModelContext& ctx, Tensor* loss_sum) = 0;
 
@@ -111,42 +102,6 @@ class GradientPath {
   // shared copy. Parameter server: nothing, or wait for the owners' acknowledgement when
   // training synchronously.
   virtual void after_update(ReplicaContext& replica) = 0;
-
-  // A training model_fn just created variable `name` in replica.store() with `value` (its
-  // initializer's value): overwrite `value` in place with the value every replica must start
-  // from. Every replica of the step creates the same variables in the same order. All-reduce
-  // with several workers: the chief's value (ReplicaContext::broadcast_initial_value), else
-  // nothing. Parameter server: the owner's value (the chief initialized or restored it there).
-  virtual void initialize_variable(ReplicaContext& replica, const std::string& name,
-                                   Tensor& value) = 0;
-
-  // A model_fn is about to read variable `name` of replica.store() (`value`, the store's
-  // tensor): whole (`rows` null), or only the rows `*rows` names along axis 0 (an embedding
-  // lookup through ModelContext::get_variable_rows: integer ids, negative ones skipped).
-  // All-reduce: nothing (the store is the variables). Parameter server: brings what will be
-  // read up to date in `value` (the rows alone for a lookup, pulled from their owners).
-  virtual void read_variable(ReplicaContext& /*replica*/, const std::string& /*name*/,
-                             Tensor& /*value*/, const Tensor* /*rows*/) {}
-
-  // The chief, after the first training model_fn call on replica 0's `store`, once the restore,
-  // the warm start and Scaffold.init_fn have set the variables' values: a path whose variables
-  // live elsewhere sends those initial values to their owners (parameter servers: the other
-  // workers wait for them, as TF's workers wait until the chief's session is ready). A path may
-  // also do this at its first update or checkpoint (the custom training loop does not call
-  // this). All-reduce: nothing (initialize_variable broadcast the values).
-  virtual void variables_ready(nn::VariableStore& /*store*/) {}
-
-  // The chief, before a checkpoint is written from replica 0's `store`: a path whose variables
-  // live elsewhere brings their current values and optimizer state into the store (parameter
-  // servers: read back from the owners). All-reduce: nothing (the store is the state).
-  virtual void before_checkpoint(nn::VariableStore& /*store*/) {}
-  // Whether restore_state wants the values of a restored checkpoint that no variable took.
-  virtual bool wants_restored_state() const { return false; }
-  // After the first model_fn call of a restored (or warm-started) job: the checkpoint's values
-  // that no variable of the model took (optimizer slots, beta1_power), for a path whose optimizer
-  // state lives elsewhere (parameter servers: sent to the owners). All-reduce: nothing (the
-  // optimizer takes them from the store when it creates its slots).
-  virtual void restore_state(const std::vector<std::pair<std::string, Tensor>>& /*values*/) {}
 };
 
 // The all-reduce path: sum over the replicas (of every worker), then the update applied where

@@ -65,9 +65,10 @@ CommunicationImplementation agree_on_nccl(ClusterRuntime& runtime,
       tasks);
   if (why.empty()) return CommunicationImplementation::kNccl;
   if (requested == CommunicationImplementation::kNccl)
-    throw FailedPreconditionError("MultiWorkerMirroredStrategy: communication NCCL cannot join "
-                                  "the job's GPUs: " + why +
-                                  "; use CommunicationImplementation::kRing or kAuto");
+    throw FailedPreconditionError(
+        "MultiWorkerMirroredStrategy: communication NCCL cannot join "
+        "the job's GPUs: " +
+        why + "; use CommunicationImplementation::kRing or kAuto");
   if (usable) log::info("communication AUTO: RING, not NCCL, because {}", why);
   return CommunicationImplementation::kRing;
 }
@@ -88,11 +89,13 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const TfConfig& config,
         const CommunicationImplementation resolved =
             resolve_communication(communication.implementation, devices);
         const ClusterSpec& cluster = config.cluster;
-        bool several = cluster.num_tasks(TaskType::kChief) + cluster.num_tasks(TaskType::kWorker) > 1;
+        bool several =
+            cluster.num_tasks(TaskType::kChief) + cluster.num_tasks(TaskType::kWorker) > 1;
         if (several && config.task && config.task->type == TaskType::kEvaluator) {
           // The evaluator evaluates on its own, outside the training job's collectives.
-          log::info("MultiWorkerMirroredStrategy on the evaluator: it takes no part in the "
-                    "training job's collectives and runs its local devices alone.");
+          log::info(
+              "MultiWorkerMirroredStrategy on the evaluator: it takes no part in the "
+              "training job's collectives and runs its local devices alone.");
           several = false;
         }
         if (several) {
@@ -123,7 +126,8 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const TfConfig& config,
           setup.is_chief = setup.runtime->is_leader();
         }
         // Every task of the job on this host (the evaluator too) shares its cores.
-        if (!cluster.empty()) setup.local_tasks = num_local_tasks(cluster, config.task, this_host_names());
+        if (!cluster.empty())
+          setup.local_tasks = num_local_tasks(cluster, config.task, this_host_names());
         setup.resolved = resolved;
         if (setup.runtime && communication.implementation != CommunicationImplementation::kRing)
           setup.resolved =
@@ -140,19 +144,21 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(const TfConfig& config,
           setup.ops = std::make_shared<CollectiveAllReduce>(setup.runtime, communication);
         }
         return setup;
-      }()) {}
+      }()) {
+}
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Setup setup)
     : Strategy(parse_devices(setup.options.devices), setup.ops, setup.options.seed,
-               mirrored_placement(), all_reduce_path(), setup.is_chief, setup.local_tasks),
+               mirrored_placement(), all_reduce_path(), replicas_home(), setup.is_chief,
+               setup.local_tasks),
       config_(std::move(setup.config)),
       communication_(setup.communication),
       runtime_(std::move(setup.runtime)) {
   std::string devices;
-  for (const Device& device : this->devices()) devices += (devices.empty() ? "" : ", ") + device.str();
-  log::info(
-      "Using MultiWorkerMirroredStrategy with local_devices = ({}), communication = {}", devices,
-      communication_name(setup.resolved));
+  for (const Device& device : this->devices())
+    devices += (devices.empty() ? "" : ", ") + device.str();
+  log::info("Using MultiWorkerMirroredStrategy with local_devices = ({}), communication = {}",
+            devices, communication_name(setup.resolved));
 }
 
 std::shared_ptr<MultiWorkerMirroredStrategy> MultiWorkerMirroredStrategy::from_env(

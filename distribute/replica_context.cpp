@@ -1,7 +1,8 @@
 // ReplicaContext: what a replica's step sees of its strategy (TF's replica context): the
 // in-step collectives (all-reduce, the gradients' sum, the chief's initial values) that a
-// GradientPath composes a step from, and the hand-over of the train op, apply_gradients and new
-// variables to the strategy's gradient path (all_reduce_path.cpp). A collective is two barrier
+// GradientPath composes a step from, and the hand-over of the train op and apply_gradients to
+// the strategy's gradient path (gradient_path.cpp) and of new variables and variable reads to
+// its variable home (variable_home.h). A collective is two barrier
 // crossings: every replica deposits its list and fresh output buffers; every replica thread then
 // reduces its share of the elements and writes it into the shared outputs; then (several
 // workers) replica 0 combines the outputs with the other processes while the others wait at a
@@ -177,11 +178,11 @@ bool ReplicaContext::synchronize(std::vector<nn::GradAndVar>& grads_and_vars) {
 void ReplicaContext::after_update() { gradient_path_->after_update(*this); }
 
 void ReplicaContext::initialize_variable(const std::string& name, Tensor& value) {
-  gradient_path_->initialize_variable(*this, name, value);
+  variable_home_->initialize_variable(*this, name, value);
 }
 
 void ReplicaContext::read_variable(const std::string& name, Tensor& value, const Tensor* rows) {
-  gradient_path_->read_variable(*this, name, value, rows);
+  variable_home_->read_variable(*this, name, value, rows);
 }
 
 void ReplicaContext::wait_for_local_replicas() { rendezvous_->barrier->arrive_and_wait(); }

@@ -91,12 +91,14 @@ std::vector<nn::VariableStore*> ReplicaSet::stores() {
 
 Strategy::Strategy(std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> cross_device_ops,
                    uint64_t seed, std::shared_ptr<const VariablePlacement> placement,
-                   std::shared_ptr<GradientPath> gradient_path, bool is_chief, int local_processes)
+                   std::shared_ptr<GradientPath> gradient_path,
+                   std::shared_ptr<VariableHome> variable_home, bool is_chief, int local_processes)
     : devices_(std::move(devices)),
       cross_device_ops_(cross_device_ops ? std::move(cross_device_ops)
                                          : std::make_shared<ReductionToOneDevice>()),
       placement_(placement ? std::move(placement) : mirrored_placement()),
       gradient_path_(gradient_path ? std::move(gradient_path) : all_reduce_path()),
+      variable_home_(variable_home ? std::move(variable_home) : replicas_home()),
       is_chief_(is_chief),
       seed_(seed) {
   if (devices_.empty())
@@ -226,8 +228,8 @@ PerReplica Strategy::run(ReplicaSet& replicas, const StepFn& step_fn,
       on_device = copy_to_device(per_replica_inputs[static_cast<size_t>(replica)],
                                  devices_[static_cast<size_t>(replica)]);
     const data::Element& input = per_replica_inputs.empty() ? kNoInput : on_device;
-    ReplicaContext context(*this, rendezvous_, *cross_device_ops_, *gradient_path_, replicas,
-                           replica, input);
+    ReplicaContext context(*this, rendezvous_, *cross_device_ops_, *gradient_path_, *variable_home_,
+                           replicas, replica, input);
     // For the step, the replica's model context reaches its replica (apply_gradients,
     // get_variable's initial values) through a member, not a thread-local.
     nn::ModelContext& model_context = replicas.context(replica);
@@ -236,7 +238,7 @@ PerReplica Strategy::run(ReplicaSet& replicas, const StepFn& step_fn,
       nn::ModelContext& model_context;
       ~ClearReplicaSync() { model_context.set_replica_sync(nullptr); }
     } clear{model_context};
-    gradient_path_->before_step(context);
+    variable_home_->before_step(context);
     result.values[static_cast<size_t>(replica)] = step_fn(context);
   });
   return result;

@@ -4,17 +4,18 @@
 // Every strategy is the same machinery: one replica per local device, each replica on its own
 // persistent thread with its own ModelContext, and cross-device ops that reduce over the local
 // replicas and then (multi-worker) over the processes of the job. Two interfaces make the
-// strategies peers: a VariablePlacement (variable_placement.h) says where the variables live
-// (mirrored: a VariableStore per replica; central: one shared store) and a GradientPath
-// (gradient_path.h) what a step does with the gradients (all_reduce_path(): the sum over every
-// replica of every worker, then the update applied where the placement says, the copies kept
-// identical because every replica applies the same sums and averaged moving statistics, and
-// because across processes the chief's initial values are broadcast before the first update).
-// The strategy owns the replicas: its own set for the custom training loop, and more sets made
-// by make_replicas() for callers with their own contexts (the Estimator's train and eval
-// loops). The subclasses choose the devices, the cross-device ops, the placement, the gradient
-// path and the topology (workers, this worker's index, the chief). The custom-training-loop API
-// reads as in TensorFlow:
+// strategies peers: a VariablePlacement (variable_placement.h) says how the replicas' stores
+// are laid out (mirrored: a VariableStore per replica; central: one shared store), a
+// VariableHome (variable_home.h) where the variables live (those stores, or a parameter
+// server's tasks) and a GradientPath (gradient_path.h) what a step does with the gradients
+// (all_reduce_path(): the sum over every replica of every worker, then the update applied where the
+// placement says, the copies kept identical because every replica applies the same sums and
+// averaged moving statistics, and because across processes the chief's initial values are broadcast
+// before the first update). The strategy owns the replicas: its own set for the custom training
+// loop, and more sets made by make_replicas() for callers with their own contexts (the Estimator's
+// train and eval loops). The subclasses choose the devices, the cross-device ops, the placement,
+// the gradient path and the topology (workers, this worker's index, the chief). The
+// custom-training-loop API reads as in TensorFlow:
 //   PerReplica losses = strategy.run([&](ReplicaContext& replica) {
 //     ModelContext& ctx = replica.model_context();
 //     ctx.begin_call();
@@ -41,6 +42,7 @@
 #include "data/input_context.h"
 #include "distribute/cross_device_ops.h"
 #include "distribute/gradient_path.h"
+#include "distribute/variable_home.h"
 #include "distribute/variable_placement.h"
 #include "nn/model_context.h"
 #include "nn/optimizer.h"
@@ -118,11 +120,13 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   // ops and gradient path.
   ReplicaContext(Strategy& strategy, ReplicaRendezvous& rendezvous,
                  CrossDeviceOps& cross_device_ops, GradientPath& gradient_path,
-                 ReplicaSet& replicas, int replica_id, const data::Element& input)
+                 VariableHome& variable_home, ReplicaSet& replicas, int replica_id,
+                 const data::Element& input)
       : strategy_(&strategy),
         rendezvous_(&rendezvous),
         cross_device_ops_(&cross_device_ops),
         gradient_path_(&gradient_path),
+        variable_home_(&variable_home),
         replicas_(&replicas),
         replica_id_(replica_id),
         input_(&input) {}
@@ -194,8 +198,8 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   bool applies_updates() const;
 
   // nn::CrossReplicaSync, called by Optimizer::apply_gradients and ModelContext::get_variable:
-  // the gradient path's combine (unless combined already) and applies_updates, after_update,
-  // initialize_variable, read_variable.
+  // the gradient path's combine (unless combined already), applies_updates and after_update;
+  // the variable home's initialize_variable and read_variable.
   bool synchronize(std::vector<nn::GradAndVar>& grads_and_vars) override;
   void after_update() override;
   void initialize_variable(const std::string& name, Tensor& value) override;
@@ -206,6 +210,7 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   ReplicaRendezvous* rendezvous_;
   CrossDeviceOps* cross_device_ops_;
   GradientPath* gradient_path_;
+  VariableHome* variable_home_;
   ReplicaSet* replicas_;
   int replica_id_;
   const data::Element* input_;
@@ -261,6 +266,10 @@ class Strategy {
   // What a step does with the replicas' gradients (all-reduce; a parameter server's push and
   // pull): every replica step of run() goes through it (gradient_path.h).
   GradientPath& gradient_path() const { return *gradient_path_; }
+  // Where the variables live (the replicas' stores; a parameter server's tasks): run() calls
+  // its before_step, the replicas' model contexts its initialize_variable and read_variable,
+  // the Estimator its variables_ready, before_checkpoint and restore_state (variable_home.h).
+  VariableHome& variable_home() const { return *variable_home_; }
 
   // The InputContext of input pipeline `pipeline_id` (one per worker; default: this worker's):
   // InvalidArgumentError outside [0, num_workers).
@@ -324,10 +333,12 @@ class Strategy {
   // seeds every replica's ModelContext identically. `local_processes`: processes sharing this
   // host's cores (each replica takes ops::threads_for_local_processes(local_processes) /
   // replicas threads). `placement` (null: mirrored_placement()) places the variables;
-  // `gradient_path` (null: all_reduce_path()) takes the gradients of each step.
+  // `gradient_path` (null: all_reduce_path()) takes the gradients of each step;
+  // `variable_home` (null: replicas_home()) is where the variables live.
   Strategy(std::vector<Device> devices, std::shared_ptr<CrossDeviceOps> cross_device_ops,
            uint64_t seed, std::shared_ptr<const VariablePlacement> placement = nullptr,
-           std::shared_ptr<GradientPath> gradient_path = nullptr, bool is_chief = true,
+           std::shared_ptr<GradientPath> gradient_path = nullptr,
+           std::shared_ptr<VariableHome> variable_home = nullptr, bool is_chief = true,
            int local_processes = 1);
 
  private:
@@ -337,6 +348,7 @@ class Strategy {
   std::shared_ptr<CrossDeviceOps> cross_device_ops_;
   std::shared_ptr<const VariablePlacement> placement_;
   std::shared_ptr<GradientPath> gradient_path_;
+  std::shared_ptr<VariableHome> variable_home_;
   bool is_chief_;
   uint64_t seed_;
   int threads_per_replica_;

@@ -87,7 +87,7 @@ void TrainingSession::restore_extras() {
 checkpoint::TensorBundle TrainingSession::checkpoint_bundle() {
   // Variables that live elsewhere (parameter servers) are read back into the store first.
   if (distribute::Strategy* strategy = replicas_.strategy())
-    strategy->gradient_path().before_checkpoint(replicas_.store());
+    strategy->variable_home().before_checkpoint(replicas_.store());
   checkpoint::TensorBundle bundle = checkpoint::bundle_from_store(replicas_.store());
   if (sync_.active() && config_.is_chief) {
     for (size_t w = 0; w < positions_.size(); ++w)
@@ -205,7 +205,7 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
   }
   // The variables have their first values: where they live elsewhere, they go there now.
   if (distribute::Strategy* strategy = replicas_.strategy())
-    strategy->gradient_path().variables_ready(replicas_.store());
+    strategy->variable_home().variables_ready(replicas_.store());
   const EstimatorSpec& spec = specs.front();
   Hooks more = spec.training_hooks;
   if (config_.is_chief)
@@ -236,8 +236,8 @@ void TrainingSession::send_restored_state() {
 
 void TrainingSession::send_state(const std::vector<std::pair<std::string, Tensor>>& values) {
   distribute::Strategy* strategy = replicas_.strategy();
-  if (!strategy || !strategy->gradient_path().wants_restored_state()) return;
-  strategy->gradient_path().restore_state(values);
+  if (!strategy || !strategy->variable_home().wants_restored_state()) return;
+  strategy->variable_home().restore_state(values);
 }
 
 void TrainingSession::run_step(const std::vector<EstimatorSpec>& specs, int64_t step) {

@@ -117,6 +117,19 @@ void Optimizer::apply_through(CrossReplicaSync* sync, VariableStore& store,
 }
 
 void Optimizer::apply_here(VariableStore& store, std::vector<GradAndVar> grads_and_vars) const {
+  std::vector<GradAndVar> present = prepare(std::move(grads_and_vars));
+  Tensor global_step = get_or_create_global_step(store);
+  int64_t step = static_cast<int64_t>(global_step.item());
+  move(store, std::move(present), step);
+  global_step.data<int64_t>()[0] = step + 1;
+}
+
+void Optimizer::update(VariableStore& store, std::vector<GradAndVar> grads_and_vars,
+                       int64_t step) const {
+  move(store, prepare(std::move(grads_and_vars)), step);
+}
+
+std::vector<GradAndVar> Optimizer::prepare(std::vector<GradAndVar> grads_and_vars) const {
   std::vector<GradAndVar> present;
   present.reserve(grads_and_vars.size());
   for (GradAndVar& entry : grads_and_vars) {
@@ -141,19 +154,11 @@ void Optimizer::apply_here(VariableStore& store, std::vector<GradAndVar> grads_a
     throw InvalidArgumentError(fmt::format(
         "{}.apply_gradients: no gradient was given for any of the {} variables (first: '{}')",
         name(), grads_and_vars.size(), grads_and_vars.front().name));
-  if (clip_norm_) {
-    // A row-sparse gradient by its values (rows distinct now): the dense gradient's norm.
-    std::vector<Tensor> gradients;
-    for (const GradAndVar& entry : present)
-      gradients.push_back(entry.sparse_gradient.defined() ? entry.sparse_gradient.values
-                                                          : entry.gradient);
-    ClippedTensors clipped = optim::clip_by_global_norm(gradients, *clip_norm_);
-    for (size_t i = 0; i < present.size(); ++i)
-      (present[i].sparse_gradient.defined() ? present[i].sparse_gradient.values
-                                            : present[i].gradient) = clipped.tensors[i];
-  }
-  Tensor global_step = get_or_create_global_step(store);
-  int64_t step = static_cast<int64_t>(global_step.item());
+  if (clip_norm_) optim::clip_by_global_norm(present, *clip_norm_);
+  return present;
+}
+
+void Optimizer::move(VariableStore& store, std::vector<GradAndVar> present, int64_t step) const {
   double learning_rate = learning_rate_.at(step);
   ops::NoGradGuard no_grad;
   for (GradAndVar& entry : present) {
@@ -162,7 +167,18 @@ void Optimizer::apply_here(VariableStore& store, std::vector<GradAndVar> grads_a
       entry.sparse_gradient.values = entry.sparse_gradient.values.detach();
   }
   if (!present.empty()) rule_->apply(store, present, learning_rate);
-  global_step.data<int64_t>()[0] = step + 1;
+}
+
+void clip_by_global_norm(std::vector<GradAndVar>& grads, double clip_norm) {
+  // A row-sparse gradient by its values (rows distinct): the dense gradient's norm.
+  auto gradient_of = [](GradAndVar& entry) -> Tensor& {
+    return entry.sparse_gradient.defined() ? entry.sparse_gradient.values : entry.gradient;
+  };
+  std::vector<Tensor> gradients;
+  gradients.reserve(grads.size());
+  for (GradAndVar& entry : grads) gradients.push_back(gradient_of(entry));
+  ClippedTensors clipped = clip_by_global_norm(gradients, clip_norm);
+  for (size_t i = 0; i < grads.size(); ++i) gradient_of(grads[i]) = clipped.tensors[i];
 }
 
 void Optimizer::apply_gradients(VariableStore& store, const std::vector<Tensor>& gradients,

@@ -8,6 +8,7 @@
 // in place, given its gradient and the learning rate.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -118,8 +119,16 @@ class Optimizer {
   // update nor an error may come of it; the loss may then even be undefined.
   TrainOp minimize(const Tensor& loss, ModelContext& ctx) const;
 
-  // Clipping (when set), the update in place, then global_step += 1. Undefined gradients skip
-  // their variable. For custom training loops and for TrainOp. Gradients a replica summed
+  // The update alone: each pair checked, a row-sparse gradient's duplicates summed (or the
+  // gradient densified, for a rule that does not update rows), clipping by the global norm
+  // (when set), then the variables (and slots) moved in place with the learning rate at `step`
+  // (the learning-rate schedule's step: the global step being taken). Undefined gradients skip
+  // their variable. It reads and writes no global_step and asks no strategy: the caller owns
+  // the step count (apply_gradients below, a GradientPath, a ps task).
+  void update(VariableStore& store, std::vector<GradAndVar> grads_and_vars, int64_t step) const;
+
+  // update() at the store's global step, then global_step += 1. For custom training loops and
+  // for TrainOp. Gradients a replica summed
   // inside strategy.run (GradAndVar::summed_by) are applied as its strategy places the
   // variables (central storage: once, by replica 0, while the others wait).
   void apply_gradients(VariableStore& store, std::vector<GradAndVar> grads_and_vars) const;
@@ -138,11 +147,21 @@ class Optimizer {
   void apply_through(CrossReplicaSync* sync, VariableStore& store,
                      std::vector<GradAndVar> grads_and_vars) const;
   void apply_here(VariableStore& store, std::vector<GradAndVar> grads_and_vars) const;
+  // update()'s first half: the gradients present, checked, deduplicated or densified, clipped.
+  std::vector<GradAndVar> prepare(std::vector<GradAndVar> grads_and_vars) const;
+  // update()'s second half: the rule's move of `present` at `step`'s learning rate.
+  void move(VariableStore& store, std::vector<GradAndVar> present, int64_t step) const;
 
   std::shared_ptr<const UpdateRule> rule_;
   LearningRate learning_rate_;
   std::optional<double> clip_norm_;
 };
+
+// Clips the gradients of `grads` (each present; a row-sparse one with distinct rows, so that
+// its values' norm is the dense gradient's) by their global norm, in place, as
+// tf.clip_by_global_norm over the model's gradients: Optimizer::update's clipping, and a
+// parameter-server worker's before its push (the owners each see only part of the gradients).
+void clip_by_global_norm(std::vector<GradAndVar>& grads, double clip_norm);
 
 // Slot `<variable name>/<slot>` of the variable's shape and dtype, filled with `initial_value`
 // on creation, not trainable. An existing slot of another shape is an InvalidArgumentError.

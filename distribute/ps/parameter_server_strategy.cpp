@@ -21,7 +21,9 @@ struct ParameterServerStrategy::Setup {
   std::unique_ptr<PsClient> client;
   std::unique_ptr<PsVariables> variables;
   std::shared_ptr<const VariablePlacement> variable_placement;
-  std::shared_ptr<GradientPath> gradient_path;
+  // The worker's gradient path and its variable home: one object (the push and the pull share
+  // the cache's state).
+  std::shared_ptr<PsGradientPath> gradient_path;
   bool is_chief = true;
   int local_tasks = 1;
   int64_t num_input_pipelines = 1;
@@ -99,7 +101,8 @@ ParameterServerStrategy::ParameterServerStrategy(const TfConfig& config,
 
 ParameterServerStrategy::ParameterServerStrategy(Setup setup)
     : Strategy(parse_devices({setup.options.device}), nullptr, setup.options.seed,
-               setup.variable_placement, setup.gradient_path, setup.is_chief, setup.local_tasks),
+               setup.variable_placement, setup.gradient_path, setup.gradient_path, setup.is_chief,
+               setup.local_tasks),
       config_(std::move(setup.config)),
       task_name_(std::move(setup.task_name)),
       num_input_pipelines_(setup.num_input_pipelines),

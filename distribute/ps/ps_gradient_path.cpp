@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include "distribute/strategy.h"
-#include "nn/clipping.h"
 #include "nn/model_context.h"
 #include "nn/train_op.h"
 #include "ops/autograd.h"
@@ -118,8 +117,8 @@ namespace {
 
 // The gradients to push, from a step's `grads`: those present, times `scale`, a row-sparse one
 // kept as its rows (duplicates summed, on the host: what it moves and what the owner's sparse
-// update takes) and clipped by the global norm when `clip_norm` is set (a row-sparse one by its
-// distinct rows' values: the dense gradient's norm), as Optimizer::apply_gradients clips.
+// update takes) and clipped by the global norm when `clip_norm` is set, by the optimizer's own
+// clipping (nn::optim::clip_by_global_norm, which Optimizer::update calls).
 std::vector<nn::GradAndVar> gradients_to_push(const std::vector<nn::GradAndVar>& grads,
                                               double scale, std::optional<double> clip_norm) {
   ops::NoGradGuard no_grad;
@@ -138,15 +137,7 @@ std::vector<nn::GradAndVar> gradients_to_push(const std::vector<nn::GradAndVar>&
     }
     present.push_back(std::move(pushed));
   }
-  if (clip_norm) {
-    auto gradient_of = [](nn::GradAndVar& entry) -> Tensor& {
-      return entry.sparse_gradient.defined() ? entry.sparse_gradient.values : entry.gradient;
-    };
-    std::vector<Tensor> gradients;
-    for (nn::GradAndVar& entry : present) gradients.push_back(gradient_of(entry));
-    nn::optim::ClippedTensors clipped = nn::optim::clip_by_global_norm(gradients, *clip_norm);
-    for (size_t i = 0; i < present.size(); ++i) gradient_of(present[i]) = clipped.tensors[i];
-  }
+  if (clip_norm) nn::optim::clip_by_global_norm(present, *clip_norm);
   return present;
 }
 

@@ -1,7 +1,10 @@
 // PsGradientPath: the GradientPath (distribute/gradient_path.h) of ParameterServerStrategy on a
-// worker: the gradients go to the ps tasks that own the variables, the owners apply the update
-// with the job's optimizer, and the reply carries the fresh values, written into the replica's
-// store (a cache of the owners' variables): one round trip per ps task per step.
+// worker, and its VariableHome (distribute/variable_home.h): the gradients go to the ps tasks
+// that own the variables, the owners apply the update with the job's optimizer, and the reply
+// carries the fresh values, written into the replica's store (a cache of the owners'
+// variables): one round trip per ps task per step. One object plays both parts because the
+// push and the reads share the cache's state (which copies are stale, which tables are read by
+// rows, which initial values the chief has not sent yet).
 //
 // The push overlaps the backward pass: a gradient of at least `push_ahead_bytes` goes to its
 // owner as soon as the backward pass completes it (PsVariables::stage, a frame without a reply),
@@ -56,11 +59,12 @@
 #include "distribute/gradient_path.h"
 #include "distribute/ps/ps_sync_step.h"
 #include "distribute/ps/ps_variables.h"
+#include "distribute/variable_home.h"
 #include "nn/model_context.h"
 
 namespace est::distribute {
 
-class PsGradientPath final : public GradientPath {
+class PsGradientPath final : public GradientPath, public VariableHome {
  public:
   // `variables` must outlive the path. `wait_for_chief`: how long a worker waits for the chief
   // to initialize a variable. `push_ahead_bytes`: see above; 0 sends every gradient with the
@@ -70,6 +74,7 @@ class PsGradientPath final : public GradientPath {
                  size_t push_ahead_bytes, std::optional<SyncReplicasOptions> sync = std::nullopt,
                  std::string task = {});
 
+  // GradientPath.
   std::string_view name() const override { return "push to the ps tasks"; }
   void apply(ReplicaContext& replica, const nn::TrainOp& train_op, double gradient_scale,
              nn::ModelContext& ctx, Tensor* loss_sum) override;
@@ -77,6 +82,7 @@ class PsGradientPath final : public GradientPath {
   bool takes_moving_averages() const override { return true; }
   bool applies_updates(const ReplicaContext& /*replica*/) const override { return false; }
   void after_update(ReplicaContext& /*replica*/) override {}
+  // VariableHome.
   void initialize_variable(ReplicaContext& replica, const std::string& name,
                            Tensor& value) override;
   void variables_ready(nn::VariableStore& store) override;

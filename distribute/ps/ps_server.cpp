@@ -355,15 +355,15 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
           grads.push_back({.name = t.name,
                            .gradient = t.value,
                            .variable = variable->value,
-                           .summed_by = nullptr,
                            .sparse_gradient = t.rows});
         }
-        // The learning rate's step: ps 0's own count, elsewhere the step the worker saw.
-        if (!holds_global_step_) {
-          ops::NoGradGuard no_grad;
-          nn::get_or_create_global_step(store_).data<int64_t>()[0] = request.global_step;
+        // The learning rate's step: ps 0's own count, which each update advances (the job's
+        // global step), elsewhere the step the worker saw.
+        if (holds_global_step_) {
+          options_.optimizer->apply_gradients(store_, std::move(grads));
+        } else {
+          options_.optimizer->update(store_, std::move(grads), request.global_step);
         }
-        options_.optimizer->apply_gradients(store_, std::move(grads));
         ++updates_;
         apply_moving_averages(request, client);
       }

@@ -109,14 +109,9 @@ void PsServer::apply_mean(int64_t step, std::vector<NamedTensor> means) {
     grads.push_back({.name = mean.name,
                      .gradient = mean.value,
                      .variable = store_.get(mean.name).value,
-                     .summed_by = nullptr,
                      .sparse_gradient = std::move(mean.rows)});
   ops::NoGradGuard no_grad;
-  ops::Tensor global_step = nn::get_or_create_global_step(store_);
-  int64_t kept = static_cast<int64_t>(global_step.item());
-  global_step.data<int64_t>()[0] = step;
-  options_.optimizer->apply_gradients(store_, std::move(grads));
-  if (holds_global_step_) global_step.data<int64_t>()[0] = kept;
+  options_.optimizer->update(store_, std::move(grads), step);  // the tokens advance global_step
   ++updates_;
 }
 

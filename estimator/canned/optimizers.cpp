@@ -12,9 +12,8 @@ namespace est::canned {
 namespace {
 
 // Applies each part's optimizer to the variables under its scope. The outer Optimizer that
-// holds this rule counts the step once: each part's apply_gradients also counts one, so the
-// step is put back after each part (every part sees the step being taken, as TF's grouped
-// train ops do before the single assign_add).
+// holds this rule counts the step once: each part makes its update alone (Optimizer::update),
+// at the step being taken, as TF's grouped train ops do before the single assign_add.
 class PerScopeRule final : public optim::UpdateRule {
  public:
   explicit PerScopeRule(std::vector<std::pair<std::string, optim::Optimizer>> parts)
@@ -24,19 +23,10 @@ class PerScopeRule final : public optim::UpdateRule {
   void apply(nn::VariableStore& store, const std::vector<nn::GradAndVar>& grads,
              double /*learning_rate*/) const override {
     std::vector<std::vector<nn::GradAndVar>> split(parts_.size());
-    for (const nn::GradAndVar& entry : grads) {
-      size_t part = find_part(entry.name);
-      nn::GradAndVar copy = entry;
-      copy.summed_by = nullptr;  // already synchronized by the outer optimizer
-      split[part].push_back(std::move(copy));
-    }
-    Tensor global_step = nn::get_or_create_global_step(store);
-    const int64_t step = global_step.data<int64_t>()[0];
-    for (size_t i = 0; i < parts_.size(); ++i) {
-      if (split[i].empty()) continue;
-      parts_[i].second.apply_gradients(store, std::move(split[i]));
-      global_step.data<int64_t>()[0] = step;
-    }
+    for (const nn::GradAndVar& entry : grads) split[find_part(entry.name)].push_back(entry);
+    const int64_t step = nn::read_global_step(store);
+    for (size_t i = 0; i < parts_.size(); ++i)
+      if (!split[i].empty()) parts_[i].second.update(store, std::move(split[i]), step);
   }
 
  private:

@@ -5,10 +5,14 @@
 // the others pull fresh values before they read; trained on the same batches, the owner's
 // variables (optimizer slots and moving statistics included) must be bitwise those of
 // MirroredStrategy, whose copies are updated in place by the all-reduce path, and the other
-// replicas' copies must equal the owner's once pulled.
+// replicas' copies must equal the owner's once pulled. Where the variables live is a separate
+// part (VariableHome, distribute/variable_home.h): a home of the test's own under the all-reduce
+// path sees every read and new variable, and the update is MirroredStrategy's.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -68,7 +72,62 @@ void check_equal(const VariableStore& actual, const VariableStore& expected, boo
   }
 }
 
+// The replicas' own stores as the home (the chief's values: one process, one seed), counting
+// what the replicas hand it.
+class CountingHome final : public VariableHome {
+ public:
+  void before_step(ReplicaContext& /*replica*/) override { count("before_step"); }
+  void initialize_variable(ReplicaContext& /*replica*/, const std::string& name,
+                           Tensor& /*value*/) override {
+    count("initialize " + name);
+  }
+  void read_variable(ReplicaContext& /*replica*/, const std::string& name, Tensor& /*value*/,
+                     const Tensor* /*rows*/) override {
+    count("read " + name);
+  }
+  int calls(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return calls_[what];
+  }
+
+ private:
+  void count(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++calls_[what];
+  }
+  std::mutex mutex_;
+  std::map<std::string, int> calls_;
+};
+
+class HomedStrategy final : public Strategy {
+ public:
+  HomedStrategy(const std::vector<std::string>& devices, std::shared_ptr<VariableHome> home)
+      : Strategy(parse_devices(devices), nullptr, kSeed, mirrored_placement(), nullptr,
+                 std::move(home)) {}
+  std::string_view name() const override { return "HomedStrategy"; }
+};
+
 }  // namespace
+
+TEST_CASE("distribute: a strategy's variables live in its VariableHome, apart from the path") {
+  const int steps = 3;
+  MirroredStrategy mirrored({"/cpu:0", "/cpu:1"}, nullptr, kSeed);
+  train(mirrored, Handover::kRunTrainOp, steps);
+  auto home = std::make_shared<CountingHome>();
+  HomedStrategy homed({"/cpu:0", "/cpu:1"}, home);
+  CHECK(&homed.variable_home() == home.get());
+  CHECK(homed.gradient_path().name() == "all-reduce");
+  train(homed, Handover::kRunTrainOp, steps);
+  // Each replica's step: before_step, a read of each variable the model uses; each variable
+  // created once per replica, in the first step.
+  CHECK(home->calls("before_step") == 2 * steps);
+  CHECK(home->calls("initialize dense/kernel") == 2);
+  CHECK(home->calls("read dense/kernel") == 2 * steps);
+  // The all-reduce path updated the replicas' stores as under MirroredStrategy.
+  check_equal(homed.store(0), mirrored.store(0));
+  check_equal(homed.store(1), mirrored.store(1));
+  CHECK(read_global_step(homed.store(0)) == steps);
+}
 
 TEST_CASE("distribute: a strategy's steps go through its gradient path, however handed over") {
   for (Handover handover :

@@ -4,7 +4,8 @@
 // owner applies the update, and the other replicas pull the owner's fresh values into their own
 // stores before their next step reads them (before_step, once per update). Trained with the
 // same batches it must end where MirroredStrategy ends, which shows that a strategy's step,
-// from the custom loop or the Estimator, goes through its gradient path and nowhere else.
+// from the custom loop or the Estimator, goes through its gradient path and nowhere else. It is
+// also the strategy's VariableHome: the pull (before_step) is where the variables live.
 #pragma once
 
 #include <memory>
@@ -17,7 +18,7 @@
 
 namespace est::testing {
 
-class OwnerAppliesPath final : public distribute::GradientPath {
+class OwnerAppliesPath final : public distribute::GradientPath, public distribute::VariableHome {
  public:
   explicit OwnerAppliesPath(int replicas) : stale_(static_cast<size_t>(replicas), 0) {}
   std::string_view name() const override { return "owner applies"; }
@@ -91,7 +92,7 @@ class OwnerAppliesStrategy final : public distribute::Strategy {
   OwnerAppliesStrategy(const std::vector<std::string>& devices,
                        std::shared_ptr<OwnerAppliesPath> path, uint64_t seed = 0)
       : Strategy(distribute::parse_devices(devices), nullptr, seed,
-                 distribute::mirrored_placement(), std::move(path)) {}
+                 distribute::mirrored_placement(), path, path) {}
   std::string_view name() const override { return "OwnerAppliesStrategy"; }
 };
 

@@ -88,7 +88,7 @@ Tensor model_step(ReplicaContext& replica, int64_t rows, int step, Read read,
 // Every variable and slot after `steps` steps (through the checkpoint's reads).
 std::map<std::string, std::vector<float>> values_after(Strategy& strategy) {
   nn::VariableStore& store = strategy.store(0);
-  strategy.gradient_path().before_checkpoint(store);
+  strategy.variable_home().before_checkpoint(store);
   std::map<std::string, std::vector<float>> values;
   for (const nn::Variable& v : store.variables())
     if (v.name != "global_step") values[v.name] = v.value.to_vector<float>();

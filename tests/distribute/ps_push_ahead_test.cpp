@@ -71,7 +71,7 @@ std::map<std::string, std::vector<float>> train(size_t push_ahead_bytes, int ste
     for (int s = 0; s < steps; ++s)
       chief.run([&](ReplicaContext& r) { return step(r, optimizer, s); });
     nn::VariableStore& store = chief.store(0);
-    chief.gradient_path().before_checkpoint(store);  // everything the ps tasks hold
+    chief.variable_home().before_checkpoint(store);  // everything the ps tasks hold
     for (const nn::Variable& v : store.variables())
       values[v.name] = v.name == "global_step"
                            ? std::vector<float>{static_cast<float>(v.value.item())}

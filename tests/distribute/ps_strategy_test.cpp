@@ -135,7 +135,7 @@ TEST_CASE("ParameterServerStrategy: each worker's moving average is applied on t
           std::vector<float>{2.5f, 5});
     // The chief's checkpoint reads the ps task: the worker's update is in it.
     CHECK(chief.store(0).get("moving_mean").value.to_vector<float>() == std::vector<float>{1, 2});
-    chief.gradient_path().before_checkpoint(chief.store(0));
+    chief.variable_home().before_checkpoint(chief.store(0));
     CHECK(chief.store(0).get("moving_mean").value.to_vector<float>() ==
           std::vector<float>{2.5f, 5});
   }

@@ -354,3 +354,38 @@ TEST_CASE("apply_gradients through the context, as a custom training loop calls 
   CHECK(w.item() == Approx(1.0));
   CHECK(store.contains("layer/w/Momentum"));
 }
+
+TEST_CASE("update moves the variables at the step it is given and leaves global_step alone") {
+  // The pure update a strategy's gradient path and a ps task call: the learning rate at the
+  // step they pass, clipping included, and no step count of its own (the caller advances it).
+  VariableStore store;
+  Tensor w = store.create("w", Tensor::zeros({2}, DType::kF64), true);
+  optim::Optimizer sgd =
+      optim::sgd(optim::piecewise_constant({4}, {1.0, 0.1})).clip_by_global_norm(1.0);
+  sgd.update(store, {{"w", Tensor::from_vector<double>({3, 4}), w}}, 5);  // lr 0.1, clipped
+  CHECK(w.at({0}) == Approx(-0.06));
+  CHECK(w.at({1}) == Approx(-0.08));
+  CHECK_FALSE(store.contains(std::string(kGlobalStepName)));
+  sgd.update(store, {{"w", Tensor::from_vector<double>({0.3, 0.4}), w}}, 0);  // lr 1, not clipped
+  CHECK(w.at({0}) == Approx(-0.36));
+  CHECK_FALSE(store.contains(std::string(kGlobalStepName)));
+  // apply_gradients is update() at the store's step, then the step's increment.
+  sgd.apply_gradients(store, {Tensor::from_vector<double>({0.3, 0.4})}, {w});
+  CHECK(w.at({0}) == Approx(-0.66));
+  CHECK(read_global_step(store) == 1);
+}
+
+TEST_CASE("clipping gradient entries: a row-sparse one by its rows' values") {
+  VariableStore store;
+  Tensor table = store.create("table", Tensor::zeros({3, 2}, DType::kF64), true);
+  Tensor bias = store.create("bias", Tensor::zeros({1}, DType::kF64), true);
+  GradAndVar rows{"table", Tensor(), table};
+  rows.sparse_gradient = {Tensor::from_vector<int64_t>({1}),
+                          Tensor::from_vector<double>({3, 4}).reshape({1, 2}), Shape{3, 2}};
+  std::vector<GradAndVar> grads{rows, {"bias", Tensor::from_vector<double>({12}), bias}};
+  optim::clip_by_global_norm(grads, 6.5);  // global norm 13
+  CHECK(grads[0].sparse_gradient.values.at({0, 0}) == Approx(1.5));
+  CHECK(grads[0].sparse_gradient.values.at({0, 1}) == Approx(2.0));
+  CHECK_FALSE(grads[0].gradient.defined());
+  CHECK(grads[1].gradient.at({0}) == Approx(6.0));
+}
