@@ -59,23 +59,17 @@ struct ScratchCopy {
   std::string shard() const { return prefix() + ".data-00000-of-00001"; }
 };
 
-inline void put_varint(std::string& out, uint64_t value) {
-  for (; value >= 0x80; value >>= 7) out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-  out.push_back(static_cast<char>(value));
-}
-
-inline void put_fixed32(std::string& out, uint32_t value) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
+using tf_table::put_fixed32;
+using tf_table::put_varint64;
 
 inline std::string block_of(const std::vector<tf_table::Entry>& entries) {
   std::string block;
   std::vector<uint32_t> restarts;
   for (const auto& [key, value] : entries) {
     restarts.push_back(static_cast<uint32_t>(block.size()));
-    put_varint(block, 0);
-    put_varint(block, key.size());
-    put_varint(block, value.size());
+    put_varint64(block, 0);
+    put_varint64(block, key.size());
+    put_varint64(block, value.size());
     block += key;
     block += value;
   }
@@ -90,8 +84,8 @@ inline std::string append_block(std::string& file, const std::string& contents, 
   std::string stored = contents;
   if (snappy) snappy::Compress(contents.data(), contents.size(), &stored);
   std::string handle;
-  put_varint(handle, file.size());
-  put_varint(handle, stored.size());
+  put_varint64(handle, file.size());
+  put_varint64(handle, stored.size());
   stored.push_back(static_cast<char>(snappy ? tf_table::kSnappyBlock : tf_table::kRawBlock));
   const uint32_t crc = data::mask_crc(data::crc32c(stored.data(), stored.size()));
   file += stored;
@@ -158,7 +152,7 @@ struct BundleBuilder {
     std::string bytes;
     uint32_t crc = 0;
     for (const std::string& value : values) {
-      put_varint(bytes, value.size());
+      put_varint64(bytes, value.size());
       const auto length = static_cast<uint32_t>(value.size());
       crc = data::crc32c_extend(crc, &length, sizeof(length));
     }
