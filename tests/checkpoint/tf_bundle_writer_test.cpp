@@ -12,7 +12,6 @@
 #include "checkpoint/bundle.h"
 #include "checkpoint/tf_bundle_reader.h"
 #include "checkpoint/tf_bundle_writer.h"
-#include "ops/array_ops.h"
 #include "ops/error.h"
 #include "tf_bundle_helpers.h"
 #include "tf_tensor_bundle.pb.h"
@@ -22,23 +21,6 @@ using namespace est::checkpoint;
 using namespace est::checkpoint::tf_test;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("est_tf_writer_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::string prefix(const std::string& name = "model.ckpt-7") const {
-    return (path / name).string();
-  }
-};
 
 void check_same(const ops::Tensor& read, const ops::Tensor& written, const std::string& name) {
   INFO("tensor " << name);
@@ -52,45 +34,10 @@ void check_same(const ops::Tensor& read, const ops::Tensor& written, const std::
   }
 }
 
-ops::Tensor strings(const std::vector<std::string>& values, const ops::Shape& shape) {
-  ops::Tensor tensor = ops::Tensor::empty(shape, ops::DType::kString);
-  for (size_t i = 0; i < values.size(); ++i) tensor.data<std::string>()[i] = values[i];
-  return tensor;
-}
-
-// Every dtype est has, in shapes from scalar to empty to 3-D.
-std::vector<std::pair<std::string, ops::Tensor>> every_dtype() {
-  std::vector<std::pair<std::string, ops::Tensor>> tensors;
-  tensors.emplace_back(
-      "dnn/hiddenlayer_0/kernel",
-      ops::Tensor::from_vector<float>({1.5f, -2.25f, 3e-38f, 1e38f, 0.1f, -0.0f}, {2, 3}));
-  tensors.emplace_back(
-      "dnn/hiddenlayer_0/kernel/Adagrad",
-      ops::Tensor::from_vector<float>({0.1f, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f}, {2, 3}));
-  tensors.emplace_back("f64", ops::Tensor::from_vector<double>({0.1, -1e300, 5e-324}, {3}));
-  tensors.emplace_back("i32", ops::Tensor::from_vector<int32_t>({INT32_MIN, 0, INT32_MAX}, {3, 1}));
-  tensors.emplace_back("i64", ops::Tensor::from_vector<int64_t>({INT64_MIN, INT64_MAX}, {1, 2}));
-  tensors.emplace_back("u8", ops::Tensor::from_vector<uint8_t>({0, 127, 255}, {3}));
-  tensors.emplace_back("bool", ops::Tensor::from_vector<bool>({true, false, true, true}, {2, 2}));
-  tensors.emplace_back(
-      "bf16", ops::cast(ops::Tensor::from_vector<float>({1.0f, -0.5f, 3.0f}), ops::DType::kBF16));
-  ops::Tensor step = ops::Tensor::empty({}, ops::DType::kI64);
-  step.data<int64_t>()[0] = (int64_t{1} << 53) + 1;  // beyond a double's integers
-  tensors.emplace_back("global_step", step);
-  tensors.emplace_back("scalar_f32", ops::Tensor::scalar(0.5));
-  tensors.emplace_back("empty_f32", ops::Tensor::empty({0}, ops::DType::kF32));
-  tensors.emplace_back("empty_2d_i64", ops::Tensor::empty({2, 0, 3}, ops::DType::kI64));
-  tensors.emplace_back("vocab",
-                       strings({"", "a", std::string(300, 'x'), std::string("\0b", 2)}, {2, 2}));
-  tensors.emplace_back("scalar_string", strings({"hello"}, {}));
-  tensors.emplace_back("empty_strings", ops::Tensor::empty({0}, ops::DType::kString));
-  return tensors;
-}
-
 }  // namespace
 
 TEST_CASE("a TF bundle written by est reads back, every dtype, scalar, empty and string") {
-  TempDir dir;
+  BundleDir dir;
   const auto tensors = every_dtype();
   {
     TfBundleWriter writer(dir.prefix());
@@ -124,7 +71,7 @@ TEST_CASE("a TF bundle written by est reads back, every dtype, scalar, empty and
 }
 
 TEST_CASE("many keys: several index data blocks, restart points every 16 keys, read back") {
-  TempDir dir;
+  BundleDir dir;
   std::vector<std::pair<std::string, ops::Tensor>> tensors;
   for (int i = 0; i < 300; ++i)  // shared prefixes, as layer names have
     tensors.emplace_back(fmt::format("dnn/hiddenlayer_{}/kernel{}", i % 7, i),
@@ -166,7 +113,7 @@ TEST_CASE("many keys: several index data blocks, restart points every 16 keys, r
 }
 
 TEST_CASE("est's writer gives the bytes TensorFlow wrote for TF Serving's half_plus_three") {
-  TempDir dir;
+  BundleDir dir;
   {
     TfBundleWriter writer(dir.prefix());
     writer.add("a", ops::Tensor::scalar(0.5));
@@ -181,7 +128,7 @@ TEST_CASE("est's writer gives the bytes TensorFlow wrote for TF Serving's half_p
 }
 
 TEST_CASE("write_tf_checkpoint: a bundle's tensors and its step as an int64 global_step") {
-  TempDir dir;
+  BundleDir dir;
   TensorBundle bundle;
   bundle.global_step = 42;
   bundle.add_variable("linear/linear_model/age/weights", ops::Tensor::from_vector<float>({1, 2}));
@@ -197,7 +144,7 @@ TEST_CASE("write_tf_checkpoint: a bundle's tensors and its step as an int64 glob
 }
 
 TEST_CASE("the TF writer refuses bad input by name and leaves no files") {
-  TempDir dir;
+  BundleDir dir;
   {
     TfBundleWriter writer(dir.prefix());
     writer.add("a", ops::Tensor::scalar(1.0));
