@@ -176,8 +176,8 @@ void TfBundleWriter::finish() {
   finished_ = true;
 }
 
-void write_tf_checkpoint(const std::string& prefix, const TensorBundle& bundle,
-                         const TfBundleWriterOptions& options) {
+size_t write_tf_checkpoint(const std::string& prefix, const TensorBundle& bundle,
+                           const TfBundleWriterOptions& options) {
   TfBundleWriter writer(prefix, options);
   bool has_step = false;
   for (const TensorEntry& entry : bundle.tensors) {
@@ -192,6 +192,7 @@ void write_tf_checkpoint(const std::string& prefix, const TensorBundle& bundle,
     writer.add(std::string(nn::kGlobalStepName), step);
   }
   writer.finish();
+  return bundle.tensors.size() + (has_step ? 0 : 1);
 }
 
 std::vector<std::string> tf_checkpoint_files(const std::string& prefix) {

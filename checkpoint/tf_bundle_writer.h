@@ -63,9 +63,10 @@ class TfBundleWriter {
 
 // The tensors of `bundle` (variables and slots under their names; global_step as the int64
 // scalar TensorFlow keeps) as a TensorFlow checkpoint at `prefix`. Blobs (input position, RNG
-// state) have no place in TensorFlow's format and are left out.
-void write_tf_checkpoint(const std::string& prefix, const TensorBundle& bundle,
-                         const TfBundleWriterOptions& options = {});
+// state) have no place in TensorFlow's format and are left out. Returns how many tensors it
+// wrote (a global_step is added when the bundle has none).
+size_t write_tf_checkpoint(const std::string& prefix, const TensorBundle& bundle,
+                           const TfBundleWriterOptions& options = {});
 
 // The files of the bundle at `prefix` that exist (index and data shards).
 std::vector<std::string> tf_checkpoint_files(const std::string& prefix);
