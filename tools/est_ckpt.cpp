@@ -198,7 +198,7 @@ int verify_all(const std::string& path) {
     fmt::print("state file: latest {}, {} kept\n", state->model_checkpoint_path,
                state->all_model_checkpoint_paths.size());
     for (const std::string& stored : state->all_model_checkpoint_paths) {
-      std::string resolved = resolve_in_directory(path, stored);
+      std::string resolved = est_checkpoint_path(path, stored);
       if (!fs::exists(resolved)) {
         fmt::print("MISSING  {} (listed in the state file)\n", stored);
         ++bad;
@@ -264,7 +264,9 @@ int main(int argc, char** argv) {
   try {
     if (verify_mode) return verify_all(path);
     if (!name.empty()) return show(path, name, all);
-    if (is_tf_checkpoint(path)) return list_tf(path);
+    // A model directory saved with RunConfig::tf_checkpoint_format has both: est's is listed.
+    const bool est_directory = std::filesystem::is_directory(path) && latest_checkpoint(path);
+    if (is_tf_checkpoint(path) && !est_directory) return list_tf(path);
     return list(path);
   } catch (const est::Error& error) {
     fmt::print(stderr, "est-ckpt: {}: {}\n", est::status_code_name(error.code()), error.what());

@@ -14,10 +14,13 @@ tensor_bundle.cc), not from est's C++ reader, so that it checks est's writer fro
                                masked CRC32C of the lengths, then the bytes.
 
 The message classes are generated at run time with `protoc --python_out` from
-checkpoint/proto/tf_tensor_bundle.proto into a temporary directory. Snappy-compressed blocks (which
-TensorFlow's own BundleWriter never writes) are refused with a message saying so.
+checkpoint/proto/tf_tensor_bundle.proto into a temporary directory. Snappy-compressed blocks
+(which TensorFlow's BundleWriter has not written since 1.2) are refused with a message saying so.
+A model directory is read at its latest checkpoint as tf.train.latest_checkpoint finds it: the
+`checkpoint` state file parsed with protobuf's text_format into a CheckpointState generated from
+checkpoint/proto/checkpoint_state.proto, and the prefix it names, when PREFIX.index exists.
 
-  /usr/bin/python3 tf_bundle_read.py PREFIX           one line per tensor: name dtype shape values
+  /usr/bin/python3 tf_bundle_read.py PREFIX|DIR       one line per tensor: name dtype shape values
   /usr/bin/python3 tf_bundle_read.py PREFIX --json    {name: {"dtype", "shape", "values"}}, floats
                                                       exactly (float32 widened to float64), strings
                                                       as latin-1 text
@@ -169,7 +172,7 @@ def read_table(index):
 
 
 def proto_module(proto_path):
-    """tf_tensor_bundle_pb2, generated now by protoc into a temporary directory."""
+    """The _pb2 module of proto_path, generated now by protoc into a temporary directory."""
     out = tempfile.mkdtemp(prefix='tf_bundle_read_')
     atexit.register(shutil.rmtree, out, True)
     subprocess.run(['protoc', '--proto_path=' + os.path.dirname(proto_path),
@@ -259,6 +262,25 @@ def read_bundle(prefix, proto_path):
     return tensors
 
 
+def latest_checkpoint(directory, state_proto_path):
+    """What tf.train.latest_checkpoint(directory) returns (checkpoint_management.py): the
+    `checkpoint` state file parsed as a CheckpointState text proto, its model_checkpoint_path
+    joined to the directory when relative, returned when its V2 index (PATH.index) exists."""
+    from google.protobuf import text_format
+    pb = proto_module(state_proto_path)
+    try:
+        with open(os.path.join(directory, 'checkpoint')) as f:
+            state = text_format.Parse(f.read(), pb.CheckpointState())
+    except OSError as error:
+        raise BundleError('no state file in %s: %s' % (directory, error.strerror))
+    path = state.model_checkpoint_path
+    if not os.path.isabs(path):
+        path = os.path.join(directory, path)
+    if not os.path.exists(path + '.index'):
+        raise BundleError('the state file names %s, which has no %s.index' % (path, path))
+    return path
+
+
 DTYPE_NAMES = {1: 'float32', 2: 'float64', 3: 'int32', 4: 'uint8', 5: 'int16', 6: 'int8',
                7: 'string', 8: 'complex64', 9: 'int64', 10: 'bool', 14: 'bfloat16', 17: 'uint16',
                18: 'complex128', 19: 'float16', 22: 'uint32', 23: 'uint64'}
@@ -279,14 +301,18 @@ def as_json(tensors):
 
 
 def main(argv):
-    default_proto = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
-                                 'checkpoint', 'proto', 'tf_tensor_bundle.proto')
+    protos = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..',
+                                           '..', 'checkpoint', 'proto'))
     args = [a for a in argv[1:] if not a.startswith('--')]
     if len(args) != 1:
         print('usage: tf_bundle_read.py PREFIX [--json]', file=sys.stderr)
         return 2
     try:
-        tensors = read_bundle(args[0], os.path.normpath(default_proto))
+        prefix = args[0]
+        if os.path.isdir(prefix):  # a model directory: its latest checkpoint, as TF finds it
+            prefix = latest_checkpoint(prefix, os.path.join(protos, 'checkpoint_state.proto'))
+            print('latest checkpoint: %s' % prefix, file=sys.stderr)
+        tensors = read_bundle(prefix, os.path.join(protos, 'tf_tensor_bundle.proto'))
     except (BundleError, OSError) as error:
         print('tf_bundle_read: %s: %s' % (args[0], error), file=sys.stderr)
         return 1
