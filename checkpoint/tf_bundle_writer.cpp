@@ -172,7 +172,13 @@ void TfBundleWriter::finish() {
   std::vector<tf_table::Entry> table;
   table.emplace_back(std::string(), header.SerializeAsString());
   for (auto& [name, entry] : entries_) table.emplace_back(name, std::move(entry));
-  write_file_durably(prefix_ + ".index", tf_table::build_table(table, options_.index_block_size));
+  try {
+    write_file_durably(prefix_ + ".index", tf_table::build_table(table, options_.index_block_size));
+  } catch (...) {
+    std::error_code ignored;  // a data shard without its index is no bundle: leave none
+    fs::remove(data_->final_path, ignored);
+    throw;
+  }
   finished_ = true;
 }
 

@@ -15,24 +15,14 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/tf_convert.h"
 #include "tests/canned/canned_test_util.h"
+#include "tests/estimator/loss_recorder.h"
 #include "tests/skip.h"
 
 using namespace canned_test;
+using est_test::LossRecorder;
 using est_test::TempDir;
 
 namespace {
-
-class LossRecorder : public SessionRunHook {
- public:
-  explicit LossRecorder(std::shared_ptr<std::vector<double>> losses) : losses_(std::move(losses)) {}
-  SessionRunArgs before_run(SessionRunContext&) override { return {.fetches = {"loss"}}; }
-  void after_run(SessionRunContext&, const SessionRunValues& values) override {
-    losses_->push_back(values.results.at("loss").item());
-  }
-
- private:
-  std::shared_ptr<std::vector<double>> losses_;
-};
 
 // One fixed batch, every step.
 InputFn same_batch(Task task) {

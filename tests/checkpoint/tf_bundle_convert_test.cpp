@@ -18,7 +18,9 @@ namespace {
 
 CommandResult convert(const std::string& arguments) {
   REQUIRE_MESSAGE(fs::exists(EST_TEST_CKPT_TOOL), "build the est-ckpt target first");
-  return est::testing::run_command(std::string(EST_TEST_CKPT_TOOL) + " convert " + arguments);
+  const std::string subcommand = "convert";  // est-ckpt's, not ImageMagick's
+  return est::testing::run_command(std::string(EST_TEST_CKPT_TOOL) + " " + subcommand + " " +
+                                   arguments);
 }
 
 }  // namespace
