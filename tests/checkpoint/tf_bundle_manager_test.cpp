@@ -1,8 +1,8 @@
 // CheckpointManager with tf_checkpoint_format (RunConfig::tf_checkpoint_format): each save also
 // writes TensorFlow's bundle beside est's file in the background job, the state file names the
 // TensorFlow prefix (where tf.train.latest_checkpoint lands, checked by the independent Python
-// reader), est still restores its .h5 with its blobs, and retention deletes all three files,
-// also after a restart.
+// reader), est still restores its .h5 with its blobs and est-ckpt lists and verifies it, and
+// retention deletes all three files, also after a restart.
 #include "helpers.h"
 #include "tf_bundle_helpers.h"
 
@@ -51,6 +51,14 @@ TEST_CASE("tf_checkpoint_format: TF's bundle beside est's, named by the state fi
     CHECK(python.output.find("latest checkpoint: " + dir / "model.ckpt-3") != std::string::npos);
     CHECK(python.output.find("dense/kernel/Adam_1 float32 [3, 4]") != std::string::npos);
   }
+
+  // est-ckpt lists and verifies est's files of such a directory (no "MISSING" prefix).
+  const auto listing = est::testing::run_command(std::string(EST_TEST_CKPT_TOOL) + " " + dir.str());
+  CHECK_MESSAGE(listing.output.find(dir / "model.ckpt-3.h5") != std::string::npos, listing.output);
+  const auto verified =
+      est::testing::run_command(std::string(EST_TEST_CKPT_TOOL) + " --verify " + dir.str());
+  CHECK_MESSAGE(verified.exit_code == 0, verified.output);
+  CHECK(verified.output.find("2 checkpoint(s), 0 problem(s)") != std::string::npos);
 
   // est restores its own file, blobs included; a restarted manager keeps retaining by prefix.
   CheckpointManager manager(options);
