@@ -20,6 +20,7 @@
 
 #include "distribute/distribute.h"
 #include "estimator_test_util.h"
+#include "loss_recorder.h"
 
 using namespace est;
 using namespace est_test;
@@ -65,19 +66,6 @@ EstimatorSpec model_fn(const Features& features, const Tensor& labels, ModeKeys 
   if (kind == "sum_then_mean") nn::mean_squared_error(logits, logits);  // recorded, too late
   return EstimatorSpec::train(loss, train_op);
 }
-
-// Records the loss hooks see at each step.
-class LossRecorder : public SessionRunHook {
- public:
-  explicit LossRecorder(std::shared_ptr<std::vector<double>> losses) : losses_(std::move(losses)) {}
-  SessionRunArgs before_run(SessionRunContext&) override { return {.fetches = {"loss"}}; }
-  void after_run(SessionRunContext&, const SessionRunValues& values) override {
-    losses_->push_back(values.results.at("loss").item());
-  }
-
- private:
-  std::shared_ptr<std::vector<double>> losses_;
-};
 
 RunConfig mirrored_config(const std::string& dir) {
   RunConfig config = quiet_config(dir);
