@@ -260,3 +260,39 @@ TEST_CASE("keras fit's first step equals an Estimator step of the same model_fn 
     CHECK(estimator.get_variable_value(name).to_vector<float>() ==
           reader.get_variable_value(name).to_vector<float>());
 }
+
+TEST_CASE("keras Embedding, Dropout and BatchNormalization train, with non-trainable weights") {
+  K::clear_session();
+  TempDir dir;
+  K::Sequential model({L::InputLayer({.shape = {5}}),
+                       L::Embedding({.input_dim = 20, .output_dim = 8}), L::Flatten(),
+                       L::Dropout({.rate = 0.2}), L::BatchNormalization(),
+                       L::Dense({.units = 1, .activation = "sigmoid"})});
+  model.config().model_dir = dir.path.string();
+  model.config().tf_random_seed = 5;
+  // embedding 20*8; batch_normalization 4*40 (moving_mean and moving_variance not trainable);
+  // dense 40 + 1.
+  CHECK(model.count_params() == 160 + 160 + 41);
+  std::string summary = model.summary();
+  CHECK(summary.find("Total params: 361\nTrainable params: 281\nNon-trainable params: 80\n") !=
+        std::string::npos);
+  CHECK(model.weights().back().first == "batch_normalization/moving_variance");
+  // The label is whether id 3 appears among the five ids.
+  std::mt19937 rng(2);
+  std::vector<float> ids(256 * 5);
+  std::vector<float> labels(256);
+  for (int i = 0; i < 256; ++i) {
+    for (int j = 0; j < 5; ++j) {
+      ids[i * 5 + j] = static_cast<float>(rng() % 20);
+      if (ids[i * 5 + j] == 3) labels[i] = 1;
+    }
+  }
+  auto dataset =
+      data::Dataset::from_tensor_slices(data::Features{{"ids", Tensor::from_vector(ids, {256, 5})}},
+                                        Tensor::from_vector(labels, {256}))
+          .batch(32);
+  model.compile({.optimizer = "adam", .loss = "binary_crossentropy", .metrics = {"accuracy"}});
+  auto history = model.fit(dataset, {.epochs = 6, .verbose = 0});
+  CHECK(history["loss"].back() < history["loss"].front());
+  CHECK(history["accuracy"].back() > 0.8);
+}
