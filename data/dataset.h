@@ -155,4 +155,8 @@ class Dataset {
   std::shared_ptr<const DatasetNode> node_;
 };
 
+// Whether the pipeline never ends (tf.data's INFINITE_CARDINALITY): a repeat() forever with no
+// take(n) after it. Keras's fit refuses such a dataset without steps_per_epoch.
+bool is_infinite(const Dataset& dataset);
+
 }  // namespace est::data

@@ -331,6 +331,7 @@ class CountNode final : public DatasetNode {
   NodePtr with_input(NodePtr input) const override {
     return std::make_shared<CountNode>(std::move(input), count_, name_);
   }
+  int64_t count() const { return count_; }
 
  private:
   NodePtr input_;
@@ -435,6 +436,7 @@ class RepeatNode final : public DatasetNode {
   NodePtr with_input(NodePtr input) const override {
     return std::make_shared<RepeatNode>(std::move(input), count_);
   }
+  int64_t count() const { return count_; }
 
  private:
   NodePtr input_;
@@ -465,6 +467,20 @@ NodePtr make_shard_node(NodePtr input, int64_t num_shards, int64_t index) {
 
 NodePtr make_repeat_node(NodePtr input, int64_t count) {
   return std::make_shared<RepeatNode>(std::move(input), count);
+}
+
+bool is_infinite(const Dataset& dataset) {
+  // From the last stage back: a take(n >= 0) ends the input whatever comes before it; a
+  // repeat() forever over a non-empty input never ends. Other stages keep what their input does
+  // (filter() and interleave() included: a conservative answer for them).
+  for (const DatasetNode* node = dataset.node().get(); node; node = node->input().get()) {
+    if (const auto* take = dynamic_cast<const CountNode<TakeIterator>*>(node))
+      if (take->count() >= 0) return false;
+    if (const auto* repeat = dynamic_cast<const RepeatNode*>(node)) {
+      if (repeat->count() < 0) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace est::data

@@ -412,3 +412,14 @@ TEST_CASE("interleave cycles through datasets in blocks, the same in parallel") 
   CHECK(values_of(Dataset::range(4).interleave(uneven, 3)) ==
         std::vector<int64_t>{10, 20, 30, 21, 31, 32});
 }
+
+TEST_CASE("is_infinite: repeat() forever with no take(n) after it") {
+  Dataset range = Dataset::range(4);
+  CHECK_FALSE(is_infinite(range));
+  CHECK_FALSE(is_infinite(range.repeat(3).batch(2)));
+  CHECK(is_infinite(range.repeat()));
+  CHECK(is_infinite(range.shuffle(4, 1).repeat().batch(2).prefetch(1)));
+  CHECK_FALSE(is_infinite(range.repeat().take(10)));
+  CHECK(is_infinite(range.repeat().take(-1)));
+  CHECK(is_infinite(range.take(2).repeat()));
+}

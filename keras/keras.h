@@ -1,0 +1,25 @@
+// est::keras: Keras-style models (tf.keras, Keras 2.x semantics) on est's Estimator.
+//
+//   auto model = keras::Sequential({keras::layers::InputLayer({.shape = {28, 28}}),
+//                                   keras::layers::Reshape({28, 28, 1}),
+//                                   keras::layers::Conv2D({.filters = 32, .kernel_size = 3,
+//                                                          .activation = "relu"}),
+//                                   keras::layers::Flatten(),
+//                                   keras::layers::Dense({.units = 128, .activation = "relu"}),
+//                                   keras::layers::Dense({.units = 10})});
+//   model.compile({.optimizer = keras::optimizers::SGD({.learning_rate = 0.001}),
+//                  .loss = keras::losses::SparseCategoricalCrossentropy(true),
+//                  .metrics = {"accuracy"}});
+//   keras::History history = model.fit(dataset, {.epochs = 3, .steps_per_epoch = 70});
+//
+// layers.h: the layers and the functional API (Input, layers called on KerasTensors);
+// model.h: Model / Sequential, summary, compile/fit/evaluate/predict (and how strategies,
+// callbacks and save/load_model plug in); compile.h: losses, optimizers, metrics;
+// callbacks.h: Callback, History, ProgbarLogger; progbar.h: Keras's progress output.
+#pragma once
+
+#include "keras/callbacks.h"
+#include "keras/compile.h"
+#include "keras/layers.h"
+#include "keras/model.h"
+#include "keras/progbar.h"

@@ -1,0 +1,426 @@
+// The Keras layers: shapes, weights and calls onto est's nn/ kernels (see layers.h).
+#include "keras/layers.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+
+#include "nn/functions.h"
+#include "nn/layers_dense.h"
+#include "nn/layers_dropout.h"
+#include "nn/layers_embedding.h"
+#include "nn/layers_norm.h"
+#include "ops/array_ops.h"
+#include "ops/error.h"
+#include "ops/math.h"
+
+namespace est::keras {
+namespace {
+
+std::mutex names_mutex;
+std::map<std::string, int64_t> name_counts;
+
+// "MaxPooling2D" -> "max_pooling2d", "Conv2D" -> "conv2d" (generic_utils.to_snake_case: '_'
+// before a capitalised word that follows any character, then between a lower and an upper case
+// letter, then lower case).
+std::string snake_case(const std::string& name) {
+  auto lower = [](char c) { return c >= 'a' && c <= 'z'; };
+  auto upper = [](char c) { return c >= 'A' && c <= 'Z'; };
+  std::string first;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (i > 0 && upper(name[i]) && i + 1 < name.size() && lower(name[i + 1])) first += '_';
+    first += name[i];
+  }
+  std::string out;
+  for (size_t i = 0; i < first.size(); ++i) {
+    if (i > 0 && upper(first[i]) && lower(first[i - 1])) out += '_';
+    out += upper(first[i]) ? static_cast<char>(first[i] - 'A' + 'a') : first[i];
+  }
+  return out;
+}
+
+std::string incompatible(const Layer& layer, const std::string& expected, const Shape& got) {
+  return fmt::format(
+      "Input 0 of layer \"{}\" is incompatible with the layer: expected {}, found ndim={}. Full "
+      "shape received: {}",
+      layer.name(), expected, got.size(), shape_tuple(got));
+}
+
+void check_rank(const Layer& layer, const Shape& shape, size_t rank, bool min = false) {
+  if (min ? shape.size() < rank : shape.size() != rank)
+    throw InvalidArgumentError(
+        incompatible(layer, fmt::format("{}ndim={}", min ? "min_" : "", rank), shape));
+}
+
+nn::Activation activation(const std::string& name) {
+  if (name.empty() || name == "linear") return {};
+  if (name == "relu") return nn::relu;
+  if (name == "sigmoid") return nn::sigmoid;
+  if (name == "tanh") return nn::tanh;
+  if (name == "softmax") return nn::softmax;
+  throw InvalidArgumentError(fmt::format(
+      "Unknown activation function: '{}'; use one of 'relu', 'sigmoid', 'tanh', 'softmax', "
+      "'linear'",
+      name));
+}
+
+ops::Padding padding(const std::string& name) {
+  if (name == "valid") return ops::Padding::kValid;
+  if (name == "same") return ops::Padding::kSame;
+  throw InvalidArgumentError(
+      fmt::format("padding must be \"valid\" or \"same\", got \"{}\"", name));
+}
+
+int64_t window_output(int64_t in, int64_t window, int64_t stride, int64_t dilation,
+                      const std::string& pad) {
+  if (in < 0) return -1;
+  if (padding(pad) == ops::Padding::kSame) return (in + stride - 1) / stride;
+  int64_t span = dilation * (window - 1) + 1;
+  return in < span ? 0 : (in - span) / stride + 1;
+}
+
+// A layer configured by an options struct with a `name` field.
+template <class Options>
+class ConfiguredLayer : public Layer {
+ protected:
+  ConfiguredLayer(std::string class_name, Options options)
+      : Layer(std::move(class_name), options.name), options_(std::move(options)) {}
+  Options options_;
+};
+
+class ReshapeLayer : public Layer {
+ public:
+  ReshapeLayer(Shape target, const std::string& name)
+      : Layer("Reshape", name), target_(std::move(target)) {}
+  Shape output_shape(const std::vector<Shape>& inputs) const override {
+    int64_t count = ops::num_elements(Shape(inputs[0].begin() + 1, inputs[0].end()));
+    int64_t known = 1;
+    int unknown = -1;
+    for (size_t i = 0; i < target_.size(); ++i) {
+      if (target_[i] == -1 && unknown < 0)
+        unknown = static_cast<int>(i);
+      else
+        known *= target_[i];
+    }
+    Shape out{-1};
+    out.insert(out.end(), target_.begin(), target_.end());
+    if (unknown >= 0 && known > 0) out[unknown + 1] = count / known;
+    if ((unknown >= 0 && (known == 0 || count % known != 0)) || (unknown < 0 && known != count))
+      throw InvalidArgumentError(fmt::format(
+          "Reshape \"{}\": total size of new array must be unchanged, input_shape = {}, "
+          "output_shape = {}",
+          name(), shape_tuple(Shape(inputs[0].begin() + 1, inputs[0].end())),
+          shape_tuple(target_)));
+    return out;
+  }
+  Tensor call(nn::ModelContext&, const std::vector<Tensor>& inputs) const override {
+    Shape shape = output_shape({[&] {
+      Shape s = inputs[0].shape();
+      s[0] = -1;
+      return s;
+    }()});
+    shape[0] = inputs[0].shape()[0];
+    return ops::reshape(inputs[0], shape);
+  }
+
+ private:
+  Shape target_;
+};
+
+class DenseLayer : public ConfiguredLayer<layers::DenseOptions> {
+ public:
+  explicit DenseLayer(layers::DenseOptions options) : ConfiguredLayer("Dense", std::move(options)) {
+    activation(options_.activation);  // unknown names fail here
+  }
+  Shape output_shape(const std::vector<Shape>& inputs) const override {
+    check_rank(*this, inputs[0], 2, true);
+    Shape out = inputs[0];
+    out.back() = options_.units;
+    return out;
+  }
+  std::vector<WeightSpec> weights(const std::vector<Shape>& inputs) const override {
+    std::vector<WeightSpec> w{{"kernel", {inputs[0].back(), options_.units}}};
+    if (options_.use_bias) w.push_back({"bias", {options_.units}});
+    return w;
+  }
+  Tensor call(nn::ModelContext& ctx, const std::vector<Tensor>& inputs) const override {
+    return nn::dense(ctx, inputs[0],
+                     {.units = options_.units,
+                      .activation = activation(options_.activation),
+                      .use_bias = options_.use_bias,
+                      .name = name()});
+  }
+};
+
+class Conv2DLayer : public ConfiguredLayer<layers::Conv2DOptions> {
+ public:
+  explicit Conv2DLayer(layers::Conv2DOptions options)
+      : ConfiguredLayer("Conv2D", std::move(options)) {
+    activation(options_.activation);
+    padding(options_.padding);
+  }
+  Shape output_shape(const std::vector<Shape>& inputs) const override {
+    check_rank(*this, inputs[0], 4);
+    const Shape& in = inputs[0];
+    const auto& o = options_;
+    return {-1, window_output(in[1], o.kernel_size.h, o.strides.h, o.dilation_rate.h, o.padding),
+            window_output(in[2], o.kernel_size.w, o.strides.w, o.dilation_rate.w, o.padding),
+            o.filters};
+  }
+  std::vector<WeightSpec> weights(const std::vector<Shape>& inputs) const override {
+    const auto& o = options_;
+    std::vector<WeightSpec> w{
+        {"kernel", {o.kernel_size.h, o.kernel_size.w, inputs[0][3], o.filters}}};
+    if (o.use_bias) w.push_back({"bias", {o.filters}});
+    return w;
+  }
+  Tensor call(nn::ModelContext& ctx, const std::vector<Tensor>& inputs) const override {
+    const auto& o = options_;
+    return nn::conv2d(ctx, inputs[0],
+                      {.filters = o.filters,
+                       .kernel = o.kernel_size,
+                       .strides = o.strides,
+                       .padding = padding(o.padding),
+                       .dilation_rate = o.dilation_rate,
+                       .activation = activation(o.activation),
+                       .use_bias = o.use_bias,
+                       .name = name()});
+  }
+};
+
+class MaxPooling2DLayer : public ConfiguredLayer<layers::Pooling2DOptions> {
+ public:
+  explicit MaxPooling2DLayer(layers::Pooling2DOptions options)
+      : ConfiguredLayer("MaxPooling2D", std::move(options)) {
+    if (!options_.strides.is_set()) options_.strides = options_.pool_size;
+    padding(options_.padding);
+  }
+  Shape output_shape(const std::vector<Shape>& inputs) const override {
+    check_rank(*this, inputs[0], 4);
+    const auto& o = options_;
+    const Shape& in = inputs[0];
+    return {-1, window_output(in[1], o.pool_size.h, o.strides.h, 1, o.padding),
+            window_output(in[2], o.pool_size.w, o.strides.w, 1, o.padding), in[3]};
+  }
+  Tensor call(nn::ModelContext&, const std::vector<Tensor>& inputs) const override {
+    return nn::max_pooling2d(inputs[0], options_.pool_size, options_.strides,
+                             padding(options_.padding));
+  }
+};
+
+class FlattenLayer : public Layer {
+ public:
+  explicit FlattenLayer(const std::string& name) : Layer("Flatten", name) {}
+  Shape output_shape(const std::vector<Shape>& inputs) const override {
+    check_rank(*this, inputs[0], 2, true);
+    return {-1, ops::num_elements(Shape(inputs[0].begin() + 1, inputs[0].end()))};
+  }
+  Tensor call(nn::ModelContext&, const std::vector<Tensor>& inputs) const override {
+    return ops::flatten(inputs[0]);
+  }
+};
+
+class DropoutLayer : public Layer {
+ public:
+  explicit DropoutLayer(layers::DropoutOptions options)
+      : Layer("Dropout", options.name), rate_(options.rate) {
+    if (rate_ < 0 || rate_ >= 1)
+      throw InvalidArgumentError(
+          fmt::format("Dropout \"{}\": rate must be in [0, 1), got {}", name(), rate_));
+  }
+  Shape output_shape(const std::vector<Shape>& inputs) const override { return inputs[0]; }
+  Tensor call(nn::ModelContext& ctx, const std::vector<Tensor>& inputs) const override {
+    return nn::dropout(ctx, inputs[0], rate_);
+  }
+
+ private:
+  double rate_;
+};
+
+class BatchNormalizationLayer : public ConfiguredLayer<layers::BatchNormalizationOptions> {
+ public:
+  explicit BatchNormalizationLayer(layers::BatchNormalizationOptions options)
+      : ConfiguredLayer("BatchNormalization", std::move(options)) {}
+  Shape output_shape(const std::vector<Shape>& inputs) const override { return inputs[0]; }
+  std::vector<WeightSpec> weights(const std::vector<Shape>& inputs) const override {
+    Shape c{inputs[0].back()};
+    std::vector<WeightSpec> w;
+    if (options_.scale) w.push_back({"gamma", c});
+    if (options_.center) w.push_back({"beta", c});
+    w.push_back({"moving_mean", c, false});
+    w.push_back({"moving_variance", c, false});
+    return w;
+  }
+  Tensor call(nn::ModelContext& ctx, const std::vector<Tensor>& inputs) const override {
+    return nn::batch_normalization(ctx, inputs[0],
+                                   {.momentum = options_.momentum,
+                                    .epsilon = options_.epsilon,
+                                    .center = options_.center,
+                                    .scale = options_.scale,
+                                    .name = name()});
+  }
+};
+
+class EmbeddingLayer : public ConfiguredLayer<layers::EmbeddingOptions> {
+ public:
+  explicit EmbeddingLayer(layers::EmbeddingOptions options)
+      : ConfiguredLayer("Embedding", std::move(options)) {}
+  Shape output_shape(const std::vector<Shape>& inputs) const override {
+    Shape out = inputs[0];
+    out.push_back(options_.output_dim);
+    return out;
+  }
+  std::vector<WeightSpec> weights(const std::vector<Shape>&) const override {
+    return {{"embeddings", {options_.input_dim, options_.output_dim}}};
+  }
+  Tensor call(nn::ModelContext& ctx, const std::vector<Tensor>& inputs) const override {
+    Tensor ids = inputs[0];
+    if (ids.dtype() != ops::DType::kI32 && ids.dtype() != ops::DType::kI64)
+      ids = ops::cast(ids, ops::DType::kI32);  // Keras casts float ids to int32
+    return nn::embedding(
+        ctx, ids,
+        {.input_dim = options_.input_dim, .output_dim = options_.output_dim, .name = name()});
+  }
+};
+
+// Concatenate (axis) and Add (axis ignored): several inputs of matching shapes.
+class MergeLayer : public Layer {
+ public:
+  MergeLayer(std::string class_name, const std::string& name, int axis)
+      : Layer(std::move(class_name), name), axis_(axis) {}
+  int arity() const override { return -1; }
+  Shape output_shape(const std::vector<Shape>& inputs) const override {
+    if (inputs.size() < 2)
+      throw InvalidArgumentError(fmt::format(
+          "A `{}` layer (\"{}\") should be called on a list of at least 2 inputs. Received: "
+          "input_shape={}",
+          class_name(), name(), inputs.empty() ? "()" : shape_tuple(inputs[0])));
+    Shape out = inputs[0];
+    bool concat = class_name() == "Concatenate";
+    size_t axis = axis_ < 0 ? out.size() + axis_ : axis_;
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      bool ok = inputs[i].size() == out.size();
+      for (size_t d = 0; ok && d < out.size(); ++d)
+        ok = (concat && d == axis) || inputs[i][d] == out[d];
+      if (!ok)
+        throw InvalidArgumentError(
+            fmt::format("A `{}` layer (\"{}\") requires inputs with matching shapes{}. Received: "
+                        "input_shape=[{}, {}]",
+                        class_name(), name(), concat ? " except for the concatenation axis" : "",
+                        shape_tuple(inputs[0]), shape_tuple(inputs[i])));
+      if (concat) out[axis] += inputs[i][axis];
+    }
+    return out;
+  }
+  Tensor call(nn::ModelContext&, const std::vector<Tensor>& inputs) const override {
+    if (class_name() == "Concatenate") return ops::concat(inputs, axis_);
+    Tensor sum = inputs[0];
+    for (size_t i = 1; i < inputs.size(); ++i) sum = ops::add(sum, inputs[i]);
+    return sum;
+  }
+
+ private:
+  int axis_;
+};
+
+}  // namespace
+
+std::string unique_object_name(const std::string& base, bool zero_based) {
+  std::lock_guard lock(names_mutex);
+  int64_t count = name_counts[base]++;
+  if (zero_based && count == 0) return base;
+  return fmt::format("{}_{}", base, zero_based ? count : count + 1);
+}
+
+void clear_session() {
+  std::lock_guard lock(names_mutex);
+  name_counts.clear();
+}
+
+std::string shape_tuple(const Shape& shape) {
+  std::string out = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += shape[i] < 0 ? "None" : std::to_string(shape[i]);
+  }
+  return out + (shape.size() == 1 ? ",)" : ")");
+}
+
+Layer::Layer(std::string class_name, const std::string& name, bool zero_based)
+    : class_name_(std::move(class_name)),
+      name_(name.empty() ? unique_object_name(snake_case(class_name_), zero_based) : name) {}
+
+KerasTensor Layer::operator()(const KerasTensor& x) { return (*this)(std::vector<KerasTensor>{x}); }
+
+KerasTensor Layer::operator()(const std::vector<KerasTensor>& xs) {
+  if (arity() == 1 && xs.size() != 1)
+    throw InvalidArgumentError(
+        fmt::format("Layer \"{}\" expects 1 input, but it received {} "
+                    "input tensors",
+                    name(), xs.size()));
+  std::vector<Shape> shapes;
+  for (const auto& x : xs) {
+    if (!x.node)
+      throw InvalidArgumentError(fmt::format(
+          "Layer \"{}\" was called on an empty KerasTensor; call it on keras::Input(...) or on "
+          "another layer's output",
+          name()));
+    shapes.push_back(x.shape);
+  }
+  auto node = std::make_shared<Node>(Node{shared_from_this(), xs, output_shape(shapes)});
+  return KerasTensor{node, node->output_shape};
+}
+
+namespace layers {
+
+InputLayerImpl::InputLayerImpl(InputOptions options)
+    : Layer("InputLayer", options.name.empty() ? unique_object_name("input", false) : options.name),
+      options_(std::move(options)) {}
+
+Shape InputLayerImpl::output_shape(const std::vector<Shape>&) const {
+  Shape out{-1};
+  out.insert(out.end(), options_.shape.begin(), options_.shape.end());
+  return out;
+}
+
+Tensor InputLayerImpl::call(nn::ModelContext&, const std::vector<Tensor>& inputs) const {
+  return inputs[0];
+}
+
+LayerPtr InputLayer(InputOptions options) {
+  return std::make_shared<InputLayerImpl>(std::move(options));
+}
+LayerPtr Reshape(Shape target_shape, std::string name) {
+  return std::make_shared<ReshapeLayer>(std::move(target_shape), name);
+}
+LayerPtr Dense(DenseOptions options) { return std::make_shared<DenseLayer>(std::move(options)); }
+LayerPtr Conv2D(Conv2DOptions options) { return std::make_shared<Conv2DLayer>(std::move(options)); }
+LayerPtr MaxPooling2D(Pooling2DOptions options) {
+  return std::make_shared<MaxPooling2DLayer>(std::move(options));
+}
+LayerPtr Flatten(std::string name) { return std::make_shared<FlattenLayer>(name); }
+LayerPtr Dropout(DropoutOptions options) {
+  return std::make_shared<DropoutLayer>(std::move(options));
+}
+LayerPtr BatchNormalization(BatchNormalizationOptions options) {
+  return std::make_shared<BatchNormalizationLayer>(std::move(options));
+}
+LayerPtr Embedding(EmbeddingOptions options) {
+  return std::make_shared<EmbeddingLayer>(std::move(options));
+}
+LayerPtr Concatenate(int axis, std::string name) {
+  return std::make_shared<MergeLayer>("Concatenate", name, axis);
+}
+LayerPtr Add(std::string name) { return std::make_shared<MergeLayer>("Add", name, -1); }
+
+}  // namespace layers
+
+KerasTensor Input(Shape shape, std::string name, ops::DType dtype) {
+  auto layer = std::make_shared<layers::InputLayerImpl>(
+      layers::InputOptions{.shape = std::move(shape), .dtype = dtype, .name = std::move(name)});
+  auto node = std::make_shared<Node>(Node{layer, {}, layer->output_shape({})});
+  return KerasTensor{node, node->output_shape};
+}
+
+}  // namespace est::keras

@@ -1,0 +1,150 @@
+// keras.Model and keras.Sequential (Keras 2.x: keras/engine/functional.py, sequential.py,
+// training.py): a graph of layers, its summary, and compile / fit / evaluate / predict.
+//
+// A Model is a graph of Nodes from its Input tensors to its outputs (model.cpp). Sequential is a
+// Model whose graph is its list of layers, built when its input shape is known (an InputLayer
+// first, build(shape), or the first batch). call() runs the nodes in order on real tensors
+// through an nn::ModelContext, so variables are the layers' (`conv2d/kernel`).
+//
+// Training runs on the Estimator (training.cpp): compile() makes a model_fn from the graph, the
+// loss, the optimizer and the metrics, and an est::Estimator over a model directory that holds
+// the model's state between calls (RunConfig::model_dir; a temporary directory by default), so
+// each fit epoch is Estimator::train(steps = steps_per_epoch), continuing from the previous
+// epoch's checkpoint (variables, optimizer slots, RNG states, input position), and evaluate and
+// predict are Estimator::evaluate / predict on the latest checkpoint. fit's first step is thus
+// exactly an Estimator step of the same model_fn and seed. This is how what comes next plugs in:
+// - strategies: config().train_distribute / eval_distribute, as for an Estimator (the dataset
+//   is the input_fn's; the loss scaling and per-replica splitting are the Estimator's);
+// - callbacks: Callback (callbacks.h) sees each batch through a SessionRunHook and each epoch;
+//   BackupAndRestore / ModelCheckpoint can read the epoch's checkpoint in model_dir;
+// - save / load_model: the graph's layers have names, classes and options (a config) and the
+//   variables live in model_dir's latest checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "data/dataset.h"
+#include "estimator/run_config.h"
+#include "keras/callbacks.h"
+#include "keras/compile.h"
+#include "keras/layers.h"
+
+namespace est {
+class Estimator;
+}
+
+namespace est::keras {
+
+struct CompileOptions {
+  std::variant<std::string, Optimizer> optimizer = std::string("rmsprop");
+  std::variant<std::string, Loss> loss;
+  std::vector<std::string> metrics;
+};
+
+struct FitOptions {
+  int epochs = 1;
+  std::optional<int64_t> steps_per_epoch;  // required for an infinite (repeated) dataset
+  std::optional<data::Dataset> validation_data;
+  std::optional<int64_t> validation_steps;  // unset: the whole validation set
+  int validation_freq = 1;
+  int initial_epoch = 0;
+  Callbacks callbacks;
+  int verbose = 1;  // Keras's 'auto': 1
+  // Where the progress goes (default: stdout).
+  std::optional<ProgbarOutput> output;
+};
+
+struct EvaluateOptions {
+  std::optional<int64_t> steps;
+  int verbose = 1;
+  std::optional<ProgbarOutput> output;
+};
+
+class Model {
+ public:
+  // The functional API: Model(inputs, outputs).
+  Model(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs, std::string name = {});
+  Model(KerasTensor input, KerasTensor output, std::string name = {});
+  virtual ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const std::string& name() const { return name_; }
+  // The layers in order (Sequential: without its InputLayer; functional: inputs included).
+  virtual std::vector<LayerPtr> layers() const;
+  bool built() const { return !nodes_.empty(); }
+  // Every weight: "conv2d/kernel", shape, trainable (Keras's model.weights order).
+  std::vector<std::pair<std::string, WeightSpec>> weights() const;
+  int64_t count_params() const;
+  // The Keras 2.x table (layer_utils.print_summary): to `print` line by line (default stdout).
+  std::string summary() const;
+
+  // Runs the graph on real inputs (batch first), in the order of the model's inputs.
+  // InvalidArgumentError when an input's shape does not match its Input's.
+  std::vector<Tensor> call(nn::ModelContext& ctx, const std::vector<Tensor>& inputs) const;
+
+  // The Estimator settings fit/evaluate/predict use (model_dir, tf_random_seed, strategies);
+  // set them before compile().
+  RunConfig& config() { return config_; }
+
+  void compile(CompileOptions options);
+  History fit(const data::Dataset& dataset, FitOptions options = {});
+  // "loss" and every metric, Keras's names.
+  std::map<std::string, double> evaluate(const data::Dataset& dataset,
+                                         EvaluateOptions options = {});
+  // The outputs for every example, concatenated over batches (one tensor per output).
+  std::vector<Tensor> predict(const data::Dataset& dataset, std::optional<int64_t> steps = {});
+
+  // Set by a callback to end fit after the current epoch.
+  bool stop_training = false;
+
+ protected:
+  explicit Model(std::string name);
+  // Graph from inputs to outputs: nodes in the order they run.
+  void set_graph(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs);
+  // Whether summary() prints without "Connected to".
+  virtual bool sequential_like() const;
+  // Sequential: builds from the first batch's feature shape.
+  virtual void build_from_batch(const Shape& /*feature_shape*/) {}
+
+ private:
+  std::vector<Tensor> inputs_of(const data::Features& features) const;
+  est::Estimator& estimator();
+  void check_compiled(const char* what) const;
+  std::vector<std::string> metric_names_with_loss() const;
+  void ensure_built(const data::Dataset& dataset);
+
+  std::string name_;
+  std::vector<KerasTensor> inputs_;
+  std::vector<KerasTensor> outputs_;
+  std::vector<std::shared_ptr<const Node>> nodes_;  // run order
+  RunConfig config_;
+  std::optional<Optimizer> optimizer_;
+  std::optional<Loss> loss_;
+  std::vector<std::string> metric_names_;
+  std::unique_ptr<est::Estimator> estimator_;
+};
+
+class Sequential : public Model {
+ public:
+  explicit Sequential(std::vector<LayerPtr> layers = {}, std::string name = {});
+  void add(LayerPtr layer);
+  // Builds the graph for inputs of `input_shape` (without the batch dimension).
+  void build(const Shape& input_shape);
+  std::vector<LayerPtr> layers() const override;
+
+ protected:
+  bool sequential_like() const override { return true; }
+  void build_from_batch(const Shape& feature_shape) override;
+
+ private:
+  std::vector<LayerPtr> layers_;
+};
+
+}  // namespace est::keras
