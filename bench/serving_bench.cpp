@@ -105,16 +105,27 @@ struct ServerProcess {
   }
 };
 
-// est-serve on 127.0.0.1 and a free port, its port read from its first line (at most 60 s).
+// A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it).
+int free_port() {
+  httplib::Server probe;
+  const int port = probe.bind_to_any_port("127.0.0.1");
+  if (port <= 0) throw est::UnavailableError("no free port on 127.0.0.1");
+  return port;  // released when probe is destroyed
+}
+
+// est-serve on 127.0.0.1 and a free port (gRPC off), its port read from its first line (at
+// most 60 s).
 void start_server(ServerProcess& server, const std::string& binary, const std::string& base,
                   const std::string& log) {
   std::fflush(stdout);
+  const std::string rest_port = std::to_string(free_port());
   server.pid = fork();
   if (server.pid == 0) {
     if (std::freopen(log.c_str(), "w", stdout) == nullptr || dup2(fileno(stdout), 2) < 0)
       _exit(127);
     execl(binary.c_str(), binary.c_str(), "--model_base_path", base.c_str(), "--model_name", "cnn",
-          "--port", "0", "--rest_api_num_threads", "8", static_cast<char*>(nullptr));
+          "--port", "0", "--rest_api_port", rest_port.c_str(), "--rest_api_num_threads", "8",
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   const std::string marker = "Exporting HTTP/REST API at:127.0.0.1:";
