@@ -13,9 +13,12 @@
 // Lines: `<runner> clients=C p50_ms=... p99_ms=... requests_per_sec=...`, `server_overhead
 // p50_ms=... p99_ms=...`, `model_onnx=PATH` for the onnxruntime comparison, and
 // `interpreter_logits=` (hex floats) to check that two builds give the same bits.
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,12 +108,19 @@ struct ServerProcess {
   }
 };
 
-// A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it).
+// A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it; the socket is
+// closed, so that only est-serve listens there).
 int free_port() {
-  httplib::Server probe;
-  const int port = probe.bind_to_any_port("127.0.0.1");
-  if (port <= 0) throw est::UnavailableError("no free port on 127.0.0.1");
-  return port;  // released when probe is destroyed
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  const bool bound = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!bound) throw est::UnavailableError("no free port on 127.0.0.1");
+  return ntohs(address.sin_port);
 }
 
 // est-serve on 127.0.0.1 and a free port (gRPC off), its port read from its first line (at
