@@ -23,7 +23,7 @@ void add_status(tfs::GetModelStatusResponse& response, int64_t version) {
 
 void model_status(const ServerCore& core, const tfs::GetModelStatusRequest& request,
                   tfs::GetModelStatusResponse& response) {
-  if (!request.has_model_spec()) throw InvalidArgumentError("Missing ModelSpec");
+  require_model_spec(request.has_model_spec());
   const tfs::ModelSpec& spec = request.model_spec();
   const std::string name = printable(spec.name());
   if (spec.version_choice_case() != tfs::ModelSpec::VERSION_CHOICE_NOT_SET) {

@@ -51,6 +51,7 @@ const SignatureDef& find_signature(const Servable& servable, const std::string& 
 
 void predict(const ServerCore& core, Batcher* batcher, const tfs::PredictRequest& request,
              tfs::PredictResponse& response) {
+  require_model_spec(request.has_model_spec());
   const auto servable = find_servable(core, request.model_spec());
   const std::string signature_name = signature_name_of(request.model_spec());
   const SignatureDef& signature = find_signature(*servable, signature_name);
@@ -98,7 +99,7 @@ void tensor_info_proto(const TensorInfo& info, tensorflow::TensorInfo& out) {
 
 void metadata(const ServerCore& core, const tfs::GetModelMetadataRequest& request,
               tfs::GetModelMetadataResponse& response) {
-  if (!request.has_model_spec()) throw InvalidArgumentError("Missing ModelSpec");
+  require_model_spec(request.has_model_spec());
   if (request.metadata_field_size() == 0)
     throw InvalidArgumentError("GetModelMetadataRequest must specify at least one metadata_field");
   for (const std::string& field : request.metadata_field())
@@ -181,6 +182,7 @@ class PredictionService final : public tfs::PredictionService::Service {
   template <class Request, class Response, class Run>
   grpc::Status on_examples(const Request& request, Response& response, Run&& run) {
     return guarded([&] {
+      require_model_spec(request.has_model_spec());
       const auto servable = find_servable(core_, request.model_spec());
       const std::string name = signature_name_of(request.model_spec());
       set_model_spec(*response.mutable_model_spec(), request.model_spec().name(), servable->version,

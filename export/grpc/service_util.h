@@ -28,6 +28,11 @@ grpc::Status guarded(Fn&& fn) {
   }
 }
 
+// InvalidArgumentError "Missing ModelSpec" unless the request has one (TF Serving's check).
+inline void require_model_spec(bool has_model_spec) {
+  if (!has_model_spec) throw InvalidArgumentError("Missing ModelSpec");
+}
+
 // The served version `spec` names (its version or version_label, else the newest).
 inline std::shared_ptr<const Servable> find_servable(const ServerCore& core,
                                                      const tensorflow::serving::ModelSpec& spec) {

@@ -252,6 +252,7 @@ TEST_CASE("est-serve gRPC: bad requests get TF Serving's status and a message") 
        // A request that is no PredictRequest (a length-delimited field running past the end).
        {{"raw_method", "/tensorflow.serving.PredictionService/Predict"}, {"raw_hex", "0aff01"}},
        status_of("../../etc"),
+       {{"method", "Regress"}, {"request", json::object()}},
        predict_x("half_plus_two", {1})});
   auto error = [&](size_t i) {
     INFO(answers[i].dump());
@@ -279,11 +280,14 @@ TEST_CASE("est-serve gRPC: bad requests get TF Serving's status and a message") 
             "output tensor alias not found in signature: nope") == 0);
   CHECK(error(8)["code"] == "FAILED_PRECONDITION");
   CHECK(error(8)["details"] == "Serving signature key \"nope\" not found.");
-  CHECK(error(9)["code"] != "OK");  // gRPC's own answer to an unparsable message
+  // gRPC's own answer to an unparsable message (TF Serving's server is the same library).
+  CHECK(error(9)["code"] == "INTERNAL");
   CHECK(error(10)["code"] == "NOT_FOUND");
   CHECK(error(10)["details"] == "Could not find any versions of model ../../etc");
+  CHECK(error(11)["code"] == "INVALID_ARGUMENT");
+  CHECK(error(11)["details"] == "Missing ModelSpec");
   // The server is still serving.
-  CHECK(floats(answers[11].at("response")["outputs"]["y"]) == std::vector<double>{3.5});
+  CHECK(floats(answers[12].at("response")["outputs"]["y"]) == std::vector<double>{3.5});
 }
 
 namespace {
