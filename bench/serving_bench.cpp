@@ -13,9 +13,12 @@
 // Lines: `<runner> clients=C p50_ms=... p99_ms=... requests_per_sec=...`, `server_overhead
 // p50_ms=... p99_ms=...`, `model_onnx=PATH` for the onnxruntime comparison, and
 // `interpreter_logits=` (hex floats) to check that two builds give the same bits.
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,16 +108,34 @@ struct ServerProcess {
   }
 };
 
-// est-serve on 127.0.0.1 and a free port, its port read from its first line (at most 60 s).
+// A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it; the socket is
+// closed, so that only est-serve listens there).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  const bool bound = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&address), length) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!bound) throw est::UnavailableError("no free port on 127.0.0.1");
+  return ntohs(address.sin_port);
+}
+
+// est-serve on 127.0.0.1 and a free port (gRPC off), its port read from its first line (at
+// most 60 s).
 void start_server(ServerProcess& server, const std::string& binary, const std::string& base,
                   const std::string& log) {
   std::fflush(stdout);
+  const std::string rest_port = std::to_string(free_port());
   server.pid = fork();
   if (server.pid == 0) {
     if (std::freopen(log.c_str(), "w", stdout) == nullptr || dup2(fileno(stdout), 2) < 0)
       _exit(127);
     execl(binary.c_str(), binary.c_str(), "--model_base_path", base.c_str(), "--model_name", "cnn",
-          "--port", "0", "--rest_api_num_threads", "8", static_cast<char*>(nullptr));
+          "--port", "0", "--rest_api_port", rest_port.c_str(), "--rest_api_num_threads", "8",
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   const std::string marker = "Exporting HTTP/REST API at:127.0.0.1:";

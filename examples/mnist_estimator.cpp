@@ -115,7 +115,7 @@ int main(int argc, char** argv) try {
     const std::string exported = classifier.export_saved_model(base, receiver);
     fmt::print(
         "Exported for serving: {} (model.onnx, signatures.json); serve it with\n"
-        "  build/tools/est-serve --model_base_path {} --model_name fashion --port 8501\n"
+        "  build/tools/est-serve --model_base_path {} --model_name fashion --rest_api_port 8501\n"
         "(./run.sh builds only this example: `ninja -C build tools/est-serve` builds the "
         "server, ./test.sh everything)\n",
         exported, base);

@@ -20,6 +20,41 @@
 #include "ops/array_ops.h"
 
 namespace est::serving {
+
+// Serialized tf.Examples parsed with the signature's pre-processing step into the graph's
+// inputs (a bad example is the client's error: 400).
+NamedTensors parse_examples(const ParseExampleStep& step, const Tensor& serialized) {
+  try {
+    return data::parse_example(serialized.to_vector<std::string>(), step.features);
+  } catch (const Error& error) {
+    throw InvalidArgumentError(fmt::format("could not parse the tf.Examples: {}", error.what()));
+  }
+}
+
+// The graph's outputs for its inputs (after the signature's lookups), through the batcher when
+// there is one.
+NamedTensors run_graph(const Servable& servable, const std::string& signature_name,
+                       const NamedTensors& features, Batcher* batcher) {
+  const SignatureDef& signature = servable.signatures.at(signature_name);
+  NamedTensors inputs = features;
+  if (!signature.lookups.empty()) {
+    // The features only the lookups read are not graph inputs: they stay out of the batch.
+    const NamedTensors all = run_lookups(signature.lookups, features, servable.model.inputs());
+    inputs.clear();
+    for (const TensorInfo& info : servable.model.inputs())
+      if (all.count(info.name)) inputs[info.name] = all.at(info.name);
+  }
+  if (batcher == nullptr) return servable.model.run(inputs);
+  // Requests batch together when they run one model version and signature on rows alike.
+  std::string key = fmt::format("{}/{}", servable.version, signature_name);
+  for (const auto& [name, tensor] : inputs) {
+    Shape row(tensor.shape().begin() + (tensor.rank() > 0 ? 1 : 0), tensor.shape().end());
+    key += fmt::format("/{}:{}{}", name, dtype_name(tensor.dtype()), ops::shape_str(row));
+  }
+  return batcher->run(key, inputs,
+                      [&servable](const NamedTensors& batch) { return servable.model.run(batch); });
+}
+
 namespace {
 
 using json = nlohmann::json;
@@ -41,18 +76,9 @@ struct Route {
 
 json error_body(const std::string& message) { return {{"error", message}}; }
 
-// The servable a route names. est-serve assigns no version labels, so every label is unknown
-// (TF Serving's ServerCore::GetModelVersionForLabel).
-std::shared_ptr<const Servable> find_servable(const ModelManager& models, const Route& route) {
-  if (route.label)
-    throw InvalidArgumentError("Unrecognized servable version label: " + printable(*route.label));
-  auto servable = models.current();
-  if (route.model != models.name() || !servable ||
-      (route.version && *route.version != servable->version))
-    throw NotFoundError(fmt::format("Servable not found for request: {}({}{})",
-                                    route.version ? "Specific" : "Latest", printable(route.model),
-                                    route.version ? fmt::format(", {}", *route.version) : ""));
-  return servable;
+// The servable a route names.
+std::shared_ptr<const Servable> find_servable(const ModelLookup& models, const Route& route) {
+  return serving::find_servable(models(route.model).get(), route.model, route.version, route.label);
 }
 
 json tensor_info_json(const TensorInfo& info) {
@@ -63,11 +89,21 @@ json tensor_info_json(const TensorInfo& info) {
           {"name", info.name}};
 }
 
-json status_json(const Servable& servable) {
-  return {{"model_version_status",
-           json::array({{{"version", std::to_string(servable.version)},
-                         {"state", "AVAILABLE"},
-                         {"status", {{"error_code", "OK"}, {"error_message", ""}}}}})}};
+// The status of the version the route names, or of every version served (TF Serving's
+// get_model_status_impl.cc).
+json status_json(const ModelLookup& models, const Route& route) {
+  std::vector<std::shared_ptr<const Servable>> servables;
+  if (route.version || route.label)
+    servables.push_back(find_servable(models, route));
+  else if (auto model = models(route.model))
+    servables = model->served();
+  if (servables.empty()) servables.push_back(find_servable(models, route));  // NOT_FOUND
+  json statuses = json::array();
+  for (auto it = servables.rbegin(); it != servables.rend(); ++it)
+    statuses.push_back({{"version", std::to_string((*it)->version)},
+                        {"state", "AVAILABLE"},
+                        {"status", {{"error_code", "OK"}, {"error_message", ""}}}});
+  return {{"model_version_status", statuses}};
 }
 
 json metadata_json(const std::string& name, const Servable& servable) {
@@ -104,40 +140,6 @@ const SignatureDef& find_signature(const Servable& servable, const json& request
     throw InvalidArgumentError(fmt::format(
         "Serving signature name: \"{}\" not found in signature def", printable(signature_name)));
   return found->second;
-}
-
-// Serialized tf.Examples parsed with the signature's pre-processing step into the graph's
-// inputs (a bad example is the client's error: 400).
-NamedTensors parse_examples(const ParseExampleStep& step, const Tensor& serialized) {
-  try {
-    return data::parse_example(serialized.to_vector<std::string>(), step.features);
-  } catch (const Error& error) {
-    throw InvalidArgumentError(fmt::format("could not parse the tf.Examples: {}", error.what()));
-  }
-}
-
-// The graph's outputs for its inputs (after the signature's lookups), through the batcher when
-// there is one.
-NamedTensors run_graph(const Servable& servable, const std::string& signature_name,
-                       const NamedTensors& features, Batcher* batcher) {
-  const SignatureDef& signature = servable.signatures.at(signature_name);
-  NamedTensors inputs = features;
-  if (!signature.lookups.empty()) {
-    // The features only the lookups read are not graph inputs: they stay out of the batch.
-    const NamedTensors all = run_lookups(signature.lookups, features, servable.model.inputs());
-    inputs.clear();
-    for (const TensorInfo& info : servable.model.inputs())
-      if (all.count(info.name)) inputs[info.name] = all.at(info.name);
-  }
-  if (batcher == nullptr) return servable.model.run(inputs);
-  // Requests batch together when they run one model version and signature on rows alike.
-  std::string key = fmt::format("{}/{}", servable.version, signature_name);
-  for (const auto& [name, tensor] : inputs) {
-    Shape row(tensor.shape().begin() + (tensor.rank() > 0 ? 1 : 0), tensor.shape().end());
-    key += fmt::format("/{}:{}{}", name, dtype_name(tensor.dtype()), ops::shape_str(row));
-  }
-  return batcher->run(key, inputs,
-                      [&servable](const NamedTensors& batch) { return servable.model.run(batch); });
 }
 
 json predict(const Servable& servable, const json& request, Batcher* batcher) {
@@ -307,7 +309,7 @@ std::optional<Route> parse_route(const std::string& method, const std::string& p
   return route;
 }
 
-json route(const ModelManager& models, const std::string& method, const std::string& path,
+json route(const ModelLookup& models, const std::string& method, const std::string& path,
            const std::string& body, Batcher* batcher) {
   if (size_t at = 0; !consume(path, at, "/v1/")) throw NotRouted{};
   const std::optional<Route> route = parse_route(method, path);
@@ -315,9 +317,8 @@ json route(const ModelManager& models, const std::string& method, const std::str
   if (!route) throw InvalidArgumentError(malformed);
   if (method == "GET") {
     if (route->model.empty()) throw InvalidArgumentError("Missing model name in request.");
-    auto servable = find_servable(models, *route);
-    return route->subresource == "metadata" ? metadata_json(route->model, *servable)
-                                            : status_json(*servable);
+    if (route->subresource != "metadata") return status_json(models, *route);
+    return metadata_json(route->model, *find_servable(models, *route));
   }
   if (route->verb == "predict")
     return predict(*find_servable(models, *route), parse_body(body), batcher);
@@ -357,7 +358,24 @@ int http_status_of(StatusCode code) {
   }
 }
 
-RestResponse handle_rest(const ModelManager& models, const std::string& method,
+RestResponse handle_rest(const ModelManager& model, const std::string& method,
+                         const std::string& path, const std::string& body, Batcher* batcher) {
+  return handle_rest(
+      [&model](const std::string& name) {
+        return name == model.name() ? std::shared_ptr<const ModelManager>(
+                                          std::shared_ptr<const ModelManager>(), &model)
+                                    : nullptr;
+      },
+      method, path, body, batcher);
+}
+
+RestResponse handle_rest(const ServerCore& core, const std::string& method, const std::string& path,
+                         const std::string& body, Batcher* batcher) {
+  return handle_rest([&core](const std::string& name) { return core.model(name); }, method, path,
+                     body, batcher);
+}
+
+RestResponse handle_rest(const ModelLookup& models, const std::string& method,
                          const std::string& path, const std::string& body, Batcher* batcher) {
   try {
     return {200, answer_text(route(models, method, path, body, batcher))};

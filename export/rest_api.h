@@ -15,7 +15,7 @@
 // with lookups (a feature-column model's vocabulary, hash and identity lookups) takes the raw
 // features and looks them up into the graph's id inputs first (lookup_step.h).
 // Paths are matched as TF Serving's http_rest_api_util.cc does (case-insensitive; a version
-// label is parsed, and unknown, as est-serve assigns none). Bodies are JSON text as
+// label is resolved with the model's version_labels). Bodies are JSON text as
 // rest_json_text.h reads it (NaN and infinities; nesting bounded), and answers are written so.
 // Errors are {"error": "..."} with the HTTP status of the error's cause: 400 for a malformed
 // path under /v1/ or body, a version label, a tensor of the wrong shape or dtype, an unparsable
@@ -25,10 +25,12 @@
 // server.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "export/batcher.h"
-#include "export/servable.h"
+#include "export/server_core.h"
 
 namespace est::serving {
 
@@ -37,10 +39,26 @@ struct RestResponse {
   std::string body;  // JSON
 };
 
+// The model of a name (null: none), as the server looks it up.
+using ModelLookup = std::function<std::shared_ptr<const ModelManager>(const std::string&)>;
+
 // `batcher`, when given, runs concurrent predict requests together (batcher.h).
-RestResponse handle_rest(const ModelManager& models, const std::string& method,
+RestResponse handle_rest(const ModelLookup& models, const std::string& method,
                          const std::string& path, const std::string& body,
                          Batcher* batcher = nullptr);
+// The same for the models of `core`, or for one model.
+RestResponse handle_rest(const ServerCore& core, const std::string& method, const std::string& path,
+                         const std::string& body, Batcher* batcher = nullptr);
+RestResponse handle_rest(const ModelManager& model, const std::string& method,
+                         const std::string& path, const std::string& body,
+                         Batcher* batcher = nullptr);
+
+// Shared with the gRPC API (export/grpc/): serialized tf.Examples parsed with a signature's
+// parse_example step (InvalidArgumentError for a bad example), and the graph's outputs for a
+// signature's inputs (after its lookups; through `batcher` when there is one).
+NamedTensors parse_examples(const ParseExampleStep& step, const Tensor& serialized);
+NamedTensors run_graph(const Servable& servable, const std::string& signature_name,
+                       const NamedTensors& features, Batcher* batcher);
 
 // The HTTP status TF Serving answers for an error of `code`.
 int http_status_of(StatusCode code);

@@ -1,6 +1,7 @@
 // Signatures, version discovery and the ModelManager's reload (see servable.h).
 #include "export/servable.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -71,8 +72,8 @@ Signatures load_signatures(const std::string& path) {
   }
 }
 
-std::optional<std::pair<int64_t, std::string>> newest_version(const std::string& base_path) {
-  std::optional<std::pair<int64_t, std::string>> newest;
+std::map<int64_t, std::string> versions_on_disk(const std::string& base_path) {
+  std::map<int64_t, std::string> versions;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(base_path, error)) {
     const std::string name = entry.path().filename().string();
@@ -80,56 +81,125 @@ std::optional<std::pair<int64_t, std::string>> newest_version(const std::string&
         name.find_first_not_of("0123456789") != std::string::npos ||
         !fs::is_regular_file(entry.path() / "model.onnx"))
       continue;
-    const int64_t version = std::stoll(name);
-    if (!newest || version > newest->first) newest = {{version, entry.path().string()}};
+    versions[std::stoll(name)] = entry.path().string();
   }
-  return newest;
+  return versions;
 }
 
-ModelManager::ModelManager(std::string name, std::string base_path)
-    : name_(std::move(name)), base_path_(std::move(base_path)) {}
+std::optional<std::pair<int64_t, std::string>> newest_version(const std::string& base_path) {
+  auto versions = versions_on_disk(base_path);
+  if (versions.empty()) return std::nullopt;
+  return *versions.rbegin();
+}
+
+ModelManager::ModelManager(std::string name, std::string base_path, VersionPolicy policy,
+                           std::map<std::string, int64_t> labels)
+    : name_(std::move(name)),
+      base_path_(std::move(base_path)),
+      policy_(std::move(policy)),
+      labels_(std::move(labels)) {}
+
+namespace {
+
+// The versions on disk `policy` names (TF Serving's file_system_storage_path_source.cc:
+// latest N: the N largest; all; specific: those listed that are on disk).
+std::map<int64_t, std::string> aspired(const VersionPolicy& policy,
+                                       const std::map<int64_t, std::string>& on_disk) {
+  if (policy.kind == VersionPolicy::Kind::kAll) return on_disk;
+  std::map<int64_t, std::string> chosen;
+  if (policy.kind == VersionPolicy::Kind::kSpecific) {
+    for (int64_t version : policy.versions)
+      if (auto found = on_disk.find(version); found != on_disk.end()) chosen.insert(*found);
+    return chosen;
+  }
+  int64_t left = std::max<int64_t>(policy.num_versions, 1);
+  for (auto it = on_disk.rbegin(); it != on_disk.rend() && left > 0; ++it, --left)
+    chosen.insert(*it);
+  return chosen;
+}
+
+}  // namespace
 
 // TF Serving's file-system source (sources/storage_path/file_system_storage_path_source.cc)
-// aspires the newest version on disk at each poll, older or newer than the one served, and
-// none when the base path holds no version (then the served one is unloaded); a base path that
-// is missing emits nothing, and the served version stays.
+// aspires the versions on disk the policy names at each poll, older or newer than those served,
+// and none when the base path holds no version (then the served ones are unloaded); a base path
+// that is missing emits nothing, and the served versions stay.
 bool ModelManager::poll() {
+  std::lock_guard polling(poll_mutex_);
   std::error_code error;
   if (!fs::is_directory(base_path_, error)) return false;
-  auto newest = newest_version(base_path_);
-  std::shared_ptr<const Servable> served = current();
-  if (!newest) {
-    if (!served) return false;
-    log::warning("No versions of servable {} found under base path {}: unloading version {}", name_,
-                 base_path_, served->version);
+  VersionPolicy policy;
+  {
     std::lock_guard lock(mutex_);
-    current_ = nullptr;
-    return true;
+    policy = policy_;
   }
-  if (served && served->version == newest->first) return false;
-  std::shared_ptr<const Servable> servable;
-  try {
-    servable = std::make_shared<const Servable>(
-        Servable{newest->first, newest->second,
-                 OnnxModel::load((fs::path(newest->second) / "model.onnx").string()),
-                 load_signatures((fs::path(newest->second) / "signatures.json").string())});
-  } catch (const Error& error) {
-    if (failed_version_ != newest->first)
-      log::error("Loading servable {} version {} failed (retrying at the next poll): {}", name_,
-                 newest->first, error.what());
-    failed_version_ = newest->first;
-    return false;
+  const std::map<int64_t, std::string> on_disk = versions_on_disk(base_path_);
+  const std::map<int64_t, std::string> wanted = aspired(policy, on_disk);
+  bool changed = false;
+  for (const auto& servable : served()) {
+    if (wanted.count(servable->version)) continue;
+    if (on_disk.empty())
+      log::warning("No versions of servable {} found under base path {}: unloading version {}",
+                   name_, base_path_, servable->version);
+    else
+      log::info("Unloading servable version {{name: {} version: {}}}", name_, servable->version);
+    std::lock_guard lock(mutex_);
+    served_.erase(servable->version);
+    changed = true;
   }
-  std::lock_guard lock(mutex_);
-  current_ = std::move(servable);
-  log::info("Successfully loaded servable version {{name: {} version: {}}}", name_,
-            current_->version);
-  return true;
+  for (const auto& [number, path] : wanted) {
+    if (version(number)) continue;
+    std::shared_ptr<const Servable> servable;
+    try {
+      servable = std::make_shared<const Servable>(
+          Servable{number, path, OnnxModel::load((fs::path(path) / "model.onnx").string()),
+                   load_signatures((fs::path(path) / "signatures.json").string())});
+    } catch (const Error& error) {
+      std::lock_guard lock(mutex_);
+      if (!failed_[number])
+        log::error("Loading servable {} version {} failed (retrying at the next poll): {}", name_,
+                   number, error.what());
+      failed_[number] = true;
+      continue;
+    }
+    std::lock_guard lock(mutex_);
+    served_[number] = std::move(servable);
+    failed_.erase(number);
+    changed = true;
+    log::info("Successfully loaded servable version {{name: {} version: {}}}", name_, number);
+  }
+  return changed;
 }
 
 std::shared_ptr<const Servable> ModelManager::current() const {
   std::lock_guard lock(mutex_);
-  return current_;
+  return served_.empty() ? nullptr : served_.rbegin()->second;
+}
+
+std::shared_ptr<const Servable> ModelManager::version(int64_t version) const {
+  std::lock_guard lock(mutex_);
+  auto found = served_.find(version);
+  return found == served_.end() ? nullptr : found->second;
+}
+
+std::vector<std::shared_ptr<const Servable>> ModelManager::served() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::shared_ptr<const Servable>> all;
+  for (const auto& [number, servable] : served_) all.push_back(servable);
+  return all;
+}
+
+std::optional<int64_t> ModelManager::label(const std::string& label) const {
+  std::lock_guard lock(mutex_);
+  auto found = labels_.find(label);
+  if (found == labels_.end()) return std::nullopt;
+  return found->second;
+}
+
+void ModelManager::reconfigure(VersionPolicy policy, std::map<std::string, int64_t> labels) {
+  std::lock_guard lock(mutex_);
+  policy_ = std::move(policy);
+  labels_ = std::move(labels);
 }
 
 }  // namespace est::serving

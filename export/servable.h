@@ -1,8 +1,9 @@
 // A served model: the versions under a base path (TF Serving's layout: <base>/<version>/, the
-// version a number, as export_saved_model writes them), the newest one loaded (TF Serving's
-// default version policy, "latest"), and its reload when the newest version on disk changes: a
-// newer one appears, or the newest one is deleted (the next newest is loaded; none left: the
-// model is unloaded and requests get 404).
+// version a number, as export_saved_model writes them), those its version policy names loaded
+// (TF Serving's model_version_policy: the newest N, the default being the newest one; all; or
+// specific versions), and its reload when the versions on disk change: a newer one appears, or
+// one is deleted (with "latest", the next newest is loaded; none left: the model is unloaded and
+// requests get 404).
 //
 // Requests take a shared_ptr to the current Servable; poll() swaps in a new one, so a request
 // in flight finishes on the version it started with and none is dropped. A version that fails to
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "export/lookup_step.h"
 #include "export/onnx_model.h"
@@ -52,24 +54,47 @@ struct Servable {
 
 // The newest version directory under `base_path` holding a model.onnx, or nullopt.
 std::optional<std::pair<int64_t, std::string>> newest_version(const std::string& base_path);
+// Every version directory under `base_path` holding a model.onnx, by version.
+std::map<int64_t, std::string> versions_on_disk(const std::string& base_path);
+
+// TF Serving's ServableVersionPolicy (file_system_storage_path_source.proto).
+struct VersionPolicy {
+  enum class Kind { kLatest, kAll, kSpecific };
+  Kind kind = Kind::kLatest;
+  int64_t num_versions = 1;       // kLatest
+  std::vector<int64_t> versions;  // kSpecific
+};
 
 class ModelManager {
  public:
-  ModelManager(std::string name, std::string base_path);
-  // Loads the newest version on disk when it is not the one served, or unloads the served one
-  // when the base path holds no version; true when the version served changed.
+  ModelManager(std::string name, std::string base_path, VersionPolicy policy = {},
+               std::map<std::string, int64_t> labels = {});
+  // Loads the versions on disk the policy names that are not loaded, and unloads the loaded ones
+  // it no longer names (all of them when the base path holds no version); true when the set of
+  // versions served changed.
   bool poll();
-  // The version served now (null before the first one loaded).
+  // The newest version served now (null before the first one loaded).
   std::shared_ptr<const Servable> current() const;
+  // Version `version` when it is served (null otherwise).
+  std::shared_ptr<const Servable> version(int64_t version) const;
+  // Every version served, oldest first.
+  std::vector<std::shared_ptr<const Servable>> served() const;
+  // The version `label` names (TF Serving's version_labels), or nullopt.
+  std::optional<int64_t> label(const std::string& label) const;
+  // A new policy and labels (the next poll() applies the policy).
+  void reconfigure(VersionPolicy policy, std::map<std::string, int64_t> labels);
   const std::string& name() const { return name_; }
   const std::string& base_path() const { return base_path_; }
 
  private:
   std::string name_;
   std::string base_path_;
+  std::mutex poll_mutex_;  // one poll() at a time (the file-system and config pollers)
   mutable std::mutex mutex_;
-  std::shared_ptr<const Servable> current_;
-  int64_t failed_version_ = -1;  // logged once
+  VersionPolicy policy_;
+  std::map<std::string, int64_t> labels_;
+  std::map<int64_t, std::shared_ptr<const Servable>> served_;
+  std::map<int64_t, bool> failed_;  // versions whose load failed (logged once)
 };
 
 }  // namespace est::serving

@@ -18,10 +18,12 @@ packages=(
 )
 # What only the tests use (./run.sh sets EST_TEST_TOOLS=0 and skips them): the Python modules
 # the tests read files with (h5py, numpy), talk to est with (grpcio, protobuf for the Example
-# interop test), the export tests' checkers (python3-onnx's onnx.checker; node + npm for
-# onnxruntime-node), curl and openssl (the REST and TLS tests).
+# interop test, grpc-tools for est-serve's gRPC client stubs), the export tests' checkers
+# (python3-onnx's onnx.checker; node + npm for onnxruntime-node), curl and openssl (the REST and
+# TLS tests).
 test_packages=(
-  python3-grpcio python3-h5py python3-numpy python3-protobuf python3-onnx nodejs curl openssl
+  python3-grpcio python3-grpc-tools python3-h5py python3-numpy python3-protobuf python3-onnx
+  nodejs curl openssl
 )
 if [ "${EST_TEST_TOOLS:-1}" = 1 ]; then
   packages+=("${test_packages[@]}")

@@ -1,11 +1,18 @@
-// est-serve: serves the newest export under --model_base_path with TensorFlow Serving's REST
-// API (export/rest_api.h), so that TF Serving clients keep working. Flags follow
-// tensorflow_model_server's where they exist (--model_name, --model_base_path,
-// --rest_api_timeout_in_ms, --file_system_poll_wait_seconds, --rest_api_num_threads); --port is
-// the REST port (0: any free port), --address the one address it binds (default loopback).
+// est-serve: a drop-in for tensorflow_model_server over est's exports: TF Serving's gRPC API
+// (export/grpc/grpc_server.h) on --port (default 8500; 0: off) and its REST API
+// (export/rest_api.h) on --rest_api_port (default 0: off), for the model of --model_name and
+// --model_base_path or the models of --model_config_file (TF Serving's ModelServerConfig in
+// protobuf's text format, re-read every --model_config_file_poll_wait_seconds when that is
+// above 0: a changed file is applied without a restart, one that does not parse is logged and
+// the last good config kept). Flags follow tensorflow_model_server's
+// (tensorflow_serving/model_servers/main.cc); its flags est-serve does not act on are accepted
+// with a warning naming them (tools/tf_serving_flags.h), any other unknown flag is a usage
+// error. --address is the one address both APIs bind (default loopback, where TF Serving binds
+// every address).
 //
-// The server prints "Exporting HTTP/REST API at:<address>:<port> ..." once it listens (the
-// line TF Serving logs), polls the base path for newer versions on a thread of its own and
+// The server prints "Running gRPC ModelServer at <address>:<port> ..." and "Exporting HTTP/REST
+// API at:<address>:<port> ..." once they listen (the lines TF Serving logs), polls the base
+// paths for new versions every --file_system_poll_wait_seconds on a thread of its own and
 // swaps them in without dropping requests (export/servable.h). Bodies over --max_request_bytes
 // are refused (413) before they are read, whatever their Content-Type (TF Serving reads any body
 // as JSON); every connection has read and write timeouts of --rest_api_timeout_in_ms, and on
@@ -24,31 +31,88 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include <CLI/CLI.hpp>
 
 #include "export/rest_api.h"
-#include "export/servable.h"
+#include "export/server_core.h"
 #include "ops/error.h"
 #include "ops/logging.h"
+#include "tools/tf_serving_flags.h"
+#if EST_SERVE_GRPC
+#include "export/grpc/grpc_server.h"
+#include "export/grpc/model_config.h"
+#endif
+
+namespace {
+
+// The models to serve: those of --model_config_file, or the one of --model_name and
+// --model_base_path.
+std::vector<est::serving::ModelOptions> configured_models(const std::string& config_file,
+                                                          const std::string& name,
+                                                          const std::string& base_path) {
+  if (config_file.empty()) return {{.name = name, .base_path = base_path}};
+#if EST_SERVE_GRPC
+  return est::serving::read_model_config_file(config_file);
+#else
+  throw est::UnimplementedError(
+      "--model_config_file needs est-serve built with gRPC (-Dgrpc=enabled)");
+#endif
+}
+
+// Re-reads --model_config_file; applies it when its text changed since `applied`, or logs why
+// it cannot and keeps the models served.
+void reload_config(est::serving::ServerCore& core, const std::string& path, std::string& applied) {
+  std::ifstream file(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(file)), {});
+  if (!file || text == applied) return;
+  try {
+    core.reconfigure(configured_models(path, "", ""));
+    applied = text;
+    est::log::info("Applied the model config of {}", path);
+    core.poll();
+  } catch (const std::exception& error) {
+    applied = text;  // logged once per change of the file
+    est::log::error("{}; serving the last good config until the file changes", error.what());
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"est-serve: TensorFlow Serving's REST API for est exports", "est-serve"};
+  CLI::App app{"est-serve: TensorFlow Serving's gRPC and REST APIs for est exports", "est-serve"};
+  app.allow_extras();  // TF Serving's flags est-serve does not act on (filter_extras)
   std::string model_base_path, model_name = "default", address = "127.0.0.1";
-  std::string ssl_cert_file, ssl_key_file;
-  int port = 8501, timeout_ms = 30000, num_threads = 8;
-  double poll_seconds = 1;
+  std::string ssl_cert_file, ssl_key_file, model_config_file;
+  int port = 8500, rest_port = 0, timeout_ms = 30000, num_threads = 8, grpc_max_threads = 0;
+  double poll_seconds = 1, config_poll_seconds = 0;
   size_t max_request_bytes = 16u << 20;
   bool enable_batching = false;
   int64_t max_batch_size = 32, batch_timeout_micros = 1000;
   app.add_option("--model_base_path", model_base_path,
-                 "directory of numbered versions (export_saved_model's export_dir_base)")
-      ->required();
-  app.add_option("--model_name", model_name, "the NAME in /v1/models/NAME")->capture_default_str();
-  app.add_option("--port,--rest_api_port", port, "REST port; 0 picks a free one")
+                 "directory of numbered versions (export_saved_model's export_dir_base)");
+  app.add_option("--model_name", model_name, "the model's name in requests")->capture_default_str();
+  app.add_option("--model_config_file", model_config_file,
+                 "ModelServerConfig in protobuf's text format: several models, each with its "
+                 "base_path, model_version_policy and version_labels (instead of --model_name "
+                 "and --model_base_path)");
+  app.add_option("--model_config_file_poll_wait_seconds", config_poll_seconds,
+                 "how often to re-read --model_config_file; 0: never")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--port", port,
+                 "gRPC port (TF Serving's PredictionService and ModelService); 0: off")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
+  app.add_option("--rest_api_port", rest_port, "REST port; 0: off")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--grpc_max_threads", grpc_max_threads,
+                 "threads answering gRPC requests at most; 0: gRPC's default")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--address", address, "the address to bind, and only it")->capture_default_str();
   app.add_option("--rest_api_timeout_in_ms", timeout_ms,
                  "read/write timeout per connection; on SIGTERM, how long requests in flight "
@@ -77,6 +141,28 @@ int main(int argc, char** argv) {
   app.add_option("--ssl_cert_file", ssl_cert_file, "PEM certificate: serve HTTPS");
   app.add_option("--ssl_key_file", ssl_key_file, "PEM private key of --ssl_cert_file");
   CLI11_PARSE(app, argc, argv);
+  if (const std::string unknown = est::serve::filter_extras(app.remaining()); !unknown.empty()) {
+    std::fprintf(stderr, "est-serve: unknown argument %s (see --help)\n", unknown.c_str());
+    return 2;
+  }
+  if (model_base_path.empty() == model_config_file.empty()) {
+    std::fprintf(stderr, "est-serve: give --model_base_path or --model_config_file (one)\n");
+    return 2;
+  }
+  if (port == 0 && rest_port == 0) {
+    std::fprintf(stderr, "est-serve: --port and --rest_api_port are both 0: nothing to serve\n");
+    return 2;
+  }
+  if (port != 0 && port == rest_port) {
+    std::fprintf(stderr, "est-serve: --port and --rest_api_port must differ\n");
+    return 2;
+  }
+#if !EST_SERVE_GRPC
+  if (port != 0) {
+    est::log::warning("est-serve is built without gRPC: --port {} is not served", port);
+    port = 0;
+  }
+#endif
   if (ssl_cert_file.empty() != ssl_key_file.empty()) {
     std::fprintf(stderr, "est-serve: give both --ssl_cert_file and --ssl_key_file, or neither\n");
     return 2;
@@ -91,11 +177,19 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGUSR1);  // sent by main to end the waiter
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  est::serving::ModelManager models(model_name, model_base_path);
+  est::serving::ServerCore models;
+  std::string applied_config;  // the text of --model_config_file last applied
   try {
-    if (!models.poll() && !models.current())
-      est::log::warning("No versions of servable {} found under base path {}", model_name,
-                        model_base_path);
+    models.reconfigure(configured_models(model_config_file, model_name, model_base_path));
+    if (!model_config_file.empty()) {
+      std::ifstream file(model_config_file, std::ios::binary);
+      applied_config.assign(std::istreambuf_iterator<char>(file), {});
+    }
+    models.poll();
+    for (const std::string& name : models.names())
+      if (!models.model(name)->current())
+        est::log::warning("No versions of servable {} found under base path {}", name,
+                          models.model(name)->base_path());
   } catch (const std::exception& error) {
     std::fprintf(stderr, "est-serve: %s\n", error.what());
     return 1;
@@ -186,19 +280,32 @@ int main(int argc, char** argv) {
                          "application/json");
   });
 
-  int bound = port;
-  if (port == 0) {
-    bound = server->bind_to_any_port(address.c_str());
-  } else if (!server->bind_to_port(address.c_str(), port)) {
-    bound = -1;
+  if (rest_port != 0) {
+    if (!server->bind_to_port(address.c_str(), rest_port)) {
+      std::fprintf(stderr,
+                   "est-serve: cannot bind %s:%d (in use, or not an address of this host)\n",
+                   address.c_str(), rest_port);
+      return 1;
+    }
+    if (listening_socket >= 0) ::listen(listening_socket, SOMAXCONN);
   }
-  if (bound < 0) {
-    std::fprintf(stderr, "est-serve: cannot bind %s:%d (in use, or not an address of this host)\n",
-                 address.c_str(), port);
-    return 1;
+#if EST_SERVE_GRPC
+  std::unique_ptr<est::serving::GrpcServer> grpc_server;
+  if (port != 0) {
+    try {
+      grpc_server = std::make_unique<est::serving::GrpcServer>(
+          models, batcher.get(),
+          est::serving::GrpcServerOptions{
+              .address = address, .port = port, .max_threads = grpc_max_threads});
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "est-serve: %s\n", error.what());
+      return 1;
+    }
+    std::printf("Running gRPC ModelServer at %s:%d ...\n", address.c_str(), grpc_server->port());
   }
-  if (listening_socket >= 0) ::listen(listening_socket, SOMAXCONN);
-  std::printf("Exporting HTTP/REST API at:%s:%d ...\n", address.c_str(), bound);
+#endif
+  if (rest_port != 0)
+    std::printf("Exporting HTTP/REST API at:%s:%d ...\n", address.c_str(), rest_port);
   std::fflush(stdout);
 
   std::mutex mutex;
@@ -213,14 +320,26 @@ int main(int argc, char** argv) {
       lock.lock();
     }
   });
+  std::thread config_poller([&] {
+    if (config_poll_seconds <= 0 || model_config_file.empty()) return;
+    std::unique_lock lock(mutex);
+    while (!stopped.wait_for(lock, std::chrono::duration<double>(config_poll_seconds),
+                             [&] { return stopping; })) {
+      lock.unlock();
+      reload_config(models, model_config_file, applied_config);
+      lock.lock();
+    }
+  });
   // SIGTERM: requests in flight are given --rest_api_timeout_in_ms to finish, then abandoned.
-  bool listening = true;
+  bool listening = true, stop_requested = false;
   std::thread signal_waiter([&] {
     int signal = 0;
     sigwait(&stop_signals, &signal);
     if (signal == SIGUSR1) return;
     server->stop();
     std::unique_lock lock(mutex);
+    stop_requested = true;
+    stopped.notify_all();
     if (!stopped.wait_for(lock, std::chrono::milliseconds(timeout_ms),
                           [&] { return !listening; })) {
       std::fprintf(stderr,
@@ -231,7 +350,12 @@ int main(int argc, char** argv) {
       std::_Exit(1);
     }
   });
-  server->listen_after_bind();
+  if (rest_port != 0) {
+    server->listen_after_bind();
+  } else {
+    std::unique_lock lock(mutex);
+    stopped.wait(lock, [&] { return stop_requested; });
+  }
   {
     std::lock_guard lock(mutex);
     listening = false;
@@ -239,11 +363,15 @@ int main(int argc, char** argv) {
   stopped.notify_all();
   pthread_kill(signal_waiter.native_handle(), SIGUSR1);  // when listen ended on its own
   signal_waiter.join();
+#if EST_SERVE_GRPC
+  if (grpc_server) grpc_server->shutdown(timeout_ms);
+#endif
   {
     std::lock_guard lock(mutex);
     stopping = true;
   }
   stopped.notify_all();
   poller.join();
+  config_poller.join();
   return 0;
 }

@@ -1,5 +1,5 @@
 // est-serve from the outside: TF Serving's REST API asked by independent clients (curl, and
-// python3's urllib for the load), on 127.0.0.1 and a port the server picks (--port 0, read
+// python3's urllib for the load), on 127.0.0.1 and a free port (--rest_api_port, read back
 // from its "Exporting HTTP/REST API at:" line). Models come from Estimator::export_saved_model:
 // TF Serving's half_plus_two (its documentation's request and answer) and a small classifier
 // whose answers must equal Estimator::predict's; HTTPS with a self-signed certificate made by
@@ -215,7 +215,8 @@ TEST_CASE("est-serve: HTTPS with --ssl_cert_file and --ssl_key_file") {
   // A key that does not exist: est-serve says so and exits.
   auto missing = testing::run_program(
       std::string(EST_SERVE) + " --model_base_path " + testing::shell_quote(dir / "serving") +
-          " --port 0 --ssl_cert_file " + testing::shell_quote(cert) +
+          " --port 0 --rest_api_port " + std::to_string(testing::free_port()) +
+          " --ssl_cert_file " + testing::shell_quote(cert) +
           " --ssl_key_file /nonexistent/key.pem 2>&1",
       30);
   CHECK(missing.exit_code == 1);

@@ -1,6 +1,7 @@
 // The est-serve harness of the REST suites (rest_test.cpp, rest_examples_test.cpp): models
-// exported with Estimator::export_saved_model, est-serve started on 127.0.0.1 and a port it
-// picks (--port 0, read from its "Exporting HTTP/REST API at:" line), requests with curl.
+// exported with Estimator::export_saved_model, est-serve started on 127.0.0.1 with REST on a
+// free port (--rest_api_port, read back from its "Exporting HTTP/REST API at:" line) and gRPC
+// off (--port 0), requests with curl.
 // Every wait is bounded; the server is stopped by its pid.
 #pragma once
 
@@ -20,6 +21,7 @@
 #include "estimator/estimator.h"
 #include "nn/nn.h"
 #include "tests/command.h"
+#include "tests/process_group.h"
 #include "tests/skip.h"
 
 namespace est::testing::serve {
@@ -109,50 +111,26 @@ class Server {
   // that certificate.
   Server(const std::string& base, const testing::ScratchDir& dir,
          std::vector<std::string> extra = {}) {
-    log_ = dir / "server.log";
-    for (size_t i = 0; i + 1 < extra.size(); ++i)
-      if (extra[i] == "--ssl_cert_file") certificate_ = extra[i + 1];
-    std::vector<std::string> args{EST_SERVE,
-                                  "--model_base_path",
+    std::vector<std::string> args{"--model_base_path",
                                   base,
                                   "--model_name",
                                   "half_plus_two",
                                   "--port",
                                   "0",
+                                  "--rest_api_port",
+                                  std::to_string(testing::free_port()),
                                   "--address",
                                   "127.0.0.1",
                                   "--file_system_poll_wait_seconds",
                                   "0.2"};
     args.insert(args.end(), extra.begin(), extra.end());
-    std::fflush(stdout);  // else the child's copy of the buffer is written twice
-    std::fflush(stderr);
-    pid_ = fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      FILE* out = std::freopen(log_.c_str(), "w", stdout);
-      if (out == nullptr || dup2(fileno(stdout), 2) < 0) _exit(127);
-      std::vector<char*> argv;
-      for (auto& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    const std::string marker = "Exporting HTTP/REST API at:127.0.0.1:";
-    for (int i = 0; i < 600 && port_ == 0; ++i) {  // at most 60 s
-      std::ifstream file(log_);
-      std::string text((std::istreambuf_iterator<char>(file)), {});
-      if (auto at = text.find(marker); at != std::string::npos)
-        port_ = std::stoi(text.substr(at + marker.size()));
-      else if (waitpid(pid_, nullptr, WNOHANG) == pid_)
-        FAIL("est-serve exited: " << text);
-      else
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (port_ == 0) {  // the destructor does not run for a constructor that throws
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      FAIL("est-serve did not start within 60 s");
-    }
+    start(dir, args, "Exporting HTTP/REST API at:127.0.0.1:");
+  }
+  // est-serve with exactly `args`; ready once it printed `marker` and a port, which port() then
+  // is.
+  Server(const testing::ScratchDir& dir, const std::vector<std::string>& args,
+         const std::string& marker) {
+    start(dir, args, marker);
   }
   ~Server() {
     if (pid_ < 0) return;  // already ended by terminate()
@@ -195,6 +173,42 @@ class Server {
   }
 
  private:
+  void start(const testing::ScratchDir& dir, std::vector<std::string> args,
+             const std::string& marker) {
+    log_ = dir / "server.log";
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == "--ssl_cert_file") certificate_ = args[i + 1];
+    args.insert(args.begin(), EST_SERVE);
+    std::fflush(stdout);  // else the child's copy of the buffer is written twice
+    std::fflush(stderr);
+    pid_ = fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      FILE* out = std::freopen(log_.c_str(), "w", stdout);
+      if (out == nullptr || dup2(fileno(stdout), 2) < 0) _exit(127);
+      std::vector<char*> argv;
+      for (auto& arg : args) argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 600 && port_ == 0; ++i) {  // at most 60 s
+      std::ifstream file(log_);
+      std::string text((std::istreambuf_iterator<char>(file)), {});
+      if (auto at = text.find(marker); at != std::string::npos)
+        port_ = std::stoi(text.substr(at + marker.size()));
+      else if (waitpid(pid_, nullptr, WNOHANG) == pid_)
+        FAIL("est-serve exited: " << text);
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (port_ == 0) {  // the destructor does not run for a constructor that throws
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      FAIL("est-serve did not start within 60 s");
+    }
+  }
+
   pid_t pid_ = -1;
   int port_ = 0;
   std::string log_;

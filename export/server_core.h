@@ -1,0 +1,55 @@
+// ServerCore: the models a server serves, by name (TF Serving's ServerCore over a
+// ModelServerConfig's model_config_list), shared by the REST and gRPC APIs. reconfigure()
+// replaces the list: a model kept (same name and base path) keeps its loaded versions and takes
+// its new version policy and labels, a new one is added, a model no longer listed is dropped
+// (requests in flight finish on the versions they hold). find() resolves a request's model
+// name and version or label to a loaded version, with TF Serving's errors
+// (model_servers/get_model_status_impl.cc, server_core.cc): NOT_FOUND for an unknown model or a
+// version not served, INVALID_ARGUMENT for an unknown label.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "export/servable.h"
+
+namespace est::serving {
+
+// One model of the config: ModelConfig's name, base_path, model_version_policy, version_labels.
+struct ModelOptions {
+  std::string name;
+  std::string base_path;
+  VersionPolicy policy;
+  std::map<std::string, int64_t> labels;
+};
+
+class ServerCore {
+ public:
+  // InvalidArgumentError for an empty or repeated name or an empty base path, leaving the
+  // models as they were.
+  void reconfigure(const std::vector<ModelOptions>& models);
+  // Polls every model's base path (ModelManager::poll).
+  void poll();
+  // The model named `name`, or null.
+  std::shared_ptr<const ModelManager> model(const std::string& name) const;
+  std::vector<std::string> names() const;
+  // The version of `name` a request asks for: `version`, the version `label` names, or the
+  // newest served. Errors as above; `name` is written printable in messages.
+  std::shared_ptr<const Servable> find(const std::string& name, std::optional<int64_t> version,
+                                       const std::optional<std::string>& label) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<ModelManager>> models_;
+};
+
+// find() on `model`, the model named `name` (null: no such model).
+std::shared_ptr<const Servable> find_servable(const ModelManager* model, const std::string& name,
+                                              std::optional<int64_t> version,
+                                              const std::optional<std::string>& label);
+
+}  // namespace est::serving
