@@ -14,6 +14,7 @@
 #include "ops/allocator.h"
 #include "ops/logging.h"
 #include "ops/ops.h"
+#include "ops/registry.h"
 #include "tests/ops/expect_error.h"
 #include "tests/skip.h"
 
