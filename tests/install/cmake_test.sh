@@ -2,7 +2,7 @@
 # The CMake route to est, tested: `meson install` of this build into a temporary directory
 # (stage.sh), then a CMake project that knows est only through find_package(est CONFIG) and
 # est::est (cmake_consumer/) configured against it with CMAKE_PREFIX_PATH, built, and run: it
-# trains a linear regression for three steps and must leave model.ckpt-3.h5. The dependencies
+# builds examples/linear_regression.cpp, which trains three steps and must leave model.ckpt-3.h5. The dependencies
 # estConfig.cmake looks for through pkg-config must be the ones est.pc requires.
 # Exits 77 (meson's "skipped") after `SKIPPED: reason` when it cannot test (no cmake).
 #
@@ -32,6 +32,7 @@ cxx_flags=""
 case $sanitize in none | "") ;; *) cxx_flags="-fsanitize=$sanitize" ;; esac
 consumer=$work/consumer
 timeout 300 cmake -S "$source_dir/tests/install/cmake_consumer" -B "$consumer" \
+  -DEST_EXAMPLE="$source_dir/examples/linear_regression.cpp" \
   -DCMAKE_PREFIX_PATH="$stage" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="$cxx_flags" \
   >"$work/configure.log" 2>&1 || {
   tail -20 "$work/configure.log"
@@ -46,11 +47,11 @@ timeout 600 cmake --build "$consumer" >"$work/build.log" 2>&1 || {
 echo "built the CMake consumer against est::est from $stage_libdir/cmake/est"
 
 model_dir=$work/model
-(timeout 300 "$consumer/linear_regression" "$model_dir") >"$work/run.log" 2>&1 || {
+(timeout 300 "$consumer/linear_regression" --model_dir "$model_dir") >"$work/run.log" 2>&1 || {
   tail -20 "$work/run.log"
   fail "the CMake consumer failed"
 }
-grep -E "^loss = [0-9.]+, global_step = 3$" "$work/run.log" ||
+grep -E "^Evaluation: loss = [0-9.]+, global_step = 3$" "$work/run.log" ||
   fail "the CMake consumer's evaluation is not at global step 3: $(tail -3 "$work/run.log")"
 [ -f "$model_dir/model.ckpt-3.h5" ] || fail "the CMake consumer left no model.ckpt-3.h5 in $model_dir"
 echo "ran the CMake consumer from the install"
