@@ -13,6 +13,7 @@
 #include "estimator/canned/canned.h"
 #include "estimator/estimator.h"
 #include "feature_column/feature_column.h"
+#include "keras/keras.h"
 #include "nn/metrics.h"
 #include "nn/nn.h"
 #include "ops/error.h"

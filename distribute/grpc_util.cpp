@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -19,35 +18,13 @@ namespace {
 
 std::string read_pem(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw InvalidArgumentError(fmt::format("cannot read the TLS {} {}", what, path));
+  if (!in) throw InvalidArgumentError(fmt::format("cannot read the TLS {} {}", what, path));
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
 }
 
-std::string environment(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
-
 }  // namespace
-
-void TlsOptions::validate() const {
-  int set = !ca_certificate_path.empty() + !certificate_path.empty() + !private_key_path.empty();
-  if (set != 0 && set != 3)
-    throw InvalidArgumentError(
-        "TLS needs three paths (the CA certificate, this task's certificate and its private "
-        "key: EST_TLS_CA, EST_TLS_CERT, EST_TLS_KEY), but only some are set");
-}
-
-TlsOptions TlsOptions::from_environment() {
-  TlsOptions tls{.ca_certificate_path = environment("EST_TLS_CA"),
-                 .certificate_path = environment("EST_TLS_CERT"),
-                 .private_key_path = environment("EST_TLS_KEY")};
-  tls.validate();
-  return tls;
-}
 
 std::shared_ptr<grpc::ServerCredentials> server_credentials(const TlsOptions& tls) {
   tls.validate();
@@ -94,9 +71,10 @@ grpc::Status check_token(grpc::ServerContext& context, const std::string& token)
   {
     std::lock_guard lock(mutex);
     if (logged.insert(peer).second)
-      log::warning("Refused a call from {} without this job's token (further refusals of this "
-                   "peer are not logged)",
-                   peer);
+      log::warning(
+          "Refused a call from {} without this job's token (further refusals of this "
+          "peer are not logged)",
+          peer);
   }
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                       "this job's token is missing or wrong; set EST_JOB_TOKEN (or "

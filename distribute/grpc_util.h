@@ -11,25 +11,13 @@
 #include <string>
 
 #include "distribute/coordination_state.h"
+#include "distribute/tls_options.h"
 
 namespace est::distribute {
 
 namespace rpc {
 class Status;
 }
-
-// TLS for the job's gRPC connections: all three paths set, or none (plain TCP). The same
-// certificate authority signs every task's certificate.
-struct TlsOptions {
-  std::string ca_certificate_path;  // PEM: the authority every peer's certificate chains to
-  std::string certificate_path;     // PEM: this task's certificate
-  std::string private_key_path;     // PEM: its key
-  bool enabled() const { return !certificate_path.empty(); }
-  // InvalidArgumentError when only some paths are set.
-  void validate() const;
-  // From EST_TLS_CA, EST_TLS_CERT and EST_TLS_KEY (unset: TLS off).
-  static TlsOptions from_environment();
-};
 
 // Messages of the job's RPCs stay under this size (tensors travel on the data plane).
 inline constexpr int kMaxRpcMessageBytes = 4 << 20;

@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "distribute/collective_all_reduce.h"
-#include "distribute/grpc_util.h"
 #include "distribute/strategy.h"
 #include "distribute/tf_config.h"
+#include "distribute/tls_options.h"
 
 namespace est::distribute {
 

@@ -37,7 +37,7 @@
 #include <string>
 
 #include "distribute/ps/ps_placement.h"
-#include "distribute/ps/sync_replicas.h"
+#include "distribute/ps/sync_replicas_options.h"
 #include "distribute/strategy.h"
 #include "distribute/tf_config.h"
 

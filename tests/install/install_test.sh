@@ -1,45 +1,28 @@
 #!/usr/bin/env bash
 # The README's install route, tested: `meson install` of this build into a temporary
 # directory, the README's program built against it exactly as the README builds it
-# (c++ -std=c++20 app.cpp $(pkg-config --cflags --libs est)), then run.
+# (c++ -std=c++20 app.cpp $(pkg-config --cflags --libs est)), then run. Before it is built, the
+# installed headers are checked to be the public API (check_public_headers.py), and the
+# program's compilation to open no gRPC header and no header of the kernel contract.
 #
-# A real install's prefix is chosen at `meson setup --prefix` (meson install has no --prefix).
-# Reconfiguring this build directory is not a test's business, so the install is staged with
-# --destdir; est.pc is relocatable (pkgconfig.relocatable: its prefix is its own location), so
-# the staged tree holds what an install at that prefix would hold and is used through its
-# est.pc alone. The program is README.md's first C++ block with two literals changed so that
+# A real install's prefix is chosen at `meson setup --prefix` (meson install has no --prefix),
+# so the install is staged with --destdir (stage.sh) and used through its est.pc alone. The
+# program is README.md's first C++ block with two literals changed so that
 # it runs in seconds: `.max_steps = 2000` -> 20, and "/tmp/fashion" -> a fresh directory.
 # Exits 77 (meson's "skipped") after `SKIPPED: reason` when it cannot test.
 #
 #   install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-build=$(cd "$1" && pwd)
 source_dir=$(cd "$2" && pwd)
-skip() { echo "SKIPPED: $*"; exit 77; }
-fail() { echo "FAILED: $*"; exit 1; }
+# shellcheck source=tests/install/stage.sh
+source "$(dirname "$0")/stage.sh" "$1"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/est_install_test.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-
-option() {  # the value of one of the build's options, from meson's introspection
-  meson introspect --buildoptions "$build" | /usr/bin/python3 -c \
-    'import json, sys; print(next(str(o["value"]) for o in json.load(sys.stdin) if o["name"] == sys.argv[1]))' "$1"
-}
-if [ "$(option pkgconfig.relocatable)" != True ]; then
-  skip "est.pc of this build directory is not relocatable (it was configured before" \
-    "pkgconfig.relocatable=true became the default); run" \
-    "'meson configure $build -Dpkgconfig.relocatable=true' or ./test.sh"
-fi
-prefix=$(option prefix)
-libdir=$(option libdir)
-case $libdir in /*) ;; *) libdir=$prefix/$libdir ;; esac
-
-stage=$work/stage
-meson install -C "$build" --no-rebuild --quiet --destdir "$stage" >"$work/install.log" 2>&1 ||
-  fail "meson install --destdir failed: $(tail -5 "$work/install.log")"
-pc_dir=$stage$libdir/pkgconfig
+pc_dir=$stage_libdir/pkgconfig
 [ -f "$pc_dir/est.pc" ] || fail "no est.pc under $pc_dir"
-echo "installed into $stage$prefix"
+# The install holds the public headers, all that est.h reaches and nothing else, and none of
+# them includes gRPC or the kernel contract.
+/usr/bin/python3 "$(dirname "$0")/check_public_headers.py" "$stage/$(option includedir)" ||
+  fail "the installed headers are not est's public API (above)"
 
 # README.md's program, with its two literals checked before they are changed.
 /usr/bin/python3 - "$source_dir/README.md" >"$work/readme.cpp" <<'PY'
@@ -67,6 +50,16 @@ echo "pkg-config --cflags --libs est: $flags"
 # not carry build options, so they are passed here as `meson configure` reports them.
 sanitize=$(option b_sanitize)
 case $sanitize in none | "") ;; *) flags="-fsanitize=$sanitize $flags" ;; esac
+# What the program's compilation opens (g++ -H): no gRPC header, no kernel contract.
+# shellcheck disable=SC2086 # the flags are words
+(cd "$work" && timeout 600 c++ -std=c++20 -fsyntax-only -H app.cpp $(pkg-config --cflags est)) \
+  2>"$work/opened.txt" ||
+  fail "the README's program does not compile against the installed headers: $(tail -5 "$work/opened.txt")"
+if grep -E '^\.+ .*(/grpcpp/|/grpc/|/est/ops/(registry|kernel_ops)\.h|/est/ops/(cpu|onednn|cuda)/)' \
+  "$work/opened.txt"; then
+  fail "compiling the README's program opens the headers above (gRPC or the kernel contract)"
+fi
+echo "the README's program opens $(grep -cE '^\.+ ' "$work/opened.txt") headers, none of gRPC or the kernel contract"
 # shellcheck disable=SC2086 # the flags are words
 (cd "$work" && timeout 600 c++ -std=c++20 app.cpp $flags -o app) ||
   fail "the README's program does not build against the installed headers and libraries"

@@ -17,6 +17,7 @@
 #include "ops/allocator.h"
 #include "ops/logging.h"
 #include "ops/ops.h"
+#include "ops/registry.h"
 #include "tests/ops/expect_error.h"
 #include "tests/skip.h"
 #if EST_HAVE_CUDA

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "ops/registry.h"
 #include "ops/tensor_float_32.h"
 #include "tests/ops/harness.h"
 #include "tests/skip.h"

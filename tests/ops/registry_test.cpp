@@ -17,6 +17,7 @@
 #include "ops/cpu/via_float.h"
 #include "ops/logging.h"
 #include "ops/ops.h"
+#include "ops/registry.h"
 #include "tests/ops/expect_error.h"
 #include "tests/skip.h"
 
