@@ -10,7 +10,8 @@
 // PATH is a checkpoint file or a model directory (its latest checkpoint). A TensorFlow V2
 // checkpoint (a prefix such as model.ckpt-1000, a directory whose state file names one, or a
 // SavedModel directory) is listed as TensorFlow's inspect_checkpoint lists it:
-// `name (DT_FLOAT) [2,3]`, one tensor a line, sorted by name, and prints a tensor of it as
+// `name (DT_FLOAT) [2,3]`, one tensor a line, sorted by name (a TF2 checkpoint's keys, then
+// `# name -> key` for the variables' names it is also read by), and prints a tensor of it as
 // est's. Everything read is
 // checked against the stored CRC-32, so listing a damaged file shows which tensors are bad.
 #include <fmt/format.h>
@@ -28,6 +29,7 @@
 #include "checkpoint/file_util.h"
 #include "checkpoint/source.h"
 #include "checkpoint/tf_bundle_reader.h"
+#include "checkpoint/tf_object_graph.h"
 
 namespace {
 
@@ -117,6 +119,10 @@ int list_tf(const std::string& path) {
       dims += fmt::format("{}{}", d ? "," : "", tensor.shape[d]);
     fmt::print("{} ({}) [{}]\n", tensor.name, tensor.dtype_enum, dims);
   }
+  // A TF2 object-based checkpoint: the names its variables are also read by (tf_object_graph.h).
+  auto names = tf_object_graph_names(TfBundleReader(path));
+  if (!names.empty()) fmt::print("# variables by name (the object graph's full names):\n");
+  for (const auto& [name, key] : names) fmt::print("# {} -> {}\n", name, key);
   return 0;
 }
 
