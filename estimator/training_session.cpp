@@ -7,6 +7,8 @@
 
 #include "checkpoint/reader.h"
 #include "checkpoint/rng_state.h"
+#include "checkpoint/source.h"
+#include "checkpoint/tf_resume.h"
 #include "checkpoint/variable_store_io.h"
 #include "distribute/strategy.h"
 #include "nn/restore_error.h"
@@ -169,7 +171,10 @@ std::vector<EstimatorSpec> TrainingSession::call_model_fn(const StepBatch& batch
     // A restored value that does not fit the variable model_fn creates: say which file.
     if (!restored_) throw;
     throw nn::RestoreMismatchError(
-        fmt::format("restoring {} into the model: {}", restored_->path, error.what()));
+        fmt::format("restoring {} into the model: {}; to start from it all the same, train in a "
+                    "new model_dir with warm_start_from naming it (and var_name_to_prev_var_name "
+                    "for renamed variables)",
+                    restored_->path, error.what()));
   }
 }
 
@@ -179,6 +184,7 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
   if (restored_) {
     check_restored(*restored_, replicas_.store());
     send_restored_state();
+    check_after_step_ = checkpoint::is_tf_prefix(restored_->path);
   } else {
     if (options_.warm_start_from) {
       std::vector<nn::VariableStore*> stores = replicas_.stores();
@@ -227,8 +233,10 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
 
 void TrainingSession::send_restored_state() {
   std::vector<std::pair<std::string, Tensor>> values;
-  for (const std::string& name : replicas_.store().pending_restores())
-    values.emplace_back(name, checkpoint::load_variable(restored_->path, name));
+  std::vector<std::string> pending = replicas_.store().pending_restores();
+  std::unique_ptr<checkpoint::CheckpointSource> source;  // est's or TensorFlow's
+  if (!pending.empty()) source = checkpoint::open_checkpoint(restored_->path);
+  for (const std::string& name : pending) values.emplace_back(name, source->read(name));
   send_state(values);
 }
 
@@ -245,6 +253,10 @@ void TrainingSession::run_step(const std::vector<EstimatorSpec>& specs, int64_t 
   timings_.run_begin = steady_seconds();
   replicas_.run_train_ops(specs, &spec);
   timings_.run_end = steady_seconds();
+  if (check_after_step_) {
+    check_after_step_ = false;
+    check_restored(*restored_, replicas_.store());  // before a hook may save
+  }
   if (decision_.save) positions_ = sync_.gather_positions(iterator_->save_state(), step + 1);
   SessionRunValues values = resolve_fetches(args, spec, session_, step, global_step());
   after_run(hooks_, run_context, values);

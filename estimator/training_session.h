@@ -124,6 +124,9 @@ class TrainingSession {
   bool stop_pending_ = false;      // a hook asked this worker to stop (several workers)
   bool stopped_ = false;
   bool first_ = true;
+  // Restored from TensorFlow's checkpoint: the variables the first step created (optimizer
+  // slots) are checked against it after that step, as TF's Saver would have restored them.
+  bool check_after_step_ = false;
   StepTimings timings_;
   double final_loss_;
 };
