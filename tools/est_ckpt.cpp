@@ -3,6 +3,8 @@
 //   est-ckpt PATH              every tensor: name, kind, dtype, shape, crc32, min/max/mean
 //   est-ckpt PATH NAME [--all] one tensor's values (the first 100 unless --all), each printed
 //                              so that it parses back to the same value
+//   est-ckpt diff A B          two checkpoints compared (tools/ckpt_diff.h); exit 0 the same,
+//                              1 different, 2 trouble
 //   est-ckpt --verify PATH     every checkpoint of a directory (or one file) against its
 //                              checksums; exit status 1 when any is damaged
 //   est-ckpt --help            the above; a usage error names the flag and exits 2
@@ -30,6 +32,7 @@
 #include "checkpoint/source.h"
 #include "checkpoint/tf_bundle_reader.h"
 #include "checkpoint/tf_object_graph.h"
+#include "tools/ckpt_diff.h"
 
 namespace {
 
@@ -40,6 +43,7 @@ constexpr const char* kUsage =
     "usage: est-ckpt PATH               list tensors (shape, dtype, crc32, min/max/mean)\n"
     "       est-ckpt PATH NAME [--all]  print one tensor (first 100 values unless --all)\n"
     "       est-ckpt --verify PATH      verify every checkpoint of a directory or one file\n"
+    "       est-ckpt diff A B           compare two checkpoints (exit 0 same, 1 different)\n"
     "PATH is a checkpoint file (model.ckpt-200.h5) or a model directory (its latest);\n"
     "a TensorFlow checkpoint prefix (model.ckpt-1000) or SavedModel directory is listed\n"
     "as TensorFlow's inspect_checkpoint does: name (DT_FLOAT) [2,3].";
@@ -244,6 +248,7 @@ int verify_all(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "diff") return est::tools::diff_main(argc - 1, argv + 1);
   bool all = false, verify_mode = false;
   std::string path, name;
   CLI::App app("est-ckpt: inspect and verify checkpoints.", "est-ckpt");
