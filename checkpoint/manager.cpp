@@ -8,6 +8,7 @@
 
 #include "checkpoint/file_util.h"
 #include "checkpoint/log.h"
+#include "checkpoint/tf_resume.h"
 #include "checkpoint/writer.h"
 
 namespace est::checkpoint {
@@ -134,6 +135,11 @@ void CheckpointManager::write_as_chief(const TensorBundle& bundle, const std::st
   // The state file never names a deleted checkpoint: it is replaced before the sweep.
   write_checkpoint_state(write_directory_, state);
   for (const std::string& name : to_delete) {
+    // A TensorFlow checkpoint the state file listed when est took the directory over.
+    if (is_tf_prefix(resolve_in_directory(write_directory_, name))) {
+      remove_tf_checkpoint(resolve_in_directory(write_directory_, name));
+      continue;
+    }
     std::error_code error;
     std::filesystem::remove(resolve_in_directory(write_directory_, name), error);
     if (error)

@@ -104,6 +104,24 @@ TEST_CASE("canned estimators continue from TensorFlow's checkpoint as from their
   }
 }
 
+TEST_CASE("retention deletes TensorFlow's checkpoint files in their turn, as TF's Saver does") {
+  const Case& c = case_named("LinearClassifier");
+  TempDir est_dir, tf_parent;
+  c.make(config(est_dir.str()))->train(same_batch(c.task), {}, 2);
+  const std::string tf_dir = tf_parent.str() + "/model";
+  write_tf_model_dir(est_dir.str(), tf_dir);
+  REQUIRE(fs::exists(tf_dir + "/model.ckpt-2.index"));
+  RunConfig keep_two = config(tf_dir);
+  keep_two.keep_checkpoint_max = 2;
+  keep_two.keep_checkpoint_every_n_hours = 0;  // none preserved beside the last two
+  keep_two.save_checkpoints_steps = 1;
+  keep_two.save_checkpoints_secs = std::nullopt;
+  c.make(keep_two)->train(same_batch(c.task), {}, 2);  // saves 3 and 4: TF's model.ckpt-2 goes
+  CHECK_FALSE(fs::exists(tf_dir + "/model.ckpt-2.index"));
+  CHECK_FALSE(fs::exists(tf_dir + "/model.ckpt-2.data-00000-of-00001"));
+  CHECK(*checkpoint::latest_checkpoint(tf_dir) == tf_dir + "/model.ckpt-4.h5");
+}
+
 TEST_CASE("a TensorFlow checkpoint lacking a variable or with another shape: clear errors") {
   const Case& c = case_named("DNNClassifier");
   TempDir est_dir, tf_parent;
