@@ -8,10 +8,19 @@
 
 #include "checkpoint/file_util.h"
 #include "checkpoint/log.h"
-#include "checkpoint/tf_resume.h"
+#include "checkpoint/tf_bundle_writer.h"
 #include "checkpoint/writer.h"
 
 namespace est::checkpoint {
+namespace {
+
+// "model.ckpt-200" for "model.ckpt-200.h5" or "model.ckpt-200": a checkpoint whichever name of
+// it the state file records.
+std::string without_h5(const std::string& name) {
+  return name.ends_with(".h5") ? name.substr(0, name.size() - 3) : name;
+}
+
+}  // namespace
 
 double system_clock_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -106,13 +115,20 @@ void CheckpointManager::write_as_chief(const TensorBundle& bundle, const std::st
                                        double timestamp) {
   const std::filesystem::path directory(write_directory_);
   checkpoint::save((directory / file_name).string(), bundle, {.timestamp = timestamp});
+  std::string stored_name = file_name;
+  if (options_.tf_checkpoint_format) {
+    stored_name = without_h5(file_name);
+    write_tf_checkpoint((directory / stored_name).string(), bundle);
+  }
 
   CheckpointState state;
   std::vector<std::string> to_delete;
   {
     std::lock_guard lock(mutex_);
-    std::erase_if(kept_, [&](const Kept& kept) { return kept.file_name == file_name; });
-    kept_.push_back({file_name, timestamp});
+    std::erase_if(kept_, [&](const Kept& kept) {
+      return without_h5(kept.file_name) == without_h5(stored_name);
+    });
+    kept_.push_back({stored_name, timestamp});
     if (options_.keep_checkpoint_max > 0) {
       while (kept_.size() > static_cast<size_t>(options_.keep_checkpoint_max)) {
         Kept oldest = kept_.front();
@@ -125,7 +141,7 @@ void CheckpointManager::write_as_chief(const TensorBundle& bundle, const std::st
         to_delete.push_back(oldest.file_name);
       }
     }
-    state.model_checkpoint_path = file_name;
+    state.model_checkpoint_path = stored_name;
     for (const Kept& kept : kept_) {
       state.all_model_checkpoint_paths.push_back(kept.file_name);
       state.all_model_checkpoint_timestamps.push_back(kept.timestamp);
@@ -134,17 +150,22 @@ void CheckpointManager::write_as_chief(const TensorBundle& bundle, const std::st
   }
   // The state file never names a deleted checkpoint: it is replaced before the sweep.
   write_checkpoint_state(write_directory_, state);
-  for (const std::string& name : to_delete) {
-    // A TensorFlow checkpoint the state file listed when est took the directory over.
-    if (is_tf_prefix(resolve_in_directory(write_directory_, name))) {
-      remove_tf_checkpoint(resolve_in_directory(write_directory_, name));
-      continue;
-    }
+  for (const std::string& name : to_delete) delete_checkpoint(name);
+}
+
+// The est file and the TensorFlow bundle of a checkpoint leaving retention, whichever exist:
+// the bundle est wrote (tf_checkpoint_format), or the one of a TF job it continued (its step's
+// entry replaced by est's own save of that step, tf_resume.h), as TF's Saver deletes it.
+void CheckpointManager::delete_checkpoint(const std::string& stored_name) const {
+  std::vector<std::string> files{est_checkpoint_path(write_directory_, stored_name)};
+  for (std::string& file :
+       tf_checkpoint_files(resolve_in_directory(write_directory_, without_h5(stored_name))))
+    files.push_back(std::move(file));
+  for (const std::string& file : files) {
     std::error_code error;
-    std::filesystem::remove(resolve_in_directory(write_directory_, name), error);
+    std::filesystem::remove(file, error);
     if (error)
-      log_warning(fmt::format("Could not delete old checkpoint {}: {}",
-                              resolve_in_directory(write_directory_, name), error.message()));
+      log_warning(fmt::format("Could not delete old checkpoint {}: {}", file, error.message()));
   }
 }
 
@@ -174,7 +195,7 @@ std::vector<std::string> CheckpointManager::checkpoints() const {
   std::lock_guard lock(mutex_);
   std::vector<std::string> paths;
   for (const Kept& kept : kept_)
-    paths.push_back(resolve_in_directory(write_directory_, kept.file_name));
+    paths.push_back(est_checkpoint_path(write_directory_, kept.file_name));
   return paths;
 }
 

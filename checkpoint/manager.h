@@ -6,7 +6,8 @@
 // `checkpoint` state file and deletes checkpoints that fall out of retention:
 // keep_checkpoint_max newest are kept (0 keeps all), and with keep_checkpoint_every_n_hours
 // one checkpoint per that many hours is preserved (left on disk, dropped from the state file),
-// as TensorFlow does. Time comes from a Clock, so tests drive retention with a fake one.
+// as TensorFlow does. Time comes from a Clock, so tests drive retention with a fake one. With
+// tf_checkpoint_format, each checkpoint is also written as TensorFlow's own.
 //
 // In a multi-worker job only the chief writes the real directory. Other tasks write their
 // checkpoint to "<directory>/workertemp_<task_id>" and delete that directory afterwards (the
@@ -41,6 +42,12 @@ struct CheckpointManagerOptions {
   int task_id = 0;
   bool async = true;  // write in the background
   Clock clock;        // empty: the system clock
+  // Also write each checkpoint in TensorFlow's V2 format beside est's (tf_bundle_writer.h):
+  // model.ckpt-<step>.index + .data-00000-of-00001, in the same background job, deleted with
+  // it by retention. The state file then records the TensorFlow prefix (model.ckpt-<step>), so
+  // that tf.train.latest_checkpoint(directory) names it; est finds its .h5 beside it
+  // (est_checkpoint_path). The chief's only: workers' checkpoints are temporary.
+  bool tf_checkpoint_format = false;
 };
 
 class CheckpointManager {
@@ -74,7 +81,7 @@ class CheckpointManager {
 
  private:
   struct Kept {
-    std::string file_name;  // relative to the directory
+    std::string file_name;  // relative to the directory, as the state file records it
     double timestamp = 0;
   };
 
@@ -82,6 +89,7 @@ class CheckpointManager {
   void recover_state();
   void write(const TensorBundle& bundle, const std::string& file_name, double timestamp);
   void write_as_chief(const TensorBundle& bundle, const std::string& file_name, double timestamp);
+  void delete_checkpoint(const std::string& stored_name) const;
   void write_as_worker(const TensorBundle& bundle, const std::string& file_name, double timestamp);
 
   CheckpointManagerOptions options_;

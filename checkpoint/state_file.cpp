@@ -142,10 +142,19 @@ std::string resolve_in_directory(const std::string& directory, const std::string
   return (std::filesystem::path(directory) / path).string();
 }
 
+std::string est_checkpoint_path(const std::string& directory, const std::string& stored_path) {
+  std::string path = resolve_in_directory(directory, stored_path);
+  std::error_code error;
+  if (!path.ends_with(".h5") && !std::filesystem::exists(path, error) &&
+      std::filesystem::exists(path + ".h5", error))
+    return path + ".h5";
+  return path;
+}
+
 std::optional<std::string> latest_checkpoint(const std::string& directory) {
   std::optional<CheckpointState> state = read_checkpoint_state(directory);
   if (!state || state->model_checkpoint_path.empty()) return std::nullopt;
-  std::string path = resolve_in_directory(directory, state->model_checkpoint_path);
+  std::string path = est_checkpoint_path(directory, state->model_checkpoint_path);
   std::error_code error;
   // est's file, or TensorFlow's prefix (its `.index`: tf_resume.h).
   if (!std::filesystem::exists(path, error) && !std::filesystem::exists(path + ".index", error))
@@ -159,7 +168,7 @@ std::vector<std::string> checkpoint_candidates(const std::string& directory) {
   if (!state) return candidates;
   const auto& paths = state->all_model_checkpoint_paths;
   for (auto it = paths.rbegin(); it != paths.rend(); ++it)
-    candidates.push_back(resolve_in_directory(directory, *it));
+    candidates.push_back(est_checkpoint_path(directory, *it));
   return candidates;
 }
 

@@ -42,8 +42,15 @@ void write_checkpoint_state(const std::string& directory, const CheckpointState&
 // A stored path made usable: relative paths are joined to the directory.
 std::string resolve_in_directory(const std::string& directory, const std::string& stored_path);
 
-// Like tf.train.latest_checkpoint: the newest checkpoint's path, or nullopt when the directory
-// has no state file or the file it names does not exist.
+// The est checkpoint file that a stored path names: the path resolved, or `<that>.h5` when
+// the path is a TensorFlow checkpoint prefix whose est file is beside it. A model directory
+// saved with RunConfig::tf_checkpoint_format records the prefix (model.ckpt-200), so that
+// TensorFlow's tf.train.latest_checkpoint lands on model.ckpt-200.index, and est's readers
+// find model.ckpt-200.h5 through this.
+std::string est_checkpoint_path(const std::string& directory, const std::string& stored_path);
+
+// Like tf.train.latest_checkpoint: the newest checkpoint's est file (est_checkpoint_path), or
+// nullopt when the directory has no state file or the file it names does not exist.
 std::optional<std::string> latest_checkpoint(const std::string& directory);
 
 // Every checkpoint the state file lists, newest first: the order in which restore tries

@@ -12,6 +12,11 @@
 //
 // An index is small (one entry per tensor), so it is read whole and every entry decoded at
 // once. Every inconsistency is a DataLossError naming the file and what is wrong.
+//
+// build_table() writes such a table as TensorFlow's TableBuilder does (table_builder.cc,
+// block_builder.cc): keys prefix-compressed against the previous key with a restart point
+// every 16 keys, a data block closed once it reaches the block size, no compression (what
+// BundleWriter asks for), an empty metaindex block, an index block keyed by short separators.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +32,8 @@ inline constexpr size_t kFooterSize = 48;       // two handles padded to 40 byte
 inline constexpr size_t kBlockTrailerSize = 5;  // type byte + masked CRC32C
 inline constexpr uint8_t kRawBlock = 0;
 inline constexpr uint8_t kSnappyBlock = 1;
+inline constexpr size_t kDefaultBlockSize = 262144;  // table::Options::block_size
+inline constexpr int kBlockRestartInterval = 16;     // table::Options::block_restart_interval
 
 struct BlockHandle {
   uint64_t offset = 0;
@@ -37,6 +44,9 @@ using Entry = std::pair<std::string, std::string>;  // key, value
 
 // A little-endian uint32 (restart offsets, CRCs, the magic number's halves).
 uint32_t decode_fixed32(const char* bytes);
+void put_fixed32(std::string& out, uint32_t value);
+// LevelDB's and protobuf's varint: 7 bits a byte, low bits first.
+void put_varint64(std::string& out, uint64_t value);
 
 // Varint decoding as protobuf and LevelDB write it; false when the input ends first or the
 // value does not fit.
@@ -57,5 +67,10 @@ std::vector<Entry> read_table(std::string_view file, const std::string& path);
 
 // Reads the file at `path` and decodes it: NotFoundError when it cannot be opened.
 std::vector<Entry> read_table_file(const std::string& path);
+
+// The bytes of a table holding `entries`, whose keys must increase strictly (bytewise);
+// InvalidArgumentError naming the first key out of order otherwise. `block_size` is the size
+// at which a data block is closed (smaller values only in tests, to make several blocks).
+std::string build_table(const std::vector<Entry>& entries, size_t block_size = kDefaultBlockSize);
 
 }  // namespace est::checkpoint::tf_table

@@ -1,15 +1,12 @@
-// Loading a whole TensorFlow checkpoint as a TensorBundle, for restore (tf_resume.h), and
-// deleting one that retention drops. As TF's Estimator restores with a Saver
-// (tensorflow/python/training/saver.py): every tensor by name, the step being the
-// `global_step` variable's value; the Saver's _delete_file_if_exists for the files deleted.
+// Loading a whole TensorFlow checkpoint as a TensorBundle, for restore (tf_resume.h). As TF's
+// Estimator restores with a Saver (tensorflow/python/training/saver.py): every tensor by name,
+// the step being the `global_step` variable's value.
 #include "checkpoint/tf_resume.h"
 
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <vector>
 
-#include "checkpoint/log.h"
 #include "checkpoint/source.h"
 #include "nn/variable_store.h"
 #include "ops/error.h"
@@ -49,22 +46,6 @@ int64_t tf_checkpoint_global_step(const std::string& path) {
   std::unique_ptr<CheckpointSource> source = open_checkpoint(path);
   if (!source->contains(nn::kGlobalStepName)) return 0;
   return step_of(source->read(nn::kGlobalStepName), source->path());
-}
-
-void remove_tf_checkpoint(const std::string& prefix) {
-  namespace fs = std::filesystem;
-  const fs::path path(prefix);
-  const std::string data = path.filename().string() + ".data-";
-  std::vector<fs::path> files = {prefix + ".index", prefix + ".meta"};
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(path.parent_path(), error))
-    if (entry.path().filename().string().starts_with(data)) files.push_back(entry.path());
-  for (const fs::path& file : files) {
-    fs::remove(file, error);
-    if (error)
-      log_warning(fmt::format("Could not delete old checkpoint file {}: {}", file.string(),
-                              error.message()));
-  }
 }
 
 }  // namespace est::checkpoint

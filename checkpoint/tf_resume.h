@@ -5,7 +5,8 @@
 // checkpoint by its variables' names, tf_object_graph.h) and the global step from its
 // `global_step` tensor. restore.cpp's load_with_fallback() and latest_checkpoint() use these,
 // so training, evaluation and prediction continue from such a directory, and the next save
-// writes est's checkpoint beside TensorFlow's (which retention deletes in its turn).
+// writes est's checkpoint beside TensorFlow's (which CheckpointManager's retention deletes in
+// its turn, as TF's Saver would).
 #pragma once
 
 #include <cstdint>
@@ -27,11 +28,5 @@ TensorBundle load_tf_checkpoint(const std::string& path);
 
 // The global step a TensorFlow checkpoint holds (its `global_step` tensor), 0 without one.
 int64_t tf_checkpoint_global_step(const std::string& path);
-
-// Deletes a TensorFlow checkpoint's files (`<prefix>.index`, its `.data-*` shards, a `.meta`
-// graph), as TF's Saver deletes the checkpoints that fall out of max_to_keep: what
-// CheckpointManager's retention does when the state file it continues lists one. A file that
-// cannot be deleted is named in a warning.
-void remove_tf_checkpoint(const std::string& prefix);
 
 }  // namespace est::checkpoint

@@ -1,19 +1,12 @@
 // VariableStore <-> TensorBundle: slot detection by name, restore with staging.
 #include "checkpoint/variable_store_io.h"
 
-#include <unordered_set>
-
 namespace est::checkpoint {
-namespace {
-
-// True when some '/'-prefix of `name` is another variable's name.
 bool extends_another(const std::string& name, const std::unordered_set<std::string>& names) {
   for (size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1))
     if (names.count(name.substr(0, slash))) return true;
   return false;
 }
-
-}  // namespace
 
 TensorBundle bundle_from_store(const nn::VariableStore& store) {
   std::vector<nn::Variable> variables = store.variables();

@@ -9,12 +9,17 @@
 #pragma once
 
 #include <string>
+#include <unordered_set>
 
 #include "checkpoint/bundle.h"
 #include "checkpoint/restore.h"
 #include "nn/variable_store.h"
 
 namespace est::checkpoint {
+
+// True when some '/'-prefix of `name` is another name in `names`: TF1's naming of a slot
+// after its variable ("dense/kernel/Adam" beside "dense/kernel").
+bool extends_another(const std::string& name, const std::unordered_set<std::string>& names);
 
 // The store's variables as a bundle of handles (no copies): what CheckpointManager::save()
 // takes, and what warm_start() and import_keras_h5() assign into. global_step is the value of

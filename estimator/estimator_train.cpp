@@ -96,7 +96,8 @@ Hooks chief_only_hooks(const RunConfig& config, const Listeners& saving_listener
         .is_chief = config.is_chief,
         .task_id = config.task_id,
         .listeners = config.is_chief ? saving_listeners : Listeners{},
-        .clock = config.clock}));
+        .clock = config.clock,
+        .tf_checkpoint_format = config.tf_checkpoint_format}));
   return chief;
 }
 

@@ -42,7 +42,16 @@ struct RunConfig {
   std::optional<double> save_checkpoints_secs = kUseDefault;
   int keep_checkpoint_max = 5;                   // 0 keeps every checkpoint
   double keep_checkpoint_every_n_hours = 10000;  // TensorFlow's default
-  int64_t log_step_count_steps = 100;            // loss line and global_step/sec
+  // Not a TensorFlow field (TF writes only its own format): also write every checkpoint the
+  // Estimator saves in TensorFlow's V2 format, model.ckpt-<step>.index and
+  // .data-00000-of-00001 beside est's model.ckpt-<step>.h5 in model_dir, with TF1's names
+  // (dnn/hiddenlayer_0/kernel, its optimizer slots, global_step as int64), deleted with it by
+  // keep_checkpoint_max. The `checkpoint` state file then names the TensorFlow prefix, so a
+  // TensorFlow program's tf.train.latest_checkpoint(model_dir) + load_checkpoint, or its
+  // WarmStartSettings, read the job's latest checkpoint; est still restores from the .h5
+  // (with its input position and RNG state). Written in the same background save.
+  bool tf_checkpoint_format = false;
+  int64_t log_step_count_steps = 100;  // loss line and global_step/sec
   // How long a training task waits, when training starts, for the other tasks its strategy
   // needs (the ps tasks of the ParameterServerStrategy the Estimator makes when TF_CONFIG lists
   // ps tasks and train_distribute is unset) before failing with an error naming the missing one.

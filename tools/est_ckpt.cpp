@@ -7,6 +7,9 @@
 //                              1 different, 2 trouble
 //   est-ckpt --verify PATH     every checkpoint of a directory (or one file) against its
 //                              checksums; exit status 1 when any is damaged
+//   est-ckpt convert SRC DST --to tf|est
+//                              est's checkpoint into TensorFlow's V2 format and back
+//                              (tools/est_ckpt_convert.cpp)
 //   est-ckpt --help            the above; a usage error names the flag and exits 2
 //
 // PATH is a checkpoint file or a model directory (its latest checkpoint). A TensorFlow V2
@@ -33,6 +36,7 @@
 #include "checkpoint/tf_bundle_reader.h"
 #include "checkpoint/tf_object_graph.h"
 #include "tools/ckpt_diff.h"
+#include "tools/est_ckpt_convert.h"
 
 namespace {
 
@@ -44,6 +48,7 @@ constexpr const char* kUsage =
     "       est-ckpt PATH NAME [--all]  print one tensor (first 100 values unless --all)\n"
     "       est-ckpt --verify PATH      verify every checkpoint of a directory or one file\n"
     "       est-ckpt diff A B           compare two checkpoints (exit 0 same, 1 different)\n"
+    "       est-ckpt convert SRC DST --to tf|est  convert to TensorFlow's format or back\n"
     "PATH is a checkpoint file (model.ckpt-200.h5) or a model directory (its latest);\n"
     "a TensorFlow checkpoint prefix (model.ckpt-1000) or SavedModel directory is listed\n"
     "as TensorFlow's inspect_checkpoint does: name (DT_FLOAT) [2,3].";
@@ -203,7 +208,7 @@ int verify_all(const std::string& path) {
     fmt::print("state file: latest {}, {} kept\n", state->model_checkpoint_path,
                state->all_model_checkpoint_paths.size());
     for (const std::string& stored : state->all_model_checkpoint_paths) {
-      std::string resolved = resolve_in_directory(path, stored);
+      std::string resolved = est_checkpoint_path(path, stored);
       if (!fs::exists(resolved)) {
         fmt::print("MISSING  {} (listed in the state file)\n", stored);
         ++bad;
@@ -249,6 +254,8 @@ int verify_all(const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "diff") return est::tools::diff_main(argc - 1, argv + 1);
+  if (argc > 1 && std::string_view(argv[1]) == "convert")
+    return est::tools::convert_main(argc - 1, argv + 1);
   bool all = false, verify_mode = false;
   std::string path, name;
   CLI::App app("est-ckpt: inspect and verify checkpoints.", "est-ckpt");
@@ -268,7 +275,9 @@ int main(int argc, char** argv) {
   try {
     if (verify_mode) return verify_all(path);
     if (!name.empty()) return show(path, name, all);
-    if (is_tf_checkpoint(path)) return list_tf(path);
+    // A model directory saved with RunConfig::tf_checkpoint_format has both: est's is listed.
+    const bool est_directory = std::filesystem::is_directory(path) && latest_checkpoint(path);
+    if (is_tf_checkpoint(path) && !est_directory) return list_tf(path);
     return list(path);
   } catch (const est::Error& error) {
     fmt::print(stderr, "est-ckpt: {}: {}\n", est::status_code_name(error.code()), error.what());

@@ -30,7 +30,8 @@ void CheckpointSaverHook::begin() {
       .is_chief = options_.is_chief,
       .task_id = options_.task_id,
       .async = options_.async,
-      .clock = options_.clock};
+      .clock = options_.clock,
+      .tf_checkpoint_format = options_.tf_checkpoint_format};
   manager_ = std::make_unique<checkpoint::CheckpointManager>(std::move(manager_options));
   timer_.reset();
   for (const auto& listener : options_.listeners) listener->begin();

@@ -48,7 +48,8 @@ struct CheckpointSaverOptions {
   int task_id = 0;
   bool async = true;  // write in the background (the bundle is snapshotted first)
   Listeners listeners;
-  Clock clock;  // empty: the system clock
+  Clock clock;                        // empty: the system clock
+  bool tf_checkpoint_format = false;  // also in TensorFlow's format (RunConfig's field)
 };
 
 class CheckpointSaverHook : public SessionRunHook {

@@ -178,8 +178,8 @@ TEST_CASE("a block handle out of range is DataLossError") {
   (void)append_block(file, block_of(entries), false);
   const std::string metaindex = append_block(file, block_of({}), false);
   std::string far_handle;
-  put_varint(far_handle, 1'000'000);
-  put_varint(far_handle, 100);
+  put_varint64(far_handle, 1'000'000);
+  put_varint64(far_handle, 100);
   const std::string index = append_block(file, block_of({{"c", far_handle}}), false);
   std::string footer = metaindex + index;
   footer.resize(tf_table::kFooterSize - 8, '\0');

@@ -20,6 +20,7 @@
 #include "checkpoint/tf_bundle_table.h"
 #include "checkpoint/tf_slice_key.h"
 #include "data/crc32c.h"
+#include "ops/array_ops.h"
 #include "ops/tensor.h"
 #include "tf_tensor_bundle.pb.h"
 
@@ -61,23 +62,35 @@ struct ScratchCopy {
   std::string shard() const { return prefix() + ".data-00000-of-00001"; }
 };
 
-inline void put_varint(std::string& out, uint64_t value) {
-  for (; value >= 0x80; value >>= 7) out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-  out.push_back(static_cast<char>(value));
-}
+// An empty scratch directory, removed with its contents on destruction.
+struct BundleDir {
+  fs::path path;
+  BundleDir() {
+    path = fs::temp_directory_path() / ("est_tf_writer_" + std::to_string(::getpid()) + "_" +
+                                        std::to_string(reinterpret_cast<uintptr_t>(this)));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~BundleDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+  std::string prefix(const std::string& name = "model.ckpt-7") const {
+    return (path / name).string();
+  }
+};
 
-inline void put_fixed32(std::string& out, uint32_t value) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
+using tf_table::put_fixed32;
+using tf_table::put_varint64;
 
 inline std::string block_of(const std::vector<tf_table::Entry>& entries) {
   std::string block;
   std::vector<uint32_t> restarts;
   for (const auto& [key, value] : entries) {
     restarts.push_back(static_cast<uint32_t>(block.size()));
-    put_varint(block, 0);
-    put_varint(block, key.size());
-    put_varint(block, value.size());
+    put_varint64(block, 0);
+    put_varint64(block, key.size());
+    put_varint64(block, value.size());
     block += key;
     block += value;
   }
@@ -92,8 +105,8 @@ inline std::string append_block(std::string& file, const std::string& contents, 
   std::string stored = contents;
   if (snappy) snappy::Compress(contents.data(), contents.size(), &stored);
   std::string handle;
-  put_varint(handle, file.size());
-  put_varint(handle, stored.size());
+  put_varint64(handle, file.size());
+  put_varint64(handle, stored.size());
   stored.push_back(static_cast<char>(snappy ? tf_table::kSnappyBlock : tf_table::kRawBlock));
   const uint32_t crc = data::mask_crc(data::crc32c(stored.data(), stored.size()));
   file += stored;
@@ -175,7 +188,7 @@ struct BundleBuilder {
     std::string bytes;
     uint32_t crc = 0;
     for (const std::string& value : values) {
-      put_varint(bytes, value.size());
+      put_varint64(bytes, value.size());
       const auto length = static_cast<uint32_t>(value.size());
       crc = data::crc32c_extend(crc, &length, sizeof(length));
     }
@@ -223,5 +236,41 @@ struct BundleBuilder {
     write_bytes(prefix + ".data-00000-of-00001", shard);
   }
 };
+
+inline ops::Tensor strings(const std::vector<std::string>& values, const ops::Shape& shape) {
+  ops::Tensor tensor = ops::Tensor::empty(shape, ops::DType::kString);
+  for (size_t i = 0; i < values.size(); ++i) tensor.data<std::string>()[i] = values[i];
+  return tensor;
+}
+
+// Every dtype est has, in shapes from scalar to empty to 3-D, with edge values: what the
+// writer's tests write and read back (est's reader, and the independent Python reader).
+inline std::vector<std::pair<std::string, ops::Tensor>> every_dtype() {
+  std::vector<std::pair<std::string, ops::Tensor>> tensors;
+  tensors.emplace_back(
+      "dnn/hiddenlayer_0/kernel",
+      ops::Tensor::from_vector<float>({1.5f, -2.25f, 3e-38f, 1e38f, 0.1f, -0.0f}, {2, 3}));
+  tensors.emplace_back(
+      "dnn/hiddenlayer_0/kernel/Adagrad",
+      ops::Tensor::from_vector<float>({0.1f, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f}, {2, 3}));
+  tensors.emplace_back("f64", ops::Tensor::from_vector<double>({0.1, -1e300, 5e-324}, {3}));
+  tensors.emplace_back("i32", ops::Tensor::from_vector<int32_t>({INT32_MIN, 0, INT32_MAX}, {3, 1}));
+  tensors.emplace_back("i64", ops::Tensor::from_vector<int64_t>({INT64_MIN, INT64_MAX}, {1, 2}));
+  tensors.emplace_back("u8", ops::Tensor::from_vector<uint8_t>({0, 127, 255}, {3}));
+  tensors.emplace_back("bool", ops::Tensor::from_vector<bool>({true, false, true, true}, {2, 2}));
+  tensors.emplace_back(
+      "bf16", ops::cast(ops::Tensor::from_vector<float>({1.0f, -0.5f, 3.0f}), ops::DType::kBF16));
+  ops::Tensor step = ops::Tensor::empty({}, ops::DType::kI64);
+  step.data<int64_t>()[0] = (int64_t{1} << 53) + 1;  // beyond a double's integers
+  tensors.emplace_back("global_step", step);
+  tensors.emplace_back("scalar_f32", ops::Tensor::scalar(0.5));
+  tensors.emplace_back("empty_f32", ops::Tensor::empty({0}, ops::DType::kF32));
+  tensors.emplace_back("empty_2d_i64", ops::Tensor::empty({2, 0, 3}, ops::DType::kI64));
+  tensors.emplace_back("vocab",
+                       strings({"", "a", std::string(300, 'x'), std::string("\0b", 2)}, {2, 2}));
+  tensors.emplace_back("scalar_string", strings({"hello"}, {}));
+  tensors.emplace_back("empty_strings", ops::Tensor::empty({0}, ops::DType::kString));
+  return tensors;
+}
 
 }  // namespace est::checkpoint::tf_test
