@@ -153,14 +153,14 @@ void CheckpointManager::write_as_chief(const TensorBundle& bundle, const std::st
   for (const std::string& name : to_delete) delete_checkpoint(name);
 }
 
-// The est file and, when it was written (the state file records its prefix, or the option is
-// on), the TensorFlow bundle of a checkpoint leaving retention.
+// The est file and the TensorFlow bundle of a checkpoint leaving retention, whichever exist:
+// the bundle est wrote (tf_checkpoint_format), or the one of a TF job it continued (its step's
+// entry replaced by est's own save of that step, tf_resume.h), as TF's Saver deletes it.
 void CheckpointManager::delete_checkpoint(const std::string& stored_name) const {
   std::vector<std::string> files{est_checkpoint_path(write_directory_, stored_name)};
-  if (options_.tf_checkpoint_format || !stored_name.ends_with(".h5"))
-    for (std::string& file :
-         tf_checkpoint_files(resolve_in_directory(write_directory_, without_h5(stored_name))))
-      files.push_back(std::move(file));
+  for (std::string& file :
+       tf_checkpoint_files(resolve_in_directory(write_directory_, without_h5(stored_name))))
+    files.push_back(std::move(file));
   for (const std::string& file : files) {
     std::error_code error;
     std::filesystem::remove(file, error);

@@ -9,6 +9,7 @@
 #include "checkpoint/log.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/state_file.h"
+#include "checkpoint/tf_resume.h"
 
 namespace est::checkpoint {
 namespace {
@@ -25,6 +26,11 @@ std::string quoted_list(const std::vector<std::string>& names, size_t limit = 8)
   return out;
 }
 
+// est's checkpoint file, or TensorFlow's checkpoint prefix (tf_resume.h).
+TensorBundle load_either(const std::string& path) {
+  return is_tf_prefix(path) ? load_tf_checkpoint(path) : load(path);
+}
+
 }  // namespace
 
 TensorBundle load_with_fallback(const std::string& path_or_dir, std::string* loaded_path,
@@ -32,7 +38,7 @@ TensorBundle load_with_fallback(const std::string& path_or_dir, std::string* loa
   std::error_code error;
   if (!std::filesystem::is_directory(path_or_dir, error)) {
     if (loaded_path) *loaded_path = path_or_dir;
-    return load(path_or_dir);
+    return load_either(path_or_dir);
   }
   std::vector<std::string> candidates = checkpoint_candidates(path_or_dir);
   if (candidates.empty())
@@ -44,7 +50,7 @@ TensorBundle load_with_fallback(const std::string& path_or_dir, std::string* loa
   for (size_t i = 0; i < candidates.size(); ++i) {
     const std::string& candidate = candidates[i];
     try {
-      TensorBundle bundle = load(candidate);
+      TensorBundle bundle = load_either(candidate);
       if (loaded_path) *loaded_path = candidate;
       return bundle;
     } catch (const DataLossError& failure) {

@@ -6,6 +6,10 @@
 // and a Scaffold.init_fn may too. Names are the checkpoint's own; est's optimizer slots already
 // carry TF1's names (`<var>/Adagrad`, `<var>/Ftrl` and `<var>/Ftrl_1`, `<var>/Adam` and
 // `<var>/Adam_1`, `beta1_power`, ...: nn/optimizer.h), so a TF1 job's slots map as they are.
+// A TF2 object-based checkpoint is also read by its variables' names (`dense/kernel`,
+// `dense/kernel/Adam` for Adam's m: tf_object_graph.h), which names() lists in place of its
+// keys (`layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE`, still accepted by contains()
+// and read()).
 #pragma once
 
 #include <memory>
@@ -22,7 +26,7 @@ class CheckpointSource {
   virtual ~CheckpointSource() = default;
   // The file (est) or prefix (TensorFlow) read, for messages.
   virtual const std::string& path() const = 0;
-  // Every tensor's name, variables and slots.
+  // Every tensor's name, variables and slots (a TF2 checkpoint's by their variables' names).
   virtual std::vector<std::string> names() const = 0;
   virtual bool contains(std::string_view name) const = 0;
   // The whole tensor, checksums verified; NotFoundError naming it and the path when absent.

@@ -156,7 +156,9 @@ std::optional<std::string> latest_checkpoint(const std::string& directory) {
   if (!state || state->model_checkpoint_path.empty()) return std::nullopt;
   std::string path = est_checkpoint_path(directory, state->model_checkpoint_path);
   std::error_code error;
-  if (!std::filesystem::exists(path, error)) return std::nullopt;
+  // est's file, or TensorFlow's prefix (its `.index`: tf_resume.h).
+  if (!std::filesystem::exists(path, error) && !std::filesystem::exists(path + ".index", error))
+    return std::nullopt;
   return path;
 }
 

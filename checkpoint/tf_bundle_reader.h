@@ -15,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,6 +78,11 @@ class TfBundleReader {
   std::string index_path_;
   int num_shards_ = 0;
   std::map<std::string, std::unique_ptr<tfproto::BundleEntryProto>, std::less<>> entries_;
+  // The data shards, opened when first read and kept open, so that the kernel's readahead
+  // follows a load of every tensor in key order (the shards' layout) from one to the next.
+  int shard_fd(int shard, std::string_view key) const;
+  mutable std::mutex shard_mutex_;
+  mutable std::vector<int> shard_fds_;
 };
 
 // One-call forms, as checkpoint/reader.h's.

@@ -9,6 +9,7 @@
 #include "checkpoint/model_dir.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/state_file.h"
+#include "checkpoint/tf_resume.h"
 #include "distribute/strategy.h"
 #include "estimator/estimator.h"
 #include "estimator/hooks/basic_hooks.h"
@@ -40,6 +41,7 @@ std::optional<int64_t> saved_global_step(const std::string& model_dir) {
   auto latest = checkpoint::latest_checkpoint(model_dir);
   if (!latest) return std::nullopt;
   try {
+    if (checkpoint::is_tf_prefix(*latest)) return checkpoint::tf_checkpoint_global_step(*latest);
     return checkpoint::read_info(*latest).global_step;
   } catch (const Error&) {
     return std::nullopt;

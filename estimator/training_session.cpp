@@ -8,6 +8,8 @@
 
 #include "checkpoint/reader.h"
 #include "checkpoint/rng_state.h"
+#include "checkpoint/source.h"
+#include "checkpoint/tf_resume.h"
 #include "checkpoint/variable_store_io.h"
 #include "distribute/strategy.h"
 #include "nn/restore_error.h"
@@ -172,7 +174,10 @@ std::vector<EstimatorSpec> TrainingSession::call_model_fn(const StepBatch& batch
     // A restored value that does not fit the variable model_fn creates: say which file.
     if (!restored_) throw;
     throw nn::RestoreMismatchError(
-        fmt::format("restoring {} into the model: {}", restored_->path, error.what()));
+        fmt::format("restoring {} into the model: {}; to start from it all the same, train in a "
+                    "new model_dir with warm_start_from naming it (and var_name_to_prev_var_name "
+                    "for renamed variables)",
+                    restored_->path, error.what()));
   }
 }
 
@@ -182,6 +187,7 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
   if (restored_) {
     check_restored(*restored_, replicas_.store());
     send_restored_state();
+    check_after_step_ = checkpoint::is_tf_prefix(restored_->path);
   } else {
     if (options_.warm_start_from) {
       std::vector<nn::VariableStore*> stores = replicas_.stores();
@@ -229,8 +235,10 @@ void TrainingSession::create(const StepBatch& batch, std::vector<EstimatorSpec>&
 
 void TrainingSession::send_restored_state() {
   std::vector<std::pair<std::string, Tensor>> values;
-  for (const std::string& name : replicas_.store().pending_restores())
-    values.emplace_back(name, checkpoint::load_variable(restored_->path, name));
+  std::vector<std::string> pending = replicas_.store().pending_restores();
+  std::unique_ptr<checkpoint::CheckpointSource> source;  // est's or TensorFlow's
+  if (!pending.empty()) source = checkpoint::open_checkpoint(restored_->path);
+  for (const std::string& name : pending) values.emplace_back(name, source->read(name));
   send_state(values);
 }
 
@@ -245,6 +253,10 @@ void TrainingSession::run_step(const std::vector<EstimatorSpec>& specs, int64_t 
   bool stop_requested = hooked_.run(
       spec, step, timings_, [&] { replicas_.run_train_ops(specs, &spec); },
       [&] {
+        if (check_after_step_) {
+          check_after_step_ = false;
+          check_restored(*restored_, replicas_.store());  // before a hook may save
+        }
         if (decision_.save) positions_ = sync_.gather_positions(iterator_->save_state(), step + 1);
       });
   final_loss_ = spec.loss.item();

@@ -121,6 +121,9 @@ class TrainingSession {
   WorkerSync::Decision decision_;  // this step's agreement
   bool stop_pending_ = false;      // a hook asked this worker to stop (several workers)
   bool stopped_ = false;
+  // Restored from TensorFlow's checkpoint: the variables the first step created (optimizer
+  // slots) are checked against it after that step, as TF's Saver would have restored them.
+  bool check_after_step_ = false;
   StepTimings timings_;
   double final_loss_;
 };

@@ -3,6 +3,8 @@
 //   est-ckpt PATH              every tensor: name, kind, dtype, shape, crc32, min/max/mean
 //   est-ckpt PATH NAME [--all] one tensor's values (the first 100 unless --all), each printed
 //                              so that it parses back to the same value
+//   est-ckpt diff A B          two checkpoints compared (tools/ckpt_diff.h); exit 0 the same,
+//                              1 different, 2 trouble
 //   est-ckpt --verify PATH     every checkpoint of a directory (or one file) against its
 //                              checksums; exit status 1 when any is damaged
 //   est-ckpt convert SRC DST --to tf|est
@@ -13,7 +15,8 @@
 // PATH is a checkpoint file or a model directory (its latest checkpoint). A TensorFlow V2
 // checkpoint (a prefix such as model.ckpt-1000, a directory whose state file names one, or a
 // SavedModel directory) is listed as TensorFlow's inspect_checkpoint lists it:
-// `name (DT_FLOAT) [2,3]`, one tensor a line, sorted by name, and prints a tensor of it as
+// `name (DT_FLOAT) [2,3]`, one tensor a line, sorted by name (a TF2 checkpoint's keys, then
+// `# name -> key` for the variables' names it is also read by), and prints a tensor of it as
 // est's. Everything read is
 // checked against the stored CRC-32, so listing a damaged file shows which tensors are bad.
 #include <fmt/format.h>
@@ -31,6 +34,8 @@
 #include "checkpoint/file_util.h"
 #include "checkpoint/source.h"
 #include "checkpoint/tf_bundle_reader.h"
+#include "checkpoint/tf_object_graph.h"
+#include "tools/ckpt_diff.h"
 #include "tools/est_ckpt_convert.h"
 
 namespace {
@@ -42,6 +47,7 @@ constexpr const char* kUsage =
     "usage: est-ckpt PATH               list tensors (shape, dtype, crc32, min/max/mean)\n"
     "       est-ckpt PATH NAME [--all]  print one tensor (first 100 values unless --all)\n"
     "       est-ckpt --verify PATH      verify every checkpoint of a directory or one file\n"
+    "       est-ckpt diff A B           compare two checkpoints (exit 0 same, 1 different)\n"
     "       est-ckpt convert SRC DST --to tf|est  convert to TensorFlow's format or back\n"
     "PATH is a checkpoint file (model.ckpt-200.h5) or a model directory (its latest);\n"
     "a TensorFlow checkpoint prefix (model.ckpt-1000) or SavedModel directory is listed\n"
@@ -122,6 +128,10 @@ int list_tf(const std::string& path) {
       dims += fmt::format("{}{}", d ? "," : "", tensor.shape[d]);
     fmt::print("{} ({}) [{}]\n", tensor.name, tensor.dtype_enum, dims);
   }
+  // A TF2 object-based checkpoint: the names its variables are also read by (tf_object_graph.h).
+  auto names = tf_object_graph_names(TfBundleReader(path));
+  if (!names.empty()) fmt::print("# variables by name (the object graph's full names):\n");
+  for (const auto& [name, key] : names) fmt::print("# {} -> {}\n", name, key);
   return 0;
 }
 
@@ -243,6 +253,7 @@ int verify_all(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "diff") return est::tools::diff_main(argc - 1, argv + 1);
   if (argc > 1 && std::string_view(argv[1]) == "convert")
     return est::tools::convert_main(argc - 1, argv + 1);
   bool all = false, verify_mode = false;

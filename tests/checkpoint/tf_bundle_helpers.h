@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,21 @@ struct BundleBuilder {
     std::string bytes(values.size() * sizeof(float), '\0');
     std::memcpy(bytes.data(), values.data(), bytes.size());
     add_bytes(key, tfproto::DT_FLOAT, shape, bytes, data::crc32c(bytes.data(), bytes.size()));
+  }
+
+  // A float32, float64, int32 or int64 tensor, its bytes as they are (little-endian hosts).
+  void add_tensor(const std::string& key, const ops::Tensor& value) {
+    const ops::DType dtype = value.dtype();
+    const int tf_dtype = dtype == ops::DType::kF32   ? tfproto::DT_FLOAT
+                         : dtype == ops::DType::kF64 ? tfproto::DT_DOUBLE
+                         : dtype == ops::DType::kI32 ? tfproto::DT_INT32
+                         : dtype == ops::DType::kI64 ? tfproto::DT_INT64
+                                                     : tfproto::DT_INVALID;
+    if (tf_dtype == tfproto::DT_INVALID)
+      throw std::invalid_argument(key + ": a dtype this helper does not write");
+    std::string bytes(static_cast<const char*>(value.raw_data()), value.nbytes());
+    std::vector<int64_t> shape(value.shape().begin(), value.shape().end());
+    add_bytes(key, tf_dtype, shape, bytes, data::crc32c(bytes.data(), bytes.size()));
   }
 
   void add_strings(const std::string& key, const std::vector<int64_t>& shape,

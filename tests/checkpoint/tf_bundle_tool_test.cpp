@@ -1,6 +1,7 @@
 // est-ckpt on TensorFlow's own checkpoints: the listing of TensorFlow's inspect_checkpoint
-// (`name (DT_FLOAT) [shape]`, sorted), for a SavedModel directory and a prefix, partitioned
-// variables shown whole; a damaged index is an error naming the file, exit status 1.
+// (`name (DT_FLOAT) [shape]`, sorted; a TF2 checkpoint's variable names after its keys), for a
+// SavedModel directory and a prefix, partitioned variables shown whole; a damaged index is an error
+// naming the file, exit status 1.
 #include "helpers.h"
 #include "tf_bundle_helpers.h"
 
@@ -28,7 +29,14 @@ TEST_CASE("est-ckpt lists a TensorFlow checkpoint as inspect_checkpoint does") {
         "_CHECKPOINTABLE_OBJECT_GRAPH (DT_STRING) []\n"
         "a/.ATTRIBUTES/VARIABLE_VALUE (DT_FLOAT) []\n"
         "b/.ATTRIBUTES/VARIABLE_VALUE (DT_FLOAT) []\n"
-        "c/.ATTRIBUTES/VARIABLE_VALUE (DT_FLOAT) []\n");
+        "c/.ATTRIBUTES/VARIABLE_VALUE (DT_FLOAT) []\n"
+        "# variables by name (the object graph's full names):\n"
+        "# a -> a/.ATTRIBUTES/VARIABLE_VALUE\n"
+        "# b -> b/.ATTRIBUTES/VARIABLE_VALUE\n"
+        "# c -> c/.ATTRIBUTES/VARIABLE_VALUE\n");
+  // A tensor by its variable's name.
+  result = tool(fixture("half_plus_two_tf2_cpu") + " b");
+  CHECK(result.output == "b float32 []  min 2 max 2 mean 2\n2\n");
   result = tool(fixture("half_plus_three") + "/variables/variables");
   CHECK(result.exit_code == 0);
   CHECK(result.output == "a (DT_FLOAT) []\nb (DT_FLOAT) []\nc (DT_FLOAT) []\n");
