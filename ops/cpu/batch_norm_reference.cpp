@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/sum_in_order.h"
 
 namespace est::ops::cpu {
 namespace {
@@ -31,9 +32,10 @@ std::vector<double> sum_rows(int64_t rows, int64_t channels, int64_t width, AddR
       for (int64_t r = rows * part / parts; r < rows * (part + 1) / parts; ++r)
         add_row(r, partial.data() + part * width);
   });
-  std::vector<double> total(static_cast<size_t>(width), 0.0);
-  for (int64_t part = 0; part < parts; ++part)
-    for (int64_t i = 0; i < width; ++i) total[i] += partial[part * width + i];
+  std::vector<double> total(static_cast<size_t>(width));
+  sum_in_order<double>(
+      parts, width, [&](int64_t part) { return partial.data() + part * width; },
+      [&](int64_t i, double sum) { total[i] = sum; });
   return total;
 }
 
