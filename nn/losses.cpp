@@ -37,6 +37,18 @@ void check_same_shape(std::string_view loss, const Tensor& labels, const Tensor&
 }
 
 // Labels in the predictions' dtype (integer 0/1 labels are common for the elementwise losses).
+void check_logits_matrix(std::string_view loss, const Tensor& logits) {
+  if (logits.rank() != 2)
+    throw InvalidArgumentError(fmt::format("{}: logits must be [batch, classes], got shape {}",
+                                           loss, shape_str(logits.shape())));
+}
+
+void check_label_smoothing(std::string_view loss, double label_smoothing) {
+  if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
+    throw InvalidArgumentError(
+        fmt::format("{}: label_smoothing must be in [0, 1], got {}", loss, label_smoothing));
+}
+
 Tensor as_dtype_of(const Tensor& labels, const Tensor& reference) {
   return labels.dtype() == reference.dtype() ? labels : ops::cast(labels, reference.dtype());
 }
@@ -147,9 +159,7 @@ Tensor sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits_g
         "{}: labels must be int32 or int64 class ids, got {}; for one-hot or probability labels "
         "use softmax_cross_entropy",
         kName, dtype_name(labels.dtype())));
-  if (logits.rank() != 2)
-    throw InvalidArgumentError(fmt::format("{}: logits must be [batch, classes], got shape {}",
-                                           kName, shape_str(logits.shape())));
+  check_logits_matrix(kName, logits);
   Tensor ids = labels.rank() == 2 && labels.dim(1) == 1 ? labels.reshape({labels.dim(0)}) : labels;
   if (ids.rank() != 1 || ids.dim(0) != logits.dim(0))
     throw InvalidArgumentError(fmt::format(
@@ -166,12 +176,8 @@ Tensor softmax_cross_entropy(const Tensor& onehot_labels, const Tensor& logits_g
   check_float(kName, "logits", logits_given);
   const Tensor logits = mixed_precision::to_float32_if_bfloat16(logits_given);
   check_same_shape(kName, onehot_labels, logits, "logits");
-  if (logits.rank() != 2)
-    throw InvalidArgumentError(fmt::format("{}: logits must be [batch, classes], got shape {}",
-                                           kName, shape_str(logits.shape())));
-  if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
-    throw InvalidArgumentError(
-        fmt::format("{}: label_smoothing must be in [0, 1], got {}", kName, label_smoothing));
+  check_logits_matrix(kName, logits);
+  check_label_smoothing(kName, label_smoothing);
   Tensor labels = as_dtype_of(onehot_labels, logits);
   if (label_smoothing > 0) {
     double classes = double(logits.dim(1));
@@ -188,9 +194,7 @@ Tensor sigmoid_cross_entropy(const Tensor& multi_class_labels, const Tensor& log
   check_float(kName, "logits", logits_given);
   const Tensor logits = mixed_precision::to_float32_if_bfloat16(logits_given);
   check_same_shape(kName, multi_class_labels, logits, "logits");
-  if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
-    throw InvalidArgumentError(
-        fmt::format("{}: label_smoothing must be in [0, 1], got {}", kName, label_smoothing));
+  check_label_smoothing(kName, label_smoothing);
   Tensor labels = as_dtype_of(multi_class_labels, logits);
   if (label_smoothing > 0)
     labels = ops::add(ops::mul(labels, 1.0 - label_smoothing), 0.5 * label_smoothing);
