@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "data/file_stream.h"
+#include "data/row_position.h"
 #include "data/stages.h"
 
 namespace est::data {
@@ -109,25 +110,15 @@ class Hdf5Iterator final : public IteratorBase {
     return element;
   }
 
-  int64_t skip(int64_t count) override {
-    int64_t skipped = std::min(count, rows_ - row_);
-    row_ += skipped;
-    return skipped;
-  }
+  int64_t skip(int64_t count) override { return skip_rows(row_, rows_, count); }
 
-  void save(StateWriter& writer) override {
-    writer.begin_stage("hdf5");
-    writer.write_i64(row_);
-  }
+  void save(StateWriter& writer) override { save_row(writer, "hdf5", row_); }
 
   void restore(StateReader& reader) override {
-    reader.expect_stage("hdf5");
-    int64_t row = reader.read_i64();
-    if (row < 0 || row > rows_)
-      throw InvalidArgumentError("iterator state does not match this pipeline: row " +
-                                 std::to_string(row) + " of HDF5 datasets with " +
-                                 std::to_string(rows_) + " rows in '" + path_ + "'");
-    row_ = row;
+    row_ = restore_row(reader, "hdf5", rows_, [&](int64_t row) {
+      return "row " + std::to_string(row) + " of HDF5 datasets with " + std::to_string(rows_) +
+             " rows in '" + path_ + "'";
+    });
   }
 
  private:

@@ -13,12 +13,10 @@
 // device ones, then the input's position, which is past them; restoring queues their copies
 // again. Follows tensorflow/python/data/experimental/ops/prefetching_ops.py for the name, the
 // default buffer and "last transformation".
-#include <condition_variable>
-#include <deque>
-#include <mutex>
-#include <thread>
+#include <algorithm>
 
 #include "data/dataset.h"
+#include "data/prefetch_queue.h"
 #include "data/stages.h"
 #include "ops/backend.h"
 #include "ops/cuda/async_copy.h"
@@ -46,15 +44,17 @@ struct Staged {
   ops::cuda::Event copied = nullptr;
 };
 
+// The queue hands over item by item (low water capacity - 1, wake at 1): the step wants its
+// next batch as soon as its copy is queued.
 class DevicePrefetchIterator final : public IteratorBase {
  public:
   DevicePrefetchIterator(std::unique_ptr<IteratorBase> input, ops::Device device, int64_t capacity)
       : input_(std::move(input)),
         device_(device),
-        capacity_(static_cast<size_t>(std::max<int64_t>(capacity, 1))) {}
+        queue_([this] { return produce(); }, capacity_of(capacity), capacity_of(capacity) - 1, 1) {}
 
   ~DevicePrefetchIterator() override {
-    stop();
+    queue_.stop();
     try {
       clear_queue();
     } catch (...) {  // a failing device while unwinding: nothing left to release it to
@@ -62,47 +62,44 @@ class DevicePrefetchIterator final : public IteratorBase {
   }
 
   std::optional<Element> next() override {
-    std::unique_lock lock(mutex_);
-    if (!worker_.joinable() && !input_finished_) start_locked();
-    not_empty_.wait(lock, [this] { return !queue_.empty() || input_finished_; });
-    if (!queue_.empty()) {
-      Staged staged = std::move(queue_.front());
-      queue_.pop_front();
-      not_full_.notify_one();
-      lock.unlock();
-      ops::cuda::compute_stream_wait(device_.index, staged.copied);
-      return std::move(staged.device);
-    }
-    if (error_) {
-      std::exception_ptr error = error_;
-      error_ = nullptr;
-      std::rethrow_exception(error);
-    }
-    return std::nullopt;
+    std::optional<Staged> staged = queue_.pop();
+    if (!staged) return std::nullopt;
+    ops::cuda::compute_stream_wait(device_.index, staged->copied);
+    return std::move(staged->device);
   }
 
   void save(StateWriter& writer) override {
-    stop();
+    queue_.stop();
     writer.begin_stage("prefetch_to_device");
-    writer.write_bool(input_finished_);
-    write_error(writer, error_);
-    writer.write_u64(queue_.size());
-    for (const Staged& staged : queue_) writer.write_element(staged.host);
+    writer.write_bool(queue_.finished());
+    write_error(writer, queue_.error());
+    writer.write_u64(queue_.items().size());
+    for (const Staged& staged : queue_.items()) writer.write_element(staged.host);
     input_->save(writer);
   }
 
   void restore(StateReader& reader) override {
-    stop();
+    queue_.stop();
     reader.expect_stage("prefetch_to_device");
-    input_finished_ = reader.read_bool();
-    error_ = read_error(reader);
+    const bool finished = reader.read_bool();
+    queue_.set_state(finished, read_error(reader));
     const uint64_t count = reader.read_u64();
     clear_queue();
-    for (uint64_t i = 0; i < count; ++i) queue_.push_back(stage(reader.read_element()));
+    for (uint64_t i = 0; i < count; ++i) queue_.items().push_back(stage(reader.read_element()));
     input_->restore(reader);
   }
 
  private:
+  static size_t capacity_of(int64_t capacity) {
+    return static_cast<size_t>(std::max<int64_t>(capacity, 1));
+  }
+
+  std::optional<Staged> produce() {
+    std::optional<Element> element = input_->next();
+    if (!element) return std::nullopt;
+    return stage(std::move(*element));
+  }
+
   Staged stage(Element host) const {
     Staged staged;
     staged.device.labels = to_device(host.labels, device_);
@@ -116,64 +113,14 @@ class DevicePrefetchIterator final : public IteratorBase {
 
   // Gives the queued elements' events back (their copies may still run; nothing waits on them).
   void clear_queue() {
-    for (Staged& staged : queue_)
+    for (Staged& staged : queue_.items())
       if (staged.copied != nullptr) ops::cuda::compute_stream_wait(device_.index, staged.copied);
-    queue_.clear();
-  }
-
-  void start_locked() {
-    stopping_ = false;
-    worker_ = std::thread([this] { produce(); });
-  }
-
-  void stop() {
-    {
-      std::lock_guard lock(mutex_);
-      if (!worker_.joinable()) return;
-      stopping_ = true;
-    }
-    not_full_.notify_all();
-    worker_.join();
-    stopping_ = false;
-  }
-
-  void produce() {
-    for (;;) {
-      {
-        std::unique_lock lock(mutex_);
-        not_full_.wait(lock, [this] { return stopping_ || queue_.size() < capacity_; });
-        if (stopping_) return;
-      }
-      std::optional<Staged> staged;
-      std::exception_ptr error;
-      try {
-        if (std::optional<Element> element = input_->next()) staged = stage(std::move(*element));
-      } catch (...) {
-        error = std::current_exception();
-      }
-      std::lock_guard lock(mutex_);
-      if (staged) {
-        queue_.push_back(std::move(*staged));  // kept even when stopping: it left the input
-      } else {
-        error_ = std::move(error);
-        input_finished_ = true;
-      }
-      not_empty_.notify_one();
-      if (input_finished_) return;
-    }
+    queue_.items().clear();
   }
 
   std::unique_ptr<IteratorBase> input_;
   ops::Device device_;
-  size_t capacity_;
-  std::mutex mutex_;
-  std::condition_variable not_empty_;
-  std::condition_variable not_full_;
-  std::deque<Staged> queue_;
-  bool input_finished_ = false;
-  std::exception_ptr error_;
-  bool stopping_ = false;
-  std::thread worker_;
+  PrefetchQueue<Staged> queue_;
 };
 
 #endif  // EST_HAVE_CUDA

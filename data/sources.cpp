@@ -2,6 +2,7 @@
 // range, and elements from a C++ callable.
 #include <mutex>
 
+#include "data/row_position.h"
 #include "data/stages.h"
 
 namespace est::data {
@@ -74,25 +75,15 @@ class SlicesIterator final : public IteratorBase, public RandomAccess {
   }
   Element at(int64_t row) const override { return data_->row(row); }
 
-  int64_t skip(int64_t count) override {
-    int64_t skipped = std::min(count, data_->rows - row_);
-    row_ += skipped;
-    return skipped;
-  }
+  int64_t skip(int64_t count) override { return skip_rows(row_, data_->rows, count); }
 
-  void save(StateWriter& writer) override {
-    writer.begin_stage("slices");
-    writer.write_i64(row_);
-  }
+  void save(StateWriter& writer) override { save_row(writer, "slices", row_); }
 
   void restore(StateReader& reader) override {
-    reader.expect_stage("slices");
-    int64_t row = reader.read_i64();
-    if (row < 0 || row > data_->rows)
-      throw InvalidArgumentError("iterator state does not match this pipeline: saved position " +
-                                 std::to_string(row) + " of a source with " +
-                                 std::to_string(data_->rows) + " rows");
-    row_ = row;
+    row_ = restore_row(reader, "slices", data_->rows, [&](int64_t row) {
+      return "saved position " + std::to_string(row) + " of a source with " +
+             std::to_string(data_->rows) + " rows";
+    });
   }
 
  private:

@@ -9,12 +9,40 @@
 namespace est::data {
 namespace {
 
+// An iterator over one input whose state is its stage's name, its own fields (save_fields,
+// restore_fields) and then the input's state.
+class OneInputIterator : public IteratorBase {
+ public:
+  void save(StateWriter& writer) final {
+    writer.begin_stage(stage_);
+    save_fields(writer);
+    input_->save(writer);
+  }
+
+  void restore(StateReader& reader) final {
+    reader.expect_stage(stage_);
+    restore_fields(reader);
+    input_->restore(reader);
+  }
+
+ protected:
+  OneInputIterator(std::unique_ptr<IteratorBase> input, const char* stage)
+      : input_(std::move(input)), stage_(stage) {}
+  virtual void save_fields(StateWriter&) {}
+  virtual void restore_fields(StateReader&) {}
+
+  std::unique_ptr<IteratorBase> input_;
+
+ private:
+  const char* stage_;
+};
+
 // --- map ---
 
-class MapIterator final : public IteratorBase {
+class MapIterator final : public OneInputIterator {
  public:
   MapIterator(std::unique_ptr<IteratorBase> input, const MapFn& fn)
-      : input_(std::move(input)), fn_(fn) {}
+      : OneInputIterator(std::move(input), "map"), fn_(fn) {}
 
   std::optional<Element> next() override {
     std::optional<Element> element = input_->next();
@@ -22,18 +50,7 @@ class MapIterator final : public IteratorBase {
     return fn_(std::move(*element));
   }
 
-  void save(StateWriter& writer) override {
-    writer.begin_stage("map");
-    input_->save(writer);
-  }
-
-  void restore(StateReader& reader) override {
-    reader.expect_stage("map");
-    input_->restore(reader);
-  }
-
  private:
-  std::unique_ptr<IteratorBase> input_;
   const MapFn& fn_;  // owned by the node, which the Dataset keeps alive
 };
 
@@ -173,10 +190,10 @@ class MapNode final : public DatasetNode {
 
 // --- filter ---
 
-class FilterIterator final : public IteratorBase {
+class FilterIterator final : public OneInputIterator {
  public:
   FilterIterator(std::unique_ptr<IteratorBase> input, const PredicateFn& predicate)
-      : input_(std::move(input)), predicate_(predicate) {}
+      : OneInputIterator(std::move(input), "filter"), predicate_(predicate) {}
 
   std::optional<Element> next() override {
     while (std::optional<Element> element = input_->next())
@@ -184,18 +201,7 @@ class FilterIterator final : public IteratorBase {
     return std::nullopt;
   }
 
-  void save(StateWriter& writer) override {
-    writer.begin_stage("filter");
-    input_->save(writer);
-  }
-
-  void restore(StateReader& reader) override {
-    reader.expect_stage("filter");
-    input_->restore(reader);
-  }
-
  private:
-  std::unique_ptr<IteratorBase> input_;
   const PredicateFn& predicate_;
 };
 
@@ -219,10 +225,10 @@ class FilterNode final : public DatasetNode {
 
 // --- take, skip, shard: counters over the input ---
 
-class TakeIterator final : public IteratorBase {
+class TakeIterator final : public OneInputIterator {
  public:
   TakeIterator(std::unique_ptr<IteratorBase> input, int64_t count)
-      : input_(std::move(input)), count_(count) {}
+      : OneInputIterator(std::move(input), "take"), count_(count) {}
 
   std::optional<Element> next() override {
     if (count_ >= 0 && taken_ >= count_) return std::nullopt;
@@ -231,28 +237,19 @@ class TakeIterator final : public IteratorBase {
     return element;
   }
 
-  void save(StateWriter& writer) override {
-    writer.begin_stage("take");
-    writer.write_i64(taken_);
-    input_->save(writer);
-  }
+  void save_fields(StateWriter& writer) override { writer.write_i64(taken_); }
 
-  void restore(StateReader& reader) override {
-    reader.expect_stage("take");
-    taken_ = reader.read_i64();
-    input_->restore(reader);
-  }
+  void restore_fields(StateReader& reader) override { taken_ = reader.read_i64(); }
 
  private:
-  std::unique_ptr<IteratorBase> input_;
   int64_t count_;
   int64_t taken_ = 0;
 };
 
-class SkipIterator final : public IteratorBase {
+class SkipIterator final : public OneInputIterator {
  public:
   SkipIterator(std::unique_ptr<IteratorBase> input, int64_t count)
-      : input_(std::move(input)), count_(count) {}
+      : OneInputIterator(std::move(input), "skip"), count_(count) {}
 
   std::optional<Element> next() override {
     if (!skipped_) {
@@ -267,29 +264,20 @@ class SkipIterator final : public IteratorBase {
     return input_->next();
   }
 
-  void save(StateWriter& writer) override {
-    writer.begin_stage("skip");
-    writer.write_bool(skipped_);
-    input_->save(writer);
-  }
+  void save_fields(StateWriter& writer) override { writer.write_bool(skipped_); }
 
-  void restore(StateReader& reader) override {
-    reader.expect_stage("skip");
-    skipped_ = reader.read_bool();
-    input_->restore(reader);
-  }
+  void restore_fields(StateReader& reader) override { skipped_ = reader.read_bool(); }
 
  private:
-  std::unique_ptr<IteratorBase> input_;
   int64_t count_;
   bool skipped_ = false;
 };
 
 // Element i goes to shard i % num_shards: shards are disjoint and cover the input once.
-class ShardIterator final : public IteratorBase {
+class ShardIterator final : public OneInputIterator {
  public:
   ShardIterator(std::unique_ptr<IteratorBase> input, int64_t num_shards, int64_t index)
-      : input_(std::move(input)), num_shards_(num_shards), index_(index) {}
+      : OneInputIterator(std::move(input), "shard"), num_shards_(num_shards), index_(index) {}
 
   std::optional<Element> next() override {
     // Skip to this shard's next element: first to `index_` at the start, then num_shards - 1.
@@ -299,20 +287,11 @@ class ShardIterator final : public IteratorBase {
     return input_->next();
   }
 
-  void save(StateWriter& writer) override {
-    writer.begin_stage("shard");
-    writer.write_bool(started_);
-    input_->save(writer);
-  }
+  void save_fields(StateWriter& writer) override { writer.write_bool(started_); }
 
-  void restore(StateReader& reader) override {
-    reader.expect_stage("shard");
-    started_ = reader.read_bool();
-    input_->restore(reader);
-  }
+  void restore_fields(StateReader& reader) override { started_ = reader.read_bool(); }
 
  private:
-  std::unique_ptr<IteratorBase> input_;
   int64_t num_shards_, index_;
   bool started_ = false;
 };

@@ -36,6 +36,28 @@ void check_same_shape(std::string_view loss, const Tensor& labels, const Tensor&
         loss, shape_str(labels.shape()), predictions_name, shape_str(predictions.shape())));
 }
 
+// The predictions (or logits) of a loss whose labels have their shape: checked to be floating,
+// in float32 when bfloat16, then checked against the labels' shape. `what` names them.
+Tensor matched_predictions(std::string_view loss, const Tensor& labels, const Tensor& given,
+                           std::string_view what) {
+  check_float(loss, what, given);
+  Tensor predictions = mixed_precision::to_float32_if_bfloat16(given);
+  check_same_shape(loss, labels, predictions, what);
+  return predictions;
+}
+
+void check_logits_matrix(std::string_view loss, const Tensor& logits) {
+  if (logits.rank() != 2)
+    throw InvalidArgumentError(fmt::format("{}: logits must be [batch, classes], got shape {}",
+                                           loss, shape_str(logits.shape())));
+}
+
+void check_label_smoothing(std::string_view loss, double label_smoothing) {
+  if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
+    throw InvalidArgumentError(
+        fmt::format("{}: label_smoothing must be in [0, 1], got {}", loss, label_smoothing));
+}
+
 // Labels in the predictions' dtype (integer 0/1 labels are common for the elementwise losses).
 Tensor as_dtype_of(const Tensor& labels, const Tensor& reference) {
   return labels.dtype() == reference.dtype() ? labels : ops::cast(labels, reference.dtype());
@@ -147,9 +169,7 @@ Tensor sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits_g
         "{}: labels must be int32 or int64 class ids, got {}; for one-hot or probability labels "
         "use softmax_cross_entropy",
         kName, dtype_name(labels.dtype())));
-  if (logits.rank() != 2)
-    throw InvalidArgumentError(fmt::format("{}: logits must be [batch, classes], got shape {}",
-                                           kName, shape_str(logits.shape())));
+  check_logits_matrix(kName, logits);
   Tensor ids = labels.rank() == 2 && labels.dim(1) == 1 ? labels.reshape({labels.dim(0)}) : labels;
   if (ids.rank() != 1 || ids.dim(0) != logits.dim(0))
     throw InvalidArgumentError(fmt::format(
@@ -163,15 +183,9 @@ Tensor softmax_cross_entropy(const Tensor& onehot_labels, const Tensor& logits_g
                              const LossWeights& weights, double label_smoothing,
                              Reduction reduction) {
   constexpr std::string_view kName = "softmax_cross_entropy";
-  check_float(kName, "logits", logits_given);
-  const Tensor logits = mixed_precision::to_float32_if_bfloat16(logits_given);
-  check_same_shape(kName, onehot_labels, logits, "logits");
-  if (logits.rank() != 2)
-    throw InvalidArgumentError(fmt::format("{}: logits must be [batch, classes], got shape {}",
-                                           kName, shape_str(logits.shape())));
-  if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
-    throw InvalidArgumentError(
-        fmt::format("{}: label_smoothing must be in [0, 1], got {}", kName, label_smoothing));
+  const Tensor logits = matched_predictions(kName, onehot_labels, logits_given, "logits");
+  check_logits_matrix(kName, logits);
+  check_label_smoothing(kName, label_smoothing);
   Tensor labels = as_dtype_of(onehot_labels, logits);
   if (label_smoothing > 0) {
     double classes = double(logits.dim(1));
@@ -185,12 +199,8 @@ Tensor sigmoid_cross_entropy(const Tensor& multi_class_labels, const Tensor& log
                              const LossWeights& weights, double label_smoothing,
                              Reduction reduction) {
   constexpr std::string_view kName = "sigmoid_cross_entropy";
-  check_float(kName, "logits", logits_given);
-  const Tensor logits = mixed_precision::to_float32_if_bfloat16(logits_given);
-  check_same_shape(kName, multi_class_labels, logits, "logits");
-  if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
-    throw InvalidArgumentError(
-        fmt::format("{}: label_smoothing must be in [0, 1], got {}", kName, label_smoothing));
+  const Tensor logits = matched_predictions(kName, multi_class_labels, logits_given, "logits");
+  check_label_smoothing(kName, label_smoothing);
   Tensor labels = as_dtype_of(multi_class_labels, logits);
   if (label_smoothing > 0)
     labels = ops::add(ops::mul(labels, 1.0 - label_smoothing), 0.5 * label_smoothing);
@@ -200,18 +210,15 @@ Tensor sigmoid_cross_entropy(const Tensor& multi_class_labels, const Tensor& log
 
 Tensor mean_squared_error(const Tensor& labels, const Tensor& predictions_given,
                           const LossWeights& weights, Reduction reduction) {
-  check_float("mean_squared_error", "predictions", predictions_given);
-  const Tensor predictions = mixed_precision::to_float32_if_bfloat16(predictions_given);
-  check_same_shape("mean_squared_error", labels, predictions, "predictions");
+  const Tensor predictions =
+      matched_predictions("mean_squared_error", labels, predictions_given, "predictions");
   return compute_weighted_loss(
       ops::squared_difference(predictions, as_dtype_of(labels, predictions)), weights, reduction);
 }
 
 Tensor huber(const Tensor& labels, const Tensor& predictions_given, const LossWeights& weights,
              double delta, Reduction reduction) {
-  check_float("huber", "predictions", predictions_given);
-  const Tensor predictions = mixed_precision::to_float32_if_bfloat16(predictions_given);
-  check_same_shape("huber", labels, predictions, "predictions");
+  const Tensor predictions = matched_predictions("huber", labels, predictions_given, "predictions");
   if (!(delta > 0))
     throw InvalidArgumentError(fmt::format("huber: delta must be positive, got {}", delta));
   Tensor error = ops::abs(ops::sub(predictions, as_dtype_of(labels, predictions)));

@@ -13,17 +13,14 @@ namespace est::nn::metrics {
 namespace {
 
 using detail::broadcast_weights;
-using detail::matching_shape;
 using detail::values_of;
 
 // The weighted mean of f(label, prediction) over matching labels and predictions.
 template <class Fn>
 MetricOp mean_of(const char* metric, bool root, const Tensor& labels, const Tensor& predictions,
                  const Tensor& weights, Fn&& fn) {
-  Shape shape = matching_shape(labels, predictions, metric);
-  std::vector<double> label_values = values_of(labels, metric, "labels");
-  std::vector<double> prediction_values = values_of(predictions, metric, "predictions");
-  std::vector<double> weight_values = broadcast_weights(weights, shape, metric);
+  auto [label_values, prediction_values, weight_values] =
+      detail::paired_values(labels, predictions, weights, metric);
   double total = 0;
   double count = 0;
   for (size_t i = 0; i < label_values.size(); ++i) {
@@ -37,10 +34,8 @@ MetricOp mean_of(const char* metric, bool root, const Tensor& labels, const Tens
 template <class Fn>
 MetricOp ratio_of(const char* metric, const Tensor& labels, const Tensor& predictions,
                   const Tensor& weights, Fn&& count_miss) {
-  Shape shape = matching_shape(labels, predictions, metric);
-  std::vector<double> label_values = values_of(labels, metric, "labels");
-  std::vector<double> prediction_values = values_of(predictions, metric, "predictions");
-  std::vector<double> weight_values = broadcast_weights(weights, shape, metric);
+  auto [label_values, prediction_values, weight_values] =
+      detail::paired_values(labels, predictions, weights, metric);
   double hits = 0;
   double misses = 0;
   for (size_t i = 0; i < label_values.size(); ++i) {

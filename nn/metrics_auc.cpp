@@ -15,10 +15,8 @@ MetricOp auc(const Tensor& labels, const Tensor& predictions, const Tensor& weig
   if (num_thresholds < 2)
     throw InvalidArgumentError("auc: num_thresholds must be at least 2, got " +
                                std::to_string(num_thresholds) + " (TF's default is 200)");
-  Shape shape = detail::matching_shape(labels, predictions, metric);
-  std::vector<double> label_values = detail::values_of(labels, metric, "labels");
-  std::vector<double> prediction_values = detail::values_of(predictions, metric, "predictions");
-  std::vector<double> weight_values = detail::broadcast_weights(weights, shape, metric);
+  auto [label_values, prediction_values, weight_values] =
+      detail::paired_values(labels, predictions, weights, metric);
   auto state = std::make_shared<detail::AucMetric>(num_thresholds, curve, summation_method);
   for (size_t i = 0; i < prediction_values.size(); ++i) {
     double prediction = prediction_values[i];

@@ -103,4 +103,14 @@ std::vector<double> broadcast_weights(const Tensor& weights, const Shape& shape,
   return out;
 }
 
+PairedValues paired_values(const Tensor& labels, const Tensor& predictions, const Tensor& weights,
+                           std::string_view metric) {
+  Shape shape = matching_shape(labels, predictions, metric);
+  PairedValues paired;
+  paired.labels = values_of(labels, metric, "labels");
+  paired.predictions = values_of(predictions, metric, "predictions");
+  paired.weights = broadcast_weights(weights, shape, metric);
+  return paired;
+}
+
 }  // namespace est::nn::metrics::detail

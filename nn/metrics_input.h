@@ -26,4 +26,14 @@ Shape matching_shape(const Tensor& labels, const Tensor& predictions, std::strin
 std::vector<double> broadcast_weights(const Tensor& weights, const Shape& shape,
                                       std::string_view metric);
 
+// Labels, predictions and weights of an elementwise metric, one value per element each:
+// matching_shape, values_of and broadcast_weights together.
+struct PairedValues {
+  std::vector<double> labels;
+  std::vector<double> predictions;
+  std::vector<double> weights;
+};
+PairedValues paired_values(const Tensor& labels, const Tensor& predictions, const Tensor& weights,
+                           std::string_view metric);
+
 }  // namespace est::nn::metrics::detail

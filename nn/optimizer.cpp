@@ -181,30 +181,33 @@ void clip_by_global_norm(std::vector<GradAndVar>& grads, double clip_norm) {
   for (size_t i = 0; i < grads.size(); ++i) gradient_of(grads[i]) = clipped.tensors[i];
 }
 
-void Optimizer::apply_gradients(VariableStore& store, const std::vector<Tensor>& gradients,
-                                const std::vector<Tensor>& variables) const {
+namespace {
+
+// Pairs gradients[i] with variables[i] (named as in `store`) for apply_gradients.
+std::vector<GradAndVar> pair_up(std::string_view optimizer, const VariableStore& store,
+                                const std::vector<Tensor>& gradients,
+                                const std::vector<Tensor>& variables) {
   if (gradients.size() != variables.size())
     throw InvalidArgumentError(fmt::format(
-        "{}.apply_gradients: {} gradients for {} variables; pass one gradient per variable", name(),
-        gradients.size(), variables.size()));
+        "{}.apply_gradients: {} gradients for {} variables; pass one gradient per variable",
+        optimizer, gradients.size(), variables.size()));
   std::vector<GradAndVar> entries;
   entries.reserve(variables.size());
   for (size_t i = 0; i < variables.size(); ++i)
     entries.push_back({store.name_of(variables[i]), gradients[i], variables[i]});
-  apply_gradients(store, std::move(entries));
+  return entries;
+}
+
+}  // namespace
+
+void Optimizer::apply_gradients(VariableStore& store, const std::vector<Tensor>& gradients,
+                                const std::vector<Tensor>& variables) const {
+  apply_gradients(store, pair_up(name(), store, gradients, variables));
 }
 
 void Optimizer::apply_gradients(ModelContext& ctx, const std::vector<Tensor>& gradients,
                                 const std::vector<Tensor>& variables) const {
-  if (gradients.size() != variables.size())
-    throw InvalidArgumentError(fmt::format(
-        "{}.apply_gradients: {} gradients for {} variables; pass one gradient per variable", name(),
-        gradients.size(), variables.size()));
-  std::vector<GradAndVar> entries;
-  entries.reserve(variables.size());
-  for (size_t i = 0; i < variables.size(); ++i)
-    entries.push_back({ctx.store().name_of(variables[i]), gradients[i], variables[i]});
-  apply_gradients(ctx, std::move(entries));
+  apply_gradients(ctx, pair_up(name(), ctx.store(), gradients, variables));
 }
 
 Tensor get_slot(VariableStore& store, const GradAndVar& entry, std::string_view slot,

@@ -56,20 +56,13 @@ canned::OptimizerFn baseline_optimizer(const canned::OptimizerArg& optimizer) {
 
 ModelFn classifier_model_fn(const BaselineClassifierOptions& options, nn::Reduction reduction) {
   const char* kName = "BaselineClassifier";
-  canned::check_label_vocabulary(options.label_vocabulary, options.n_classes, kName);
-  auto head =
-      canned::classifier_head(options.n_classes,
-                              {.weight_column = options.weight_column,
-                               .loss_reduction = options.loss_reduction.value_or(reduction)},
-                              kName);
+  auto head = canned::classifier_head_of(options, reduction, kName);
   return canned::canned_model_fn(baseline_logit_fn(options.weight_column), std::move(head),
                                  baseline_optimizer(options.optimizer), options.label_vocabulary);
 }
 
 ModelFn regressor_model_fn(const BaselineRegressorOptions& options, nn::Reduction reduction) {
-  auto head = canned::regression_head(
-      options.label_dimension, {.weight_column = options.weight_column,
-                                .loss_reduction = options.loss_reduction.value_or(reduction)});
+  auto head = canned::regression_head_of(options, reduction);
   return canned::canned_model_fn(baseline_logit_fn(options.weight_column), std::move(head),
                                  baseline_optimizer(options.optimizer));
 }

@@ -31,6 +31,27 @@ std::shared_ptr<const Head> classifier_head(int64_t n_classes, HeadOptions optio
 void check_label_vocabulary(const std::vector<std::string>& vocabulary, int64_t n_classes,
                             const char* estimator);
 
+// The head of a canned *Classifier from its options: label_vocabulary checked against
+// n_classes, then classifier_head with the options' weight_column and loss_reduction (the
+// class's `reduction` when unset).
+template <class Options>
+std::shared_ptr<const Head> classifier_head_of(const Options& options, nn::Reduction reduction,
+                                               const char* estimator) {
+  check_label_vocabulary(options.label_vocabulary, options.n_classes, estimator);
+  return classifier_head(options.n_classes,
+                         {.weight_column = options.weight_column,
+                          .loss_reduction = options.loss_reduction.value_or(reduction)},
+                         estimator);
+}
+
+// The head of a canned *Regressor from its options, as classifier_head_of.
+template <class Options>
+std::shared_ptr<const Head> regression_head_of(const Options& options, nn::Reduction reduction) {
+  return regression_head(options.label_dimension,
+                         {.weight_column = options.weight_column,
+                          .loss_reduction = options.loss_reduction.value_or(reduction)});
+}
+
 // String labels [batch] or [batch, 1] -> int64 class ids [batch, 1] by their position in
 // `vocabulary`. Non-string labels are an InvalidArgumentError saying that label_vocabulary
 // expects strings.

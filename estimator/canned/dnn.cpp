@@ -77,12 +77,7 @@ ModelFn classifier_model_fn(const DNNClassifierOptions& options, nn::Reduction d
   canned::DnnNetwork network{options.hidden_units, options.feature_columns, options.activation_fn,
                              options.dropout, options.batch_norm};
   canned::check_network(network, kName);
-  canned::check_label_vocabulary(options.label_vocabulary, options.n_classes, kName);
-  auto head = canned::classifier_head(
-      options.n_classes,
-      {.weight_column = options.weight_column,
-       .loss_reduction = options.loss_reduction.value_or(default_reduction)},
-      kName);
+  auto head = canned::classifier_head_of(options, default_reduction, kName);
   canned::OptimizerArg optimizer = options.optimizer;
   canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate);  // checks the name now
   return canned::canned_model_fn(
@@ -96,10 +91,7 @@ ModelFn regressor_model_fn(const DNNRegressorOptions& options, nn::Reduction def
   canned::DnnNetwork network{options.hidden_units, options.feature_columns, options.activation_fn,
                              options.dropout, options.batch_norm};
   canned::check_network(network, kName);
-  auto head = canned::regression_head(
-      options.label_dimension,
-      {.weight_column = options.weight_column,
-       .loss_reduction = options.loss_reduction.value_or(default_reduction)});
+  auto head = canned::regression_head_of(options, default_reduction);
   canned::OptimizerArg optimizer = options.optimizer;
   canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate);
   return canned::canned_model_fn(

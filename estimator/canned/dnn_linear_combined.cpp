@@ -95,20 +95,13 @@ ModelFn combined_model_fn(Combined model, std::shared_ptr<const canned::Head> he
 ModelFn classifier_model_fn(const DNNLinearCombinedClassifierOptions& options,
                             nn::Reduction reduction) {
   const char* kName = "DNNLinearCombinedClassifier";
-  canned::check_label_vocabulary(options.label_vocabulary, options.n_classes, kName);
-  auto head =
-      canned::classifier_head(options.n_classes,
-                              {.weight_column = options.weight_column,
-                               .loss_reduction = options.loss_reduction.value_or(reduction)},
-                              kName);
+  auto head = canned::classifier_head_of(options, reduction, kName);
   return combined_model_fn(combined(options), std::move(head), options.label_vocabulary, kName);
 }
 
 ModelFn regressor_model_fn(const DNNLinearCombinedRegressorOptions& options,
                            nn::Reduction reduction) {
-  auto head = canned::regression_head(
-      options.label_dimension, {.weight_column = options.weight_column,
-                                .loss_reduction = options.loss_reduction.value_or(reduction)});
+  auto head = canned::regression_head_of(options, reduction);
   return combined_model_fn(combined(options), std::move(head), {}, "DNNLinearCombinedRegressor");
 }
 

@@ -62,19 +62,12 @@ ModelFn linear_model_fn(const Options& options, std::shared_ptr<const canned::He
 
 ModelFn classifier_model_fn(const LinearClassifierOptions& options, nn::Reduction reduction) {
   const char* kName = "LinearClassifier";
-  canned::check_label_vocabulary(options.label_vocabulary, options.n_classes, kName);
-  auto head =
-      canned::classifier_head(options.n_classes,
-                              {.weight_column = options.weight_column,
-                               .loss_reduction = options.loss_reduction.value_or(reduction)},
-                              kName);
+  auto head = canned::classifier_head_of(options, reduction, kName);
   return linear_model_fn(options, std::move(head), options.label_vocabulary, kName);
 }
 
 ModelFn regressor_model_fn(const LinearRegressorOptions& options, nn::Reduction reduction) {
-  auto head = canned::regression_head(
-      options.label_dimension, {.weight_column = options.weight_column,
-                                .loss_reduction = options.loss_reduction.value_or(reduction)});
+  auto head = canned::regression_head_of(options, reduction);
   return linear_model_fn(options, std::move(head), {}, "LinearRegressor");
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/sum_in_order.h"
 
 namespace est::ops::cpu {
 namespace {
@@ -31,9 +32,10 @@ std::vector<double> sum_rows(int64_t rows, int64_t channels, int64_t width, AddR
       for (int64_t r = rows * part / parts; r < rows * (part + 1) / parts; ++r)
         add_row(r, partial.data() + part * width);
   });
-  std::vector<double> total(static_cast<size_t>(width), 0.0);
-  for (int64_t part = 0; part < parts; ++part)
-    for (int64_t i = 0; i < width; ++i) total[i] += partial[part * width + i];
+  std::vector<double> total(static_cast<size_t>(width));
+  sum_in_order<double>(
+      parts, width, [&](int64_t part) { return partial.data() + part * width; },
+      [&](int64_t i, double sum) { total[i] = sum; });
   return total;
 }
 
@@ -45,20 +47,37 @@ void each_row(int64_t rows, int64_t channels, Row&& row) {
   });
 }
 
-// Per-channel 1 / sqrt(variance + epsilon), and gamma (1 when undefined), in double.
+// x as [rows, channels] beside its per-channel mean, 1 / sqrt(variance + epsilon) and gamma
+// (1 when undefined), in double: what the forward and backward passes share.
 template <class T>
-void scale_factors(const Tensor& gamma, const Tensor& variance, double epsilon,
-                   std::vector<double>& inv_std, std::vector<double>& scale) {
-  const int64_t channels = variance.numel();
-  const T* var = variance.data<T>();
-  const T* g = gamma.defined() ? gamma.data<T>() : nullptr;
-  inv_std.resize(static_cast<size_t>(channels));
-  scale.resize(static_cast<size_t>(channels));
-  for (int64_t c = 0; c < channels; ++c) {
-    inv_std[c] = 1.0 / std::sqrt(static_cast<double>(var[c]) + epsilon);
-    scale[c] = g ? static_cast<double>(g[c]) : 1.0;
+struct Normalization {
+  Normalization(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& variance,
+                double epsilon)
+      : channels(mean.numel()),
+        rows(channels ? x.numel() / channels : 0),
+        px(x.data<T>()),
+        pm(mean.data<T>()) {
+    const int64_t n = variance.numel();
+    const T* var = variance.data<T>();
+    const T* g = gamma.defined() ? gamma.data<T>() : nullptr;
+    inv_std.resize(static_cast<size_t>(n));
+    scale.resize(static_cast<size_t>(n));
+    for (int64_t c = 0; c < n; ++c) {
+      inv_std[c] = 1.0 / std::sqrt(static_cast<double>(var[c]) + epsilon);
+      scale[c] = g ? static_cast<double>(g[c]) : 1.0;
+    }
   }
-}
+
+  // (x - mean) / sqrt(variance + epsilon) at row r, channel c.
+  double xhat(int64_t r, int64_t c) const {
+    return (static_cast<double>(px[r * channels + c]) - static_cast<double>(pm[c])) * inv_std[c];
+  }
+
+  int64_t channels, rows;
+  const T* px;
+  const T* pm;
+  std::vector<double> inv_std, scale;
+};
 
 }  // namespace
 
@@ -93,20 +112,14 @@ void batch_norm_forward_reference(const Tensor& x, const Tensor& gamma, const Te
                                   Tensor& y) {
   dispatch_float(x.dtype(), "batch_norm", [&](auto tag) {
     using T = decltype(tag);
-    const int64_t channels = mean.numel(), rows = channels ? x.numel() / channels : 0;
-    std::vector<double> inv_std, scale;
-    scale_factors<T>(gamma, variance, epsilon, inv_std, scale);
-    const T* px = x.data<T>();
-    const T* pm = mean.data<T>();
+    const Normalization<T> n(x, gamma, mean, variance, epsilon);
+    const int64_t channels = n.channels;
     const T* pb = beta.defined() ? beta.data<T>() : nullptr;
     T* py = y.data<T>();
-    each_row(rows, channels, [&](int64_t r) {
-      for (int64_t c = 0; c < channels; ++c) {
-        const double normalized =
-            (static_cast<double>(px[r * channels + c]) - static_cast<double>(pm[c])) * inv_std[c];
+    each_row(n.rows, channels, [&](int64_t r) {
+      for (int64_t c = 0; c < channels; ++c)
         py[r * channels + c] =
-            static_cast<T>(normalized * scale[c] + (pb ? static_cast<double>(pb[c]) : 0.0));
-      }
+            static_cast<T>(n.xhat(r, c) * n.scale[c] + (pb ? static_cast<double>(pb[c]) : 0.0));
     });
   });
 }
@@ -117,20 +130,18 @@ void batch_norm_backward_reference(const Tensor& x, const Tensor& gamma, const T
                                    Tensor* grad_beta) {
   dispatch_float(x.dtype(), "batch_norm gradient", [&](auto tag) {
     using T = decltype(tag);
-    const int64_t channels = mean.numel(), rows = channels ? x.numel() / channels : 0;
-    std::vector<double> inv_std, scale;
-    scale_factors<T>(gamma, variance, epsilon, inv_std, scale);
-    const T* px = x.data<T>();
-    const T* pm = mean.data<T>();
+    const Normalization<T> n(x, gamma, mean, variance, epsilon);
+    const int64_t channels = n.channels, rows = n.rows;
+    const std::vector<double>& inv_std = n.inv_std;
+    const T* px = n.px;
+    const T* pm = n.pm;
     const T* dy = grad_y.data<T>();
     // sums[c] = sum_dy = dL/dbeta, sums[C + c] = sum_dy_xhat = dL/dgamma.
     const std::vector<double> sums =
         sum_rows(rows, channels, 2 * channels, [&](int64_t r, double* acc) {
           for (int64_t c = 0; c < channels; ++c) {
             const double g = static_cast<double>(dy[r * channels + c]);
-            const double xhat =
-                (static_cast<double>(px[r * channels + c]) - static_cast<double>(pm[c])) *
-                inv_std[c];
+            const double xhat = n.xhat(r, c);
             acc[c] += g;
             acc[channels + c] += g * xhat;
           }
@@ -150,7 +161,7 @@ void batch_norm_backward_reference(const Tensor& x, const Tensor& gamma, const T
     const double inv_rows = 1.0 / static_cast<double>(std::max<int64_t>(rows, 1));
     std::vector<T> a(static_cast<size_t>(channels)), b(a.size()), shift(a.size());
     for (int64_t c = 0; c < channels; ++c) {
-      const double scaled = scale[c] * inv_std[c];
+      const double scaled = n.scale[c] * inv_std[c];
       a[c] = static_cast<T>(scaled);
       b[c] = training ? static_cast<T>(-scaled * inv_std[c] * sum_dy_xhat[c] * inv_rows) : T(0);
       shift[c] = training ? static_cast<T>(-scaled * sum_dy[c] * inv_rows) : T(0);

@@ -9,6 +9,7 @@
 
 #include "ops/cpu/isa.h"
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/sum_in_order.h"
 
 namespace est::ops::cpu {
 namespace {
@@ -179,11 +180,9 @@ void column_sums(const Tensor& x, Tensor& out) {
         sum_rows_chunk(px, channels, rows * chunk / chunks, rows * (chunk + 1) / chunks,
                        pp + chunk * channels);
     });
-    for (int64_t c = 0; c < channels; ++c) {
-      double total = 0;
-      for (int64_t chunk = 0; chunk < chunks; ++chunk) total += pp[chunk * channels + c];
-      po[c] = static_cast<T>(total);
-    }
+    sum_in_order<double>(
+        chunks, channels, [&](int64_t chunk) { return pp + chunk * channels; },
+        [&](int64_t c, double total) { po[c] = static_cast<T>(total); });
   });
 }
 

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "ops/tensor.h"
@@ -72,21 +73,17 @@ inline std::vector<int> normalize_axes(std::string_view op, const std::vector<in
 // InvalidArgumentError naming `op`.
 template <class Fn>
 decltype(auto) dispatch_numeric(DType dtype, std::string_view op, Fn&& fn) {
-  switch (dtype) {
-    case DType::kF32:
-      return fn(float{});
-    case DType::kF64:
-      return fn(double{});
-    case DType::kI32:
-      return fn(int32_t{});
-    case DType::kI64:
-      return fn(int64_t{});
-    case DType::kU8:
-      return fn(uint8_t{});
-    default:
-      throw InvalidArgumentError(fmt::format(
-          "{}: not defined for {} tensors; cast to a numeric dtype first", op, dtype_name(dtype)));
-  }
+  if (dtype == DType::kBool || dtype == DType::kBF16 || dtype == DType::kString)
+    throw InvalidArgumentError(fmt::format(
+        "{}: not defined for {} tensors; cast to a numeric dtype first", op, dtype_name(dtype)));
+  // dispatch_dtype's list; `fn` is never instantiated for the types excluded above.
+  return dispatch_dtype(dtype, [&](auto tag) -> decltype(fn(float{})) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, bfloat16>)
+      throw InternalError("dispatch_numeric: unreachable dtype");
+    else
+      return fn(tag);
+  });
 }
 
 // Calls fn(U{}) with U an unsigned integer type of the dtype's element size: for ops that only

@@ -18,6 +18,7 @@
 
 #include "ops/cpu/isa.h"
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/sum_in_order.h"
 
 // The 64-byte vectors below never cross a non-inlined call in a multiversioned copy; GCC's note
 // about their ABI in the baseline copy is about functions internal to this file.
@@ -199,14 +200,14 @@ void conv2d_kernel_gradient_fused(const Tensor& input, const Tensor& grad_output
   });
   float* dk = grad_kernel.data<float>();
   float* db = grad_bias ? grad_bias->data<float>() : nullptr;
-  for (int64_t i = 0; i < rows * channels; ++i) {
-    float total = 0;
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) total += acc_base[chunk * rows * channels + i];
-    if (i < patch * channels)
-      dk[i] = total;
-    else if (db)
-      db[i - patch * channels] = total;
-  }
+  sum_in_order<float>(
+      chunks, rows * channels, [&](int64_t chunk) { return acc_base + chunk * rows * channels; },
+      [&](int64_t i, float total) {
+        if (i < patch * channels)
+          dk[i] = total;
+        else if (db)
+          db[i - patch * channels] = total;
+      });
 }
 
 }  // namespace est::ops::cpu

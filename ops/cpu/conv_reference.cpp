@@ -28,6 +28,33 @@ int64_t images_per_chunk(const Window2D& w) {
       kMaxColumnElements / std::max<int64_t>(1, positions(w) * patch_size(w)), 1, w.batch);
 }
 
+// Calls tap(offset, pixel) for each kernel tap of output position (oh, ow) in patch order:
+// offset is the tap's first element in the patch, pixel points to the element offset of the
+// input pixel it reads in its image, or is null where the tap falls in the padding.
+template <class Tap>
+void each_tap(const Window2D& w, int64_t oh, int64_t ow, Tap&& tap) {
+  int64_t offset = 0;
+  for (int64_t kh = 0; kh < w.kernel_h; ++kh) {
+    const int64_t ih = oh * w.stride_h - w.pad_top + kh * w.dilation_h;
+    for (int64_t kw = 0; kw < w.kernel_w; ++kw, offset += w.in_c) {
+      const int64_t iw = ow * w.stride_w - w.pad_left + kw * w.dilation_w;
+      const bool outside = ih < 0 || ih >= w.in_h || iw < 0 || iw >= w.in_w;
+      const int64_t pixel = (ih * w.in_w + iw) * w.in_c;
+      tap(offset, outside ? nullptr : &pixel);
+    }
+  }
+}
+
+// Calls chunk(first, count, col) for the chunks of images_per_chunk(w) images in order, col
+// the im2col buffer they share.
+template <class T, class Chunk>
+void each_chunk(const Window2D& w, DType dtype, Chunk&& chunk) {
+  const int64_t images = images_per_chunk(w);
+  Tensor col = Tensor::empty({images * positions(w), patch_size(w)}, dtype);
+  for (int64_t first = 0; first < w.batch; first += images)
+    chunk(first, std::min(images, w.batch - first), col.data<T>());
+}
+
 // Fills col [count * OH * OW, KH * KW * C] from images [first, first + count).
 template <class T>
 void im2col(const T* input, T* col, const Window2D& w, int64_t first, int64_t count) {
@@ -37,19 +64,16 @@ void im2col(const T* input, T* col, const Window2D& w, int64_t first, int64_t co
       const int64_t n = first + row_block / w.out_h, oh = row_block % w.out_h;
       const T* image = input + n * w.in_h * w.in_w * w.in_c;
       for (int64_t ow = 0; ow < w.out_w; ++ow) {
-        T* dst = col + (row_block * w.out_w + ow) * patch;
-        for (int64_t kh = 0; kh < w.kernel_h; ++kh) {
-          const int64_t ih = oh * w.stride_h - w.pad_top + kh * w.dilation_h;
-          for (int64_t kw = 0; kw < w.kernel_w; ++kw, dst += w.in_c) {
-            const int64_t iw = ow * w.stride_w - w.pad_left + kw * w.dilation_w;
-            if (ih < 0 || ih >= w.in_h || iw < 0 || iw >= w.in_w) {
-              for (int64_t c = 0; c < w.in_c; ++c) dst[c] = T(0);
-            } else {
-              const T* src = image + (ih * w.in_w + iw) * w.in_c;
-              for (int64_t c = 0; c < w.in_c; ++c) dst[c] = src[c];
-            }
+        T* row = col + (row_block * w.out_w + ow) * patch;
+        each_tap(w, oh, ow, [&](int64_t offset, const int64_t* pixel) {
+          T* dst = row + offset;
+          if (!pixel) {
+            for (int64_t c = 0; c < w.in_c; ++c) dst[c] = T(0);
+          } else {
+            const T* src = image + *pixel;
+            for (int64_t c = 0; c < w.in_c; ++c) dst[c] = src[c];
           }
-        }
+        });
       }
     }
   });
@@ -65,24 +89,16 @@ void col2im(const T* col, T* grad_input, const Window2D& w, int64_t first, int64
       T* image = grad_input + (first + local) * w.in_h * w.in_w * w.in_c;
       for (int64_t oh = 0; oh < w.out_h; ++oh)
         for (int64_t ow = 0; ow < w.out_w; ++ow) {
-          const T* src = col + ((local * w.out_h + oh) * w.out_w + ow) * patch;
-          for (int64_t kh = 0; kh < w.kernel_h; ++kh) {
-            const int64_t ih = oh * w.stride_h - w.pad_top + kh * w.dilation_h;
-            for (int64_t kw = 0; kw < w.kernel_w; ++kw, src += w.in_c) {
-              const int64_t iw = ow * w.stride_w - w.pad_left + kw * w.dilation_w;
-              if (ih < 0 || ih >= w.in_h || iw < 0 || iw >= w.in_w) continue;
-              T* dst = image + (ih * w.in_w + iw) * w.in_c;
-              for (int64_t c = 0; c < w.in_c; ++c) dst[c] += src[c];
-            }
-          }
+          const T* row = col + ((local * w.out_h + oh) * w.out_w + ow) * patch;
+          each_tap(w, oh, ow, [&](int64_t offset, const int64_t* pixel) {
+            if (!pixel) return;
+            const T* src = row + offset;
+            T* dst = image + *pixel;
+            for (int64_t c = 0; c < w.in_c; ++c) dst[c] += src[c];
+          });
         }
     }
   });
-}
-
-// The im2col buffer for one chunk, from the caching allocator.
-Tensor column_buffer(const Window2D& w, DType dtype) {
-  return Tensor::empty({images_per_chunk(w) * positions(w), patch_size(w)}, dtype);
 }
 
 }  // namespace
@@ -99,14 +115,11 @@ void conv2d_forward_reference(const Tensor& input, const Tensor& kernel, Tensor&
       gemm<T>(in, k, out, w.batch * positions(w), w.out_c, w.in_c, false, false, false);
       return;
     }
-    const int64_t chunk = images_per_chunk(w);
-    Tensor col = column_buffer(w, input.dtype());
-    for (int64_t first = 0; first < w.batch; first += chunk) {
-      const int64_t count = std::min(chunk, w.batch - first);
-      im2col(in, col.data<T>(), w, first, count);
-      gemm<T>(col.data<T>(), k, out + first * positions(w) * w.out_c, count * positions(w), w.out_c,
+    each_chunk<T>(w, input.dtype(), [&](int64_t first, int64_t count, T* col) {
+      im2col(in, col, w, first, count);
+      gemm<T>(col, k, out + first * positions(w) * w.out_c, count * positions(w), w.out_c,
               patch_size(w), false, false, false);
-    }
+    });
   });
 }
 
@@ -124,14 +137,11 @@ void conv2d_backward_data_reference(const Tensor& grad_output, const Tensor& ker
       return;
     }
     std::fill(dx, dx + grad_input.numel(), T(0));
-    const int64_t chunk = images_per_chunk(w);
-    Tensor col = column_buffer(w, grad_output.dtype());
-    for (int64_t first = 0; first < w.batch; first += chunk) {
-      const int64_t count = std::min(chunk, w.batch - first);
-      gemm<T>(dy + first * positions(w) * w.out_c, k, col.data<T>(), count * positions(w),
-              patch_size(w), w.out_c, false, true, false);
-      col2im(col.data<T>(), dx, w, first, count);
-    }
+    each_chunk<T>(w, grad_output.dtype(), [&](int64_t first, int64_t count, T* col) {
+      gemm<T>(dy + first * positions(w) * w.out_c, k, col, count * positions(w), patch_size(w),
+              w.out_c, false, true, false);
+      col2im(col, dx, w, first, count);
+    });
   });
 }
 
@@ -148,14 +158,11 @@ void conv2d_backward_kernel_reference(const Tensor& input, const Tensor& grad_ou
       gemm<T>(in, dy, dk, w.in_c, w.out_c, w.batch * positions(w), true, false, false);
       return;
     }
-    const int64_t chunk = images_per_chunk(w);
-    Tensor col = column_buffer(w, input.dtype());
-    for (int64_t first = 0; first < w.batch; first += chunk) {
-      const int64_t count = std::min(chunk, w.batch - first);
-      im2col(in, col.data<T>(), w, first, count);
-      gemm<T>(col.data<T>(), dy + first * positions(w) * w.out_c, dk, patch_size(w), w.out_c,
+    each_chunk<T>(w, input.dtype(), [&](int64_t first, int64_t count, T* col) {
+      im2col(in, col, w, first, count);
+      gemm<T>(col, dy + first * positions(w) * w.out_c, dk, patch_size(w), w.out_c,
               count * positions(w), true, false, /*accumulate=*/first > 0);
-    }
+    });
   });
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/sum_in_order.h"
 #include "ops/onednn/context.h"
 #include "ops/onednn/kernel_util.h"
 #include "ops/onednn/kernels.h"
@@ -178,15 +179,13 @@ void backward_weights_of(const Tensor& input, const Tensor& grad_pre, int64_t fi
                  weights, plan.pd.diff_weights_desc(), grad_kernel, d.weights_user);
 }
 
-// out[i] = the sum of parts[p][i] over p, in order.
-void sum_in_order(const std::vector<Tensor>& parts, Tensor& out) {
+// out[i] = the sum of parts[p][i] over p, in order, starting from part 0's value (init -0).
+void sum_parts(const std::vector<Tensor>& parts, Tensor& out) {
   float* total = out.data<float>();
-  const float* first = parts.front().data<float>();
-  std::copy(first, first + out.numel(), total);
-  for (size_t p = 1; p < parts.size(); ++p) {
-    const float* part = parts[p].data<float>();
-    for (int64_t i = 0; i < out.numel(); ++i) total[i] += part[i];
-  }
+  cpu::sum_in_order<float>(
+      static_cast<int64_t>(parts.size()), out.numel(),
+      [&](int64_t p) { return parts[static_cast<size_t>(p)].data<float>(); },
+      [&](int64_t i, float sum) { total[i] = sum; }, -0.0f);
 }
 
 }  // namespace
@@ -227,8 +226,8 @@ void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const 
   });
   for (const std::exception_ptr& error : errors)
     if (error) std::rethrow_exception(error);
-  sum_in_order(kernels, grad_kernel);
-  if (grad_bias) sum_in_order(biases, *grad_bias);
+  sum_parts(kernels, grad_kernel);
+  if (grad_bias) sum_parts(biases, *grad_bias);
 }
 
 }  // namespace est::ops::onednn

@@ -8,6 +8,7 @@
 
 #include "ops/onednn/context.h"
 #include "ops/onednn/kernels.h"
+#include "ops/onednn/primitive_plan.h"
 
 namespace est::ops::onednn {
 namespace {
@@ -33,15 +34,8 @@ dnnl::algorithm algorithm_of(Eltwise kind) {
   throw InternalError("onednn eltwise: unknown kind");
 }
 
-struct Forward {
-  dnnl::eltwise_forward::primitive_desc desc;
-  dnnl::eltwise_forward primitive;
-};
-
-struct Backward {
-  dnnl::eltwise_backward::primitive_desc desc;
-  dnnl::eltwise_backward primitive;
-};
+using Forward = PrimitivePlan<dnnl::eltwise_forward>;
+using Backward = PrimitivePlan<dnnl::eltwise_backward>;
 
 dnnl::memory::desc flat_desc(int64_t n) { return plain_desc({n}, dnnl::memory::format_tag::a); }
 

@@ -6,19 +6,13 @@
 
 #include "ops/onednn/context.h"
 #include "ops/onednn/kernels.h"
+#include "ops/onednn/primitive_plan.h"
 
 namespace est::ops::onednn {
 namespace {
 
-struct Forward {
-  dnnl::softmax_v2_forward::primitive_desc desc;
-  dnnl::softmax_v2_forward primitive;
-};
-
-struct Backward {
-  dnnl::softmax_v2_backward::primitive_desc desc;
-  dnnl::softmax_v2_backward primitive;
-};
+using Forward = PrimitivePlan<dnnl::softmax_v2_forward>;
+using Backward = PrimitivePlan<dnnl::softmax_v2_backward>;
 
 struct Rows {
   int64_t rows, classes;
