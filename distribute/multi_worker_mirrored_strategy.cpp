@@ -51,7 +51,7 @@ std::string machine_name() {
 CommunicationImplementation agree_on_nccl(ClusterRuntime& runtime,
                                           CommunicationImplementation requested,
                                           CommunicationImplementation resolved,
-                                          const std::vector<Device>& devices) {
+                                          [[maybe_unused]] const std::vector<Device>& devices) {
   bool usable = resolved == CommunicationImplementation::kNccl;
   std::vector<std::string> bus_ids;
 #if EST_HAVE_CUDA

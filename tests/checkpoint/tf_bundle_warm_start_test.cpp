@@ -5,6 +5,8 @@
 // shape mismatch are errors naming both sides.
 #include <doctest/doctest.h>
 
+#include <fstream>
+
 #include "checkpoint/checkpoint.h"
 #include "helpers.h"
 #include "tf_bundle_helpers.h"
@@ -109,4 +111,36 @@ TEST_CASE("warm start from a TF checkpoint: a missing tensor and a shape mismatc
              {.ckpt_to_initialize_from = prefix, .var_name_to_prev_var_name = {{"half/a", "a"}}},
              scalar);
   CHECK(scalar.find("half/a")->value.data<float>()[0] == 0.5f);
+}
+
+TEST_CASE("warm start from a TF checkpoint remaps a vocabulary (testWarmStartVarWithVocab)") {
+  // TF's warm_starting_util_test.py, testWarmStartVarWithVocab, with the old weights in a
+  // TensorFlow bundle: rows follow the new vocabulary, a new word gets the initializer's zero.
+  ScratchCopy copy("half_plus_three");
+  BundleBuilder tf;
+  tf.add_f32("fruit_weights", {4, 1}, {0.5f, 1, 1.5f, 2});
+  tf.write(copy.prefix());
+  auto write_vocab = [&](const std::string& name, const std::vector<std::string>& words) {
+    const std::string path = (copy.dir / name).string();
+    std::ofstream out(path);
+    for (const std::string& word : words) out << word << "\n";
+    return path;
+  };
+  const std::string old_vocab = write_vocab("old_vocab", {"apple", "banana", "guava", "orange"});
+  const std::string new_vocab =
+      write_vocab("new_vocab", {"orange", "guava", "banana", "apple", "raspberry"});
+  TempDir model_dir;
+  TensorBundle model;
+  model.add_variable("fruit_weights", Tensor::zeros({5, 1}));
+  auto result = warm_start(model_dir.str(),
+                           {.ckpt_to_initialize_from = copy.prefix(),
+                            .var_name_to_vocab_info = {{"fruit_weights",
+                                                        {.new_vocab = new_vocab,
+                                                         .new_vocab_size = 5,
+                                                         .old_vocab = old_vocab}}}},
+                           model);
+  REQUIRE(result);
+  CHECK(result->warm_started == std::vector<std::string>{"fruit_weights"});
+  CHECK(model.find("fruit_weights")->value.to_vector<float>() ==
+        std::vector<float>{2, 1.5f, 1, 0.5f, 0});
 }
