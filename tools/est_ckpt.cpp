@@ -6,7 +6,8 @@
 //   est-ckpt diff A B          two checkpoints compared (tools/ckpt_diff.h); exit 0 the same,
 //                              1 different, 2 trouble
 //   est-ckpt --verify PATH     every checkpoint of a directory (or one file) against its
-//                              checksums; exit status 1 when any is damaged
+//                              checksums (TensorFlow prefixes its state file lists too); exit
+//                              status 1 when any is damaged
 //   est-ckpt convert SRC DST --to tf|est
 //                              est's checkpoint into TensorFlow's V2 format and back
 //                              (tools/est_ckpt_convert.cpp)
@@ -35,6 +36,7 @@
 #include "checkpoint/source.h"
 #include "checkpoint/tf_bundle_reader.h"
 #include "checkpoint/tf_object_graph.h"
+#include "checkpoint/tf_resume.h"
 #include "tools/ckpt_diff.h"
 #include "tools/est_ckpt_convert.h"
 
@@ -203,13 +205,21 @@ int verify_all(const std::string& path) {
     fmt::print("DAMAGED  {} (the state file): {}\n", kStateFileName, error.what());
     ++bad;
   }
-  std::map<std::string, bool> listed;  // file name -> listed in the state file
+  std::map<std::string, bool> listed;    // file name -> listed in the state file
+  std::vector<std::string> tf_prefixes;  // TensorFlow checkpoints the state file lists
   if (state) {
     fmt::print("state file: latest {}, {} kept\n", state->model_checkpoint_path,
                state->all_model_checkpoint_paths.size());
     for (const std::string& stored : state->all_model_checkpoint_paths) {
       std::string resolved = est_checkpoint_path(path, stored);
       if (!fs::exists(resolved)) {
+        // A TensorFlow prefix (a TF1 job's model_dir, which est resumes from): verified below.
+        fs::path prefix =
+            fs::path(stored).is_absolute() ? fs::path(stored) : fs::path(path) / stored;
+        if (is_tf_prefix(prefix.string())) {
+          tf_prefixes.push_back(prefix.string());
+          continue;
+        }
         fmt::print("MISSING  {} (listed in the state file)\n", stored);
         ++bad;
       }
@@ -246,7 +256,18 @@ int verify_all(const std::string& path) {
       ++bad;
     }
   }
-  fmt::print("{} checkpoint(s), {} problem(s)\n", files.size(), bad);
+  for (const std::string& prefix : tf_prefixes) {
+    const std::string name = fs::path(prefix).filename().string();
+    try {
+      std::unique_ptr<CheckpointSource> source = open_checkpoint(prefix);
+      for (const std::string& tensor : source->names()) source->read(tensor);  // CRCs checked
+      fmt::print("OK       {} (TensorFlow checkpoint)\n", name);
+    } catch (const std::exception& error) {
+      fmt::print("DAMAGED  {} (TensorFlow checkpoint): {}\n", name, error.what());
+      ++bad;
+    }
+  }
+  fmt::print("{} checkpoint(s), {} problem(s)\n", files.size() + tf_prefixes.size(), bad);
   return bad ? 1 : 0;
 }
 

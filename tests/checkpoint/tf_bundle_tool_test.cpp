@@ -77,3 +77,31 @@ TEST_CASE("est-ckpt prints a TensorFlow checkpoint's tensor: floats exactly, str
   CHECK_MESSAGE(result.exit_code == 0, result.output);
   CHECK(result.output == "vocab string [3]\n\"apple\" \"two words\" \"tab\\there\"\n");
 }
+
+TEST_CASE("est-ckpt --verify checks the TensorFlow checkpoints a model_dir's state file lists") {
+  // A TF1 job's model_dir (est resumes from it): before, its prefixes were reported MISSING.
+  ScratchCopy copy("half_plus_three");
+  const std::string dir = (copy.dir / "variables").string();
+  CheckpointState state;
+  state.model_checkpoint_path = "variables";
+  state.all_model_checkpoint_paths = {"variables"};
+  write_checkpoint_state(dir, state);
+  est::testing::CommandResult result = tool("--verify " + dir);
+  CHECK_MESSAGE(result.exit_code == 0, result.output);
+  CHECK(result.output.find("OK       variables (TensorFlow checkpoint)\n") != std::string::npos);
+  CHECK(result.output.find("1 checkpoint(s), 0 problem(s)") != std::string::npos);
+  {
+    std::fstream data(copy.prefix() + ".data-00000-of-00001",
+                      std::ios::in | std::ios::out | std::ios::binary);
+    char byte = 0;
+    data.read(&byte, 1);
+    data.seekp(0);
+    byte = static_cast<char>(byte ^ 0x40);
+    data.write(&byte, 1);
+  }
+  result = tool("--verify " + dir);
+  CHECK(result.exit_code == 1);
+  CHECK_MESSAGE(result.output.find("DAMAGED  variables (TensorFlow checkpoint): ") !=
+                    std::string::npos,
+                result.output);
+}
