@@ -5,8 +5,13 @@
 // system or built a kernel primitive (it should do neither).
 //
 //   cnn_bench [--threads T] [--repeats R] [--examples N] [--policy mixed_bfloat16]
-// Lines: `est <train|eval> batch=<B> examples_per_sec=<median>` and `est steady_state ...`;
-// under another policy than float32 (nn/mixed_precision.h) each line ends in `policy=<name>`.
+// First line: `est roofline threads=<T> gemm=<kind> sgemm_gflops=<G> triad_gb_per_s=<B>`, this
+// machine's bounds measured in the same run (bench/roofline.h). Then `est <train|eval> batch=<B>
+// examples_per_sec=<median> bound=<flops|bytes> roofline_fraction=<F>` (the step's roofline
+// bound, max(FLOPs / sgemm rate, bytes / bandwidth), over its median time; `bound` names the
+// larger term) and `est steady_state ...`; under another policy
+// than float32 (nn/mixed_precision.h) each line carries `policy=<name>` before the fraction (the
+// bound stays float32's).
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -21,6 +26,7 @@
 #include <est/ops/ops.h>
 
 #include "bench/fashion_mnist_memory.h"
+#include "bench/roofline.h"
 #include "examples/cnn_model.h"
 
 namespace {
@@ -65,6 +71,15 @@ int main(int argc, char** argv) {
   est::ops::set_num_threads(threads);
   bench::InMemoryData train = bench::load_fashion_mnist("train");
   bench::InMemoryData test = bench::load_fashion_mnist("test");
+  const bench::Roofline roofline = bench::measure_roofline(threads);
+  fmt::print("est roofline threads={} gemm={} sgemm_gflops={:.1f} triad_gb_per_s={:.1f}\n", threads,
+             roofline.gemm, roofline.gflops, roofline.gbytes_s);
+  // " bound=<term> roofline_fraction=<F>" for a step at `batch` run at `examples_per_sec`.
+  auto fraction = [&](int64_t batch, bool training, double examples_per_sec) {
+    bench::StepCost cost = bench::tutorial_cnn_cost(batch, training);
+    return fmt::format(" bound={} roofline_fraction={:.3f}", bench::roofline_limit(roofline, cost),
+                       bench::roofline_fraction(roofline, cost, batch / examples_per_sec));
+  };
   Trainer trainer;
 
   for (int64_t batch : {64, 256}) {
@@ -88,8 +103,9 @@ int main(int argc, char** argv) {
       run(steps);
       rates.push_back(steps * batch / std::chrono::duration<double>(Clock::now() - start).count());
     }
-    fmt::print("est train batch={} examples_per_sec={:.1f}{}\n", batch, bench::median(rates),
-               suffix);
+    double rate = bench::median(rates);
+    fmt::print("est train batch={} examples_per_sec={:.1f}{}{}\n", batch, rate, suffix,
+               fraction(batch, true, rate));
     fmt::print("est steady_state batch={} system_allocations={} primitives_created={}{}\n", batch,
                allocator.stats().system_allocations - system_before,
                est::ops::kernel_cache_stats().created - created_before, suffix);
@@ -110,6 +126,8 @@ int main(int argc, char** argv) {
     }
     rates.push_back(steps * batch / std::chrono::duration<double>(Clock::now() - start).count());
   }
-  fmt::print("est eval batch={} examples_per_sec={:.1f}{}\n", batch, bench::median(rates), suffix);
+  double rate = bench::median(rates);
+  fmt::print("est eval batch={} examples_per_sec={:.1f}{}{}\n", batch, rate, suffix,
+             fraction(batch, false, rate));
   return 0;
 }

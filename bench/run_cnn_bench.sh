@@ -17,12 +17,13 @@ ours=$(OMP_NUM_THREADS=$threads "$build/bench/cnn_bench" --threads "$threads")
 peer=$(OMP_NUM_THREADS=$threads LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp \
   /usr/bin/python3 bench/torch_cnn.py --threads "$threads")
 
-printf '%-24s %12s %12s %8s\n' measurement est torch ratio
-while read -r _ kind batch rate; do
+printf '%-24s %12s %12s %8s %9s\n' measurement est torch ratio roofline
+while read -r _ kind batch rate fraction; do
   key="$kind $batch"
   theirs=$(grep -F "torch $key " <<<"$peer" | sed 's/.*examples_per_sec=//')
   mine=${rate#examples_per_sec=}
-  printf '%-24s %12.0f %12.0f %8.2f\n' "$kind $batch" "$mine" "$theirs" \
-    "$(awk -v a="$mine" -v b="$theirs" 'BEGIN { print a / b }')"
+  printf '%-24s %12.0f %12.0f %8.2f %9s\n' "$kind $batch" "$mine" "$theirs" \
+    "$(awk -v a="$mine" -v b="$theirs" 'BEGIN { print a / b }')" "${fraction##*roofline_fraction=}"
 done < <(grep -E '^est (train|eval) ' <<<"$ours")
+grep '^est roofline' <<<"$ours" || true
 grep '^est steady_state' <<<"$ours" || true
