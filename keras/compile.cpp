@@ -137,16 +137,24 @@ Optimizer Adam(AdamOptions options) {
           nn::optim::adam(options.learning_rate, options.beta_1, options.beta_2, options.epsilon)};
 }
 
+Optimizer RMSprop(RMSpropOptions options) {
+  return {"RMSprop", nn::optim::rmsprop(options.learning_rate, options.rho, options.momentum,
+                                        options.epsilon, options.centered,
+                                        /*initial_mean_square=*/0.0)};
+}
+
 }  // namespace optimizers
 
 Optimizer get_optimizer(const std::string& name) {
   std::string key = lower(name);
   if (key == "sgd") return optimizers::SGD();
   if (key == "adam") return optimizers::Adam();
-  throw InvalidArgumentError(fmt::format(
-      "Unknown optimizer: '{}'. Valid names: 'sgd', 'adam'; or pass an optimizer object such "
-      "as keras::optimizers::SGD({{.learning_rate = 0.001}})",
-      name));
+  if (key == "rmsprop") return optimizers::RMSprop();
+  throw InvalidArgumentError(
+      fmt::format("Unknown optimizer: '{}'. Valid names: 'sgd', 'adam', 'rmsprop'; or pass an "
+                  "optimizer object such "
+                  "as keras::optimizers::SGD({{.learning_rate = 0.001}})",
+                  name));
 }
 
 void check_metric_name(const std::string& name) {

@@ -42,7 +42,7 @@ Loss MeanSquaredError();
 Loss get_loss(const std::string& name);
 
 struct Optimizer {
-  std::string name;  // "SGD", "Adam"
+  std::string name;  // "SGD", "Adam", "RMSprop"
   nn::optim::Optimizer optimizer;
 };
 
@@ -60,9 +60,20 @@ struct AdamOptions {
   double epsilon = 1e-7;
 };
 Optimizer Adam(AdamOptions options = {});
+// Keras 2.11+'s RMSprop (keras/optimizers/rmsprop.py), compile()'s default optimizer: the
+// velocity starts at 0 (TF1's mean square starts at 1), epsilon inside the square root.
+struct RMSpropOptions {
+  double learning_rate = 0.001;
+  double rho = 0.9;
+  double momentum = 0.0;
+  double epsilon = 1e-7;
+  bool centered = false;
+};
+Optimizer RMSprop(RMSpropOptions options = {});
 }  // namespace optimizers
 
-// By name ("sgd", "adam", any case): InvalidArgumentError naming the valid ones otherwise.
+// By name ("sgd", "adam", "rmsprop", any case): InvalidArgumentError naming the valid ones
+// otherwise.
 Optimizer get_optimizer(const std::string& name);
 
 // A metric as compile() takes it: its display name and, once the shapes are known, the

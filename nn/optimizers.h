@@ -33,8 +33,9 @@ Optimizer adam(LearningRate learning_rate = 0.001, double beta1 = 0.9, double be
 // their m and v move. adam() decays m and v on every row, as TF1's AdamOptimizer does.
 Optimizer lazy_adam(LearningRate learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
                     double epsilon = 1e-8);
+// initial_mean_square: TF1 starts the mean square at 1; Keras 2.11+ at 0 (keras/ passes 0).
 Optimizer rmsprop(LearningRate learning_rate, double decay = 0.9, double momentum = 0.0,
-                  double epsilon = 1e-10, bool centered = false);
+                  double epsilon = 1e-10, bool centered = false, double initial_mean_square = 1.0);
 
 // tf.compat.v1.train.FtrlOptimizer's arguments after learning_rate, with its defaults.
 struct FtrlOptions {

@@ -1,5 +1,7 @@
 // RMSProp as tf.compat.v1.train.RMSPropOptimizer: the mean square starts at 1 (not 0),
 // epsilon sits inside the square root, and the momentum slot accumulates lr-scaled steps.
+// With the mean square starting at 0 it is Keras 2.11+'s RMSprop (keras/optimizers/rmsprop.py:
+// velocity from zeros, gradient * lr * rsqrt(velocity + epsilon)), which keras/ uses.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -13,14 +15,18 @@ namespace {
 
 class RmsProp final : public UpdateRule {
  public:
-  RmsProp(double decay, double momentum, double epsilon, bool centered)
-      : decay_(decay), momentum_(momentum), epsilon_(epsilon), centered_(centered) {}
+  RmsProp(double decay, double momentum, double epsilon, bool centered, double initial_mean_square)
+      : decay_(decay),
+        momentum_(momentum),
+        epsilon_(epsilon),
+        centered_(centered),
+        initial_mean_square_(initial_mean_square) {}
   std::string_view name() const override { return "RMSProp"; }
   void apply(VariableStore& store, const std::vector<GradAndVar>& grads,
              double learning_rate) const override {
     std::vector<Tensor> mean_squares, mean_gradients, moments;
     for (const GradAndVar& entry : grads) {
-      mean_squares.push_back(get_slot(store, entry, "RMSProp", 1.0));
+      mean_squares.push_back(get_slot(store, entry, "RMSProp", initial_mean_square_));
       if (centered_) mean_gradients.push_back(get_slot(store, entry, "RMSProp_1", 0.0));
       moments.push_back(get_slot(store, entry, centered_ ? "RMSProp_2" : "RMSProp_1", 0.0));
     }
@@ -60,12 +66,13 @@ class RmsProp final : public UpdateRule {
   double momentum_;
   double epsilon_;
   bool centered_;
+  double initial_mean_square_;
 };
 
 }  // namespace
 
 Optimizer rmsprop(LearningRate learning_rate, double decay, double momentum, double epsilon,
-                  bool centered) {
+                  bool centered, double initial_mean_square) {
   if (!(decay >= 0 && decay <= 1))
     throw InvalidArgumentError(fmt::format("rmsprop: decay must be in [0, 1], got {}", decay));
   if (!(momentum >= 0) || !std::isfinite(momentum))
@@ -73,8 +80,9 @@ Optimizer rmsprop(LearningRate learning_rate, double decay, double momentum, dou
         fmt::format("rmsprop: momentum must be non-negative, got {}", momentum));
   if (!(epsilon > 0))
     throw InvalidArgumentError(fmt::format("rmsprop: epsilon must be positive, got {}", epsilon));
-  return Optimizer(std::make_shared<RmsProp>(decay, momentum, epsilon, centered),
-                   std::move(learning_rate));
+  return Optimizer(
+      std::make_shared<RmsProp>(decay, momentum, epsilon, centered, initial_mean_square),
+      std::move(learning_rate));
 }
 
 }  // namespace est::nn::optim

@@ -85,6 +85,20 @@ TEST_CASE("keras compile names the valid losses, metrics and optimizers") {
   CHECK(K::optimizers::Adam().optimizer.name() == "Adam");
 }
 
+TEST_CASE("keras compile's default optimizer is Keras's RMSprop, and it trains") {
+  // compile() without an optimizer is 'rmsprop' in Keras; before, est had no such name.
+  K::clear_session();
+  TempDir dir;
+  auto model_ptr = classifier(dir.path.string(), 3);
+  auto& model = *model_ptr;
+  model.compile({.loss = K::losses::SparseCategoricalCrossentropy(true)});
+  CHECK(K::get_optimizer("RMSprop").name == "RMSprop");
+  auto problem = make_problem(256, 5);
+  K::History history = model.fit(dataset_of(problem, 32), {.epochs = 3, .verbose = 0});
+  REQUIRE(history["loss"].size() == 3);
+  CHECK(history["loss"][2] < history["loss"][0]);
+}
+
 TEST_CASE("keras fit before compile, an infinite dataset and a wrong input shape are errors") {
   K::clear_session();
   TempDir dir;

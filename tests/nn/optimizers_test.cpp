@@ -146,6 +146,23 @@ TEST_CASE("rmsprop: mean square starts at 1, epsilon inside the root") {
   CHECK(f.slot("w/RMSProp_1")[1] == Approx(0.1 * 2.0 / std::sqrt(1.3)));  // momentum slot
 }
 
+TEST_CASE("rmsprop from a zero mean square is Keras 2.11+'s RMSprop") {
+  // keras/optimizers/rmsprop.py: velocity = rho v + (1 - rho) g^2 from zeros;
+  // var -= lr g / sqrt(v + epsilon).
+  Fixture f;
+  auto make = [] { return optim::rmsprop(0.1, 0.9, 0.0, 1e-7, false, 0.0); };
+  f.step(make, kGrad1);
+  CHECK(f.slot("w/RMSProp")[0] == Approx(0.025));
+  CHECK(f.slot("w/RMSProp")[1] == Approx(0.1));
+  double w0 = 1 - 0.1 * 0.5 / std::sqrt(0.025 + 1e-7);
+  double w1 = -2 + 0.1 * 1.0 / std::sqrt(0.1 + 1e-7);
+  CHECK(f.value(0) == Approx(w0));
+  CHECK(f.value(1) == Approx(w1));
+  f.step(make, kGrad2);
+  CHECK(f.value(0) == Approx(w0 - 0.1 * 0.25 / std::sqrt(0.9 * 0.025 + 0.1 * 0.0625 + 1e-7)));
+  CHECK(f.value(1) == Approx(w1 - 0.1 * 2.0 / std::sqrt(0.9 * 0.1 + 0.1 * 4.0 + 1e-7)));
+}
+
 TEST_CASE("rmsprop with momentum accumulates the scaled steps") {
   Fixture f;
   auto make = [] { return optim::rmsprop(0.1, 0.9, 0.5); };
