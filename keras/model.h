@@ -29,6 +29,7 @@
 #include <variant>
 #include <vector>
 
+#include "checkpoint/bundle.h"
 #include "data/dataset.h"
 #include "estimator/run_config.h"
 #include "keras/callbacks.h"
@@ -104,6 +105,34 @@ class Model {
   // Set by a callback to end fit after the current epoch.
   bool stop_training = false;
 
+  // Weights (weights.cpp): the values of weights() in that order, read from / written to the
+  // latest checkpoint in config().model_dir, so that fit, evaluate and predict continue from
+  // them. Before any checkpoint, get_weights() initializes the variables as the first fit
+  // would (same tf_random_seed) and writes them as the step-0 checkpoint.
+  // InvalidArgumentError naming the weight when a count or shape does not match.
+  std::vector<Tensor> get_weights();
+  void set_weights(const std::vector<Tensor>& weights);
+  // Keras 3's `.weights.h5` (saving_lib.save_weights_only): layers/<layer>/vars/<i>.
+  void save_weights(const std::string& path);
+  void load_weights(const std::string& path);
+  // The whole model (saving.cpp): "x.keras" is Keras 3's zip archive, "x.h5" Keras 2's HDF5
+  // file; both keep the config, the compile config, the weights and the optimizer state.
+  void save(const std::string& path);
+
+  // What saving reads.
+  const std::vector<KerasTensor>& inputs() const { return inputs_; }
+  const std::vector<KerasTensor>& outputs() const { return outputs_; }
+  const std::optional<CompileOptions>& compile_options() const { return compile_options_; }
+  const std::optional<Optimizer>& optimizer() const { return optimizer_; }
+  // The model directory (a temporary one unless config().model_dir is set).
+  std::string model_dir();
+  // The latest checkpoint's tensors (variables, optimizer slots, global step), initializing
+  // them as get_weights() says when there is none; and a new checkpoint from them.
+  checkpoint::TensorBundle read_state();
+  void write_state(const checkpoint::TensorBundle& state);
+  // Whether this is a Sequential model (saved as class "Sequential").
+  virtual bool is_sequential() const { return false; }
+
  protected:
   explicit Model(std::string name);
   // Graph from inputs to outputs: nodes in the order they run.
@@ -128,6 +157,7 @@ class Model {
   std::optional<Optimizer> optimizer_;
   std::optional<Loss> loss_;
   std::vector<std::string> metric_names_;
+  std::optional<CompileOptions> compile_options_;
   std::unique_ptr<est::Estimator> estimator_;
 };
 
@@ -138,6 +168,7 @@ class Sequential : public Model {
   // Builds the graph for inputs of `input_shape` (without the batch dimension).
   void build(const Shape& input_shape);
   std::vector<LayerPtr> layers() const override;
+  bool is_sequential() const override { return true; }
 
  protected:
   bool sequential_like() const override { return true; }
@@ -146,5 +177,12 @@ class Sequential : public Model {
  private:
   std::vector<LayerPtr> layers_;
 };
+
+// keras.models.load_model (saving.cpp): a ".keras" archive or a ".h5" file rebuilt from its
+// config, compiled from its compile/training config, with its weights and optimizer state,
+// so that fit continues where the saved model stopped. NotFoundError for a missing file;
+// DataLossError naming the file and what is wrong for a damaged one; InvalidArgumentError
+// naming an unknown layer class.
+std::unique_ptr<Model> load_model(const std::string& path);
 
 }  // namespace est::keras

@@ -115,6 +115,7 @@ void Model::compile(CompileOptions options) {
   }
   for (const auto& metric : options.metrics) check_metric_name(metric);
   metric_names_ = options.metrics;
+  compile_options_ = std::move(options);
   estimator_.reset();
 }
 

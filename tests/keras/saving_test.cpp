@@ -1,0 +1,190 @@
+// keras weights and saving: get/set_weights against fit, save_weights/load_weights, save and
+// load_model in both formats continuing training exactly, the Keras-written fixture, bad files.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "checkpoint/keras_import.h"
+#include "keras/saving.h"
+#include "keras/zip_archive.h"
+#include "ops/array_ops.h"
+#include "ops/error.h"
+#include "tests/keras/saving_util.h"
+
+using namespace saving_test;
+using est::DataLossError;
+using est::InvalidArgumentError;
+using est::NotFoundError;
+
+namespace {
+
+void compile_adam(K::Model& model) {
+  model.compile({.optimizer = K::optimizers::Adam({.learning_rate = 0.01}),
+                 .loss = K::losses::SparseCategoricalCrossentropy(true),
+                 .metrics = {"accuracy"}});
+}
+
+// 3 epochs straight == 2 epochs, save, load, 1 epoch (each epoch one pass of a finite dataset).
+void check_resume(bool functional, const std::string& extension) {
+  Scratch scratch;
+  auto data = blobs(96, 16);
+  K::clear_session();
+  auto straight = small_model(functional, scratch / "straight", 5);
+  compile_adam(*straight);
+  straight->fit(data, {.epochs = 3, .verbose = 0});
+
+  K::clear_session();
+  auto first = small_model(functional, scratch / "first", 5);
+  compile_adam(*first);
+  first->fit(data, {.epochs = 2, .verbose = 0});
+  std::string path = scratch / ("model" + extension);
+  first->save(path);
+  auto loaded = K::load_model(path);
+  CHECK(loaded->is_sequential() == !functional);
+  CHECK(loaded->optimizer()->name == "Adam");
+  CHECK(loaded->read_state().global_step == 12);
+  check_close(loaded->get_weights(), first->get_weights(), 0);
+  loaded->fit(data, {.epochs = 1, .verbose = 0});
+  check_close(loaded->get_weights(), straight->get_weights(), 1e-6);
+  std::filesystem::remove_all(loaded->model_dir());  // a temporary directory
+}
+
+}  // namespace
+
+TEST_CASE("keras get_weights is what fit starts from; set_weights is what fit continues from") {
+  Scratch scratch;
+  auto data = blobs(64, 16);
+  K::clear_session();
+  auto plain = small_model(false, scratch / "plain", 11);
+  plain->compile({.optimizer = "sgd", .loss = "sparse_categorical_crossentropy"});
+  plain->fit(data, {.epochs = 1, .verbose = 0});
+  std::vector<Tensor> after_one = plain->get_weights();
+  plain->fit(data, {.epochs = 1, .verbose = 0});
+
+  K::clear_session();
+  auto peeked = small_model(false, scratch / "peeked", 11);
+  std::vector<Tensor> initial = peeked->get_weights();  // before compile and fit
+  REQUIRE(initial.size() == 4);
+  CHECK(initial[0].shape() == est::Shape{6, 8});
+  peeked->compile({.optimizer = "sgd", .loss = "sparse_categorical_crossentropy"});
+  peeked->fit(data, {.epochs = 1, .verbose = 0});
+  check_close(peeked->get_weights(), after_one, 0);  // the same seed: the same start
+
+  K::clear_session();
+  auto other = small_model(false, scratch / "other", 99);  // another seed
+  other->compile({.optimizer = "sgd", .loss = "sparse_categorical_crossentropy"});
+  other->set_weights(after_one);
+  check_close(other->get_weights(), after_one, 0);
+  other->fit(data, {.epochs = 1, .verbose = 0});  // SGD keeps no state: the same second epoch
+  check_close(other->get_weights(), plain->get_weights(), 1e-6);
+
+  CHECK_THROWS_WITH_AS(other->set_weights({after_one[0]}),
+                       doctest::Contains("with a weight list of length 1, but the model was "
+                                         "expecting 4 weights"),
+                       InvalidArgumentError);
+  std::vector<Tensor> wrong = after_one;
+  wrong[1] = Tensor::zeros({5});
+  CHECK_THROWS_WITH_AS(other->set_weights(wrong),
+                       doctest::Contains("weight 1 (\"dense/bias\") has shape [5], but model"),
+                       InvalidArgumentError);
+}
+
+TEST_CASE("keras save_weights / load_weights round trip through a .weights.h5 file") {
+  Scratch scratch;
+  K::clear_session();
+  auto source = small_model(true, scratch / "source", 1);
+  auto target = small_model(true, scratch / "target", 2);
+  source->save_weights(scratch / "w.weights.h5");
+  target->load_weights(scratch / "w.weights.h5");
+  check_close(target->get_weights(), source->get_weights(), 0);
+  CHECK_THROWS_WITH_AS(source->save_weights(scratch / "w.h5"),
+                       doctest::Contains("must end in `.weights.h5`"), InvalidArgumentError);
+  CHECK_THROWS_AS(target->load_weights(scratch / "missing.weights.h5"), NotFoundError);
+}
+
+TEST_CASE("keras load_model continues training exactly: .keras, Sequential") {
+  check_resume(false, ".keras");
+}
+TEST_CASE("keras load_model continues training exactly: .keras, functional") {
+  check_resume(true, ".keras");
+}
+TEST_CASE("keras load_model continues training exactly: .h5, Sequential") {
+  check_resume(false, ".h5");
+}
+TEST_CASE("keras load_model continues training exactly: .h5, functional") {
+  check_resume(true, ".h5");
+}
+
+TEST_CASE("keras load_model opens a Keras-written .h5 file (Keras 3.10, public repository)") {
+  // tests/keras/testdata/README.md says where the file comes from.
+  std::string path = std::string(EST_SOURCE_ROOT) + "/tests/keras/testdata/churn_keras310.h5";
+  K::clear_session();
+  auto model = K::load_model(path);
+  CHECK(model->is_sequential());
+  REQUIRE(model->layers().size() == 3);
+  CHECK(model->weights()[0].second.shape == est::Shape{12, 64});
+  CHECK(model->optimizer()->name == "Adam");
+  CHECK(model->compile_options()->metrics == std::vector<std::string>{"accuracy"});
+  // The weights as the checkpoint module's independent Keras reader sees them.
+  auto stored = est::checkpoint::read_keras_h5(path);
+  auto weights = model->get_weights();
+  REQUIRE(stored.size() == weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) check_close({weights[i]}, {stored[i].second}, 0);
+  K::H5File file = K::H5File::read(path);
+  CHECK(model->read_state().global_step ==
+        file.read_dataset("optimizer_weights/adam/iteration").item());
+  auto predictions =
+      model->predict(est::data::Dataset::from_tensor_slices(
+                         est::data::Features{{"x", Tensor::zeros({4, 12})}}, Tensor::zeros({4}))
+                         .batch(4));
+  CHECK(predictions[0].shape() == est::Shape{4, 1});
+  std::filesystem::remove_all(model->model_dir());
+}
+
+TEST_CASE("keras load_model names what is wrong with a bad file") {
+  Scratch scratch;
+  K::clear_session();
+  auto model = small_model(false, scratch / "m", 1);
+  compile_adam(*model);
+  std::string good = scratch / "good.keras";
+  model->save(good);
+
+  CHECK_THROWS_WITH_AS(K::load_model(scratch / "absent.keras"),
+                       doctest::Contains("File not found: filepath="), NotFoundError);
+
+  std::string bytes;
+  {
+    std::ifstream in(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::string truncated = scratch / "truncated.keras";
+  std::ofstream(truncated, std::ios::binary).write(bytes.data(), bytes.size() / 2);
+  CHECK_THROWS_WITH_AS(K::load_model(truncated),
+                       doctest::Contains((truncated + " is not a valid .keras archive").c_str()),
+                       DataLossError);
+  std::string flipped = scratch / "flipped.keras";
+  std::string damaged = bytes;
+  damaged[damaged.find("\"class_name\"") + 3] ^= 1;  // inside config.json: its CRC fails
+  std::ofstream(flipped, std::ios::binary).write(damaged.data(), damaged.size());
+  CHECK_THROWS_WITH_AS(K::load_model(flipped),
+                       doctest::Contains("\"config.json\" fails its CRC-32 check"), DataLossError);
+
+  auto entries = K::read_zip(good);
+  for (auto& [name, content] : entries)
+    if (name == "config.json") content.replace(content.find("\"Dense\""), 7, "\"LSTM\"");
+  std::string unknown = scratch / "unknown.keras";
+  K::write_zip(unknown, entries);
+  CHECK_THROWS_WITH_AS(K::load_model(unknown),
+                       doctest::Contains("unknown layer class 'LSTM' (layer \"dense"),
+                       InvalidArgumentError);
+
+  K::H5File weights_only = K::H5File::create();
+  weights_only.create_group("model_weights");
+  weights_only.save_as(scratch / "weights_only.h5");
+  CHECK_THROWS_WITH_AS(K::load_model(scratch / "weights_only.h5"),
+                       doctest::Contains("No model config found in the file at"),
+                       InvalidArgumentError);
+  std::ofstream(scratch / "text.h5") << "not hdf5";
+  CHECK_THROWS_WITH_AS(K::load_model(scratch / "text.h5"), doctest::Contains("is not an HDF5 file"),
+                       DataLossError);
+}
