@@ -9,6 +9,7 @@
 #include <string>
 
 #include "keras/keras.h"
+#include "ops/array_ops.h"
 
 namespace saving_test {
 
