@@ -15,11 +15,14 @@
 // layers.h: the layers and the functional API (Input, layers called on KerasTensors);
 // model.h: Model / Sequential, summary, compile/fit/evaluate/predict (and how strategies,
 // callbacks and save/load_model plug in); compile.h: losses, optimizers, metrics;
-// callbacks.h: Callback, History, ProgbarLogger; progbar.h: Keras's progress output.
+// callbacks.h: Callback, History, ProgbarLogger; early_stopping.h, model_checkpoint.h: those
+// callbacks; progbar.h: Keras's progress output.
 #pragma once
 
 #include "keras/callbacks.h"
 #include "keras/compile.h"
+#include "keras/early_stopping.h"
 #include "keras/layers.h"
 #include "keras/model.h"
+#include "keras/model_checkpoint.h"
 #include "keras/progbar.h"
