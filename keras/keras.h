@@ -16,10 +16,11 @@
 // model.h: Model / Sequential, summary, compile/fit/evaluate/predict (and how strategies,
 // callbacks and save/load_model plug in); compile.h: losses, optimizers, metrics;
 // callbacks.h: Callback, History, ProgbarLogger; early_stopping.h, model_checkpoint.h: those
-// callbacks; progbar.h: Keras's progress output.
+// callbacks; checkpoint.h: Checkpoint, CheckpointManager; progbar.h: Keras's progress output.
 #pragma once
 
 #include "keras/callbacks.h"
+#include "keras/checkpoint.h"
 #include "keras/compile.h"
 #include "keras/early_stopping.h"
 #include "keras/layers.h"
