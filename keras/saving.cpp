@@ -129,8 +129,8 @@ void save_keras_archive(Model& model, const std::string& path) {
       file.write_dataset(fmt::format("optimizer/vars/{}", i), values[i]);
   }
   Json metadata{{"keras_version", kKerasVersion}, {"date_saved", date_saved()}};
-  write_zip(path, {{"metadata.json", metadata.dump()},
-                   {"config.json", serialize_model(model, KerasVersion::k3).dump()},
+  write_zip(path, {{"metadata.json", python_json_dumps(metadata)},
+                   {"config.json", python_json_dumps(serialize_model(model, KerasVersion::k3))},
                    {"model.weights.h5", file.bytes()}});
 }
 

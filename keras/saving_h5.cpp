@@ -44,9 +44,10 @@ void save_h5(Model& model, const std::string& path) {
   H5File file = H5File::create();
   file.write_string("/", "backend", "tensorflow", true);
   file.write_string("/", "keras_version", kKeras2Version, true);
-  file.write_string("/", "model_config", serialize_model(model, KerasVersion::k2).dump());
+  file.write_string("/", "model_config",
+                    python_json_dumps(serialize_model(model, KerasVersion::k2)));
   Json training = compile_config(model, KerasVersion::k2);
-  if (!training.is_null()) file.write_string("/", "training_config", training.dump());
+  if (!training.is_null()) file.write_string("/", "training_config", python_json_dumps(training));
 
   file.create_group("model_weights");
   std::vector<std::string> layer_names;

@@ -70,9 +70,11 @@ Json layer_config(const Layer& layer, const Shape& batch_input_shape, KerasVersi
   if (cls == "Dense" || cls == "Conv2D") {
     config["kernel_initializer"] = initializer("GlorotUniform", {{"seed", nullptr}}, version);
     config["bias_initializer"] = initializer("Zeros", Json::object(), version);
-    for (const char* key : {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
-                            "kernel_constraint", "bias_constraint"})
-      config[key] = nullptr;
+    config["kernel_regularizer"] = nullptr;
+    config["bias_regularizer"] = nullptr;
+    if (version == KerasVersion::k2) config["activity_regularizer"] = nullptr;  // not in Keras 3
+    config["kernel_constraint"] = nullptr;
+    config["bias_constraint"] = nullptr;
   }
   if (cls == "Embedding") {
     config["embeddings_initializer"] = initializer(
@@ -161,6 +163,20 @@ std::string activation_from(const Json& config) {
 }
 
 }  // namespace
+
+std::string python_json_dumps(const Json& value) {
+  std::string out;
+  if (value.is_object()) {
+    for (const auto& [key, item] : value.items())
+      out += (out.empty() ? "{" : ", ") + Json(key).dump() + ": " + python_json_dumps(item);
+    return out.empty() ? "{}" : out + "}";
+  }
+  if (value.is_array()) {
+    for (const Json& item : value) out += (out.empty() ? "[" : ", ") + python_json_dumps(item);
+    return out.empty() ? "[]" : out + "]";
+  }
+  return value.dump(-1, ' ', /*ensure_ascii=*/true);
+}
 
 Json serialize_model(const Model& model, KerasVersion version) {
   const bool k3 = version == KerasVersion::k3;

@@ -27,6 +27,9 @@ using Json = nlohmann::ordered_json;
 
 enum class KerasVersion { k2, k3 };
 
+// JSON text as Python's json.dumps writes it (separators ", " and ": ", keys in order).
+std::string python_json_dumps(const Json& value);
+
 // The model's config object (Keras 3: with build_config and compile_config when compiled).
 Json serialize_model(const Model& model, KerasVersion version);
 // Keras 3's compile_config / Keras 2's training_config; null when not compiled.

@@ -15,7 +15,10 @@ What is expected comes from Keras's sources, not from est's:
   "<layer>/<weight name>"; group optimizer_weights with weight_names.
 - `.weights.h5` (saving_lib.save_weights_only): the layout of model.weights.h5.
 
-Usage: check_keras_layout.py WRITER (the write_saved_models program).
+The structure is also compared with a `.keras` file that Keras 3.11.3 wrote
+(testdata/ann_keras3113.keras): entries, compression, JSON keys and HDF5 groups.
+
+Usage: check_keras_layout.py WRITER KERAS_FILE (the write_saved_models program, the fixture).
 """
 
 import datetime
@@ -64,6 +67,10 @@ def check_keras(path, layers, optimizer_count, functional):
         assert [i.filename for i in infos] == ["metadata.json", "config.json",
                                                "model.weights.h5"], [i.filename for i in infos]
         assert all(i.compress_type == zipfile.ZIP_STORED for i in infos)
+        # Written as json.dumps writes (separators ", " and ": ").
+        for name in ["metadata.json", "config.json"]:
+            text = zf.read(name).decode()
+            assert text == json.dumps(json.loads(text)), (name, text[:200])
         metadata = json.loads(zf.read("metadata.json"))
         assert sorted(metadata) == ["date_saved", "keras_version"], metadata
         datetime.datetime.strptime(metadata["date_saved"], "%Y-%m-%d@%H:%M:%S")
@@ -107,6 +114,9 @@ def check_h5(path, layer_weights, optimizer_names):
     f = h5py.File(path, "r")
     for key in ["model_config", "training_config", "keras_version", "backend"]:
         assert key in f.attrs, (key, list(f.attrs))
+    for key in ["model_config", "training_config"]:
+        text = f.attrs[key].decode() if isinstance(f.attrs[key], bytes) else f.attrs[key]
+        assert text == json.dumps(json.loads(text)), (key, text[:200])
     model_config = json.loads(f.attrs["model_config"])
     assert set(model_config) == {"class_name", "config"}, list(model_config)
     training = json.loads(f.attrs["training_config"])
@@ -130,8 +140,44 @@ def check_h5(path, layer_weights, optimizer_names):
     return f
 
 
+def keys_without_ids(value):
+    return [k for k in value if k != "shared_object_id"]
+
+
+def compare_with_keras_file(ours, theirs):
+    """The same structure as a Keras-written Sequential archive of Dense layers and Adam."""
+    with zipfile.ZipFile(ours) as a, zipfile.ZipFile(theirs) as b:
+        assert [(i.filename, i.compress_type) for i in a.infolist()] == \
+            [(i.filename, i.compress_type) for i in b.infolist()]
+        assert list(json.loads(a.read("metadata.json"))) == \
+            list(json.loads(b.read("metadata.json")))
+        ca, cb = json.loads(a.read("config.json")), json.loads(b.read("config.json"))
+        wa = h5py.File(io.BytesIO(a.read("model.weights.h5")), "r")
+        wb = h5py.File(io.BytesIO(b.read("model.weights.h5")), "r")
+    assert list(ca) == list(cb), (list(ca), list(cb))
+    assert keys_without_ids(ca["config"]) == keys_without_ids(cb["config"])
+    assert list(ca["compile_config"]) == list(cb["compile_config"])
+    oa, ob = ca["compile_config"]["optimizer"], cb["compile_config"]["optimizer"]
+    assert list(oa) == list(ob) and list(oa["config"]) == list(ob["config"]), (oa, ob)
+    for la, lb in [(ca["config"]["layers"][0], cb["config"]["layers"][0]),
+                   (ca["config"]["layers"][1], cb["config"]["layers"][1])]:
+        assert la["class_name"] == lb["class_name"]
+        assert list(la) == list(lb), (list(la), list(lb))
+        assert keys_without_ids(la["config"]) == keys_without_ids(lb["config"]), (
+            list(la["config"]), list(lb["config"]))
+    assert sorted(wa.keys()) == sorted(wb.keys()) == ["layers", "optimizer", "vars"]
+    assert list(wa["layers"]["dense"]["vars"]) == list(wb["layers"]["dense"]["vars"])
+    for i in range(2):
+        assert wa["optimizer/vars"][str(i)].dtype == wb["optimizer/vars"][str(i)].dtype
+    # Adam's slots: per variable, its momentum then its velocity (shapes pairwise equal).
+    for store in (wa, wb):
+        slots = [store["optimizer/vars"][str(i)].shape for i in range(2, len(store["optimizer/vars"]))]
+        assert slots[0::2] == slots[1::2], slots
+
+
 def main():
     writer = sys.argv[1]
+    keras_written = sys.argv[2]
     with tempfile.TemporaryDirectory() as out:
         subprocess.run([writer, out], check=True)
         seq_layers = {"dense": [(6, 8), (8,)], "dense_1": [(8, 3), (3,)]}
@@ -149,6 +195,7 @@ def main():
         assert keras_file["optimizer/vars/0"][()] == h5["optimizer_weights/Adam/iter:0"][()] == 4
         check_weights_layout(h5py.File(os.path.join(out, "sequential.weights.h5"), "r"),
                              seq_layers, None)
+        compare_with_keras_file(os.path.join(out, "sequential.keras"), keras_written)
 
         fun_layers = {"input_layer": [], "input_layer_1": [], "concatenate": [],
                       "dense": [(10, 5), (5,)], "dense_1": [(5, 2), (2,)]}

@@ -2,7 +2,10 @@
 // load_model in both formats continuing training exactly, the Keras-written fixture, bad files.
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include <fstream>
+#include <stdexcept>
 
 #include "checkpoint/keras_import.h"
 #include "keras/saving.h"
@@ -138,6 +141,39 @@ TEST_CASE("keras load_model opens a Keras-written .h5 file (Keras 3.10, public r
                          est::data::Features{{"x", Tensor::zeros({4, 12})}}, Tensor::zeros({4}))
                          .batch(4));
   CHECK(predictions[0].shape() == est::Shape{4, 1});
+  std::filesystem::remove_all(model->model_dir());
+}
+
+TEST_CASE("keras load_model opens a Keras-written .keras archive (Keras 3.11.3) and trains on") {
+  std::string path = std::string(EST_SOURCE_ROOT) + "/tests/keras/testdata/ann_keras3113.keras";
+  K::clear_session();
+  auto model = K::load_model(path);
+  CHECK(model->is_sequential());
+  CHECK(model->optimizer()->name == "Adam");
+  CHECK(model->optimizer()->config.at("learning_rate") == doctest::Approx(0.01));
+  // The weights and the step as the archive's HDF5 file holds them.
+  K::H5File file = [&] {
+    for (auto& [name, bytes] : K::read_zip(path))
+      if (name == "model.weights.h5") return K::H5File::open(bytes, name);
+    throw std::runtime_error("no model.weights.h5");
+  }();
+  auto weights = model->get_weights();
+  REQUIRE(weights.size() == 6);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    std::string layer = i < 2 ? "dense" : i < 4 ? "dense_1" : "dense_2";
+    check_close({weights[i]}, {file.read_dataset(fmt::format("layers/{}/vars/{}", layer, i % 2))},
+                0);
+  }
+  auto state = model->read_state();
+  CHECK(state.global_step == file.read_dataset("optimizer/vars/0").item());
+  // Adam's first moment of dense/kernel is the archive's optimizer/vars/2.
+  check_close({state.find("dense/kernel/Adam")->value}, {file.read_dataset("optimizer/vars/2")}, 0);
+  // Training continues from the restored step.
+  auto data = est::data::Dataset::from_tensor_slices(
+                  est::data::Features{{"x", Tensor::zeros({8, 12})}}, Tensor::zeros({8}))
+                  .batch(4);
+  model->fit(data, {.epochs = 1, .verbose = 0});
+  CHECK(model->read_state().global_step == state.global_step + 2);
   std::filesystem::remove_all(model->model_dir());
 }
 
