@@ -17,8 +17,9 @@
 //   is the input_fn's; the loss scaling and per-replica splitting are the Estimator's);
 // - callbacks: Callback (callbacks.h) sees each batch through a SessionRunHook and each epoch;
 //   BackupAndRestore / ModelCheckpoint can read the epoch's checkpoint in model_dir;
-// - save / load_model: the graph's layers have names, classes and options (a config) and the
-//   variables live in model_dir's latest checkpoint.
+// - weights and saving (weights.cpp, saving.cpp, saving_h5.cpp): get/set_weights, save and
+//   load_model read and write model_dir's latest checkpoint; each layer's config_json() and
+//   the compile options give the Keras config (serialization.h).
 #pragma once
 
 #include <cstdint>
