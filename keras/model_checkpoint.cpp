@@ -61,6 +61,17 @@ std::string format_filepath(const std::string& pattern, const std::map<std::stri
 
 ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options) : options_(std::move(options)) {
   if (options_.filepath.empty()) throw InvalidArgumentError("ModelCheckpoint: filepath is empty");
+  const std::string& path = options_.filepath;
+  if (options_.save_weights_only && !path.ends_with(".weights.h5"))
+    throw InvalidArgumentError(fmt::format(
+        "When using `save_weights_only=True` in `ModelCheckpoint`, the filepath provided must "
+        "end in `.weights.h5` (Keras weights format). Received: filepath={}",
+        path));
+  if (!options_.save_weights_only && !path.ends_with(".keras") && !path.ends_with(".h5"))
+    throw InvalidArgumentError(fmt::format(
+        "The filepath provided must end in `.keras` (Keras model format) or `.h5`. Received: "
+        "filepath={}",
+        path));
   const std::string& mode = options_.mode;
   if (mode != "auto" && mode != "min" && mode != "max")
     throw InvalidArgumentError(

@@ -38,8 +38,9 @@ std::string format_filepath(const std::string& pattern, const std::map<std::stri
 
 class ModelCheckpoint : public Callback {
  public:
-  // InvalidArgumentError for an empty filepath, an unknown mode, or a save_freq that is neither
-  // "epoch" nor a positive integer.
+  // InvalidArgumentError for a filepath not ending in .weights.h5 (save_weights_only) or
+  // .keras / .h5, an unknown mode, or a save_freq that is neither "epoch" nor a positive
+  // integer (Keras 3's checks).
   explicit ModelCheckpoint(ModelCheckpointOptions options);
 
   void on_epoch_begin(int epoch, const Logs& logs) override;

@@ -379,11 +379,18 @@ std::unique_ptr<Model> deserialize_model(const Json& model, const std::string& w
     }
     tensors[layer_name] = args.size() == 1 ? (*layer)(args[0]) : (*layer)(args);
   }
-  std::vector<KerasTensor> inputs, outputs;
-  for (const auto& layer_name : endpoint_layers(config.value("input_layers", Json::array())))
-    inputs.push_back(tensors.at(layer_name));
-  for (const auto& layer_name : endpoint_layers(config.value("output_layers", Json::array())))
-    outputs.push_back(tensors.at(layer_name));
+  auto endpoints = [&](const char* key) {
+    std::vector<KerasTensor> out;
+    for (const auto& layer_name : endpoint_layers(config.value(key, Json::array()))) {
+      if (!tensors.count(layer_name))
+        throw DataLossError(fmt::format("{}: {} names layer \"{}\", which the config lacks", where,
+                                        key, layer_name));
+      out.push_back(tensors.at(layer_name));
+    }
+    return out;
+  };
+  std::vector<KerasTensor> inputs = endpoints("input_layers");
+  std::vector<KerasTensor> outputs = endpoints("output_layers");
   return std::make_unique<Model>(inputs, outputs, name);
 }
 

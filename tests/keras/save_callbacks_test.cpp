@@ -101,6 +101,10 @@ TEST_CASE("keras ModelCheckpoint formats its filepath as Python's str.format") {
                        InvalidArgumentError);
   CHECK_THROWS_AS(K::ModelCheckpoint({.filepath = "x.keras", .save_freq = std::string("batch")}),
                   InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(K::ModelCheckpoint({.filepath = "w.h5", .save_weights_only = true}),
+                       doctest::Contains("must end in `.weights.h5`"), InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(K::ModelCheckpoint({.filepath = "model.ckpt"}),
+                       doctest::Contains("must end in `.keras`"), InvalidArgumentError);
 }
 
 TEST_CASE("keras ModelCheckpoint saves per epoch, the best only, weights only, every N batches") {
