@@ -224,3 +224,54 @@ TEST_CASE("keras load_model names what is wrong with a bad file") {
   CHECK_THROWS_WITH_AS(K::load_model(scratch / "text.h5"), doctest::Contains("is not an HDF5 file"),
                        DataLossError);
 }
+
+TEST_CASE("keras load_model rebuilds every supported layer from its config") {
+  Scratch scratch;
+  K::clear_session();
+  auto convnet = std::make_unique<K::Sequential>(std::vector<K::LayerPtr>{
+      L::InputLayer({.shape = {8, 8}}), L::Reshape({8, 8, 1}),
+      L::Conv2D({.filters = 4,
+                 .kernel_size = {3, 2},
+                 .strides = {1, 2},
+                 .padding = "same",
+                 .activation = "relu"}),
+      L::BatchNormalization({.momentum = 0.9, .epsilon = 0.01}), L::MaxPooling2D({.pool_size = 2}),
+      L::Flatten(), L::Dropout({.rate = 0.3}),
+      L::Dense({.units = 5, .activation = "softmax", .use_bias = false})});
+  K::KerasTensor ids = K::Input({4}, "ids", est::ops::DType::kI64);
+  K::KerasTensor dense_in = K::Input({6}, "dense_in");
+  K::KerasTensor embedded =
+      (*L::Flatten())((*L::Embedding({.input_dim = 10, .output_dim = 3}))(ids));
+  K::KerasTensor a = (*L::Dense({.units = 4}))(
+      (*L::Concatenate())(std::vector<K::KerasTensor>{embedded, dense_in}));
+  K::KerasTensor b = (*L::Dense({.units = 4, .activation = "tanh"}))(dense_in);
+  auto functional = std::make_unique<K::Model>(
+      std::vector<K::KerasTensor>{ids, dense_in},
+      std::vector<K::KerasTensor>{(*L::Add())(std::vector<K::KerasTensor>{a, b})}, "two_way");
+
+  est::data::Dataset images = est::data::Dataset::from_tensor_slices(
+      est::data::Features{
+          {"x", est::ops::cast(Tensor::from_vector(std::vector<float>(128, 0.5f), {2, 8, 8}),
+                               est::ops::DType::kF32)}},
+      Tensor::zeros({2}));
+  est::data::Dataset pairs = est::data::Dataset::from_tensor_slices(
+      est::data::Features{
+          {"ids", Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 9, 8, 7, 6}, {2, 4})},
+          {"dense_in", Tensor::full({2, 6}, 0.25)}},
+      Tensor::zeros({2}));
+  std::vector<std::pair<K::Model*, est::data::Dataset>> cases{{convnet.get(), images.batch(2)},
+                                                              {functional.get(), pairs.batch(2)}};
+  for (auto& [model, data] : cases) {
+    model->config().model_dir = scratch / (model->name() + "_dir");
+    for (const char* extension : {".keras", ".h5"}) {
+      std::string path = scratch / (model->name() + extension);
+      model->save(path);
+      K::clear_session();
+      auto loaded = K::load_model(path);
+      CAPTURE(path);
+      CHECK(loaded->summary() == model->summary());  // layers, shapes, parameter counts
+      check_close(loaded->predict(data), model->predict(data), 0);
+      std::filesystem::remove_all(loaded->model_dir());
+    }
+  }
+}
