@@ -250,10 +250,7 @@ TEST_CASE("keras load_model rebuilds every supported layer from its config") {
       std::vector<K::KerasTensor>{(*L::Add())(std::vector<K::KerasTensor>{a, b})}, "two_way");
 
   est::data::Dataset images = est::data::Dataset::from_tensor_slices(
-      est::data::Features{
-          {"x", est::ops::cast(Tensor::from_vector(std::vector<float>(128, 0.5f), {2, 8, 8}),
-                               est::ops::DType::kF32)}},
-      Tensor::zeros({2}));
+      est::data::Features{{"x", Tensor::full({2, 8, 8}, 0.5)}}, Tensor::zeros({2}));
   est::data::Dataset pairs = est::data::Dataset::from_tensor_slices(
       est::data::Features{
           {"ids", Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 9, 8, 7, 6}, {2, 4})},
