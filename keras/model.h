@@ -39,7 +39,8 @@
 
 namespace est {
 class Estimator;
-}
+class Session;
+}  // namespace est
 
 namespace est::keras {
 
@@ -131,6 +132,10 @@ class Model {
   // them as get_weights() says when there is none; and a new checkpoint from them.
   checkpoint::TensorBundle read_state();
   void write_state(const checkpoint::TensorBundle& state);
+  // While fit trains, its hook sets the running session here (null after): read_state then
+  // snapshots the live variables and set_weights assigns them, so callbacks that save or
+  // restore mid-epoch see the weights as they are, not the last checkpoint.
+  void set_training_session(est::Session* session) { training_session_ = session; }
   // Whether this is a Sequential model (saved as class "Sequential").
   virtual bool is_sequential() const { return false; }
 
@@ -159,6 +164,7 @@ class Model {
   std::optional<Loss> loss_;
   std::vector<std::string> metric_names_;
   std::optional<CompileOptions> compile_options_;
+  est::Session* training_session_ = nullptr;
   std::unique_ptr<est::Estimator> estimator_;
 };
 

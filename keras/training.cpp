@@ -60,6 +60,7 @@ class BatchHook : public SessionRunHook {
  public:
   BatchHook(CallbackList& callbacks, Model& model, std::vector<std::string> names)
       : callbacks_(callbacks), model_(model), names_(std::move(names)) {}
+  void after_create_session(Session& session) override { model_.set_training_session(&session); }
   SessionRunArgs before_run(SessionRunContext&) override {
     callbacks_.on_train_batch_begin(batch_, {});
     return {};
@@ -244,7 +245,10 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
   for (int epoch = options.initial_epoch; epoch < options.epochs && !stop_training; ++epoch) {
     callbacks.on_epoch_begin(epoch, {});
     auto hook = std::make_shared<BatchHook>(callbacks, *this, names);
-    est.train(input_fn_of(input), {hook}, steps);
+    {
+      std::shared_ptr<void> done(nullptr, [this](void*) { training_session_ = nullptr; });
+      est.train(input_fn_of(input), {hook}, steps);
+    }
     Logs logs = hook->logs();
     if (hook->batches() < steps && !stop_training) {
       log::warning(

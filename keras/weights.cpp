@@ -21,6 +21,7 @@
 #include "checkpoint/variable_store_io.h"
 #include "checkpoint/writer.h"
 #include "estimator/estimator.h"
+#include "estimator/hooks/session_run_hook.h"
 #include "keras/model.h"
 #include "keras/saving.h"
 #include "ops/array_ops.h"
@@ -60,6 +61,7 @@ std::string Model::model_dir() {
 }
 
 TensorBundle Model::read_state() {
+  if (training_session_) return training_session_->checkpoint_bundle().snapshot();
   std::string dir = model_dir();
   if (auto latest = checkpoint::latest_checkpoint(dir)) return checkpoint::load(*latest);
   check_built(*this, "get_weights");
@@ -74,6 +76,11 @@ TensorBundle Model::read_state() {
 }
 
 void Model::write_state(const TensorBundle& state) {
+  if (training_session_)
+    throw FailedPreconditionError(fmt::format(
+        "model \"{}\": its checkpoint cannot be replaced while fit is running (restore or load "
+        "before or after fit; set_weights works during it)",
+        name_));
   std::string dir = model_dir();
   fs::create_directories(dir);
   std::string file = checkpoint::checkpoint_file_name("model.ckpt", state.global_step);
@@ -127,6 +134,14 @@ void Model::set_weights(const std::vector<Tensor>& values) {
           fmt::format("set_weights: weight {} (\"{}\") has shape {}, but model \"{}\" expects {}",
                       i, specs[i].first, ops::shape_str(values[i].shape()), name_,
                       ops::shape_str(specs[i].second.shape)));
+  if (training_session_) {  // mid-fit: into the running variables
+    for (size_t i = 0; i < values.size(); ++i) {
+      nn::VariableStore& store = training_session_->store();
+      Tensor current = store.get(specs[i].first).value;
+      store.assign(specs[i].first, ops::cast(values[i], current.dtype()).to(current.device()));
+    }
+    return;
+  }
   TensorBundle state = read_state();
   for (size_t i = 0; i < values.size(); ++i) {
     checkpoint::TensorEntry* entry = state.find(specs[i].first);

@@ -133,6 +133,14 @@ TEST_CASE("keras ModelCheckpoint saves per epoch, the best only, weights only, e
   CHECK(std::filesystem::exists(scratch / "b1-3.weights.h5"));
   CHECK(std::filesystem::exists(scratch / "b2-2.weights.h5"));
   CHECK(!std::filesystem::exists(scratch / "b2-4.weights.h5"));
+  // Saved mid-epoch: the weights after 3 steps, not the last checkpoint's.
+  K::clear_session();
+  auto three_steps = small_model(false, scratch / "three", 1);
+  three_steps->compile({.optimizer = "adam", .loss = "sparse_categorical_crossentropy"});
+  three_steps->fit(data, {.steps_per_epoch = 3, .verbose = 0});
+  auto reloaded = small_model(false, scratch / "reloaded", 2);
+  reloaded->load_weights(scratch / "b1-3.weights.h5");
+  check_close(reloaded->get_weights(), three_steps->get_weights(), 0);
   // The last epoch's file is the model as fit left it.
   auto last =
       K::load_model(scratch / fmt::format("weights.02-{:.2f}.keras", history["val_loss"][1]));
