@@ -150,6 +150,15 @@ TEST_CASE("est-serve metrics: gRPC's Predict counted with its API and entrypoint
   if (!have_curl() || !have_grpc_tools()) return;
   testing::ScratchDir dir;
   const std::string version = export_half_plus_two(dir / "model", dir / "base");
+  // A config that does not parse stops the server at startup, naming the file and the line.
+  write(dir / "bad_monitoring.config", "prometheus_config { enable: yes please }\n");
+  const auto bad = start_failing({"--model_base_path", dir / "base", "--port", "0",
+                                  "--rest_api_port", std::to_string(testing::free_port()),
+                                  "--monitoring_config_file", dir / "bad_monitoring.config"});
+  INFO(bad.output);
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.output.find("bad_monitoring.config is not a MonitoringConfig in protobuf's text "
+                        "format: line 1") != std::string::npos);
   const int port = testing::free_port();
   Server server(
       dir / "base", dir,
