@@ -56,6 +56,9 @@ inline json status_of(const std::string& model) {
   return {{"method", "GetModelStatus"}, {"request", {{"model_spec", {{"name", model}}}}}};
 }
 
+// A TensorProto's float_val (in protobuf's JSON mapping).
+inline std::vector<double> floats(const json& tensor) { return tensor.at("float_val"); }
+
 // `text` written to `path` at once: the server never reads half a file.
 inline void write(const fs::path& path, const std::string& text) {
   const fs::path staging = path.string() + ".new";

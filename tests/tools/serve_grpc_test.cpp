@@ -19,8 +19,6 @@ using namespace est::testing::serve;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-std::vector<double> floats(const json& tensor) { return tensor.at("float_val"); }
-
 // half_plus_two's versions 1 (b = 2) and 2 (b = 3) under `base`.
 void export_half_plus_two_versions(const testing::ScratchDir& dir, const fs::path& base) {
   fs::create_directories(base);

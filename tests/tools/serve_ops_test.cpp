@@ -4,7 +4,8 @@
 // options; a bad file refused at startup naming the field), --enable_model_warmup (the
 // TFRecord of PredictionLogs a Python script writes with protoc's classes, run before the
 // version is served; a corrupt file fails that version's load), --file_system_poll_wait_seconds
-// 0 (versions loaded once) and --rest_api_num_threads (connections served at once). On 127.0.0.1
+// 0 (versions loaded once), --rest_api_num_threads (connections served at once) and
+// --grpc_max_threads (gRPC's thread quota). On 127.0.0.1
 // and free ports; every wait is bounded; est-serve and Prometheus are stopped by their pids.
 #include <doctest/doctest.h>
 
@@ -325,5 +326,24 @@ TEST_CASE("est-serve --rest_api_num_threads: that many connections are served at
     else
       CHECK(held == 0);
     CHECK(testing::run_program(curl, 30).exit_code == 0);  // the thread is free again
+  }
+}
+
+TEST_CASE("est-serve --grpc_max_threads: gRPC's thread quota, as TF Serving sets it") {
+  if (!have_grpc_tools()) return;
+  testing::ScratchDir dir;
+  export_half_plus_two(dir / "model", dir / "base");
+  for (int threads : {1, 0}) {
+    const int port = testing::free_port();
+    Server server = restart(
+        dir, {"--port", std::to_string(port), "--grpc_max_threads", std::to_string(threads)});
+    const auto answers = call(dir, port, {predict_x("half_plus_two", {1})});
+    INFO(answers[0].dump());
+    if (threads == 1) {  // the one thread polls: none is left to answer
+      CHECK(answers[0]["error"]["code"] == "RESOURCE_EXHAUSTED");
+      CHECK(answers[0]["error"]["details"] == "Server Threadpool Exhausted");
+    } else {
+      CHECK(floats(answers[0]["response"]["outputs"]["y"]) == std::vector<double>{2.5});
+    }
   }
 }
