@@ -9,6 +9,7 @@
 
 #include "export/serving_metrics.h"
 #include "ops/array_ops.h"
+#include "ops/math.h"
 
 namespace est::serving {
 
@@ -65,6 +66,32 @@ Tensor slice_rows(const Tensor& tensor, int64_t begin, int64_t rows) {
       {strings.begin() + begin * row, strings.begin() + (begin + rows) * row}, size);
 }
 
+// `tensor` padded at the end of each dimension after the first to `dims` with its first element
+// (zeros when it has none), as TF's batching_util.cc AddPadding.
+Tensor pad_to(const Tensor& tensor, const Shape& dims) {
+  Tensor out = tensor;
+  const size_t rank = tensor.shape().size();
+  for (size_t axis = 1; axis < rank; ++axis) {
+    if (out.dim(static_cast<int>(axis)) == dims[axis]) continue;
+    Shape pad_shape = out.shape();
+    pad_shape[axis] = dims[axis] - pad_shape[axis];
+    const Tensor first = tensor.numel() > 0 ? ops::slice(tensor, std::vector<int64_t>(rank, 0),
+                                                         std::vector<int64_t>(rank, 1))
+                                            : Tensor::zeros(Shape(rank, 1), tensor.dtype());
+    out = ops::concat({out, ops::broadcast_to(first, pad_shape)}, static_cast<int>(axis));
+  }
+  return out;
+}
+
+// Every part padded to the largest size of each dimension after the first among them.
+void pad_parts(std::vector<Tensor>& parts) {
+  Shape dims = parts.front().shape();
+  for (const Tensor& part : parts)
+    for (size_t axis = 1; axis < dims.size(); ++axis)
+      dims[axis] = std::max(dims[axis], part.shape()[axis]);
+  for (Tensor& part : parts) part = pad_to(part, dims);
+}
+
 // The smallest allowed batch size that holds `rows` (`rows` when none does or none are given).
 int64_t padded_size(const std::vector<int64_t>& allowed, int64_t rows) {
   for (const int64_t size : allowed)
@@ -89,6 +116,19 @@ Batcher::Batcher(Options options) : options_(std::move(options)) {
         "Last entry in allowed_batch_sizes must match max_batch_size; last entry was {}; "
         "expected {}",
         allowed.back(), options_.max_batch_size));
+}
+
+std::string Batcher::rows_key(const NamedTensors& inputs) const {
+  std::string key;
+  for (const auto& [name, tensor] : inputs) {
+    if (options_.pad_variable_length_inputs && tensor.dtype() != DType::kString) {
+      key += fmt::format("/{}:{}[rank {}]", name, dtype_name(tensor.dtype()), tensor.rank());
+      continue;
+    }
+    Shape row(tensor.shape().begin() + (tensor.rank() > 0 ? 1 : 0), tensor.shape().end());
+    key += fmt::format("/{}:{}{}", name, dtype_name(tensor.dtype()), ops::shape_str(row));
+  }
+  return key;
 }
 
 int64_t Batcher::batches_run() const {
@@ -142,6 +182,7 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Request>> batch, const RunFn
     for (const auto& [name, first] : batch.front()->inputs) {
       std::vector<Tensor> parts;
       for (const auto& request : batch) parts.push_back(request->inputs.at(name));
+      if (options_.pad_variable_length_inputs && first.dtype() != DType::kString) pad_parts(parts);
       if (padded > total) {
         const Tensor row = slice_rows(parts.back(), 0, 1);
         parts.insert(parts.end(), static_cast<size_t>(padded - total), row);

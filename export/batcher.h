@@ -43,6 +43,10 @@ class Batcher {
     // are dropped. Empty: no padding.
     std::vector<int64_t> allowed_batch_sizes;
     std::string thread_pool_name = "model_server_batch_threads";  // the metrics' label
+    // Numeric inputs whose dimensions after the first differ batch together, each padded at the
+    // end of every dimension to the batch's largest with its first element (TF's
+    // batching_util.cc); the outputs keep the padded shape.
+    bool pad_variable_length_inputs = false;
   };
   using RunFn = std::function<NamedTensors(const NamedTensors&)>;
 
@@ -53,6 +57,10 @@ class Batcher {
   // fn(inputs), possibly as part of a larger batch of concurrent calls with the same `key`
   // (which must imply the same fn). Exceptions of fn reach every request of its batch.
   NamedTensors run(const std::string& key, const NamedTensors& inputs, const RunFn& fn);
+
+  // What the key of run() holds for `inputs`: every input's name, dtype and row shape (its rank
+  // only, for a numeric input, with pad_variable_length_inputs).
+  std::string rows_key(const NamedTensors& inputs) const;
 
   // Batches run so far (a batch of one included), for tests and logs.
   int64_t batches_run() const;

@@ -52,11 +52,8 @@ NamedTensors run_graph(const Servable& servable, const std::string& signature_na
     return outputs;
   }
   // Requests batch together when they run one model version and signature on rows alike.
-  std::string key = fmt::format("{}/{}", servable.version, signature_name);
-  for (const auto& [name, tensor] : inputs) {
-    Shape row(tensor.shape().begin() + (tensor.rank() > 0 ? 1 : 0), tensor.shape().end());
-    key += fmt::format("/{}:{}{}", name, dtype_name(tensor.dtype()), ops::shape_str(row));
-  }
+  const std::string key =
+      fmt::format("{}/{}{}", servable.version, signature_name, batcher->rows_key(inputs));
   NamedTensors outputs = batcher->run(
       key, inputs, [&servable](const NamedTensors& batch) { return servable.model.run(batch); });
   record_runtime(servable.model_name, signature.method_name, micros_since(start));

@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 
 #include "ops/error.h"
-#include "ops/logging.h"
 #include "tensorflow_serving/config/monitoring_config.pb.h"
 #include "tensorflow_serving/servables/tensorflow/session_bundle_config.pb.h"
 
@@ -111,11 +110,7 @@ Batcher::Options read_batching_parameters_file(const std::string& path) {
     check(options.allowed_batch_sizes.back() == options.max_batch_size, path, "allowed_batch_sizes",
           fmt::format("last entry must match max_batch_size; last entry was {}; expected {}",
                       options.allowed_batch_sizes.back(), options.max_batch_size));
-  if (parameters.pad_variable_length_inputs())
-    log::warning(
-        "{}: BatchingParameters.pad_variable_length_inputs is not applied by est-serve: requests "
-        "whose inputs differ in shape beyond the batch dimension run in separate batches",
-        path);
+  options.pad_variable_length_inputs = parameters.pad_variable_length_inputs();
   return options;
 }
 

@@ -1,7 +1,8 @@
 // The Batcher under TF Serving's BatchingParameters beyond max_batch_size and the timeout:
 // allowed_batch_sizes pads a batch (the padding's outputs dropped), num_batch_threads bounds
 // the batches running at once, max_enqueued_batches refuses a request once that many batches
-// wait, and options TF Serving refuses are refused naming the field. Each batch is counted in
+// wait, pad_variable_length_inputs batches rows of other lengths, and options TF Serving
+// refuses are refused naming the field. Each batch is counted in
 // TF Serving's batching_session metrics. Waits are bounded.
 #include <doctest/doctest.h>
 
@@ -120,4 +121,28 @@ TEST_CASE("Batcher: past max_enqueued_batches waiting batches, a request is UNAV
   release.set_value();
   CHECK(first.get().at("x").to_vector<float>() == std::vector<float>{1});
   CHECK(second.get().at("x").to_vector<float>() == std::vector<float>{2});
+}
+
+TEST_CASE("Batcher: pad_variable_length_inputs batches rows of other lengths, padded as TF's") {
+  Batcher padding({.max_batch_size = 2,
+                   .batch_timeout = std::chrono::seconds(30),
+                   .pad_variable_length_inputs = true});
+  const NamedTensors shorter{{"x", Tensor::from_vector(std::vector<float>{1, 2}, {1, 2})}};
+  const NamedTensors longer{{"x", Tensor::from_vector(std::vector<float>{5, 6, 7}, {1, 3})}};
+  CHECK(padding.rows_key(shorter) == padding.rows_key(longer));
+  CHECK(Batcher({}).rows_key(shorter) != Batcher({}).rows_key(longer));
+  std::atomic<int> calls{0};
+  auto fn = [&](const NamedTensors& inputs) {
+    ++calls;
+    return NamedTensors{{"y", ops::mul(inputs.at("x"), 2.0)}};
+  };
+  auto first = std::async(std::launch::async,
+                          [&] { return padding.run(padding.rows_key(shorter), shorter, fn); });
+  auto second = std::async(std::launch::async,
+                           [&] { return padding.run(padding.rows_key(longer), longer, fn); });
+  const Tensor a = first.get().at("y"), b = second.get().at("y");
+  CHECK(calls == 1);
+  CHECK(a.shape() == est::Shape{1, 3});  // padded with its first element, 1
+  CHECK(a.to_vector<float>() == std::vector<float>{2, 4, 2});
+  CHECK(b.to_vector<float>() == std::vector<float>{10, 12, 14});
 }

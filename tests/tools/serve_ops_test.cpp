@@ -216,7 +216,7 @@ TEST_CASE("est-serve --batching_parameters_file: TF Serving's BatchingParameters
   write(dir / "batching.config",
         "max_batch_size { value: 4 }\nbatch_timeout_micros { value: 0 }\n"
         "num_batch_threads { value: 1 }\nallowed_batch_sizes: 4\n"
-        "thread_pool_name { value: \"est_test_pool\" }\n");
+        "thread_pool_name { value: \"est_test_pool\" }\npad_variable_length_inputs: true\n");
   Server server(dir / "base", dir,
                 {"--enable_batching", "--batching_parameters_file", dir / "batching.config",
                  "--monitoring_config_file", monitoring_config(dir)});
