@@ -66,6 +66,8 @@ struct EvaluateOptions {
   std::optional<ProgbarOutput> output;
 };
 
+class StepStatistics;
+
 class Model {
  public:
   // The functional API: Model(inputs, outputs).
@@ -129,6 +131,8 @@ class Model {
   std::optional<Loss> loss_;
   std::vector<std::string> metric_names_;
   std::unique_ptr<est::Estimator> estimator_;
+  // While fit runs: where the training model_fn records each replica's loss and metrics.
+  std::shared_ptr<StepStatistics> step_statistics_;
 };
 
 class Sequential : public Model {

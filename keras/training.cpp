@@ -1,19 +1,34 @@
 // compile / fit / evaluate / predict on the Estimator (Keras 2.x keras/engine/training.py;
 // see model.h for the design).
 //
-// fit: one Estimator::train(steps = steps_per_epoch) per epoch over the model's model_dir, so
-// each epoch continues from the previous one's checkpoint (input position included). A finite
-// dataset without steps_per_epoch is counted once and repeated, so that each epoch is one pass,
-// as Keras iterates it afresh per epoch; an infinite one is an error naming the fix. Per batch a
-// SessionRunHook merges the step's streaming statistics ("loss", a mean weighted by the batch
-// size as Keras's loss tracker, and each metric) into the epoch's running values, which the
-// callbacks and the progress bar get as logs. Validation runs Estimator::evaluate every
-// validation_freq epochs; its values join the epoch's logs as "val_<name>".
+// fit: one Estimator::train over all its epochs (epochs x steps_per_epoch steps) on the model's
+// model_dir; fit_loop.h's EpochHook cuts the session into epochs by step count and calls the
+// callbacks. Where validation runs after an epoch, the session ends there (its checkpoint is what
+// evaluate reads) and the next epochs continue in a new one from that checkpoint (variables,
+// optimizer slots, RNG states, input position). With callbacks, a checkpoint is also saved at
+// every epoch's end (CheckpointSaverHook every steps_per_epoch steps, synchronously), so that a
+// callback's on_epoch_end finds the epoch's state in model_dir. A finite dataset without
+// steps_per_epoch is counted once and repeated, so that each epoch is one pass, as Keras iterates
+// it afresh per epoch; an infinite one is an error naming the fix. The loss and metrics in the
+// logs are Keras's Mean metrics, summed over replicas and workers (fit_loop.h). Validation runs
+// Estimator::evaluate every validation_freq epochs; its values join the epoch's logs as
+// "val_<name>".
+// Under a strategy (config().train_distribute, set before compile, as `with strategy.scope():`)
+// the dataset yields global batches, split over the replicas and auto-sharded over the workers
+// (distributed_input.h); the loss is each replica's mean over its batch, its gradients divided
+// by the replicas in sync before they are summed (the Estimator's rule for a SUM_OVER_BATCH_SIZE
+// loss), which is Keras's sum over the global batch / global batch size; only the chief prints
+// progress. evaluate and predict run in this process without the strategy (every worker gets the
+// same values: the variables are the same everywhere).
 // Known difference: a second fit() continues the input where the first left it when the
 // pipeline is the same (Keras starts a new iterator per fit call).
 #include <fmt/format.h>
 
+#include "distribute/strategy.h"
 #include "estimator/estimator.h"
+#include "estimator/hooks/checkpoint_saver_hook.h"
+#include "keras/distributed_input.h"
+#include "keras/fit_loop.h"
 #include "keras/model.h"
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
@@ -38,49 +53,6 @@ class QuietLogs {
   log::Level previous_;
 };
 
-using Running = std::map<std::string, std::shared_ptr<nn::metrics::Metric>>;
-
-// Merges a step's statistics into the running ones; returns the logs in `names` order.
-Logs merge_step(const MetricOps& step, const std::vector<std::string>& names, Running& running) {
-  Logs logs;
-  for (const auto& name : names) {
-    const auto& op = step.at(name);
-    auto& metric = running[name];
-    if (metric)
-      metric->merge(*op.metric);
-    else
-      metric = std::shared_ptr<nn::metrics::Metric>(op.metric->clone());
-    logs[name] = metric->result();
-  }
-  return logs;
-}
-
-// The per-batch callbacks of fit, as a hook of the Estimator's training loop.
-class BatchHook : public SessionRunHook {
- public:
-  BatchHook(CallbackList& callbacks, Model& model, std::vector<std::string> names)
-      : callbacks_(callbacks), model_(model), names_(std::move(names)) {}
-  SessionRunArgs before_run(SessionRunContext&) override {
-    callbacks_.on_train_batch_begin(batch_, {});
-    return {};
-  }
-  void after_run(SessionRunContext& context, const SessionRunValues&) override {
-    logs_ = merge_step(context.spec().eval_metric_ops, names_, running_);
-    callbacks_.on_train_batch_end(batch_++, logs_);
-    if (model_.stop_training) context.request_stop();
-  }
-  int64_t batches() const { return batch_; }
-  const Logs& logs() const { return logs_; }
-
- private:
-  CallbackList& callbacks_;
-  Model& model_;
-  std::vector<std::string> names_;
-  Running running_;
-  Logs logs_;
-  int64_t batch_ = 0;
-};
-
 struct BatchCounter : SessionRunHook {
   void after_run(SessionRunContext&, const SessionRunValues&) override { ++batches; }
   int64_t batches = 0;
@@ -95,6 +67,28 @@ int64_t count_batches(const data::Dataset& dataset) {
 
 InputFn input_fn_of(data::Dataset dataset) {
   return [dataset](ModeKeys, const InputContext*) { return dataset; };
+}
+
+// Training input: under a strategy, the global batches as per-replica batches of this worker.
+InputFn training_input_fn(data::Dataset dataset) {
+  return [dataset](ModeKeys, const InputContext* context) {
+    if (!context) return dataset;
+    int64_t local = context->num_replicas_in_sync / context->num_input_pipelines;
+    return per_replica_batches(dataset, local, context->num_input_pipelines,
+                               context->input_pipeline_id);
+  };
+}
+
+// A synchronous save at the end of every epoch, for callbacks that read model_dir then.
+std::shared_ptr<SessionRunHook> epoch_saver(const RunConfig& config, int64_t steps) {
+  return std::make_shared<hooks::CheckpointSaverHook>(
+      hooks::CheckpointSaverOptions{.checkpoint_dir = config.model_dir,
+                                    .save_steps = steps,
+                                    .keep_checkpoint_max = config.keep_checkpoint_max,
+                                    .is_chief = config.is_chief,
+                                    .task_id = config.task_id,
+                                    .async = false,
+                                    .tf_checkpoint_format = config.tf_checkpoint_format});
 }
 
 }  // namespace
@@ -190,6 +184,11 @@ est::Estimator& Model::estimator() {
       for (const auto& name : metric_names_)
         ops[name] = get_metric(name, labels.shape(), y_pred.shape()).fn(labels, y_pred.detach());
     }
+    if (mode == ModeKeys::kTrain && step_statistics_) {
+      std::vector<double> means;
+      for (const auto& name : metric_names_with_loss()) means.push_back(ops.at(name).result());
+      step_statistics_->record(&ctx, means, static_cast<double>(y_pred.shape()[0]));
+    }
     if (mode == ModeKeys::kTrain) {
       EstimatorSpec spec = EstimatorSpec::train(loss, optimizer_->optimizer.minimize(loss, ctx));
       spec.eval_metric_ops = std::move(ops);
@@ -229,21 +228,40 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
   }
 
   std::vector<std::string> names = metric_names_with_loss();
+  est::Estimator& est = estimator();
+  distribute::Strategy* strategy = config_.train_distribute.get();
+  int verbose = strategy && !strategy->is_chief() ? 0 : options.verbose;  // the chief prints
   auto history = std::make_shared<History>();
   Callbacks all = options.callbacks;
-  if (options.verbose > 0)
-    all.push_back(std::make_shared<ProgbarLogger>(options.verbose,
-                                                  options.output.value_or(stdout_output()), names));
+  if (verbose > 0)
+    all.push_back(
+        std::make_shared<ProgbarLogger>(verbose, options.output.value_or(stdout_output()), names));
   all.push_back(history);
-  CallbackList callbacks(
-      all, this, {{"epochs", options.epochs}, {"steps", steps}, {"verbose", options.verbose}});
+  CallbackList callbacks(all, this,
+                         {{"epochs", options.epochs}, {"steps", steps}, {"verbose", verbose}});
   stop_training = false;
+  step_statistics_ = std::make_shared<StepStatistics>(names.size());
+  struct Reset {
+    std::shared_ptr<StepStatistics>& statistics;
+    ~Reset() { statistics.reset(); }
+  } reset{step_statistics_};
+  auto validates_after = [&](int epoch) {
+    return options.validation_data && (epoch + 1) % options.validation_freq == 0;
+  };
   callbacks.on_train_begin({});
-  est::Estimator& est = estimator();
-  for (int epoch = options.initial_epoch; epoch < options.epochs && !stop_training; ++epoch) {
-    callbacks.on_epoch_begin(epoch, {});
-    auto hook = std::make_shared<BatchHook>(callbacks, *this, names);
-    est.train(input_fn_of(input), {hook}, steps);
+  InputFn input_fn = training_input_fn(input);
+  for (int epoch = options.initial_epoch; epoch < options.epochs && !stop_training;) {
+    // One session up to the next epoch that validates (or the last).
+    int last = epoch;
+    while (last + 1 < options.epochs && !validates_after(last)) ++last;
+    auto hook = std::make_shared<EpochHook>(callbacks, *this, names, step_statistics_, strategy,
+                                            EpochRange{epoch, last, steps});
+    Hooks hooks;
+    if (!options.callbacks.empty()) hooks.push_back(epoch_saver(est.config(), steps));
+    hooks.push_back(hook);
+    est.train(input_fn, hooks, steps * (last - epoch + 1));
+    epoch = hook->epoch();
+    if (!hook->epoch_begun()) break;  // a callback stopped training at an epoch's end
     Logs logs = hook->logs();
     if (hook->batches() < steps && !stop_training) {
       log::warning(
@@ -252,12 +270,13 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
           steps * options.epochs);
       stop_training = true;
     }
-    if (options.validation_data && (epoch + 1) % options.validation_freq == 0) {
+    if (validates_after(epoch)) {
       auto val =
           evaluate(*options.validation_data, {.steps = options.validation_steps, .verbose = 0});
       for (const auto& [name, value] : val) logs["val_" + name] = value;
     }
     callbacks.on_epoch_end(epoch, logs);
+    ++epoch;
   }
   callbacks.on_train_end({});
   return *history;
