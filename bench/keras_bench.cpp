@@ -8,14 +8,17 @@
 // machine load.
 //
 //   keras_bench [--epochs E] [--steps_per_epoch S] [--rounds R] [--threads T]
-// Lines: one per round (`round=i fit_step_ms=... estimator_step_ms=... ratio=...`), then
-// `keras_fit_overhead=R range=[min, max]` (fit time / Estimator time per step: the median of the
-// rounds' ratios, and their range).
+// Lines: one per round (`round=i fit_step_ms=... estimator_step_ms=... ratio=...` and the same in
+// process CPU time), then `keras_fit_overhead=R range=[min, max]` (fit time / Estimator time per
+// step, wall clock: the median of the rounds' ratios, and their range) and
+// `keras_fit_overhead_cpu=...` (the same in process CPU time, which a loaded machine disturbs
+// less).
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -34,25 +37,43 @@ std::string fresh_dir() {
   return pattern;
 }
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+// Wall and process CPU seconds of one run.
+struct Cost {
+  double wall = 0, cpu = 0;
+};
+
+double cpu_now() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-double fit_seconds(const est::data::Dataset& dataset, int epochs, int64_t steps) {
+class Stopwatch {
+ public:
+  Cost elapsed() const {
+    return {std::chrono::duration<double>(Clock::now() - wall_).count(), cpu_now() - cpu_};
+  }
+
+ private:
+  Clock::time_point wall_ = Clock::now();
+  double cpu_ = cpu_now();
+};
+
+Cost fit_cost(const est::data::Dataset& dataset, int epochs, int64_t steps) {
   est::keras::clear_session();
   std::string dir = fresh_dir();
   auto model = examples::build_and_compile_cnn_model(nullptr, dir);
   est::keras::ProgbarOutput discard = est::keras::stdout_output();
   discard.write = [](const std::string&) {};
   discard.is_terminal = false;
-  auto start = Clock::now();
+  Stopwatch stopwatch;
   model->fit(dataset, {.epochs = epochs, .steps_per_epoch = steps, .output = discard});
-  double seconds = seconds_since(start);
+  Cost cost = stopwatch.elapsed();
   std::filesystem::remove_all(dir);
-  return seconds;
+  return cost;
 }
 
-double estimator_seconds(const est::data::Dataset& dataset, int64_t steps) {
+Cost estimator_cost(const est::data::Dataset& dataset, int64_t steps) {
   est::keras::clear_session();
   std::string dir = fresh_dir();
   // The same Keras model (its layers and variable names), loss and optimizer in a model_fn.
@@ -66,12 +87,12 @@ double estimator_seconds(const est::data::Dataset& dataset, int64_t steps) {
     est::Tensor loss = loss_fn(labels, logits);
     return est::EstimatorSpec::train(loss, optimizer.minimize(loss, ctx));
   };
-  auto start = Clock::now();
+  Stopwatch stopwatch;
   est::Estimator estimator(model_fn, est::RunConfig{.model_dir = dir, .tf_random_seed = 42});
   estimator.train([&](est::ModeKeys, const est::InputContext*) { return dataset; }, {}, steps);
-  double seconds = seconds_since(start);
+  Cost cost = stopwatch.elapsed();
   std::filesystem::remove_all(dir);
-  return seconds;
+  return cost;
 }
 
 }  // namespace
@@ -98,27 +119,34 @@ int main(int argc, char** argv) try {
 
   est::data::Dataset dataset = examples::mnist_dataset(64);
   int64_t steps = epochs * steps_per_epoch;
-  std::vector<double> ratios;
+  std::vector<double> ratios, cpu_ratios;
+  auto per_step_ms = [steps](double seconds) { return 1e3 * seconds / static_cast<double>(steps); };
   for (int round = 0; round < rounds; ++round) {
     // Alternate which goes first, so that neither always follows the other.
-    double fit = 0, estimator = 0;
+    Cost fit, estimator;
     if (round % 2 == 0) {
-      fit = fit_seconds(dataset, epochs, steps_per_epoch);
-      estimator = estimator_seconds(dataset, steps);
+      fit = fit_cost(dataset, epochs, steps_per_epoch);
+      estimator = estimator_cost(dataset, steps);
     } else {
-      estimator = estimator_seconds(dataset, steps);
-      fit = fit_seconds(dataset, epochs, steps_per_epoch);
+      estimator = estimator_cost(dataset, steps);
+      fit = fit_cost(dataset, epochs, steps_per_epoch);
     }
-    ratios.push_back(fit / estimator);
-    fmt::print("round={} fit_step_ms={:.2f} estimator_step_ms={:.2f} ratio={:.4f}\n", round,
-               1e3 * fit / static_cast<double>(steps), 1e3 * estimator / static_cast<double>(steps),
-               ratios.back());
+    ratios.push_back(fit.wall / estimator.wall);
+    cpu_ratios.push_back(fit.cpu / estimator.cpu);
+    fmt::print(
+        "round={} fit_step_ms={:.2f} estimator_step_ms={:.2f} ratio={:.4f} fit_cpu_step_ms={:.2f} "
+        "estimator_cpu_step_ms={:.2f} cpu_ratio={:.4f}\n",
+        round, per_step_ms(fit.wall), per_step_ms(estimator.wall), ratios.back(),
+        per_step_ms(fit.cpu), per_step_ms(estimator.cpu), cpu_ratios.back());
     std::fflush(stdout);
   }
-  std::vector<double> sorted = ratios;
-  std::sort(sorted.begin(), sorted.end());
-  fmt::print("keras_fit_overhead={:.4f} range=[{:.4f}, {:.4f}] rounds={} steps={}\n",
-             sorted[sorted.size() / 2], sorted.front(), sorted.back(), rounds, steps);
+  auto summary = [](std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    return fmt::format("{:.4f} range=[{:.4f}, {:.4f}]", values[values.size() / 2], values.front(),
+                       values.back());
+  };
+  fmt::print("keras_fit_overhead={} rounds={} steps={}\n", summary(ratios), rounds, steps);
+  fmt::print("keras_fit_overhead_cpu={}\n", summary(cpu_ratios));
   return 0;
 } catch (const std::exception& error) {
   fmt::print(stderr, "error: {}\n", error.what());

@@ -58,6 +58,12 @@ struct FitOptions {
   int verbose = 1;  // Keras's 'auto': 1
   // Where the progress goes (default: stdout).
   std::optional<ProgbarOutput> output;
+  // Only for fit(x, y) on tensors, as Keras allows them only for arrays: the batch size, the
+  // fraction of the rows (the LAST ones, before any shuffling) held out as validation data, and
+  // whether the training rows are shuffled afresh every epoch.
+  int64_t batch_size = 32;
+  double validation_split = 0.0;
+  bool shuffle = true;
 };
 
 struct EvaluateOptions {
@@ -100,6 +106,11 @@ class Model {
   // "loss" and every metric, Keras's names.
   std::map<std::string, double> evaluate(const data::Dataset& dataset,
                                          EvaluateOptions options = {});
+  // fit / evaluate on tensors (Keras's NumPy arrays): x [N, ...] (one input) and y [N, ...],
+  // batched by options.batch_size (evaluate: 32); fit's validation_split holds out the last rows.
+  History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
+  std::map<std::string, double> evaluate(const Tensor& x, const Tensor& y,
+                                         EvaluateOptions options = {}, int64_t batch_size = 32);
   // The outputs for every example, concatenated over batches (one tensor per output).
   std::vector<Tensor> predict(const data::Dataset& dataset, std::optional<int64_t> steps = {});
 

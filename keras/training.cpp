@@ -8,22 +8,22 @@
 // optimizer slots, RNG states, input position). With callbacks, a checkpoint is also saved at
 // every epoch's end (CheckpointSaverHook every steps_per_epoch steps, synchronously), so that a
 // callback's on_epoch_end finds the epoch's state in model_dir. A finite dataset without
-// steps_per_epoch is counted once and repeated, so that each epoch is one pass, as Keras iterates
-// it afresh per epoch; an infinite one is an error naming the fix. The loss and metrics in the
-// logs are Keras's Mean metrics, summed over replicas and workers (fit_loop.h). Validation runs
-// Estimator::evaluate every validation_freq epochs; its values join the epoch's logs as
-// "val_<name>".
-// Under a strategy (config().train_distribute, set before compile, as `with strategy.scope():`)
-// the dataset yields global batches, split over the replicas and auto-sharded over the workers
-// (distributed_input.h); the loss is each replica's mean over its batch, its gradients divided
-// by the replicas in sync before they are summed (the Estimator's rule for a SUM_OVER_BATCH_SIZE
-// loss), which is Keras's sum over the global batch / global batch size; only the chief prints
-// progress. evaluate and predict run in this process without the strategy (every worker gets the
-// same values: the variables are the same everywhere).
-// Known difference: a second fit() continues the input where the first left it when the
-// pipeline is the same (Keras starts a new iterator per fit call).
+// steps_per_epoch is counted (its cardinality, else one pass) and repeated, so that each epoch is
+// one pass, as Keras iterates it afresh per epoch; an infinite one is an error naming the fix. The
+// loss and metrics in the logs are Keras's Mean metrics, summed over replicas and workers
+// (fit_loop.h). Validation runs Estimator::evaluate every validation_freq epochs; its values join
+// the epoch's logs as "val_<name>". Under a strategy (config().train_distribute, set before
+// compile, as `with strategy.scope():`) the dataset yields global batches, split over the replicas
+// and auto-sharded over the workers (distributed_input.h); the loss is each replica's mean over its
+// batch, its gradients divided by the replicas in sync before they are summed (the Estimator's rule
+// for a SUM_OVER_BATCH_SIZE loss), which is Keras's sum over the global batch / global batch size;
+// only the chief prints progress. evaluate and predict run in this process without the strategy
+// (every worker gets the same values: the variables are the same everywhere). Known difference: a
+// second fit() continues the input where the first left it when the pipeline is the same (Keras
+// starts a new iterator per fit call).
 #include <fmt/format.h>
 
+#include "data/cardinality.h"
 #include "distribute/strategy.h"
 #include "estimator/estimator.h"
 #include "estimator/hooks/checkpoint_saver_hook.h"
@@ -207,6 +207,10 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
     throw InvalidArgumentError(fmt::format(
         "fit: epochs ({}) and validation_freq ({}) must be >= 1 and initial_epoch ({}) >= 0",
         options.epochs, options.validation_freq, options.initial_epoch));
+  if (options.validation_split != 0)
+    throw InvalidArgumentError(
+        "fit: validation_split is only supported for tensors (fit(x, y, ...)), not for a "
+        "dataset; pass validation_data instead");
   ensure_built(dataset);
   QuietLogs quiet;
   data::Dataset input = dataset;
@@ -216,13 +220,16 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
       throw InvalidArgumentError(
           fmt::format("fit: steps_per_epoch must be >= 1, got {}", *options.steps_per_epoch));
     steps = *options.steps_per_epoch;
-  } else if (data::is_infinite(dataset)) {
+  } else if (data::is_infinite(dataset) ||
+             data::cardinality(dataset) == data::kInfiniteCardinality) {
     throw InvalidArgumentError(
         "fit: the dataset is infinite (it ends in repeat()) and steps_per_epoch is not set, so "
         "an epoch would never end; pass FitOptions{.steps_per_epoch = N} (the batches that make "
         "one epoch) or give a finite dataset");
   } else {
-    steps = count_batches(dataset);
+    // Known without a pass for most in-memory pipelines; otherwise counted by one.
+    steps = data::cardinality(dataset);
+    if (steps == data::kUnknownCardinality) steps = count_batches(dataset);
     if (steps == 0) throw InvalidArgumentError("fit: the dataset is empty");
     input = dataset.repeat();
   }

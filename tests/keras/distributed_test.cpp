@@ -4,9 +4,11 @@
 // process on a loopback cluster; examples/keras_multi_worker's test runs them as processes) end
 // with the weights of one process on the same global batches, to float32 rounding, and report
 // the same loss and accuracy (summed over replicas and workers). Also: fit's epochs run in one
-// training session, and callbacks still find each epoch's checkpoint.
+// training session, callbacks still find each epoch's checkpoint, a finite dataset is counted by
+// its cardinality, and fit on tensors holds out the last rows for validation_split.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
@@ -15,6 +17,7 @@
 #include <set>
 
 #include "checkpoint/checkpoint.h"
+#include "data/cardinality.h"
 #include "distribute/distribute.h"
 #include "estimator/estimator.h"
 #include "keras/keras.h"
@@ -102,6 +105,13 @@ Trained train(const RunConfig& base, std::shared_ptr<distribute::Strategy> strat
     for (const auto& [name, spec] : model.weights())
       out.weights[name] = reader.get_variable_value(name).to_vector<float>();
   }
+  return out;
+}
+
+K::ProgbarOutput capture(std::string& text) {
+  K::ProgbarOutput out = K::stdout_output();
+  out.write = [&text](const std::string& s) { text += s; };
+  out.is_terminal = false;
   return out;
 }
 
@@ -203,4 +213,79 @@ TEST_CASE("keras fit runs its epochs in one session; with callbacks each epoch's
   for (int e = 0; e < 3; ++e)
     CHECK(std::regex_search(callback->seen[static_cast<size_t>(e)],
                             std::regex("model\\.ckpt-" + std::to_string(4 * (e + 1)) + "(\\.|$)")));
+}
+
+TEST_CASE("keras fit counts a finite in-memory dataset by its cardinality, without a pass") {
+  K::clear_session();
+  TempDir dir;
+  auto mapped = std::make_shared<std::atomic<int>>(0);
+  data::Dataset rows = data::Dataset::from_tensor_slices(
+      data::Features{{"x", Tensor::full({256, 8}, 0.5)}}, Tensor::full({256}, 1, DType::kI64));
+  data::Dataset dataset = rows.map([mapped](data::Element e) {
+                                ++*mapped;
+                                return e;
+                              })
+                              .shuffle(100, 3)
+                              .batch(64);
+  // tf.data's cardinality for the stages Keras's fit meets.
+  CHECK(data::cardinality(dataset) == 4);
+  CHECK(data::cardinality(rows.batch(100)) == 3);
+  CHECK(data::cardinality(rows.batch(100, true)) == 2);
+  CHECK(data::cardinality(rows.take(10).repeat(3)) == 30);
+  CHECK(data::cardinality(rows.skip(250).prefetch()) == 6);
+  CHECK(data::cardinality(rows.shard(3, 1)) == 85);
+  CHECK(data::cardinality(rows.repeat()) == data::kInfiniteCardinality);
+  CHECK(data::cardinality(rows.repeat().take(7)) == 7);
+  CHECK(data::cardinality(rows.filter([](const data::Element&) { return true; })) ==
+        data::kUnknownCardinality);
+  CHECK(data::cardinality(data::Dataset::range(1, 10, 4)) == 3);
+  CHECK(*mapped == 0);  // none of that iterated
+
+  K::Sequential model({L::InputLayer({.shape = {8}}), L::Dense({.units = 4})});
+  model.config().model_dir = dir.path.string();
+  model.compile({.optimizer = "sgd", .loss = K::losses::SparseCategoricalCrossentropy(true)});
+  auto history = model.fit(dataset, {.epochs = 2, .verbose = 0});
+  CHECK(history["loss"].size() == 2);
+  // Two epochs of one pass each, and the first batch that built the model (a shuffle buffer and
+  // 64 rows): no third pass to count the batches.
+  CHECK(*mapped >= 2 * 256);
+  CHECK(*mapped < 3 * 256);
+}
+
+TEST_CASE("keras fit on tensors: validation_split holds out the last rows; errors name the fix") {
+  K::clear_session();
+  TempDir dir;
+  // 100 rows: the first 80 of class 0, the last 20 of class 1 (x says which).
+  std::vector<float> x(100 * 8, 0.f);
+  std::vector<int64_t> y(100, 0);
+  for (int i = 80; i < 100; ++i) {
+    y[static_cast<size_t>(i)] = 1;
+    for (int j = 0; j < 8; ++j) x[static_cast<size_t>(i * 8 + j)] = 1.f;
+  }
+  Tensor xs = Tensor::from_vector(x, {100, 8}), ys = Tensor::from_vector(y, {100});
+  K::Sequential model({L::InputLayer({.shape = {8}}), L::Dense({.units = 2})});
+  model.config().model_dir = dir.path.string();
+  model.config().tf_random_seed = 1;
+  model.compile({.optimizer = K::optimizers::SGD({.learning_rate = 0.5}),
+                 .loss = K::losses::SparseCategoricalCrossentropy(true),
+                 .metrics = {"accuracy"}});
+  std::string text;
+  auto history = model.fit(
+      xs, ys, {.epochs = 3, .output = capture(text), .batch_size = 16, .validation_split = 0.2});
+  // Keras's split: training rows [0, 80) (all class 0: 5 batches of 16), validation [80, 100)
+  // (all class 1, never trained on, so the model learns class 0 only and misses all of them).
+  CHECK(text.find("5/5 [") != std::string::npos);
+  CHECK(history["accuracy"][2] == 1.0);
+  CHECK(history["val_accuracy"][2] == 0.0);
+  auto results = model.evaluate(xs, ys, {.verbose = 0}, 25);
+  CHECK(results.at("accuracy") == doctest::Approx(0.8));
+
+  CHECK_THROWS_WITH_AS(model.fit(global_batches(16), {.validation_split = 0.1}),
+                       doctest::Contains("validation_split is only supported for tensors"),
+                       InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(model.fit(xs, ys, {.validation_split = 0.999}),
+                       doctest::Contains("leaves 0 training and 100 validation rows"),
+                       InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(model.fit(xs, Tensor::from_vector(y, {100}).reshape({50, 2})),
+                       doctest::Contains("same number of rows"), InvalidArgumentError);
 }
