@@ -8,15 +8,23 @@
 //
 // Training runs on the Estimator (training.cpp): compile() makes a model_fn from the graph, the
 // loss, the optimizer and the metrics, and an est::Estimator over a model directory that holds
-// the model's state between calls (RunConfig::model_dir; a temporary directory by default), so
-// each fit epoch is Estimator::train(steps = steps_per_epoch), continuing from the previous
-// epoch's checkpoint (variables, optimizer slots, RNG states, input position), and evaluate and
-// predict are Estimator::evaluate / predict on the latest checkpoint. fit's first step is thus
-// exactly an Estimator step of the same model_fn and seed. This is how what comes next plugs in:
-// - strategies: config().train_distribute / eval_distribute, as for an Estimator (the dataset
-//   is the input_fn's; the loss scaling and per-replica splitting are the Estimator's);
+// the model's state between calls (RunConfig::model_dir; a temporary directory by default). fit
+// is one Estimator::train over all its epochs (cut into epochs by step count, fit_loop.h; a new
+// session only after an epoch that validates), continuing from the latest checkpoint (variables,
+// optimizer slots, RNG states, input position), and evaluate and predict are
+// Estimator::evaluate / predict on the latest checkpoint. fit's first step is thus exactly an
+// Estimator step of the same model_fn and seed. This is how the rest plugs in:
+// - strategies: `model.config().train_distribute = strategy;` before compile() is
+//   `with strategy.scope():`. The dataset yields GLOBAL batches, split over the replicas and
+//   auto-sharded over the workers as Keras does (distributed_input.h); the loss scaling is the
+//   Estimator's (each replica's mean, gradients / replicas in sync = Keras's sum over the global
+//   batch / global batch size); logged loss and metrics are summed over every replica and worker;
+//   only the chief prints. Under several workers every worker must see config().model_dir (as
+//   for an Estimator) when fit validates, since the next epochs resume from the chief's
+//   checkpoint. evaluate and predict run in the process without the strategy;
 // - callbacks: Callback (callbacks.h) sees each batch through a SessionRunHook and each epoch;
-//   BackupAndRestore / ModelCheckpoint can read the epoch's checkpoint in model_dir;
+//   with callbacks, fit saves a checkpoint at every epoch's end before on_epoch_end, so
+//   BackupAndRestore / ModelCheckpoint can read the epoch's state in model_dir;
 // - save / load_model: the graph's layers have names, classes and options (a config) and the
 //   variables live in model_dir's latest checkpoint.
 #pragma once
