@@ -28,14 +28,15 @@ std::vector<double> StepStatistics::take() {
 
 EpochHook::EpochHook(CallbackList& callbacks, Model& model, std::vector<std::string> names,
                      std::shared_ptr<StepStatistics> statistics, distribute::Strategy* strategy,
-                     EpochRange range)
+                     int first_epoch, int64_t steps_per_epoch, Validation validation)
     : callbacks_(callbacks),
       model_(model),
       names_(std::move(names)),
       statistics_(std::move(statistics)),
       strategy_(strategy),
-      range_(range),
-      epoch_(range.first) {
+      steps_(steps_per_epoch),
+      validation_(std::move(validation)),
+      epoch_(first_epoch) {
   reset_epoch();
 }
 
@@ -44,6 +45,13 @@ void EpochHook::reset_epoch() {
   batch_ = 0;
   running_.assign(2 * names_.size(), 0.0);
   logs_.clear();
+}
+
+void EpochHook::sum_across_workers(std::vector<double>& values, const char* what) {
+  if (!strategy_ || strategy_->num_workers() < 2) return;
+  std::vector<Tensor> tensors{Tensor::from_vector(values, {static_cast<int64_t>(values.size())})};
+  strategy_->sum_across_workers(tensors, what);
+  values = tensors[0].to_vector<double>();
 }
 
 SessionRunArgs EpochHook::before_run(SessionRunContext&) {
@@ -57,11 +65,7 @@ SessionRunArgs EpochHook::before_run(SessionRunContext&) {
 
 void EpochHook::after_run(SessionRunContext& context, const SessionRunValues&) {
   std::vector<double> step = statistics_->take();
-  if (strategy_ && strategy_->num_workers() > 1) {
-    std::vector<Tensor> values{Tensor::from_vector(step, {static_cast<int64_t>(step.size())})};
-    strategy_->sum_across_workers(values, "fit's loss and metrics");
-    step = values[0].to_vector<double>();
-  }
+  sum_across_workers(step, "fit's loss and metrics");
   for (size_t i = 0; i < names_.size(); ++i) {
     running_[2 * i] += step[2 * i];
     running_[2 * i + 1] += step[2 * i + 1];
@@ -69,13 +73,36 @@ void EpochHook::after_run(SessionRunContext& context, const SessionRunValues&) {
     logs_[names_[i]] = count > 0 ? running_[2 * i] / count : 0.0;
   }
   callbacks_.on_train_batch_end(batch_++, logs_);
-  if (batch_ == range_.steps && epoch_ < range_.last) {
-    // An epoch ends inside the session; the session's last one is ended by fit, after it.
-    callbacks_.on_epoch_end(epoch_, logs_);
-    ++epoch_;
-    reset_epoch();
+  if (batch_ == steps_) {
+    if (defer_)
+      pending_ = true;
+    else
+      end_epoch();
   }
   if (model_.stop_training) context.request_stop();
+}
+
+bool EpochEndListener::after_save(Session&, int64_t) {
+  if (hook_->pending()) hook_->end_epoch();
+  return model_.stop_training;
+}
+
+void EpochHook::end_epoch() {
+  pending_ = false;
+  Logs logs = logs_;
+  if (validation_.due && validation_.due(epoch_)) {
+    bool chief = !strategy_ || strategy_->is_chief();
+    std::vector<double> values(names_.size(), 0.0);
+    if (chief) {
+      std::map<std::string, double> results = validation_.run();
+      for (size_t i = 0; i < names_.size(); ++i) values[i] = results.at(names_[i]);
+    }
+    sum_across_workers(values, "fit's validation results");
+    for (size_t i = 0; i < names_.size(); ++i) logs["val_" + names_[i]] = values[i];
+  }
+  callbacks_.on_epoch_end(epoch_, logs);
+  ++epoch_;
+  reset_epoch();
 }
 
 }  // namespace est::keras

@@ -2,9 +2,11 @@
 // metrics, and the hook that turns one Estimator training session into Keras's epochs and
 // batches (Keras 2.x keras/engine/training.py, Model.fit; keras/metrics/base_metric.py, Mean).
 //
-// fit runs all its epochs in one Estimator::train (several only where validation runs between
-// epochs): the EpochHook counts the steps, so epoch e is the steps_per_epoch steps after the
-// previous one, and calls on_epoch_begin / on_train_batch_* / on_epoch_end around them.
+// fit runs all its epochs in one Estimator::train: the EpochHook counts the steps, so epoch e is
+// the steps_per_epoch steps after the previous one, calls on_epoch_begin / on_train_batch_* /
+// on_epoch_end around them and validates at the epoch's end (Keras evaluates in memory; here
+// the chief evaluates the checkpoint fit saved at that step, and the other workers get its
+// values, so every worker's logs are the same).
 //
 // Keras's loss tracker and its compiled metrics are Mean metrics: a total and a count, summed over
 // every replica of every worker (SyncOnRead variables, aggregation SUM) and read as
@@ -16,12 +18,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "estimator/hooks/checkpoint_saver_hook.h"
 #include "estimator/hooks/session_run_hook.h"
 #include "keras/callbacks.h"
 
@@ -48,40 +52,65 @@ class StepStatistics {
   std::map<const void*, std::vector<double>> by_replica_;
 };
 
-struct EpochRange {
-  int first = 0;      // the epoch the session starts with
-  int last = 0;       // the session's last epoch (its on_epoch_end is left to fit)
-  int64_t steps = 0;  // steps per epoch
+// fit's validation: after which epochs (0-based) it runs, and how (Model::evaluate on the
+// checkpoint of the epoch's end). Empty: none.
+struct Validation {
+  std::function<bool(int epoch)> due;
+  std::function<std::map<std::string, double>()> run;
 };
 
 class EpochHook : public SessionRunHook {
  public:
-  // `strategy` (may be null): sums the statistics over its workers when it has several.
+  // `strategy` (may be null): sums the statistics over its workers when it has several; the
+  // chief alone validates and its values reach every worker through the same sum.
   EpochHook(CallbackList& callbacks, Model& model, std::vector<std::string> names,
             std::shared_ptr<StepStatistics> statistics, distribute::Strategy* strategy,
-            EpochRange range);
+            int first_epoch, int64_t steps_per_epoch, Validation validation);
   SessionRunArgs before_run(SessionRunContext& context) override;
   void after_run(SessionRunContext& context, const SessionRunValues& values) override;
 
-  int epoch() const { return epoch_; }         // the current (unfinished) epoch
-  bool epoch_begun() const { return begun_; }  // on_epoch_begin was called for it
+  bool epoch_begun() const { return begun_; }  // on_epoch_begin was called for the current one
   int64_t batches() const { return batch_; }   // its batches so far
-  const Logs& logs() const { return logs_; }   // its running values
+  // Ends the current epoch: validation when due, on_epoch_end, then the next epoch.
+  void end_epoch();
+  // With `defer`, a completed epoch waits (pending()) for the checkpoint of its last step: the
+  // Estimator's saver calls EpochEndListener after writing it, which ends the epoch.
+  void set_defer_to_save(bool defer) { defer_ = defer; }
+  bool pending() const { return pending_; }
 
  private:
   void reset_epoch();
+  // `values` summed over the workers (nothing in one process).
+  void sum_across_workers(std::vector<double>& values, const char* what);
 
   CallbackList& callbacks_;
   Model& model_;
   std::vector<std::string> names_;
   std::shared_ptr<StepStatistics> statistics_;
   distribute::Strategy* strategy_;
-  EpochRange range_;
+  int64_t steps_;
+  Validation validation_;
   int epoch_;
+  bool defer_ = false;
+  bool pending_ = false;
   bool begun_ = false;
   int64_t batch_ = 0;
   std::vector<double> running_;  // total_i, count_i
   Logs logs_;
+};
+
+// The chief's end of each epoch, once the Estimator's saver has written the epoch's last step
+// (listeners run after the write is complete): validation evaluates that checkpoint and the
+// callbacks find it in model_dir.
+class EpochEndListener : public CheckpointSaverListener {
+ public:
+  explicit EpochEndListener(std::shared_ptr<EpochHook> hook, Model& model)
+      : hook_(std::move(hook)), model_(model) {}
+  bool after_save(Session& session, int64_t global_step) override;
+
+ private:
+  std::shared_ptr<EpochHook> hook_;
+  Model& model_;
 };
 
 }  // namespace est::keras

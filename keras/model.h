@@ -136,7 +136,11 @@ class Model {
 
  private:
   std::vector<Tensor> inputs_of(const data::Features& features) const;
+  // The Estimator over config() (built on first use; evaluate and predict take whichever exists).
   est::Estimator& estimator();
+  // fit's: one saving every `save_steps` steps (its epoch ends) instead of config()'s cadence,
+  // or on config()'s cadence (unset); rebuilt when the one there saves otherwise.
+  est::Estimator& training_estimator(std::optional<int64_t> save_steps);
   void check_compiled(const char* what) const;
   std::vector<std::string> metric_names_with_loss() const;
   void ensure_built(const data::Dataset& dataset);

@@ -2,12 +2,12 @@
 // see model.h for the design).
 //
 // fit: one Estimator::train over all its epochs (epochs x steps_per_epoch steps) on the model's
-// model_dir; fit_loop.h's EpochHook cuts the session into epochs by step count and calls the
-// callbacks. Where validation runs after an epoch, the session ends there (its checkpoint is what
-// evaluate reads) and the next epochs continue in a new one from that checkpoint (variables,
-// optimizer slots, RNG states, input position). With callbacks, a checkpoint is also saved at
-// every epoch's end (CheckpointSaverHook every steps_per_epoch steps, synchronously), so that a
-// callback's on_epoch_end finds the epoch's state in model_dir. A finite dataset without
+// model_dir, continuing from its latest checkpoint (variables, optimizer slots, RNG states, input
+// position); fit_loop.h's EpochHook cuts the session into epochs by step count, calls the
+// callbacks and validates, inside the session. With callbacks or validation data a checkpoint is
+// saved at every epoch's end (CheckpointSaverHook every steps_per_epoch steps, synchronously,
+// before the EpochHook's turn): validation evaluates it, and a callback's on_epoch_end finds the
+// epoch's state in model_dir. A finite dataset without
 // steps_per_epoch is counted (its cardinality, else one pass) and repeated, so that each epoch is
 // one pass, as Keras iterates it afresh per epoch; an infinite one is an error naming the fix. The
 // loss and metrics in the logs are Keras's Mean metrics, summed over replicas and workers
@@ -26,7 +26,6 @@
 #include "data/cardinality.h"
 #include "distribute/strategy.h"
 #include "estimator/estimator.h"
-#include "estimator/hooks/checkpoint_saver_hook.h"
 #include "keras/distributed_input.h"
 #include "keras/fit_loop.h"
 #include "keras/model.h"
@@ -77,18 +76,6 @@ InputFn training_input_fn(data::Dataset dataset) {
     return per_replica_batches(dataset, local, context->num_input_pipelines,
                                context->input_pipeline_id);
   };
-}
-
-// A synchronous save at the end of every epoch, for callbacks that read model_dir then.
-std::shared_ptr<SessionRunHook> epoch_saver(const RunConfig& config, int64_t steps) {
-  return std::make_shared<hooks::CheckpointSaverHook>(
-      hooks::CheckpointSaverOptions{.checkpoint_dir = config.model_dir,
-                                    .save_steps = steps,
-                                    .keep_checkpoint_max = config.keep_checkpoint_max,
-                                    .is_chief = config.is_chief,
-                                    .task_id = config.task_id,
-                                    .async = false,
-                                    .tf_checkpoint_format = config.tf_checkpoint_format});
 }
 
 }  // namespace
@@ -158,6 +145,18 @@ void Model::ensure_built(const data::Dataset& dataset) {
 
 est::Estimator& Model::estimator() {
   if (estimator_) return *estimator_;
+  return training_estimator(std::nullopt);
+}
+
+est::Estimator& Model::training_estimator(std::optional<int64_t> save_steps) {
+  RunConfig config = config_;
+  if (save_steps) {  // fit's saves at every epoch's end instead of the configured cadence
+    config.save_checkpoints_steps = save_steps;
+    config.save_checkpoints_secs = std::nullopt;
+  }
+  if (estimator_ && estimator_->config().save_checkpoints_steps == config.save_checkpoints_steps &&
+      estimator_->config().save_checkpoints_secs == config.save_checkpoints_secs)
+    return *estimator_;
   ModelFn model_fn = [this](const Features& features, const Tensor& labels, ModeKeys mode,
                             ModelContext& ctx) {
     std::vector<Tensor> outputs = call(ctx, inputs_of(features));
@@ -196,7 +195,7 @@ est::Estimator& Model::estimator() {
     }
     return EstimatorSpec::eval(loss, std::move(ops));
   };
-  estimator_ = std::make_unique<est::Estimator>(std::move(model_fn), config_);
+  estimator_ = std::make_unique<est::Estimator>(std::move(model_fn), config);
   config_.model_dir = estimator_->model_dir();  // the temporary one, when none was set
   return *estimator_;
 }
@@ -235,7 +234,6 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
   }
 
   std::vector<std::string> names = metric_names_with_loss();
-  est::Estimator& est = estimator();
   distribute::Strategy* strategy = config_.train_distribute.get();
   int verbose = strategy && !strategy->is_chief() ? 0 : options.verbose;  // the chief prints
   auto history = std::make_shared<History>();
@@ -252,24 +250,32 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
     std::shared_ptr<StepStatistics>& statistics;
     ~Reset() { statistics.reset(); }
   } reset{step_statistics_};
-  auto validates_after = [&](int epoch) {
-    return options.validation_data && (epoch + 1) % options.validation_freq == 0;
-  };
+  Validation validation;
+  if (options.validation_data) {
+    validation.due = [&options](int epoch) { return (epoch + 1) % options.validation_freq == 0; };
+    validation.run = [this, &options] {
+      return evaluate(*options.validation_data, {.steps = options.validation_steps, .verbose = 0});
+    };
+  }
   callbacks.on_train_begin({});
-  InputFn input_fn = training_input_fn(input);
-  for (int epoch = options.initial_epoch; epoch < options.epochs && !stop_training;) {
-    // One session up to the next epoch that validates (or the last).
-    int last = epoch;
-    while (last + 1 < options.epochs && !validates_after(last)) ++last;
-    auto hook = std::make_shared<EpochHook>(callbacks, *this, names, step_statistics_, strategy,
-                                            EpochRange{epoch, last, steps});
-    Hooks hooks;
-    if (!options.callbacks.empty()) hooks.push_back(epoch_saver(est.config(), steps));
-    hooks.push_back(hook);
-    est.train(input_fn, hooks, steps * (last - epoch + 1));
-    epoch = hook->epoch();
-    if (!hook->epoch_begun()) break;  // a callback stopped training at an epoch's end
-    Logs logs = hook->logs();
+  auto hook = std::make_shared<EpochHook>(callbacks, *this, names, step_statistics_, strategy,
+                                          options.initial_epoch, steps, validation);
+  // With callbacks or validation, the Estimator saves at every epoch's end (and not on its own
+  // cadence) and the chief ends each epoch after that save: validation evaluates the checkpoint,
+  // callbacks may read it. Other workers end their epochs at once.
+  bool epoch_saves = !options.callbacks.empty() || options.validation_data.has_value();
+  est::Estimator& est =
+      training_estimator(epoch_saves ? std::optional<int64_t>(steps) : std::nullopt);
+  Listeners listeners;
+  if (epoch_saves && est.config().is_chief) {
+    hook->set_defer_to_save(true);
+    listeners.push_back(std::make_shared<EpochEndListener>(hook, *this));
+  }
+  if (options.initial_epoch < options.epochs)
+    est.train(training_input_fn(input), {hook}, steps * (options.epochs - options.initial_epoch),
+              std::nullopt, listeners);
+  if (hook->pending()) hook->end_epoch();
+  if (hook->epoch_begun()) {  // an epoch cut short: the input ended, or a callback stopped
     if (hook->batches() < steps && !stop_training) {
       log::warning(
           "Your input ran out of data; interrupting training. Make sure that your dataset can "
@@ -277,13 +283,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
           steps * options.epochs);
       stop_training = true;
     }
-    if (validates_after(epoch)) {
-      auto val =
-          evaluate(*options.validation_data, {.steps = options.validation_steps, .verbose = 0});
-      for (const auto& [name, value] : val) logs["val_" + name] = value;
-    }
-    callbacks.on_epoch_end(epoch, logs);
-    ++epoch;
+    hook->end_epoch();
   }
   callbacks.on_train_end({});
   return *history;

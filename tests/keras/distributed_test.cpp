@@ -3,7 +3,8 @@
 // MirroredStrategy with 2 replicas and 2 MultiWorkerMirroredStrategy workers (threads of this
 // process on a loopback cluster; examples/keras_multi_worker's test runs them as processes) end
 // with the weights of one process on the same global batches, to float32 rounding, and report
-// the same loss and accuracy (summed over replicas and workers). Also: fit's epochs run in one
+// the same loss and accuracy (summed over replicas and workers) and validation results (the
+// chief's, on every worker). Also: fit's epochs run in one
 // training session, callbacks still find each epoch's checkpoint, a finite dataset is counted by
 // its cardinality, and fit on tensors holds out the last rows for validation_split.
 #include <doctest/doctest.h>
@@ -61,14 +62,14 @@ data::Dataset global_batches(int64_t batch) {
       .batch(batch);
 }
 
-// The identity, recording the batch sizes it sees (the per-replica batch).
+// The identity, recording the batch sizes it sees in training (the per-replica batch).
 class RowCounter : public K::Layer {
  public:
   RowCounter() : K::Layer("RowCounter", "row_counter") {}
   Shape output_shape(const std::vector<Shape>& inputs) const override { return inputs[0]; }
-  Tensor call(ModelContext&, const std::vector<Tensor>& inputs) const override {
+  Tensor call(ModelContext& ctx, const std::vector<Tensor>& inputs) const override {
     std::lock_guard lock(mutex_);
-    rows.insert(inputs[0].shape()[0]);
+    if (ctx.mode() == nn::Mode::kTrain) rows.insert(inputs[0].shape()[0]);
     return inputs[0];
   }
   mutable std::set<int64_t> rows;
@@ -96,7 +97,8 @@ Trained train(const RunConfig& base, std::shared_ptr<distribute::Strategy> strat
                  .loss = K::losses::SparseCategoricalCrossentropy(true),
                  .metrics = {"accuracy"}});
   Trained out;
-  out.history = model.fit(global_batches(32), {.epochs = 2, .verbose = 0});
+  out.history = model.fit(global_batches(32),
+                          {.epochs = 2, .validation_data = global_batches(64), .verbose = 0});
   out.rows = counter->rows;
   if (model.config().is_chief) {
     Estimator reader([](const Features&, const Tensor&, ModeKeys,
@@ -123,7 +125,7 @@ void check_same(const Trained& a, const Trained& b) {
     for (size_t i = 0; i < values.size(); ++i)
       CHECK(other[i] == doctest::Approx(values[i]).epsilon(1e-5));
   }
-  for (const char* key : {"loss", "accuracy"})
+  for (const char* key : {"loss", "accuracy", "val_loss", "val_accuracy"})
     for (size_t e = 0; e < 2; ++e)
       CHECK(b.history[key][e] == doctest::Approx(a.history[key][e]).epsilon(1e-5));
 }
@@ -178,8 +180,8 @@ TEST_CASE(
   for (const auto& worker : workers)  // each worker: its half of every global batch
     CHECK(worker.rows == std::set<int64_t>{16});
   // The worker's logs are the job's (summed over both workers), as the chief's.
-  for (size_t e = 0; e < 2; ++e)
-    CHECK(workers[1].history["accuracy"][e] == workers[0].history["accuracy"][e]);
+  for (const char* key : {"accuracy", "val_loss"})
+    for (size_t e = 0; e < 2; ++e) CHECK(workers[1].history[key][e] == workers[0].history[key][e]);
 }
 #endif
 
