@@ -4,23 +4,24 @@
 // fit: one Estimator::train over all its epochs (epochs x steps_per_epoch steps) on the model's
 // model_dir, continuing from its latest checkpoint (variables, optimizer slots, RNG states, input
 // position); fit_loop.h's EpochHook cuts the session into epochs by step count, calls the
-// callbacks and validates, inside the session. With callbacks or validation data a checkpoint is
-// saved at every epoch's end (CheckpointSaverHook every steps_per_epoch steps, synchronously,
-// before the EpochHook's turn): validation evaluates it, and a callback's on_epoch_end finds the
-// epoch's state in model_dir. A finite dataset without
-// steps_per_epoch is counted (its cardinality, else one pass) and repeated, so that each epoch is
-// one pass, as Keras iterates it afresh per epoch; an infinite one is an error naming the fix. The
-// loss and metrics in the logs are Keras's Mean metrics, summed over replicas and workers
-// (fit_loop.h). Validation runs Estimator::evaluate every validation_freq epochs; its values join
-// the epoch's logs as "val_<name>". Under a strategy (config().train_distribute, set before
-// compile, as `with strategy.scope():`) the dataset yields global batches, split over the replicas
-// and auto-sharded over the workers (distributed_input.h); the loss is each replica's mean over its
-// batch, its gradients divided by the replicas in sync before they are summed (the Estimator's rule
-// for a SUM_OVER_BATCH_SIZE loss), which is Keras's sum over the global batch / global batch size;
-// only the chief prints progress. evaluate and predict run in this process without the strategy
-// (every worker gets the same values: the variables are the same everywhere). Known difference: a
-// second fit() continues the input where the first left it when the pipeline is the same (Keras
-// starts a new iterator per fit call).
+// callbacks and validates (every validation_freq epochs; "val_<name>" in the epoch's logs), all
+// inside the session. With callbacks or validation data the Estimator's saver saves at every
+// epoch's end instead of its configured cadence, and the chief ends the epoch in a saving
+// listener, after the write: validation evaluates that checkpoint, and a callback's on_epoch_end
+// finds the epoch's state in model_dir. A finite dataset without steps_per_epoch is counted (its
+// cardinality, else one pass) and repeated, so that each epoch is one pass, as Keras iterates it
+// afresh per epoch; an infinite one is an error naming the fix. The loss and metrics in the logs
+// are Keras's Mean metrics, summed over replicas and workers (fit_loop.h).
+// Under a strategy (config().train_distribute, set before compile, as `with strategy.scope():`)
+// the dataset yields global batches, split over the replicas and auto-sharded over the workers
+// (distributed_input.h); the loss is each replica's mean over its batch, its gradients divided by
+// the replicas in sync before they are summed (the Estimator's rule for a SUM_OVER_BATCH_SIZE
+// loss), which is Keras's sum over the global batch / global batch size; only the chief prints
+// progress. evaluate and predict run in this process without the strategy (every worker gets the
+// same values: the variables are the same everywhere).
+// Known differences: a second fit() continues the input where the first left it when the
+// pipeline is the same (Keras starts a new iterator per fit call); a global batch that does not
+// split evenly over the replicas is an error (Keras splits a last partial batch unevenly).
 #include <fmt/format.h>
 
 #include "data/cardinality.h"
