@@ -386,6 +386,12 @@ class BatchNode final : public BatchStage {
     return "batch";
   }
   NodePtr input() const override { return input_; }
+  int64_t cardinality() const override {
+    int64_t in = input_->cardinality();
+    if (in < 0) return in;
+    return config_.drop_remainder ? in / config_.batch_size
+                                  : (in + config_.batch_size - 1) / config_.batch_size;
+  }
   NodePtr with_input(NodePtr input) const override {
     return std::make_shared<BatchNode>(std::move(input), config_);
   }

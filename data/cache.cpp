@@ -265,6 +265,7 @@ class MemoryCacheNode final : public DatasetNode {
   }
   std::string name() const override { return "cache"; }
   NodePtr input() const override { return input_; }
+  int64_t cardinality() const override { return input_->cardinality(); }
   NodePtr with_input(NodePtr input) const override {
     return std::make_shared<MemoryCacheNode>(std::move(input));  // an empty cache of its own
   }
@@ -389,6 +390,7 @@ class FileCacheNode final : public DatasetNode {
   }
   std::string name() const override { return "cache(" + path_ + ")"; }
   NodePtr input() const override { return input_; }
+  int64_t cardinality() const override { return input_->cardinality(); }
   NodePtr with_input(NodePtr input) const override {
     return std::make_shared<FileCacheNode>(std::move(input), path_);
   }

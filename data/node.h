@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "data/cardinality.h"
 #include "data/element.h"
 #include "data/row_store.h"
 #include "data/state.h"
@@ -72,6 +73,10 @@ class DatasetNode {
   virtual std::string name() const = 0;
   // The stage's input; null for a source.
   virtual NodePtr input() const { return nullptr; }
+  // tf.data's cardinality: how many elements the stage yields when that is known without
+  // iterating (a source's size, a one-to-one stage's input's, batch's rounded quotient, ...),
+  // kInfiniteCardinality, or kUnknownCardinality (filter, interleave, generators, files).
+  virtual int64_t cardinality() const { return kUnknownCardinality; }
   // The same stage over `input`, sharing no mutable state with this one (a memory cache starts
   // empty). Sources have no input to replace: InternalError.
   virtual NodePtr with_input(NodePtr input) const;

@@ -17,6 +17,7 @@ class OptionsNode final : public OptionsStage {
   }
   std::string name() const override { return "with_options"; }
   NodePtr input() const override { return input_; }
+  int64_t cardinality() const override { return input_->cardinality(); }
   NodePtr with_input(NodePtr input) const override {
     return std::make_shared<OptionsNode>(std::move(input), options_);
   }

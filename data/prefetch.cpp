@@ -69,6 +69,7 @@ class PrefetchNode final : public DatasetNode {
   }
   std::string name() const override { return "prefetch"; }
   NodePtr input() const override { return input_; }
+  int64_t cardinality() const override { return input_->cardinality(); }
   NodePtr with_input(NodePtr input) const override {
     return std::make_shared<PrefetchNode>(std::move(input), buffer_size_);
   }

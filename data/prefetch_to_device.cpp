@@ -147,6 +147,7 @@ class PrefetchToDeviceNode final : public DatasetNode {
   }
   std::string name() const override { return "prefetch_to_device"; }
   NodePtr input() const override { return input_; }
+  int64_t cardinality() const override { return input_->cardinality(); }
   NodePtr with_input(NodePtr input) const override {
     return std::make_shared<PrefetchToDeviceNode>(std::move(input), device_, buffer_size_);
   }

@@ -233,6 +233,7 @@ class ShuffleNode final : public DatasetNode {
   }
   std::string name() const override { return "shuffle"; }
   NodePtr input() const override { return input_; }
+  int64_t cardinality() const override { return input_->cardinality(); }
   // Keeps the seed, and the order of an unseeded shuffle without reshuffle_each_iteration.
   NodePtr with_input(NodePtr input) const override {
     auto copy = std::make_shared<ShuffleNode>(*this);

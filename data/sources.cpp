@@ -17,6 +17,8 @@ class SlicesNode final : public DatasetNode {
 
   std::unique_ptr<IteratorBase> make_iterator(const IteratorContext&) const override;
   std::string name() const override { return what_; }
+  // Loads the rows (which the iterators then share).
+  int64_t cardinality() const override { return data()->rows; }
 
   // Loads on first use; every iterator shares the loaded tensors.
   std::shared_ptr<const RowStore> data() const {
@@ -105,6 +107,7 @@ class ElementsNode final : public ElementListStage {
   std::unique_ptr<IteratorBase> make_iterator(const IteratorContext&) const override;
   std::string name() const override { return what_; }
   int64_t size() const override { return static_cast<int64_t>(elements_->size()); }
+  int64_t cardinality() const override { return size(); }
 
  private:
   std::shared_ptr<const std::vector<Element>> elements_;
@@ -197,6 +200,12 @@ class RangeNode final : public DatasetNode {
     return std::make_unique<RangeIterator>(start_, stop_, step_);
   }
   std::string name() const override { return "range"; }
+  int64_t cardinality() const override {
+    if ((step_ > 0 && stop_ <= start_) || (step_ < 0 && stop_ >= start_)) return 0;
+    int64_t span = step_ > 0 ? stop_ - start_ : start_ - stop_;
+    int64_t stride = step_ > 0 ? step_ : -step_;
+    return (span + stride - 1) / stride;
+  }
 
  private:
   int64_t start_, stop_, step_;

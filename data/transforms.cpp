@@ -1,7 +1,9 @@
 // Element-wise stages: map (sequential or on a thread pool, order kept), filter, take, skip,
 // shard and repeat.
+#include <algorithm>
 #include <deque>
 #include <future>
+#include <type_traits>
 
 #include "data/stages.h"
 #include "data/thread_pool.h"
@@ -176,6 +178,7 @@ class MapNode final : public DatasetNode {
   }
   std::string name() const override { return "map"; }
   NodePtr input() const override { return input_; }
+  int64_t cardinality() const override { return input_->cardinality(); }
   NodePtr with_input(NodePtr input) const override {
     auto copy = std::make_shared<MapNode>(*this);
     copy->input_ = std::move(input);
@@ -311,6 +314,7 @@ class CountNode final : public DatasetNode {
     return std::make_shared<CountNode>(std::move(input), count_, name_);
   }
   int64_t count() const { return count_; }
+  int64_t cardinality() const override;
 
  private:
   NodePtr input_;
@@ -331,6 +335,11 @@ class ShardNode final : public ShardStage {
   }
   std::string name() const override { return "shard"; }
   NodePtr input() const override { return input_; }
+  int64_t cardinality() const override {
+    int64_t in = input_->cardinality();
+    if (in < 0 || num_shards_ == kShardHint) return in < 0 ? in : kUnknownCardinality;
+    return in / num_shards_ + (index_ < in % num_shards_ ? 1 : 0);
+  }
   NodePtr with_input(NodePtr input) const override {
     return std::make_shared<ShardNode>(std::move(input), num_shards_, index_);
   }
@@ -412,6 +421,13 @@ class RepeatNode final : public DatasetNode {
   }
   std::string name() const override { return "repeat"; }
   NodePtr input() const override { return input_; }
+  int64_t cardinality() const override {
+    int64_t in = input_->cardinality();
+    if (in == 0 || count_ == 0) return 0;
+    if (in == kUnknownCardinality) return in;
+    if (count_ < 0 || in == kInfiniteCardinality) return kInfiniteCardinality;
+    return in * count_;
+  }
   NodePtr with_input(NodePtr input) const override {
     return std::make_shared<RepeatNode>(std::move(input), count_);
   }
@@ -447,6 +463,20 @@ NodePtr make_shard_node(NodePtr input, int64_t num_shards, int64_t index) {
 NodePtr make_repeat_node(NodePtr input, int64_t count) {
   return std::make_shared<RepeatNode>(std::move(input), count);
 }
+
+template <class Stage>
+int64_t CountNode<Stage>::cardinality() const {
+  int64_t in = input_->cardinality();
+  if (std::is_same_v<Stage, TakeIterator>) {
+    if (count_ < 0) return in;
+    if (in == kUnknownCardinality) return in;
+    return in == kInfiniteCardinality ? count_ : std::min(in, count_);
+  }
+  if (in < 0) return in;
+  return count_ < 0 ? 0 : std::max<int64_t>(0, in - count_);
+}
+
+int64_t cardinality(const Dataset& dataset) { return dataset.node()->cardinality(); }
 
 bool is_infinite(const Dataset& dataset) {
   // From the last stage back: a take(n >= 0) ends the input whatever comes before it; a

@@ -8,18 +8,27 @@
 //
 // Training runs on the Estimator (training.cpp): compile() makes a model_fn from the graph, the
 // loss, the optimizer and the metrics, and an est::Estimator over a model directory that holds
-// the model's state between calls (RunConfig::model_dir; a temporary directory by default), so
-// each fit epoch is Estimator::train(steps = steps_per_epoch), continuing from the previous
-// epoch's checkpoint (variables, optimizer slots, RNG states, input position), and evaluate and
-// predict are Estimator::evaluate / predict on the latest checkpoint. fit's first step is thus
-// exactly an Estimator step of the same model_fn and seed. This is how what comes next plugs in:
-// - strategies: config().train_distribute / eval_distribute, as for an Estimator (the dataset
-//   is the input_fn's; the loss scaling and per-replica splitting are the Estimator's);
+// the model's state between calls (RunConfig::model_dir; a temporary directory by default). fit
+// is one Estimator::train over all its epochs (cut into epochs by step count, fit_loop.h; a new
+// session only after an epoch that validates), continuing from the latest checkpoint (variables,
+// optimizer slots, RNG states, input position), and evaluate and predict are
+// Estimator::evaluate / predict on the latest checkpoint. fit's first step is thus exactly an
+// Estimator step of the same model_fn and seed. This is how the rest plugs in:
+// - strategies: `model.config().train_distribute = strategy;` before compile() is
+//   `with strategy.scope():`. The dataset yields GLOBAL batches, split over the replicas and
+//   auto-sharded over the workers as Keras does (distributed_input.h); the loss scaling is the
+//   Estimator's (each replica's mean, gradients / replicas in sync = Keras's sum over the global
+//   batch / global batch size); logged loss and metrics are summed over every replica and worker;
+//   only the chief prints. Under several workers every worker must see config().model_dir (as
+//   for an Estimator) when fit validates, since the next epochs resume from the chief's
+//   checkpoint. evaluate and predict run in the process without the strategy;
 // - callbacks: Callback (callbacks.h) sees each batch through a SessionRunHook and each epoch;
-//   BackupAndRestore / ModelCheckpoint can read the epoch's checkpoint in model_dir;
+//   with callbacks, fit saves a checkpoint at every epoch's end before on_epoch_end, so
+//   BackupAndRestore / ModelCheckpoint can read the epoch's state in model_dir;
 // - weights and saving (weights.cpp, saving.cpp, saving_h5.cpp): get/set_weights, save and
-//   load_model read and write model_dir's latest checkpoint; each layer's config_json() and
-//   the compile options give the Keras config (serialization.h).
+//   load_model read and write model_dir's latest checkpoint (during fit, the running session's
+//   variables); each layer's config_json() and the compile options give the Keras config
+//   (serialization.h).
 #pragma once
 
 #include <cstdint>
@@ -61,6 +70,12 @@ struct FitOptions {
   int verbose = 1;  // Keras's 'auto': 1
   // Where the progress goes (default: stdout).
   std::optional<ProgbarOutput> output;
+  // Only for fit(x, y) on tensors, as Keras allows them only for arrays: the batch size, the
+  // fraction of the rows (the LAST ones, before any shuffling) held out as validation data, and
+  // whether the training rows are shuffled afresh every epoch.
+  int64_t batch_size = 32;
+  double validation_split = 0.0;
+  bool shuffle = true;
 };
 
 struct EvaluateOptions {
@@ -68,6 +83,8 @@ struct EvaluateOptions {
   int verbose = 1;
   std::optional<ProgbarOutput> output;
 };
+
+class StepStatistics;
 
 class Model {
  public:
@@ -101,6 +118,11 @@ class Model {
   // "loss" and every metric, Keras's names.
   std::map<std::string, double> evaluate(const data::Dataset& dataset,
                                          EvaluateOptions options = {});
+  // fit / evaluate on tensors (Keras's NumPy arrays): x [N, ...] (one input) and y [N, ...],
+  // batched by options.batch_size (evaluate: 32); fit's validation_split holds out the last rows.
+  History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
+  std::map<std::string, double> evaluate(const Tensor& x, const Tensor& y,
+                                         EvaluateOptions options = {}, int64_t batch_size = 32);
   // The outputs for every example, concatenated over batches (one tensor per output).
   std::vector<Tensor> predict(const data::Dataset& dataset, std::optional<int64_t> steps = {});
 
@@ -150,7 +172,11 @@ class Model {
 
  private:
   std::vector<Tensor> inputs_of(const data::Features& features) const;
+  // The Estimator over config() (built on first use; evaluate and predict take whichever exists).
   est::Estimator& estimator();
+  // fit's: one saving every `save_steps` steps (its epoch ends) instead of config()'s cadence,
+  // or on config()'s cadence (unset); rebuilt when the one there saves otherwise.
+  est::Estimator& training_estimator(std::optional<int64_t> save_steps);
   void check_compiled(const char* what) const;
   std::vector<std::string> metric_names_with_loss() const;
   void ensure_built(const data::Dataset& dataset);
@@ -166,6 +192,8 @@ class Model {
   std::optional<CompileOptions> compile_options_;
   est::Session* training_session_ = nullptr;
   std::unique_ptr<est::Estimator> estimator_;
+  // While fit runs: where the training model_fn records each replica's loss and metrics.
+  std::shared_ptr<StepStatistics> step_statistics_;
 };
 
 class Sequential : public Model {

@@ -1,19 +1,34 @@
 // compile / fit / evaluate / predict on the Estimator (Keras 2.x keras/engine/training.py;
 // see model.h for the design).
 //
-// fit: one Estimator::train(steps = steps_per_epoch) per epoch over the model's model_dir, so
-// each epoch continues from the previous one's checkpoint (input position included). A finite
-// dataset without steps_per_epoch is counted once and repeated, so that each epoch is one pass,
-// as Keras iterates it afresh per epoch; an infinite one is an error naming the fix. Per batch a
-// SessionRunHook merges the step's streaming statistics ("loss", a mean weighted by the batch
-// size as Keras's loss tracker, and each metric) into the epoch's running values, which the
-// callbacks and the progress bar get as logs. Validation runs Estimator::evaluate every
-// validation_freq epochs; its values join the epoch's logs as "val_<name>".
-// Known difference: a second fit() continues the input where the first left it when the
-// pipeline is the same (Keras starts a new iterator per fit call).
+// fit: one Estimator::train over all its epochs (epochs x steps_per_epoch steps) on the model's
+// model_dir, continuing from its latest checkpoint (variables, optimizer slots, RNG states, input
+// position); fit_loop.h's EpochHook cuts the session into epochs by step count, calls the
+// callbacks and validates (every validation_freq epochs; "val_<name>" in the epoch's logs), all
+// inside the session. With callbacks or validation data the Estimator's saver saves at every
+// epoch's end instead of its configured cadence, and the chief ends the epoch in a saving
+// listener, after the write: validation evaluates that checkpoint, and a callback's on_epoch_end
+// finds the epoch's state in model_dir. A finite dataset without steps_per_epoch is counted (its
+// cardinality, else one pass) and repeated, so that each epoch is one pass, as Keras iterates it
+// afresh per epoch; an infinite one is an error naming the fix. The loss and metrics in the logs
+// are Keras's Mean metrics, summed over replicas and workers (fit_loop.h).
+// Under a strategy (config().train_distribute, set before compile, as `with strategy.scope():`)
+// the dataset yields global batches, split over the replicas and auto-sharded over the workers
+// (distributed_input.h); the loss is each replica's mean over its batch, its gradients divided by
+// the replicas in sync before they are summed (the Estimator's rule for a SUM_OVER_BATCH_SIZE
+// loss), which is Keras's sum over the global batch / global batch size; only the chief prints
+// progress. evaluate and predict run in this process without the strategy (every worker gets the
+// same values: the variables are the same everywhere).
+// Known differences: a second fit() continues the input where the first left it when the
+// pipeline is the same (Keras starts a new iterator per fit call); a global batch that does not
+// split evenly over the replicas is an error (Keras splits a last partial batch unevenly).
 #include <fmt/format.h>
 
+#include "data/cardinality.h"
+#include "distribute/strategy.h"
 #include "estimator/estimator.h"
+#include "keras/distributed_input.h"
+#include "keras/fit_loop.h"
 #include "keras/model.h"
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
@@ -38,50 +53,6 @@ class QuietLogs {
   log::Level previous_;
 };
 
-using Running = std::map<std::string, std::shared_ptr<nn::metrics::Metric>>;
-
-// Merges a step's statistics into the running ones; returns the logs in `names` order.
-Logs merge_step(const MetricOps& step, const std::vector<std::string>& names, Running& running) {
-  Logs logs;
-  for (const auto& name : names) {
-    const auto& op = step.at(name);
-    auto& metric = running[name];
-    if (metric)
-      metric->merge(*op.metric);
-    else
-      metric = std::shared_ptr<nn::metrics::Metric>(op.metric->clone());
-    logs[name] = metric->result();
-  }
-  return logs;
-}
-
-// The per-batch callbacks of fit, as a hook of the Estimator's training loop.
-class BatchHook : public SessionRunHook {
- public:
-  BatchHook(CallbackList& callbacks, Model& model, std::vector<std::string> names)
-      : callbacks_(callbacks), model_(model), names_(std::move(names)) {}
-  void after_create_session(Session& session) override { model_.set_training_session(&session); }
-  SessionRunArgs before_run(SessionRunContext&) override {
-    callbacks_.on_train_batch_begin(batch_, {});
-    return {};
-  }
-  void after_run(SessionRunContext& context, const SessionRunValues&) override {
-    logs_ = merge_step(context.spec().eval_metric_ops, names_, running_);
-    callbacks_.on_train_batch_end(batch_++, logs_);
-    if (model_.stop_training) context.request_stop();
-  }
-  int64_t batches() const { return batch_; }
-  const Logs& logs() const { return logs_; }
-
- private:
-  CallbackList& callbacks_;
-  Model& model_;
-  std::vector<std::string> names_;
-  Running running_;
-  Logs logs_;
-  int64_t batch_ = 0;
-};
-
 struct BatchCounter : SessionRunHook {
   void after_run(SessionRunContext&, const SessionRunValues&) override { ++batches; }
   int64_t batches = 0;
@@ -96,6 +67,16 @@ int64_t count_batches(const data::Dataset& dataset) {
 
 InputFn input_fn_of(data::Dataset dataset) {
   return [dataset](ModeKeys, const InputContext*) { return dataset; };
+}
+
+// Training input: under a strategy, the global batches as per-replica batches of this worker.
+InputFn training_input_fn(data::Dataset dataset) {
+  return [dataset](ModeKeys, const InputContext* context) {
+    if (!context) return dataset;
+    int64_t local = context->num_replicas_in_sync / context->num_input_pipelines;
+    return per_replica_batches(dataset, local, context->num_input_pipelines,
+                               context->input_pipeline_id);
+  };
 }
 
 }  // namespace
@@ -166,6 +147,18 @@ void Model::ensure_built(const data::Dataset& dataset) {
 
 est::Estimator& Model::estimator() {
   if (estimator_) return *estimator_;
+  return training_estimator(std::nullopt);
+}
+
+est::Estimator& Model::training_estimator(std::optional<int64_t> save_steps) {
+  RunConfig config = config_;
+  if (save_steps) {  // fit's saves at every epoch's end instead of the configured cadence
+    config.save_checkpoints_steps = save_steps;
+    config.save_checkpoints_secs = std::nullopt;
+  }
+  if (estimator_ && estimator_->config().save_checkpoints_steps == config.save_checkpoints_steps &&
+      estimator_->config().save_checkpoints_secs == config.save_checkpoints_secs)
+    return *estimator_;
   ModelFn model_fn = [this](const Features& features, const Tensor& labels, ModeKeys mode,
                             ModelContext& ctx) {
     std::vector<Tensor> outputs = call(ctx, inputs_of(features));
@@ -192,6 +185,11 @@ est::Estimator& Model::estimator() {
       for (const auto& name : metric_names_)
         ops[name] = get_metric(name, labels.shape(), y_pred.shape()).fn(labels, y_pred.detach());
     }
+    if (mode == ModeKeys::kTrain && step_statistics_) {
+      std::vector<double> means;
+      for (const auto& name : metric_names_with_loss()) means.push_back(ops.at(name).result());
+      step_statistics_->record(&ctx, means, static_cast<double>(y_pred.shape()[0]));
+    }
     if (mode == ModeKeys::kTrain) {
       EstimatorSpec spec = EstimatorSpec::train(loss, optimizer_->optimizer.minimize(loss, ctx));
       spec.eval_metric_ops = std::move(ops);
@@ -199,7 +197,7 @@ est::Estimator& Model::estimator() {
     }
     return EstimatorSpec::eval(loss, std::move(ops));
   };
-  estimator_ = std::make_unique<est::Estimator>(std::move(model_fn), config_);
+  estimator_ = std::make_unique<est::Estimator>(std::move(model_fn), config);
   config_.model_dir = estimator_->model_dir();  // the temporary one, when none was set
   return *estimator_;
 }
@@ -210,6 +208,10 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
     throw InvalidArgumentError(fmt::format(
         "fit: epochs ({}) and validation_freq ({}) must be >= 1 and initial_epoch ({}) >= 0",
         options.epochs, options.validation_freq, options.initial_epoch));
+  if (options.validation_split != 0)
+    throw InvalidArgumentError(
+        "fit: validation_split is only supported for tensors (fit(x, y, ...)), not for a "
+        "dataset; pass validation_data instead");
   ensure_built(dataset);
   QuietLogs quiet;
   data::Dataset input = dataset;
@@ -219,37 +221,66 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
       throw InvalidArgumentError(
           fmt::format("fit: steps_per_epoch must be >= 1, got {}", *options.steps_per_epoch));
     steps = *options.steps_per_epoch;
-  } else if (data::is_infinite(dataset)) {
+  } else if (data::is_infinite(dataset) ||
+             data::cardinality(dataset) == data::kInfiniteCardinality) {
     throw InvalidArgumentError(
         "fit: the dataset is infinite (it ends in repeat()) and steps_per_epoch is not set, so "
         "an epoch would never end; pass FitOptions{.steps_per_epoch = N} (the batches that make "
         "one epoch) or give a finite dataset");
   } else {
-    steps = count_batches(dataset);
+    // Known without a pass for most in-memory pipelines; otherwise counted by one.
+    steps = data::cardinality(dataset);
+    if (steps == data::kUnknownCardinality) steps = count_batches(dataset);
     if (steps == 0) throw InvalidArgumentError("fit: the dataset is empty");
     input = dataset.repeat();
   }
 
   std::vector<std::string> names = metric_names_with_loss();
+  distribute::Strategy* strategy = config_.train_distribute.get();
+  int verbose = strategy && !strategy->is_chief() ? 0 : options.verbose;  // the chief prints
   auto history = std::make_shared<History>();
   Callbacks all = options.callbacks;
-  if (options.verbose > 0)
-    all.push_back(std::make_shared<ProgbarLogger>(options.verbose,
-                                                  options.output.value_or(stdout_output()), names));
+  if (verbose > 0)
+    all.push_back(
+        std::make_shared<ProgbarLogger>(verbose, options.output.value_or(stdout_output()), names));
   all.push_back(history);
-  CallbackList callbacks(
-      all, this, {{"epochs", options.epochs}, {"steps", steps}, {"verbose", options.verbose}});
+  CallbackList callbacks(all, this,
+                         {{"epochs", options.epochs}, {"steps", steps}, {"verbose", verbose}});
   stop_training = false;
+  step_statistics_ = std::make_shared<StepStatistics>(names.size());
+  struct Reset {
+    std::shared_ptr<StepStatistics>& statistics;
+    ~Reset() { statistics.reset(); }
+  } reset{step_statistics_};
+  Validation validation;
+  if (options.validation_data) {
+    validation.due = [&options](int epoch) { return (epoch + 1) % options.validation_freq == 0; };
+    validation.run = [this, &options] {
+      return evaluate(*options.validation_data, {.steps = options.validation_steps, .verbose = 0});
+    };
+  }
   callbacks.on_train_begin({});
-  est::Estimator& est = estimator();
-  for (int epoch = options.initial_epoch; epoch < options.epochs && !stop_training; ++epoch) {
-    callbacks.on_epoch_begin(epoch, {});
-    auto hook = std::make_shared<BatchHook>(callbacks, *this, names);
-    {
-      std::shared_ptr<void> done(nullptr, [this](void*) { training_session_ = nullptr; });
-      est.train(input_fn_of(input), {hook}, steps);
-    }
-    Logs logs = hook->logs();
+  auto hook = std::make_shared<EpochHook>(callbacks, *this, names, step_statistics_, strategy,
+                                          options.initial_epoch, steps, validation);
+  // With callbacks or validation, the Estimator saves at every epoch's end (and not on its own
+  // cadence) and the chief ends each epoch after that save: validation evaluates the checkpoint,
+  // callbacks may read it. Other workers end their epochs at once.
+  bool epoch_saves = !options.callbacks.empty() || options.validation_data.has_value();
+  est::Estimator& est =
+      training_estimator(epoch_saves ? std::optional<int64_t>(steps) : std::nullopt);
+  Listeners listeners;
+  if (epoch_saves && est.config().is_chief) {
+    hook->set_defer_to_save(true);
+    listeners.push_back(std::make_shared<EpochEndListener>(hook, *this));
+  }
+  if (options.initial_epoch < options.epochs) {
+    // While it runs, the model reads and sets the running session's variables (get/set_weights).
+    std::shared_ptr<void> done(nullptr, [this](void*) { training_session_ = nullptr; });
+    est.train(training_input_fn(input), {hook}, steps * (options.epochs - options.initial_epoch),
+              std::nullopt, listeners);
+  }
+  if (hook->pending()) hook->end_epoch();
+  if (hook->epoch_begun()) {  // an epoch cut short: the input ended, or a callback stopped
     if (hook->batches() < steps && !stop_training) {
       log::warning(
           "Your input ran out of data; interrupting training. Make sure that your dataset can "
@@ -257,12 +288,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
           steps * options.epochs);
       stop_training = true;
     }
-    if (options.validation_data && (epoch + 1) % options.validation_freq == 0) {
-      auto val =
-          evaluate(*options.validation_data, {.steps = options.validation_steps, .verbose = 0});
-      for (const auto& [name, value] : val) logs["val_" + name] = value;
-    }
-    callbacks.on_epoch_end(epoch, logs);
+    hook->end_epoch();
   }
   callbacks.on_train_end({});
   return *history;

@@ -41,12 +41,17 @@ const std::vector<Program> kPrograms = {
     {"examples/custom_training_loop", {"--strategy", "--devices", "--steps", "--global_batch"}},
     {"examples/iris_dnn", {"--model_dir", "--data_dir", "--steps", "--seed"}},
     {"examples/census_wide_deep", {"--model_dir", "--data_dir", "--steps", "--seed"}},
+#if EST_HAVE_GRPC
+    {"examples/keras_multi_worker",
+     {"--model_path", "--model_dir", "--epochs", "--steps_per_epoch", "--per_worker_batch_size"}},
+#endif
     {"tools/est-ckpt", {"PATH", "NAME", "--all", "--verify"}},
     {"tools/est-serve", {"--model_base_path", "--model_name", "--port", "--address"}},
     {"bench/cnn_bench", {"--threads", "--repeats", "--examples"}},
     {"bench/data_bench", {}},
     {"bench/checkpoint_bench", {"DIR"}},
     {"bench/estimator_bench", {"--threads", "--steps", "--repeats"}},
+    {"bench/keras_bench", {"--epochs", "--steps_per_epoch", "--rounds", "--threads"}},
     {"bench/mirrored_bench", {"--global_batch", "--steps", "--repeats"}},
     {"bench/op_backend_bench", {"--batch", "--rounds", "--threads"}},
     {"bench/threads_bench", {"--seconds", "--rounds"}},
