@@ -205,6 +205,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   server->new_task_queue = [num_threads] { return new httplib::ThreadPool(num_threads); };
+  // Answers leave at once: with Nagle's algorithm, the body that follows the headers on a
+  // kept-alive connection waited for the client's delayed ACK (40 ms and more a request).
+  server->set_tcp_nodelay(true);
   // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's
   // library): with more clients connecting at once, their SYNs are dropped and retried a second
   // later (serving_bench's p99 at 8 clients was 1 s). Linux raises the backlog of a listening
