@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
   double poll_seconds = 1, config_poll_seconds = 0;
   size_t max_request_bytes = 16u << 20;
   bool enable_batching = false;
+  est::serving::ServerCoreOptions core_options;
   int64_t max_batch_size = 32, batch_timeout_micros = 1000;
   app.add_option("--model_base_path", model_base_path,
                  "directory of numbered versions (export_saved_model's export_dir_base)");
@@ -129,6 +130,9 @@ int main(int argc, char** argv) {
   app.add_option("--max_request_bytes", max_request_bytes, "larger bodies are refused (413)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_flag("--allow_version_labels_for_unavailable_models",
+               core_options.allow_version_labels_for_unavailable_models,
+               "let version_labels name versions not loaded yet (TF Serving's flag)");
   app.add_flag("--enable_batching", enable_batching,
                "run concurrent predict requests together (TF Serving's batching)");
   app.add_option("--max_batch_size", max_batch_size, "rows per batch, with --enable_batching")
@@ -177,7 +181,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGUSR1);  // sent by main to end the waiter
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  est::serving::ServerCore models;
+  est::serving::ServerCore models(core_options);
   std::string applied_config;  // the text of --model_config_file last applied
   try {
     models.reconfigure(configured_models(model_config_file, model_name, model_base_path));
