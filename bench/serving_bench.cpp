@@ -77,11 +77,13 @@ double report(const std::string& runner, int clients, std::vector<double> latenc
   return per_second;
 }
 
-// `clients` threads, each sending its share of `requests` one after another; `send` returns
-// false on a failed request (counted and reported, never timed). Returns the requests/s (0 when
-// every request failed).
+// `clients` threads, each sending its share of `requests` one after another; `send(c)` (c: the
+// thread's index) returns false on a failed request (counted and reported, never timed), and
+// `finish(c)`, when given, is called once thread c has sent its share. Returns the requests/s
+// (0 when every request failed).
 double run_clients(const std::string& runner, int clients, int requests,
-                   const std::function<bool()>& send) {
+                   const std::function<bool(int)>& send,
+                   const std::function<void(int)>& finish = nullptr) {
   std::vector<std::vector<double>> latencies(static_cast<size_t>(clients));
   std::atomic<int> failed{0};
   const auto start = Clock::now();
@@ -90,11 +92,12 @@ double run_clients(const std::string& runner, int clients, int requests,
     threads.emplace_back([&, c] {
       for (int i = c; i < requests; i += clients) {
         const auto sent = Clock::now();
-        if (send())
+        if (send(c))
           latencies[static_cast<size_t>(c)].push_back(since_ms(sent));
         else
           ++failed;
       }
+      if (finish) finish(c);
     });
   for (auto& thread : threads) thread.join();
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
@@ -166,20 +169,15 @@ void start_server(ServerProcess& server, const std::string& binary, const std::s
 
 // REST :predict of `body` from `clients` threads, each on its own kept-alive connection
 // (cpp-httplib's client; est-serve closes one after cpp-httplib's 5 requests and the client
-// opens the next). Returns the requests/s.
+// opens the next), closed once its thread is done: a connection left open would hold one of
+// est-serve's threads for cpp-httplib's keep-alive timeout (5 s) while other clients wait.
+// Returns the requests/s.
 double time_rest(int port, const std::string& body, int clients, int requests) {
-  std::vector<std::unique_ptr<httplib::Client>> pool;
+  std::vector<std::unique_ptr<httplib::Client>> connections(static_cast<size_t>(clients));
   std::mutex mutex;
   std::string first_error;
-  const double per_second = run_clients("est_serve_rest", clients, requests, [&] {
-    std::unique_ptr<httplib::Client> client;
-    {
-      std::lock_guard lock(mutex);
-      if (!pool.empty()) {
-        client = std::move(pool.back());
-        pool.pop_back();
-      }
-    }
+  auto send = [&](int c) {
+    std::unique_ptr<httplib::Client>& client = connections[static_cast<size_t>(c)];
     if (!client) {
       client = std::make_unique<httplib::Client>("127.0.0.1", port);
       client->set_keep_alive(true);
@@ -187,12 +185,16 @@ double time_rest(int port, const std::string& body, int clients, int requests) {
     }
     auto result = client->Post("/v1/models/cnn:predict", body, "application/json");
     const bool ok = result && result->status == 200;
-    std::lock_guard lock(mutex);
-    if (!ok && first_error.empty())
-      first_error =
-          result ? fmt::format("HTTP {}", result->status) : httplib::to_string(result.error());
-    pool.push_back(std::move(client));
+    if (!ok) {
+      std::lock_guard lock(mutex);
+      if (first_error.empty())
+        first_error =
+            result ? fmt::format("HTTP {}", result->status) : httplib::to_string(result.error());
+    }
     return ok;
+  };
+  const double per_second = run_clients("est_serve_rest", clients, requests, send, [&](int c) {
+    connections[static_cast<size_t>(c)].reset();
   });
   if (!first_error.empty())
     fmt::print("est_serve_rest clients={} first_error={}\n", clients, first_error);
@@ -255,7 +257,7 @@ int main(int argc, char** argv) try {
 
   // In-process: Estimator::predict (restores each call) and the ONNX interpreter.
   const int predict_calls = std::max(1, requests / 16);
-  run_clients("estimator_predict", 1, predict_calls, [&] {
+  run_clients("estimator_predict", 1, predict_calls, [&](int) {
     auto out = estimator.predict([&](est::ModeKeys, const est::InputContext*) {
       return est::data::Dataset::from_tensor_slices(est::Features{{"image", image}}).batch(1);
     });
@@ -272,7 +274,7 @@ int main(int argc, char** argv) try {
   }
   std::map<int, double> interpreter, rest, grpc;  // requests/s by clients
   for (int clients : {1, 8, 64})
-    interpreter[clients] = run_clients("onnx_interpreter", clients, requests, [&] {
+    interpreter[clients] = run_clients("onnx_interpreter", clients, requests, [&](int) {
       return servable->model.run({{"image", image}}).count("logits") == 1;
     });
   // The server's own work per request: handle_rest minus the model's run, in-process.
@@ -304,7 +306,7 @@ int main(int argc, char** argv) try {
     est::bench::GrpcPredictClient client(server.grpc_port, "cnn", "image", image);
     std::string first_error;
     grpc[clients] = run_clients("est_serve_grpc", clients, requests,
-                                [&] { return client.predict(&first_error); });
+                                [&](int) { return client.predict(&first_error); });
     if (!first_error.empty())
       fmt::print("est_serve_grpc clients={} first_error={}\n", clients, first_error);
 #endif

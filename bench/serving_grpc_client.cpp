@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <mutex>
 
 #include "tensorflow_serving/apis/prediction_service.grpc.pb.h"
 
@@ -15,6 +16,7 @@ struct GrpcPredictClient::State {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<tensorflow::serving::PredictionService::Stub> stub;
   tensorflow::serving::PredictRequest request;
+  std::mutex error_mutex;  // the threads share `error`
 };
 
 GrpcPredictClient::GrpcPredictClient(int port, const std::string& model,
@@ -41,6 +43,7 @@ bool GrpcPredictClient::predict(std::string* error) {
   tensorflow::serving::PredictResponse response;
   const grpc::Status status = state_->stub->Predict(&context, state_->request, &response);
   if (status.ok() && response.outputs_size() > 0) return true;
+  std::lock_guard lock(state_->error_mutex);
   if (error != nullptr && error->empty())
     *error = status.ok()
                  ? "an answer without outputs"

@@ -18,8 +18,8 @@ class GrpcPredictClient {
   GrpcPredictClient(int port, const std::string& model, const std::string& input_name,
                     const Tensor& input);
   ~GrpcPredictClient();
-  // One Predict; true when it is answered OK with at least one output. `error` gets the first
-  // failure's status.
+  // One Predict (from any thread); true when it is answered OK with at least one output.
+  // `error` gets the first failure's status.
   bool predict(std::string* error);
 
  private:
