@@ -1,18 +1,20 @@
 // Serving latency of the tutorial CNN (examples/cnn_model.h) exported with
 // Estimator::export_saved_model: one 28x28x1 image per request, p50/p99 latency and throughput
-// at 1, 8 and 64 concurrent clients through est-serve (cpp-httplib clients on 127.0.0.1, TF
-// Serving's row-format JSON), against Estimator::predict in-process (one call per image: it
-// restores the checkpoint each call, as TF's does) and est's ONNX interpreter in-process (what
-// est-serve runs). The server's own cost per request (JSON parse, tensor conversion, the
-// response) is timed apart: handle_rest in-process minus the interpreter's run of the same
-// tensor. bench/serving_ort.js times onnxruntime-node on the same model.onnx.
+// at 1, 8 and 64 concurrent clients through est-serve on 127.0.0.1 (REST: cpp-httplib clients,
+// one kept-alive connection each, TF Serving's row-format JSON; gRPC: Predict through the C++
+// stubs, bench/serving_grpc_client.h, when est-serve has gRPC), against Estimator::predict
+// in-process (one call per image: it restores the checkpoint each call, as TF's does) and est's
+// ONNX interpreter in-process (what est-serve runs). The server's own cost per request (JSON parse,
+// tensor conversion, the response) is timed apart: handle_rest in-process minus the interpreter's
+// run of the same tensor. bench/serving_ort.js times onnxruntime-node on the same model.onnx.
 //
 //   serving_bench [--est_serve build/tools/est-serve] [--requests N] [--dir DIR]
 // Without --est_serve only the in-process runners and server_overhead run (for profiling the
 // interpreter, or comparing two builds of it back to back).
 // Lines: `<runner> clients=C p50_ms=... p99_ms=... requests_per_sec=...`, `server_overhead
-// p50_ms=... p99_ms=...`, `model_onnx=PATH` for the onnxruntime comparison, and
-// `interpreter_logits=` (hex floats) to check that two builds give the same bits.
+// p50_ms=... p99_ms=...`, `model_onnx=PATH` for the onnxruntime comparison,
+// `interpreter_logits=` (hex floats) to check that two builds give the same bits, and issue
+// 31's targets, each `target NAME=VALUE BOUND met=yes|no` (ratios of this run's requests/s).
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <httplib.h>
@@ -303,10 +305,15 @@ int main(int argc, char** argv) try {
   for (int clients : {1, 8, 64}) {
     rest[clients] = time_rest(server.port, body, clients, requests);
 #if EST_SERVE_GRPC
-    est::bench::GrpcPredictClient client(server.grpc_port, "cnn", "image", image);
+    // One channel (one connection) a client, as `clients` client processes would hold them.
+    std::vector<std::unique_ptr<est::bench::GrpcPredictClient>> channels;
+    for (int c = 0; c < clients; ++c)
+      channels.push_back(
+          std::make_unique<est::bench::GrpcPredictClient>(server.grpc_port, "cnn", "image", image));
     std::string first_error;
-    grpc[clients] = run_clients("est_serve_grpc", clients, requests,
-                                [&](int) { return client.predict(&first_error); });
+    grpc[clients] = run_clients("est_serve_grpc", clients, requests, [&](int c) {
+      return channels[static_cast<size_t>(c)]->predict(&first_error);
+    });
     if (!first_error.empty())
       fmt::print("est_serve_grpc clients={} first_error={}\n", clients, first_error);
 #endif

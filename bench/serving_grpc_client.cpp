@@ -24,6 +24,7 @@ GrpcPredictClient::GrpcPredictClient(int port, const std::string& model,
     : state_(std::make_unique<State>()) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(-1);
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
   state_->channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
                                               grpc::InsecureChannelCredentials(), arguments);
   state_->stub = tensorflow::serving::PredictionService::NewStub(state_->channel);

@@ -1,8 +1,8 @@
 // serving_bench's gRPC client: TF Serving's PredictionService/Predict through the C++ stubs
 // generated from est-serve's .proto files (export/grpc/proto), with the request a TF Serving
 // Python client sends (tf.make_tensor_proto: the image's bytes in tensor_content), built once.
-// One channel (one HTTP/2 connection) shared by all the bench's client threads, as a client
-// process holds it.
+// Each client has its channel and its own connection (gRPC would otherwise share one
+// connection between channels to one address), as separate client processes would.
 #pragma once
 
 #include <memory>
