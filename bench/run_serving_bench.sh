@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Issue 21's serving figures in one run: build/bench/serving_bench (the tutorial CNN through
-# est-serve at 1, 8 and 64 clients; Estimator::predict and est's ONNX interpreter in-process;
-# the server's own cost per request), then onnxruntime-node on the same model.onnx
-# (bench/serving_ort.js), found or installed into build/npm as the export tests do. The load
-# average comes first: on a busy machine the figures measure the other jobs.
+# Issue 21's and 31's serving figures in one run: build/bench/serving_bench (the tutorial CNN
+# through est-serve at 1, 8 and 64 clients, over REST on kept-alive connections and over gRPC;
+# Estimator::predict and est's ONNX interpreter in-process; the server's own cost per request;
+# issue 31's targets as `target NAME=RATIO BOUND met=yes|no` lines), then onnxruntime-node on
+# the same model.onnx (bench/serving_ort.js), found or installed into build/npm as the export
+# tests do. The load average comes first: on a busy machine the figures measure the other jobs.
 #   bench/run_serving_bench.sh [build-dir] [--requests N (default 256)]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,18 +1,20 @@
 // Serving latency of the tutorial CNN (examples/cnn_model.h) exported with
 // Estimator::export_saved_model: one 28x28x1 image per request, p50/p99 latency and throughput
-// at 1, 8 and 64 concurrent clients through est-serve (cpp-httplib clients on 127.0.0.1, TF
-// Serving's row-format JSON), against Estimator::predict in-process (one call per image: it
-// restores the checkpoint each call, as TF's does) and est's ONNX interpreter in-process (what
-// est-serve runs). The server's own cost per request (JSON parse, tensor conversion, the
-// response) is timed apart: handle_rest in-process minus the interpreter's run of the same
-// tensor. bench/serving_ort.js times onnxruntime-node on the same model.onnx.
+// at 1, 8 and 64 concurrent clients through est-serve on 127.0.0.1 (REST: cpp-httplib clients,
+// one kept-alive connection each, TF Serving's row-format JSON; gRPC: Predict through the C++
+// stubs, bench/serving_grpc_client.h, when est-serve has gRPC), against Estimator::predict
+// in-process (one call per image: it restores the checkpoint each call, as TF's does) and est's
+// ONNX interpreter in-process (what est-serve runs). The server's own cost per request (JSON parse,
+// tensor conversion, the response) is timed apart: handle_rest in-process minus the interpreter's
+// run of the same tensor. bench/serving_ort.js times onnxruntime-node on the same model.onnx.
 //
 //   serving_bench [--est_serve build/tools/est-serve] [--requests N] [--dir DIR]
 // Without --est_serve only the in-process runners and server_overhead run (for profiling the
 // interpreter, or comparing two builds of it back to back).
 // Lines: `<runner> clients=C p50_ms=... p99_ms=... requests_per_sec=...`, `server_overhead
-// p50_ms=... p99_ms=...`, `model_onnx=PATH` for the onnxruntime comparison, and
-// `interpreter_logits=` (hex floats) to check that two builds give the same bits.
+// p50_ms=... p99_ms=...`, `model_onnx=PATH` for the onnxruntime comparison,
+// `interpreter_logits=` (hex floats) to check that two builds give the same bits, and issue
+// 31's targets, each `target NAME=VALUE BOUND met=yes|no` (ratios of this run's requests/s).
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <httplib.h>
@@ -27,6 +29,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -35,6 +39,9 @@
 
 #include "examples/cnn_model.h"
 #include "export/rest_api.h"
+#if EST_SERVE_GRPC
+#include "bench/serving_grpc_client.h"
+#endif
 
 namespace {
 
@@ -56,23 +63,29 @@ double since_ms(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-void report(const std::string& runner, int clients, std::vector<double> latencies_ms,
-            double wall_seconds) {
+// Prints the line of a run; returns its requests/s.
+double report(const std::string& runner, int clients, std::vector<double> latencies_ms,
+              double wall_seconds) {
   std::sort(latencies_ms.begin(), latencies_ms.end());
   auto at = [&](double q) {
     return latencies_ms[std::min(
         latencies_ms.size() - 1,
         static_cast<size_t>(q * static_cast<double>(latencies_ms.size())))];
   };
+  const double per_second = static_cast<double>(latencies_ms.size()) / wall_seconds;
   fmt::print("{} clients={} p50_ms={:.2f} p99_ms={:.2f} requests_per_sec={:.1f}\n", runner, clients,
-             at(0.5), at(0.99), static_cast<double>(latencies_ms.size()) / wall_seconds);
+             at(0.5), at(0.99), per_second);
   std::fflush(stdout);
+  return per_second;
 }
 
-// `clients` threads, each sending its share of `requests` one after another; `send` returns
-// false on a failed request (counted and reported, never timed).
-void run_clients(const std::string& runner, int clients, int requests,
-                 const std::function<bool()>& send) {
+// `clients` threads, each sending its share of `requests` one after another; `send(c)` (c: the
+// thread's index) returns false on a failed request (counted and reported, never timed), and
+// `finish(c)`, when given, is called once thread c has sent its share. Returns the requests/s
+// (0 when every request failed).
+double run_clients(const std::string& runner, int clients, int requests,
+                   const std::function<bool(int)>& send,
+                   const std::function<void(int)>& finish = nullptr) {
   std::vector<std::vector<double>> latencies(static_cast<size_t>(clients));
   std::atomic<int> failed{0};
   const auto start = Clock::now();
@@ -81,23 +94,25 @@ void run_clients(const std::string& runner, int clients, int requests,
     threads.emplace_back([&, c] {
       for (int i = c; i < requests; i += clients) {
         const auto sent = Clock::now();
-        if (send())
+        if (send(c))
           latencies[static_cast<size_t>(c)].push_back(since_ms(sent));
         else
           ++failed;
       }
+      if (finish) finish(c);
     });
   for (auto& thread : threads) thread.join();
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   std::vector<double> all;
   for (const auto& each : latencies) all.insert(all.end(), each.begin(), each.end());
   if (failed > 0) fmt::print("{} clients={} failed_requests={}\n", runner, clients, failed.load());
-  if (!all.empty()) report(runner, clients, all, wall);
+  return all.empty() ? 0.0 : report(runner, clients, all, wall);
 }
 
 struct ServerProcess {
   pid_t pid = -1;
-  int port = 0;
+  int port = 0;       // REST
+  int grpc_port = 0;  // 0: est-serve built without gRPC
   ~ServerProcess() {
     if (pid <= 0) return;
     kill(pid, SIGTERM);
@@ -123,19 +138,20 @@ int free_port() {
   return ntohs(address.sin_port);
 }
 
-// est-serve on 127.0.0.1 and a free port (gRPC off), its port read from its first line (at
-// most 60 s).
+// est-serve on 127.0.0.1: REST on a free port, read back from its line, and gRPC on another
+// (when it has gRPC), at most 60 s.
 void start_server(ServerProcess& server, const std::string& binary, const std::string& base,
                   const std::string& log) {
   std::fflush(stdout);
   const std::string rest_port = std::to_string(free_port());
+  const std::string grpc_port = EST_SERVE_GRPC ? std::to_string(free_port()) : "0";
   server.pid = fork();
   if (server.pid == 0) {
     if (std::freopen(log.c_str(), "w", stdout) == nullptr || dup2(fileno(stdout), 2) < 0)
       _exit(127);
     execl(binary.c_str(), binary.c_str(), "--model_base_path", base.c_str(), "--model_name", "cnn",
-          "--port", "0", "--rest_api_port", rest_port.c_str(), "--rest_api_num_threads", "8",
-          static_cast<char*>(nullptr));
+          "--port", grpc_port.c_str(), "--rest_api_port", rest_port.c_str(),
+          "--rest_api_num_threads", "8", static_cast<char*>(nullptr));
     _exit(127);
   }
   const std::string marker = "Exporting HTTP/REST API at:127.0.0.1:";
@@ -150,6 +166,41 @@ void start_server(ServerProcess& server, const std::string& binary, const std::s
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (server.port == 0) throw est::DeadlineExceededError("est-serve did not start within 60 s");
+  server.grpc_port = std::stoi(grpc_port);
+}
+
+// REST :predict of `body` from `clients` threads, each on its own kept-alive connection
+// (cpp-httplib's client; est-serve closes one after cpp-httplib's 5 requests and the client
+// opens the next), closed once its thread is done: a connection left open would hold one of
+// est-serve's threads for cpp-httplib's keep-alive timeout (5 s) while other clients wait.
+// Returns the requests/s.
+double time_rest(int port, const std::string& body, int clients, int requests) {
+  std::vector<std::unique_ptr<httplib::Client>> connections(static_cast<size_t>(clients));
+  std::mutex mutex;
+  std::string first_error;
+  auto send = [&](int c) {
+    std::unique_ptr<httplib::Client>& client = connections[static_cast<size_t>(c)];
+    if (!client) {
+      client = std::make_unique<httplib::Client>("127.0.0.1", port);
+      client->set_keep_alive(true);
+      client->set_tcp_nodelay(true);  // as curl and Python's http.client send
+    }
+    auto result = client->Post("/v1/models/cnn:predict", body, "application/json");
+    const bool ok = result && result->status == 200;
+    if (!ok) {
+      std::lock_guard lock(mutex);
+      if (first_error.empty())
+        first_error =
+            result ? fmt::format("HTTP {}", result->status) : httplib::to_string(result.error());
+    }
+    return ok;
+  };
+  const double per_second = run_clients("est_serve_rest", clients, requests, send, [&](int c) {
+    connections[static_cast<size_t>(c)].reset();
+  });
+  if (!first_error.empty())
+    fmt::print("est_serve_rest clients={} first_error={}\n", clients, first_error);
+  return per_second;
 }
 
 }  // namespace
@@ -208,7 +259,7 @@ int main(int argc, char** argv) try {
 
   // In-process: Estimator::predict (restores each call) and the ONNX interpreter.
   const int predict_calls = std::max(1, requests / 16);
-  run_clients("estimator_predict", 1, predict_calls, [&] {
+  run_clients("estimator_predict", 1, predict_calls, [&](int) {
     auto out = estimator.predict([&](est::ModeKeys, const est::InputContext*) {
       return est::data::Dataset::from_tensor_slices(est::Features{{"image", image}}).batch(1);
     });
@@ -223,11 +274,13 @@ int main(int argc, char** argv) try {
       bits += fmt::format("{}{:a}", bits.empty() ? "" : ",", v);
     fmt::print("interpreter_logits={}\n", bits);
   }
+  std::map<int, double> interpreter, rest, grpc;  // requests/s by clients
   for (int clients : {1, 8, 64})
-    run_clients("onnx_interpreter", clients, requests, [&] {
+    interpreter[clients] = run_clients("onnx_interpreter", clients, requests, [&](int) {
       return servable->model.run({{"image", image}}).count("logits") == 1;
     });
   // The server's own work per request: handle_rest minus the model's run, in-process.
+  double overhead_p50 = 0;
   {
     std::vector<double> overhead;
     for (int i = 0; i < requests; ++i) {
@@ -241,39 +294,44 @@ int main(int argc, char** argv) try {
       overhead.push_back(std::max(0.0, rest_ms - model_ms));
     }
     std::sort(overhead.begin(), overhead.end());
-    fmt::print("server_overhead p50_ms={:.3f} p99_ms={:.3f} request_bytes={}\n",
-               overhead[overhead.size() / 2], overhead[overhead.size() * 99 / 100], body.size());
+    overhead_p50 = overhead[overhead.size() / 2];
+    fmt::print("server_overhead p50_ms={:.3f} p99_ms={:.3f} request_bytes={}\n", overhead_p50,
+               overhead[overhead.size() * 99 / 100], body.size());
   }
 
   if (est_serve.empty()) return 0;
   ServerProcess server;
   start_server(server, est_serve, base, dir + "/est-serve.log");
   for (int clients : {1, 8, 64}) {
-    std::vector<std::unique_ptr<httplib::Client>> pool;
-    std::mutex mutex;
+    rest[clients] = time_rest(server.port, body, clients, requests);
+#if EST_SERVE_GRPC
+    // One channel (one connection) a client, as `clients` client processes would hold them.
+    std::vector<std::unique_ptr<est::bench::GrpcPredictClient>> channels;
+    for (int c = 0; c < clients; ++c)
+      channels.push_back(
+          std::make_unique<est::bench::GrpcPredictClient>(server.grpc_port, "cnn", "image", image));
     std::string first_error;
-    run_clients("est_serve", clients, requests, [&] {
-      std::unique_ptr<httplib::Client> client;
-      {
-        std::lock_guard lock(mutex);
-        if (!pool.empty()) {
-          client = std::move(pool.back());
-          pool.pop_back();
-        }
-      }
-      if (!client) client = std::make_unique<httplib::Client>("127.0.0.1", server.port);
-      auto result = client->Post("/v1/models/cnn:predict", body, "application/json");
-      const bool ok = result && result->status == 200;
-      std::lock_guard lock(mutex);
-      if (!ok && first_error.empty())
-        first_error =
-            result ? fmt::format("HTTP {}", result->status) : httplib::to_string(result.error());
-      pool.push_back(std::move(client));
-      return ok;
+    grpc[clients] = run_clients("est_serve_grpc", clients, requests, [&](int c) {
+      return channels[static_cast<size_t>(c)]->predict(&first_error);
     });
     if (!first_error.empty())
-      fmt::print("est_serve clients={} first_error={}\n", clients, first_error);
+      fmt::print("est_serve_grpc clients={} first_error={}\n", clients, first_error);
+#endif
   }
+  // Issue 31's targets, each a ratio of this run's figures.
+  auto target = [](const std::string& name, double value, const std::string& bound, bool met) {
+    fmt::print("target {}={:.3f} {} met={}\n", name, value, bound, met ? "yes" : "no");
+  };
+  target("server_overhead_p50_ms", overhead_p50, "<=0.05", overhead_p50 <= 0.05);
+  target("rest_1_over_interpreter_1", rest[1] / interpreter[1], ">=0.8",
+         rest[1] >= 0.8 * interpreter[1]);
+  if (EST_SERVE_GRPC) {
+    target("grpc_1_over_rest_1", grpc[1] / rest[1], ">=1", grpc[1] >= rest[1]);
+    target("grpc_64_over_interpreter_64", grpc[64] / interpreter[64], ">=0.8",
+           grpc[64] >= 0.8 * interpreter[64]);
+  }
+  target("rest_64_over_interpreter_64", rest[64] / interpreter[64], ">=0.8",
+         rest[64] >= 0.8 * interpreter[64]);
   return 0;
 } catch (const std::exception& error) {
   fmt::print(stderr, "serving_bench: {}\n", error.what());

@@ -1,6 +1,6 @@
-// The REST API's routing, its status, metadata and predict answers, and its errors (see
-// rest_api.h); tensors in JSON are rest_json.h's, classify and regress answers
-// rest_classify.h's. Followed: TF Serving's api_rest.md for the request and response formats.
+// The REST API's routing, its status and metadata answers, and its errors (see rest_api.h);
+// predict is rest_predict.h's, classify and regress answers rest_classify.h's. Followed: TF
+// Serving's api_rest.md for the request and response formats.
 #include "export/rest_api.h"
 
 #include <cctype>
@@ -15,8 +15,8 @@
 #include "data/element.h"
 #include "export/json_examples.h"
 #include "export/rest_classify.h"
-#include "export/rest_json.h"
 #include "export/rest_json_text.h"
+#include "export/rest_predict.h"
 #include "export/serving_metrics.h"
 #include "ops/array_ops.h"
 
@@ -63,8 +63,6 @@ NamedTensors run_graph(const Servable& servable, const std::string& signature_na
 namespace {
 
 using json = nlohmann::json;
-
-constexpr const char* kDefaultSignature = "serving_default";
 
 // A path outside /v1/, which TF Serving's HTTP server does not hand to its REST API (404).
 struct NotRouted {};
@@ -123,113 +121,6 @@ json metadata_json(const std::string& name, const Servable& servable) {
   return {{"model_spec",
            {{"name", name}, {"signature_name", ""}, {"version", std::to_string(servable.version)}}},
           {"metadata", {{"signature_def", {{"signature_def", signature_def}}}}}};
-}
-
-json parse_body(const std::string& body) {
-  json request = parse_request_json(body);
-  if (!request.is_object()) throw InvalidArgumentError("the request body must be a JSON object");
-  return request;
-}
-
-// The signature a request names ("signature_name"), or serving_default.
-const SignatureDef& find_signature(const Servable& servable, const json& request,
-                                   std::string& signature_name) {
-  signature_name = kDefaultSignature;
-  if (request.contains("signature_name")) {
-    if (!request["signature_name"].is_string())
-      throw InvalidArgumentError("'signature_name' must be a string");
-    signature_name = request["signature_name"].get<std::string>();
-  }
-  auto found = servable.signatures.find(signature_name);
-  if (found == servable.signatures.end())
-    throw InvalidArgumentError(fmt::format(
-        "Serving signature name: \"{}\" not found in signature def", printable(signature_name)));
-  return found->second;
-}
-
-json predict(const Servable& servable, const json& request, Batcher* batcher) {
-  std::string signature_name;
-  const SignatureDef& signature = find_signature(servable, request, signature_name);
-  const bool rows = request.contains("instances");
-  if (rows == request.contains("inputs"))
-    throw InvalidArgumentError(rows ? "Not both 'instances' and 'inputs' may be given"
-                                    : "Missing 'instances' or 'inputs' key");
-
-  NamedTensors inputs;  // by ONNX name
-  const bool single_input = signature.inputs.size() == 1;
-  if (rows) {
-    const json& instances = request["instances"];
-    if (!instances.is_array() || instances.empty())
-      throw InvalidArgumentError("'instances' must be a non-empty list");
-    for (const auto& [key, info] : signature.inputs) {
-      std::vector<const json*> values;
-      for (const json& instance : instances) {
-        const bool named = instance.is_object() && !is_base64_object(instance);
-        if (!named && !single_input)
-          throw InvalidArgumentError(fmt::format(
-              "the signature has {} inputs: each instance must be an object naming them",
-              signature.inputs.size()));
-        if (named && !instance.contains(key))
-          throw InvalidArgumentError(fmt::format("an instance lacks input '{}'", key));
-        values.push_back(named ? &instance[key] : &instance);
-      }
-      inputs[info.name] = tensor_from_rows(key, info, values);
-    }
-  } else {
-    const json& columns = request["inputs"];
-    for (const auto& [key, info] : signature.inputs) {
-      const bool named = columns.is_object() && !is_base64_object(columns);
-      if (!named && !single_input)
-        throw InvalidArgumentError(
-            fmt::format("the signature has {} inputs: 'inputs' must be an object naming them",
-                        signature.inputs.size()));
-      if (named && !columns.contains(key))
-        throw InvalidArgumentError(fmt::format("'inputs' lacks input '{}'", key));
-      inputs[info.name] = tensor_from_json(key, info, named ? columns[key] : columns);
-    }
-  }
-  int64_t batch = -1;
-  for (const auto& [name, tensor] : inputs) {
-    if (tensor.rank() == 0) continue;
-    if (batch >= 0 && tensor.dim(0) != batch)
-      throw InvalidArgumentError("the inputs have different batch sizes");
-    batch = tensor.dim(0);
-  }
-  if (signature.parse_example) {
-    const TensorInfo& examples = signature.inputs.at(signature.parse_example->input);
-    inputs = parse_examples(*signature.parse_example, inputs.at(examples.name));
-  }
-  const NamedTensors outputs = run_graph(servable, signature_name, inputs, batcher);
-  const bool single_output = signature.outputs.size() == 1;
-  if (!rows) {
-    if (single_output)
-      return {{"outputs", json_of(output_of(outputs, signature.outputs.begin()->second))}};
-    json columns = json::object();
-    for (const auto& [key, info] : signature.outputs)
-      columns[key] = json_of(output_of(outputs, info));
-    return {{"outputs", columns}};
-  }
-  // Each output is read once for all its rows.
-  std::map<std::string, std::vector<json>> rows_of;
-  for (const auto& [key, info] : signature.outputs) {
-    rows_of[key] = json_rows(output_of(outputs, info));
-    if (static_cast<int64_t>(rows_of[key].size()) != batch)
-      throw InvalidArgumentError(fmt::format(
-          "output '{}' has {} rows for a batch of {}: the row format (\"instances\") needs one "
-          "row per instance; ask with \"inputs\" instead",
-          key, rows_of[key].size(), batch));
-  }
-  json predictions = json::array();
-  for (int64_t row = 0; row < batch; ++row) {
-    if (single_output) {
-      predictions.push_back(std::move(rows_of.begin()->second[row]));
-      continue;
-    }
-    json named = json::object();
-    for (auto& [key, rows] : rows_of) named[key] = std::move(rows[row]);
-    predictions.push_back(std::move(named));
-  }
-  return {{"predictions", predictions}};
 }
 
 // TF Serving's classify and regress: examples in, the answers of rest_classify.h out.
@@ -314,22 +205,21 @@ std::optional<Route> parse_route(const std::string& method, const std::string& p
   return route;
 }
 
-json route(const ModelLookup& models, const std::string& method, const std::string& path,
-           const std::string& body, Batcher* batcher) {
+std::string route(const ModelLookup& models, const std::string& method, const std::string& path,
+                  const std::string& body, Batcher* batcher) {
   if (size_t at = 0; !consume(path, at, "/v1/")) throw NotRouted{};
   const std::optional<Route> route = parse_route(method, path);
   const std::string malformed = fmt::format("Malformed request: {} {}", method, printable(path));
   if (!route) throw InvalidArgumentError(malformed);
   if (method == "GET") {
     if (route->model.empty()) throw InvalidArgumentError("Missing model name in request.");
-    if (route->subresource != "metadata") return status_json(models, *route);
-    return metadata_json(route->model, *find_servable(models, *route));
+    if (route->subresource != "metadata") return answer_text(status_json(models, *route));
+    return answer_text(metadata_json(route->model, *find_servable(models, *route)));
   }
-  if (route->verb == "predict")
-    return predict(*find_servable(models, *route), parse_body(body), batcher);
+  if (route->verb == "predict") return predict_text(*find_servable(models, *route), body, batcher);
   if (route->verb == "classify" || route->verb == "regress")
-    return classify_or_regress(*find_servable(models, *route), route->verb, parse_body(body),
-                               batcher);
+    return answer_text(classify_or_regress(*find_servable(models, *route), route->verb,
+                                           parse_body(body), batcher));
   throw InvalidArgumentError(malformed);
 }
 
@@ -383,7 +273,7 @@ RestResponse handle_rest(const ServerCore& core, const std::string& method, cons
 RestResponse handle_rest(const ModelLookup& models, const std::string& method,
                          const std::string& path, const std::string& body, Batcher* batcher) {
   try {
-    return {200, answer_text(route(models, method, path, body, batcher))};
+    return {200, route(models, method, path, body, batcher)};
   } catch (const NotRouted&) {
     return {404,
             error_body(fmt::format("Not found: {} {}; TF Serving's REST API is under /v1/", method,

@@ -16,7 +16,9 @@
 // features and looks them up into the graph's id inputs first (lookup_step.h).
 // Paths are matched as TF Serving's http_rest_api_util.cc does (case-insensitive; a version
 // label is resolved with the model's version_labels). Bodies are JSON text as
-// rest_json_text.h reads it (NaN and infinities; nesting bounded), and answers are written so.
+// rest_json_text.h reads it (NaN and infinities; nesting bounded), and answers are written so;
+// a :predict body of plain numbers is read, and every :predict answer written, without a DOM
+// (rest_predict.h), to the same bytes.
 // Errors are {"error": "..."} with the HTTP status of the error's cause: 400 for a malformed
 // path under /v1/ or body, a version label, a tensor of the wrong shape or dtype, an unparsable
 // example, an unknown signature or one of another method; 404 for an unknown model or version,

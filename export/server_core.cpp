@@ -1,6 +1,7 @@
 // The served models by name and the version look-up (see server_core.h). Followed: TF
-// Serving's model_servers/server_core.cc (reload keeps a model's loaded versions, labels),
-// get_model_status_impl.cc and servable_handle lookups for the error messages.
+// Serving's model_servers/server_core.cc (reload keeps a model's loaded versions, labels and
+// UpdateModelVersionLabelMap's check), get_model_status_impl.cc and servable_handle lookups
+// for the error messages.
 #include "export/server_core.h"
 
 #include <set>
@@ -23,6 +24,7 @@ void ServerCore::reconfigure(const std::vector<ModelOptions>& models) {
           "Illegal to list model {} multiple times in config list", printable(options.name)));
   }
   std::lock_guard lock(mutex_);
+  for (const ModelOptions& options : models) check_labels(options);
   std::map<std::string, std::shared_ptr<ModelManager>> next;
   for (const ModelOptions& options : models) {
     auto kept = models_.find(options.name);
@@ -40,6 +42,22 @@ void ServerCore::reconfigure(const std::vector<ModelOptions>& models) {
 void ServerCore::set_load_hook(LoadHook on_load) {
   std::lock_guard lock(mutex_);
   on_load_ = std::move(on_load);
+}
+
+void ServerCore::check_labels(const ModelOptions& options) const {
+  auto found = models_.find(options.name);
+  const ModelManager* model = found == models_.end() ? nullptr : found->second.get();
+  for (const auto& [label, version] : options.labels) {
+    if (model && model->version(version)) continue;  // available
+    if (options_.allow_version_labels_for_unavailable_models) {
+      const std::optional<int64_t> existing = model ? model->label(label) : std::nullopt;
+      if (!existing || *existing == version) continue;
+    }
+    throw FailedPreconditionError(
+        fmt::format("Request to assign label to version {} of model {}, which is not currently "
+                    "available for inference",
+                    version, printable(options.name)));
+  }
 }
 
 void ServerCore::poll() {

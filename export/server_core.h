@@ -5,7 +5,12 @@
 // (requests in flight finish on the versions they hold). find() resolves a request's model
 // name and version or label to a loaded version, with TF Serving's errors
 // (model_servers/get_model_status_impl.cc, server_core.cc): NOT_FOUND for an unknown model or a
-// version not served, INVALID_ARGUMENT for an unknown label.
+// version not served, INVALID_ARGUMENT for an unknown label. As TF Serving's
+// UpdateModelVersionLabelMap, a config's version_labels may name only versions loaded when it
+// is applied (so a label is added once its version serves, by a later config), unless
+// allow_version_labels_for_unavailable_models (then a new label may name any version, a label
+// moved must still name a loaded one); a config that breaks this is refused whole
+// (FAILED_PRECONDITION) and the models stay as they were.
 #pragma once
 
 #include <map>
@@ -27,10 +32,18 @@ struct ModelOptions {
   std::map<std::string, int64_t> labels;
 };
 
+// TF Serving's ServerCore::Options that est-serve acts on (its flags of the same names).
+struct ServerCoreOptions {
+  bool allow_version_labels_for_unavailable_models = false;
+};
+
 class ServerCore {
  public:
-  // InvalidArgumentError for an empty or repeated name or an empty base path, leaving the
-  // models as they were.
+  explicit ServerCore(ServerCoreOptions options = {}) : options_(options) {}
+
+  // InvalidArgumentError for an empty or repeated name or an empty base path,
+  // FailedPreconditionError for a label of a version not loaded (above), leaving the models as
+  // they were.
   void reconfigure(const std::vector<ModelOptions>& models);
   // Run on every version of the models added from now on before it is served (servable.h).
   void set_load_hook(LoadHook on_load);
@@ -45,6 +58,11 @@ class ServerCore {
                                        const std::optional<std::string>& label) const;
 
  private:
+  // Throws the FailedPreconditionError above for the first label of `options` that may not be
+  // assigned now. Called with mutex_ held.
+  void check_labels(const ModelOptions& options) const;
+
+  const ServerCoreOptions options_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<ModelManager>> models_;
   LoadHook on_load_;

@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
   size_t max_request_bytes = 16u << 20;
   bool enable_batching = false, enable_model_warmup = false;
   int warmup_iterations = 1;
+  est::serving::ServerCoreOptions core_options;
   int64_t max_batch_size = 32, batch_timeout_micros = 1000;
   app.add_option("--model_base_path", model_base_path,
                  "directory of numbered versions (export_saved_model's export_dir_base)");
@@ -159,6 +160,9 @@ int main(int argc, char** argv) {
   app.add_option("--max_request_bytes", max_request_bytes, "larger bodies are refused (413)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_flag("--allow_version_labels_for_unavailable_models",
+               core_options.allow_version_labels_for_unavailable_models,
+               "let version_labels name versions not loaded yet (TF Serving's flag)");
   app.add_flag("--enable_batching", enable_batching,
                "run concurrent predict requests together (TF Serving's batching)");
   app.add_option("--max_batch_size", max_batch_size, "rows per batch, with --enable_batching")
@@ -224,7 +228,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGUSR1);  // sent by main to end the waiter
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  est::serving::ServerCore models;
+  est::serving::ServerCore models(core_options);
   std::string applied_config;  // the text of --model_config_file last applied
   std::unique_ptr<est::serving::Batcher> batcher;
   std::string metrics_path;  // Prometheus's page; empty: none
@@ -274,6 +278,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   server->new_task_queue = [num_threads] { return new httplib::ThreadPool(num_threads); };
+  // Answers leave at once: with Nagle's algorithm, the body that follows the headers on a
+  // kept-alive connection waited for the client's delayed ACK (40 ms and more a request).
+  server->set_tcp_nodelay(true);
   // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's
   // library): with more clients connecting at once, their SYNs are dropped and retried a second
   // later (serving_bench's p99 at 8 clients was 1 s). Linux raises the backlog of a listening

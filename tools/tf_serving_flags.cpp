@@ -14,7 +14,6 @@ const std::vector<std::string>& tf_serving_flag_names() {
                                                  "rest_api_timeout_in_ms",
                                                  "rest_api_enable_cors_support",
                                                  "enable_batching",
-                                                 "allow_version_labels_for_unavailable_models",
                                                  "batching_parameters_file",
                                                  "enable_per_model_batching_parameters",
                                                  "model_config_file",

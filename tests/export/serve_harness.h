@@ -176,6 +176,7 @@ class Server {
   void start(const testing::ScratchDir& dir, std::vector<std::string> args,
              const std::string& marker) {
     log_ = dir / "server.log";
+    fs::remove(log_);  // an earlier server's log would be read as this one's
     for (size_t i = 0; i + 1 < args.size(); ++i)
       if (args[i] == "--ssl_cert_file") certificate_ = args[i + 1];
     args.insert(args.begin(), EST_SERVE);

@@ -8,78 +8,9 @@
 // Everything on 127.0.0.1 and free ports; waits are bounded; est-serve is stopped by its pid.
 #include <doctest/doctest.h>
 
-#include <sstream>
+#include "tests/tools/grpc_serve_harness.h"
 
-#include "tests/tools/grpc_client.h"
-
-namespace {
-
-using namespace est;
-using namespace est::testing::serve;
-using nlohmann::json;
-namespace fs = std::filesystem;
-
-// half_plus_two's versions 1 (b = 2) and 2 (b = 3) under `base`.
-void export_half_plus_two_versions(const testing::ScratchDir& dir, const fs::path& base) {
-  fs::create_directories(base);
-  for (int version : {1, 2}) {
-    const std::string tag = std::to_string(version);
-    const std::string path =
-        export_half_plus_two(dir / ("model" + tag), dir / ("staging" + tag), 0.5, 1.0 + version);
-    fs::rename(path, base / tag);
-  }
-}
-
-// The classifier of serve_harness.h, exported for tf.Examples ("x" [2]): serving_default
-// classifies (softmax scores), "regress" regresses its top probability. Returns its
-// predictions on classifier_rows().
-std::vector<Predictions> export_classifier(const testing::ScratchDir& dir, const fs::path& base) {
-  Estimator estimator = train_classifier(
-      [](const Tensor& logits) {
-        Tensor probabilities = ops::softmax(logits);
-        Tensor top = ops::max(probabilities, {1});
-        return EstimatorSpec::predict(
-            {{"probabilities", probabilities}, {"top", top}},
-            {{"serving_default", ClassificationOutput{.scores = probabilities}},
-             {"regress", RegressionOutput{top}}});
-      },
-      dir / "classifier_model");
-  estimator.export_saved_model(base.string(), build_parsing_serving_input_receiver_fn(
-                                                  {{"x", data::FixedLenFeature{.shape = {2}}}}));
-  return predict_classifier_rows(estimator);
-}
-
-json classifier_examples() {
-  json examples = json::array();
-  const std::vector<float> rows = classifier_rows().to_vector<float>();
-  for (size_t i = 0; i < rows.size(); i += 2)
-    examples.push_back(
-        {{"features",
-          {{"feature", {{"x", {{"float_list", {{"value", {rows[i], rows[i + 1]}}}}}}}}}}});
-  return {{"example_list", {{"examples", examples}}}};
-}
-
-std::string config_text(const std::string& models) {
-  return "model_config_list {\n" + models + "}\n";
-}
-
-Server start(const testing::ScratchDir& dir, const fs::path& config, int grpc_port,
-             std::vector<std::string> extra = {}) {
-  std::vector<std::string> args{"--model_config_file",
-                                config.string(),
-                                "--port",
-                                std::to_string(grpc_port),
-                                "--address",
-                                "127.0.0.1",
-                                "--file_system_poll_wait_seconds",
-                                "0.2",
-                                "--model_config_file_poll_wait_seconds",
-                                "0.2"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return Server(dir, args, "Running gRPC ModelServer at 127.0.0.1:");
-}
-
-}  // namespace
+using namespace est::testing::grpc_serve;
 
 TEST_CASE("est-serve gRPC: Predict, Classify, Regress, metadata and status of two models") {
   if (!have_grpc_tools()) return;
@@ -210,6 +141,7 @@ TEST_CASE("est-serve gRPC: bad requests get TF Serving's status and a message") 
   CHECK(error(0)["code"] == "NOT_FOUND");
   CHECK(error(0)["details"] == "Servable not found for request: Latest(no_such_model)");
   CHECK(error(1)["code"] == "NOT_FOUND");
+  CHECK(error(1)["details"] == "Servable not found for request: Latest(../half_plus_two)");
   CHECK(error(2)["code"] == "NOT_FOUND");
   CHECK(error(2)["details"] == "Servable not found for request: Specific(half_plus_two, 7)");
   CHECK(error(3)["code"] == "INVALID_ARGUMENT");
@@ -238,31 +170,6 @@ TEST_CASE("est-serve gRPC: bad requests get TF Serving's status and a message") 
   CHECK(floats(answers[12].at("response")["outputs"]["y"]) == std::vector<double>{3.5});
 }
 
-namespace {
-
-// `probe` asked every 200 ms until `done(answer)`, at most 60 s; the last answer.
-json wait_for(const testing::ScratchDir& dir, int port, const json& probe,
-              const std::function<bool(const json&)>& done) {
-  json answer;
-  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-       std::chrono::steady_clock::now() < end;
-       std::this_thread::sleep_for(std::chrono::milliseconds(200))) {
-    answer = call(dir, port, {probe})[0];
-    if (done(answer)) break;
-  }
-  return answer;
-}
-
-json versions_of(const json& status_answer) {
-  json versions = json::array();
-  if (status_answer.contains("response"))
-    for (const json& status : status_answer["response"]["model_version_status"])
-      versions.push_back(status["version"]);
-  return versions;
-}
-
-}  // namespace
-
 TEST_CASE("est-serve gRPC: a changed --model_config_file is applied without a restart") {
   if (!have_grpc_tools()) return;
   testing::ScratchDir dir;
@@ -276,18 +183,23 @@ TEST_CASE("est-serve gRPC: a changed --model_config_file is applied without a re
   CHECK(versions_of(call(dir, port, {status_of("half_plus_two")})[0]) == json({"2"}));
   CHECK(call(dir, port, {status_of("classifier")})[0]["error"]["code"] == "NOT_FOUND");
 
-  // A model added, half_plus_two pinned to version 1 with a label.
-  write(dir / "models.config", config_text(half_plus_two +
-                                           " model_version_policy { specific { versions: 1 } }"
-                                           " version_labels { key: 'stable' value: 1 } }\n"
-                                           "  config { name: 'classifier' base_path: '" +
-                                           (dir / "classifier") + "' }\n"));
+  // A model added, half_plus_two pinned to version 1, then (once version 1 serves: TF Serving
+  // labels only available versions) labelled.
+  const std::string pinned_to_1 =
+      half_plus_two + " model_version_policy { specific { versions: 1 } }";
+  const std::string classifier =
+      "  config { name: 'classifier' base_path: '" + (dir / "classifier") + "' }\n";
+  write(dir / "models.config", config_text(pinned_to_1 + " }\n" + classifier));
   json added = wait_for(dir, port, status_of("classifier"),
                         [](const json& answer) { return answer.contains("response"); });
   CHECK(added.contains("response"));
   json pinned = wait_for(dir, port, status_of("half_plus_two"),
                          [](const json& answer) { return versions_of(answer) == json({"1"}); });
   CHECK(versions_of(pinned) == json({"1"}));
+  write(dir / "models.config",
+        config_text(pinned_to_1 + " version_labels { key: 'stable' value: 1 } }\n" + classifier));
+  const json stable = predict_x("half_plus_two", {1}, {{"version_label", "stable"}});
+  wait_for(dir, port, stable, [](const json& answer) { return answer.contains("response"); });
   auto answers = call(dir, port,
                       {predict_x("half_plus_two", {1}),
                        predict_x("half_plus_two", {1}, {{"version_label", "stable"}})});

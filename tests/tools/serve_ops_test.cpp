@@ -10,12 +10,12 @@
 #include <doctest/doctest.h>
 
 #include "tests/process_group.h"
-#include "tests/tools/grpc_client.h"
+#include "tests/tools/grpc_serve_harness.h"
 
 namespace {
 
 using namespace est;
-using namespace est::testing::serve;
+using namespace est::testing::grpc_serve;
 namespace fs = std::filesystem;
 
 const char* const kMetricsPath = "/monitoring/prometheus/metrics";

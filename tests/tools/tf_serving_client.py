@@ -12,12 +12,47 @@ input's tensor_content), or {"raw_method": "/tensorflow.serving.PredictionServic
 "raw_hex": "..."} (bytes sent as they are). Prints one JSON line per call: {"response": ...}
 (GetModelMetadata's Any unpacked into its SignatureDefMap) or {"error": {"code", "details"}}.
 Every call has a 60 s deadline.
+
+A call with "repeat": {"threads": T, "until": V, "output": NAME, "started_file": PATH} is sent
+again and again from T threads until an answer's output NAME is V (at most 60 s); PATH is
+created after the first answer. It prints {"repeated": [...]}, one entry per answer: the
+distinct values of the output, or the error's code.
 """
 import json
 import os
 import struct
 import subprocess
 import sys
+import threading
+import time
+
+
+def repeat(stub, request, spec):
+    """The answers of `request` sent from spec['threads'] threads until spec['until']."""
+    import grpc
+    answers, lock, done = [], threading.Lock(), threading.Event()
+    deadline = time.monotonic() + 60
+
+    def send():
+        while not done.is_set() and time.monotonic() < deadline:
+            try:
+                response = stub(request, timeout=60)
+                values = sorted(set(response.outputs[spec['output']].float_val))
+            except grpc.RpcError as error:
+                values = error.code().name
+            with lock:
+                if not answers:
+                    open(spec['started_file'], 'w').close()
+                answers.append(values)
+            if values == [spec['until']]:
+                done.set()
+
+    threads = [threading.Thread(target=send) for _ in range(spec['threads'])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
 
 
 def generate(proto_dir, stub_dir):
@@ -71,6 +106,9 @@ def main():
             request = json_format.ParseDict(call['request'], request_type())
             for name, values in call.get('float32_content', {}).items():
                 request.inputs[name].tensor_content = struct.pack('<%df' % len(values), *values)
+            if 'repeat' in call:
+                print(json.dumps({'repeated': repeat(stub, request, call['repeat'])}), flush=True)
+                continue
             response = stub(request, timeout=60)
             out = json_format.MessageToDict(response, preserving_proto_field_name=True)
             if call['method'] == 'GetModelMetadata':
