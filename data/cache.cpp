@@ -52,6 +52,10 @@ class Recording {
     return store_ ? store_->row(row) : elements_[static_cast<size_t>(row)];
   }
   const RowStore* store() const { return store_ ? &*store_ : nullptr; }
+  // The pass is complete: the last chunk is cut to the rows it holds.
+  void shrink_to_fit() {
+    if (store_) store_->shrink_to_fit();
+  }
 
  private:
   static constexpr size_t kChunkBytes = size_t{8} << 20;
@@ -205,9 +209,11 @@ class MemoryCacheIterator final : public IteratorBase, public RandomAccess {
     if (recorded_) {
       if (progress_.reported())
         log::info("Cached the dataset in memory: {} elements", recorded_->size());
+      recorded_->shrink_to_fit();
       cached_ = recorded_;
       cache_->publish(cached_);
       recorded_.reset();
+      node_->release_reloadable();  // read again only by a restore of a filling pass
     } else {
       cached_ = std::make_shared<Recording>();  // nothing recorded: an empty remainder
     }
@@ -243,7 +249,9 @@ class MemoryCacheIterator final : public IteratorBase, public RandomAccess {
     auto recorded = std::make_shared<Recording>();
     auto input = node_->make_iterator(context_);
     while (std::optional<Element> element = input->next()) recorded->add(*element);
+    recorded->shrink_to_fit();
     cache_->publish(std::move(recorded));
+    node_->release_reloadable();
   }
 
   NodePtr node_;
