@@ -42,8 +42,9 @@ int main(int argc, char** argv) {
   int64_t steps = 200, batch = 64, estimator_steps = 2000;
   double limit = 1.5;
   CLI::App app(
-      "The CPU allocator's cache with fixed and ragged batches of the tutorial CNN, "
-      "bounded and unbounded, then trimmed (memory_stats()).",
+      "The tutorial program's peak resident size against its cached data (exit 1 over "
+      "--limit), then the CPU allocator's cache with fixed and ragged batches of the tutorial "
+      "CNN, bounded and unbounded, then trimmed (memory_stats()).",
       "memory_bench");
   app.add_option("--steps", steps, "training steps per phase")
       ->capture_default_str()

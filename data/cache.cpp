@@ -1,7 +1,9 @@
 // cache() and cache(path): the first complete pass over the input is recorded, later passes
 // (the next epochs of repeat()) read the recording instead of recomputing it.
 //
-// A pass that stops early records nothing, as in tf.data, so a cache is never partial. The file
+// A pass that stops early records nothing, as in tf.data, so a cache is never partial. A
+// complete memory cache cuts its last chunk to size and lets its input release what it can
+// load again (a file source's decoded tensors, DatasetNode::release_reloadable). The file
 // cache is a TFRecord file of serialised elements (so it is CRC-checked), written to a temporary
 // name and renamed when complete; it is reused by later runs that find it. Restoring an
 // iterator that was reading a cache which this process has not filled yet fills it first, by
