@@ -18,6 +18,7 @@
 #include <est/ops/ops.h>
 
 #include "bench/cnn_step.h"
+#include "bench/estimator_memory.h"
 
 namespace {
 
@@ -38,10 +39,12 @@ void report(const std::string& phase, int64_t steps, int64_t allocations_before)
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t steps = 200, batch = 64;
+  int64_t steps = 200, batch = 64, estimator_steps = 2000;
+  double limit = 1.5;
   CLI::App app(
-      "The CPU allocator's cache with fixed and ragged batches of the tutorial CNN, "
-      "bounded and unbounded, then trimmed (memory_stats()).",
+      "The tutorial program's peak resident size against its cached data (exit 1 over "
+      "--limit), then the CPU allocator's cache with fixed and ragged batches of the tutorial "
+      "CNN, bounded and unbounded, then trimmed (memory_stats()).",
       "memory_bench");
   app.add_option("--steps", steps, "training steps per phase")
       ->capture_default_str()
@@ -49,7 +52,30 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "the largest batch (ragged batches are 1 to it)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--estimator_steps", estimator_steps,
+                 "train_and_evaluate steps of the tutorial program (0: skip it)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--limit", limit, "the most peak resident bytes per cached byte")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  bool over_limit = false;
+  if (estimator_steps > 0) {  // first: the peak is the process's high-water mark
+    const bench::MemoryAtPeak at = bench::run_tutorial_program(estimator_steps);
+    const int64_t peak = bench::peak_resident_bytes();
+    const int64_t data = bench::cached_bytes("train") + bench::cached_bytes("test");
+    const double ratio = static_cast<double>(peak) / static_cast<double>(data);
+    fmt::print(
+        "program steps={} peak_rss_mb={:.1f} cached_data_mb={:.1f} ratio={:.2f} limit={:.2f}\n",
+        estimator_steps, mb(peak), mb(data), ratio, limit);
+    fmt::print(
+        "program_at_peak rss_mb={:.1f} tensors_in_use_mb={:.1f} tensor_cache_mb={:.1f} "
+        "malloc_heap_mb={:.1f} malloc_mapped_mb={:.1f}\n",
+        mb(at.resident), mb(at.tensors.bytes_in_use), mb(at.tensors.bytes_cached),
+        mb(at.malloc_heap), mb(at.malloc_mapped));
+    over_limit = ratio > limit;
+    est::ops::trim_memory();
+  }
   bench::CnnStep cnn(batch);
   std::mt19937 random(5);
   auto ragged_steps = [&](int64_t count) {
@@ -82,5 +108,7 @@ int main(int argc, char** argv) {
   report("bound_restored", 1, est::ops::memory_stats().system_allocations);
   fmt::print("trim released_mb={:.1f}\n", mb(est::ops::trim_memory()));
   report("trimmed", 1, est::ops::memory_stats().system_allocations);
-  return 0;
+  if (over_limit)
+    fmt::print(stderr, "memory_bench: the program's peak is over {} x the cached data\n", limit);
+  return over_limit ? 1 : 0;
 }

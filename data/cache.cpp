@@ -1,7 +1,9 @@
 // cache() and cache(path): the first complete pass over the input is recorded, later passes
 // (the next epochs of repeat()) read the recording instead of recomputing it.
 //
-// A pass that stops early records nothing, as in tf.data, so a cache is never partial. The file
+// A pass that stops early records nothing, as in tf.data, so a cache is never partial. A
+// complete memory cache cuts its last chunk to size and lets its input release what it can
+// load again (a file source's decoded tensors, DatasetNode::release_reloadable). The file
 // cache is a TFRecord file of serialised elements (so it is CRC-checked), written to a temporary
 // name and renamed when complete; it is reused by later runs that find it. Restoring an
 // iterator that was reading a cache which this process has not filled yet fills it first, by
@@ -52,6 +54,10 @@ class Recording {
     return store_ ? store_->row(row) : elements_[static_cast<size_t>(row)];
   }
   const RowStore* store() const { return store_ ? &*store_ : nullptr; }
+  // The pass is complete: the last chunk is cut to the rows it holds.
+  void shrink_to_fit() {
+    if (store_) store_->shrink_to_fit();
+  }
 
  private:
   static constexpr size_t kChunkBytes = size_t{8} << 20;
@@ -205,9 +211,11 @@ class MemoryCacheIterator final : public IteratorBase, public RandomAccess {
     if (recorded_) {
       if (progress_.reported())
         log::info("Cached the dataset in memory: {} elements", recorded_->size());
+      recorded_->shrink_to_fit();
       cached_ = recorded_;
       cache_->publish(cached_);
       recorded_.reset();
+      node_->release_reloadable();  // read again only by a restore of a filling pass
     } else {
       cached_ = std::make_shared<Recording>();  // nothing recorded: an empty remainder
     }
@@ -243,7 +251,9 @@ class MemoryCacheIterator final : public IteratorBase, public RandomAccess {
     auto recorded = std::make_shared<Recording>();
     auto input = node_->make_iterator(context_);
     while (std::optional<Element> element = input->next()) recorded->add(*element);
+    recorded->shrink_to_fit();
     cache_->publish(std::move(recorded));
+    node_->release_reloadable();
   }
 
   NodePtr node_;

@@ -200,7 +200,8 @@ Dataset mnist(const std::string& directory, const std::string& split) {
         Features{{"image", images.reshape({images.dim(0), images.dim(1), images.dim(2), 1})}},
         labels64);
   };
-  return Dataset(make_slices_node(load, "mnist(" + directory + ", " + split + ")"));
+  return Dataset(
+      make_slices_node(load, "mnist(" + directory + ", " + split + ")", /*reloadable=*/true));
 }
 
 Dataset fashion_mnist(const std::string& split, const std::string& directory) {

@@ -80,6 +80,12 @@ class DatasetNode {
   // The same stage over `input`, sharing no mutable state with this one (a memory cache starts
   // empty). Sources have no input to replace: InternalError.
   virtual NodePtr with_input(NodePtr input) const;
+  // Frees what this stage and the stages before it hold that they can load again (a file
+  // source's decoded tensors), for the next iterator to reload; iterators already made keep
+  // theirs. A memory cache calls it once complete: its input is then read only by a restore.
+  virtual void release_reloadable() const {
+    if (NodePtr in = input()) in->release_reloadable();
+  }
 };
 
 // Mixes two 64-bit values into one (splitmix64 finaliser), for seeds and epoch keys.

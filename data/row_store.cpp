@@ -87,6 +87,20 @@ void RowStore::append(const Element& element) {
   ++rows;
 }
 
+void RowStore::shrink_to_fit() {
+  const int64_t used = rows % chunk_rows;
+  if (used == 0) return;
+  for (Column& column : columns) {
+    Shape shape{used};
+    shape.insert(shape.end(), column.row_shape.begin(), column.row_shape.end());
+    Tensor exact = Tensor::empty(shape, column.dtype);
+    copy_elements(element_pointer(exact), column.data.back(),
+                  static_cast<size_t>(used) * column.row_bytes, column.dtype);
+    column.chunks.back() = exact;
+    column.data.back() = element_pointer(exact);
+  }
+}
+
 Element RowStore::row(int64_t index) const {
   Element out;
   for (const Column& column : columns) {

@@ -40,7 +40,10 @@ struct RowStore {
 
   bool matches(const Element& element) const;  // same structure, dtypes and shapes
   void append(const Element& element);         // copies one row; requires matches()
-  Element row(int64_t index) const;            // a new element holding copies
+  // Cuts a partly filled last chunk to the rows it holds (one copy of that chunk); no more
+  // rows may be appended after it.
+  void shrink_to_fit();
+  Element row(int64_t index) const;  // a new element holding copies
   const char* row_data(const Column& column, int64_t index) const {
     return column.data[static_cast<size_t>(index / chunk_rows)] +
            static_cast<size_t>(index % chunk_rows) * column.row_bytes;

@@ -12,17 +12,25 @@ namespace {
 
 class SlicesNode final : public DatasetNode {
  public:
-  SlicesNode(std::function<Element()> load, std::string what)
-      : load_(std::move(load)), what_(std::move(what)) {}
+  SlicesNode(std::function<Element()> load, std::string what, bool reloadable)
+      : load_(std::move(load)), what_(std::move(what)), reloadable_(reloadable) {}
 
   std::unique_ptr<IteratorBase> make_iterator(const IteratorContext&) const override;
   std::string name() const override { return what_; }
   // Loads the rows (which the iterators then share).
   int64_t cardinality() const override { return data()->rows; }
 
-  // Loads on first use; every iterator shares the loaded tensors.
+  void release_reloadable() const override {
+    if (!reloadable_) return;
+    std::lock_guard lock(mutex_);
+    data_.reset();
+  }
+
+  // Loads on first use (again after release_reloadable()); every iterator shares the loaded
+  // tensors.
   std::shared_ptr<const RowStore> data() const {
-    std::call_once(once_, [this] {
+    std::lock_guard lock(mutex_);
+    if (!data_) {
       Element columns = load_();
       int64_t rows = -1;
       std::string first;
@@ -48,14 +56,15 @@ class SlicesNode final : public DatasetNode {
       });
       data_ = std::make_shared<const RowStore>(
           RowStore::from_columns(columns, std::max<int64_t>(rows, 0)));
-    });
+    }
     return data_;
   }
 
  private:
   std::function<Element()> load_;
   std::string what_;
-  mutable std::once_flag once_;
+  bool reloadable_;
+  mutable std::mutex mutex_;
   mutable std::shared_ptr<const RowStore> data_;
 };
 
@@ -355,8 +364,8 @@ NodePtr make_file_source_node(std::vector<std::string> paths, OpenFileFn open, s
                                           std::move(what));
 }
 
-NodePtr make_slices_node(std::function<Element()> load, std::string what) {
-  return std::make_shared<SlicesNode>(std::move(load), std::move(what));
+NodePtr make_slices_node(std::function<Element()> load, std::string what, bool reloadable) {
+  return std::make_shared<SlicesNode>(std::move(load), std::move(what), reloadable);
 }
 
 NodePtr make_elements_node(std::vector<Element> elements, std::string what) {

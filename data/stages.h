@@ -13,10 +13,11 @@
 
 namespace est::data {
 
-// sources.cpp. `load` is called once, on the first iterator, and returns an element whose
-// tensors all share their first dimension; the stage yields its rows. `what` names the source
-// in messages.
-NodePtr make_slices_node(std::function<Element()> load, std::string what);
+// sources.cpp. `load` is called on the first iterator, and returns an element whose tensors all
+// share their first dimension; the stage yields its rows. `what` names the source in messages.
+// `reloadable` (a file source): release_reloadable() frees the loaded tensors, and the next
+// iterator calls `load` again.
+NodePtr make_slices_node(std::function<Element()> load, std::string what, bool reloadable = false);
 // `what`: "from_tensors" or "from_strings", for messages.
 NodePtr make_elements_node(std::vector<Element> elements, std::string what = "from_tensors");
 NodePtr make_range_node(int64_t start, int64_t stop, int64_t step);

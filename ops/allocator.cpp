@@ -25,6 +25,7 @@ namespace {
 constexpr size_t kAlignment = 64;
 constexpr int64_t kMinimumAutomaticLimit = int64_t{64} << 20;
 constexpr int64_t kAutomatic = -1;
+constexpr uint64_t kStaleEvents = 4096;  // frees and reuses: tens of training steps
 
 class CpuCachingAllocator final : public Allocator {
  public:
@@ -44,6 +45,7 @@ class CpuCachingAllocator final : public Allocator {
       stats_.bytes_cached -= static_cast<int64_t>(size);
       return ptr;
     }
+    evict_stale_locked();
     void* ptr = std::aligned_alloc(kAlignment, size);
     if (ptr == nullptr) {
       release_cached_locked();
@@ -122,6 +124,26 @@ class CpuCachingAllocator final : public Allocator {
     stats_.bytes_cached -= static_cast<int64_t>(oldest->first);
     ++stats_.system_frees;
     if (oldest->second.blocks.empty()) free_.erase(oldest);
+  }
+
+  // Before a system allocation: frees the blocks of the size classes not freed or reused in the
+  // last kStaleEvents events (a loaded file once decoded, a shape of an earlier phase), which
+  // would otherwise stay resident beside the new block while under the limit. A steady-state
+  // step makes no system allocation, so its classes are never judged.
+  void evict_stale_locked() {
+    if (clock_ < kStaleEvents) return;
+    for (auto it = free_.begin(); it != free_.end();) {
+      if (it->second.last_used >= clock_ - kStaleEvents) {
+        ++it;
+        continue;
+      }
+      for (void* ptr : it->second.blocks) {
+        std::free(ptr);
+        ++stats_.system_frees;
+        stats_.bytes_cached -= static_cast<int64_t>(it->first);
+      }
+      it = free_.erase(it);
+    }
   }
 
   void release_cached_locked() {

@@ -6,7 +6,10 @@
 // the blocks of the size classes used longest ago go back to the system first. The automatic
 // limit is twice the peak bytes in use (at least 64 MiB), which holds a training step's working
 // set (so the steady state stays allocation-free) while shapes that change step after step
-// (ragged or padded batches, a short final batch) cannot grow the cache without end.
+// (ragged or padded batches, a short final batch) cannot grow the cache without end. A system
+// allocation first frees the size classes not freed or reused in the last 4096 frees and
+// reuses: a block of an earlier phase (a decoded file, another batch size) does not stay
+// resident beside the new one.
 // trim_memory() returns every cached block to the system and resets the peak, after an
 // evaluation at a larger batch for instance. memory_stats() reports the counters (TensorFlow's
 // tf.config.experimental.get_memory_info gives `current` and `peak`: bytes_in_use and

@@ -60,7 +60,13 @@ int ThreadGovernor::update(const ContentionSample& sample) {
     hold_seconds_ = kMinHoldSeconds;
   if (sample.waiting_threads >= kContendedWaiting) {
     idle_windows_ = 0;
-    if (threads_ > 1) {
+    ++contended_windows_;
+    // A light wait in one window alone is a passing blip (a daemon, the process's own
+    // input thread), not a neighbour: shedding for it cost a process alone up to a second at
+    // half its threads, and more when it came right after a grow (the doubled hold).
+    const bool persistent =
+        sample.waiting_threads >= kHeavyWaiting || contended_windows_ >= kContendedWindowsToShed;
+    if (threads_ > 1 && persistent) {
       if (last_grow_ && last_change_ == last_grow_ && now - *last_grow_ < kFailedGrowSeconds)
         hold_seconds_ = std::min(kMaxHoldSeconds, 2 * hold_seconds_);
       const int shed = std::max(1, static_cast<int>(std::lround(sample.waiting_threads)));
@@ -69,6 +75,7 @@ int ThreadGovernor::update(const ContentionSample& sample) {
     }
     return threads_;
   }
+  contended_windows_ = 0;
   idle_windows_ = sample.idle_cores >= kIdleCoresToGrow ? idle_windows_ + 1 : 0;
   const bool held = last_change_ && now - *last_change_ < hold_seconds_;
   if (threads_ < max_threads_ && idle_windows_ >= kIdleWindowsToGrow && !held) {

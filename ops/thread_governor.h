@@ -11,8 +11,10 @@
 // it sat idle (/proc/stat). Both work across processes that do not know each other, est or not.
 //
 // ThreadGovernor is the decision, pure (tests feed it samples): every window (about 0.1 s)
-//   - contended (our threads waited for a core, on average, >= kContendedWaiting threads):
-//     shed that many threads, at least one, never below one;
+//   - contended (our threads waited for a core, on average, >= kContendedWaiting threads) in
+//     kContendedWindowsToShed windows in a row, or heavily (>= kHeavyWaiting: another team) in
+//     one: shed that many threads, at least one, never below one (a light wait in a single
+//     window is a passing blip, which cost a process alone its speed when it shed);
 //   - else, below the maximum and the CPUs we may run on were idle (>= kIdleCoresToGrow) for
 //     kIdleWindowsToGrow windows in a row, and the hold since the last change has passed: one
 //     thread more. A grow that is followed by contention within kFailedGrowSeconds doubles the
@@ -39,6 +41,8 @@ struct ContentionSample {
 class ThreadGovernor {
  public:
   static constexpr double kContendedWaiting = 0.2;
+  static constexpr double kHeavyWaiting = 1.0;
+  static constexpr int kContendedWindowsToShed = 2;
   static constexpr double kIdleCoresToGrow = 0.8;
   static constexpr int kIdleWindowsToGrow = 3;
   static constexpr double kMinHoldSeconds = 1.0;
@@ -57,6 +61,7 @@ class ThreadGovernor {
   int max_threads_;
   int threads_;
   int idle_windows_ = 0;
+  int contended_windows_ = 0;  // light or heavy, in a row
   double hold_seconds_ = kMinHoldSeconds;
   std::optional<double> last_change_;  // when threads_ last changed
   std::optional<double> last_grow_;    // when it last grew

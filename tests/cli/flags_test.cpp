@@ -55,7 +55,7 @@ const std::vector<Program> kPrograms = {
     {"bench/mirrored_bench", {"--global_batch", "--steps", "--repeats"}},
     {"bench/op_backend_bench", {"--batch", "--rounds", "--threads"}},
     {"bench/threads_bench", {"--seconds", "--rounds"}},
-    {"bench/memory_bench", {"--steps", "--batch"}},
+    {"bench/memory_bench", {"--steps", "--batch", "--estimator_steps", "--limit"}},
     {"bench/serving_bench", {"--est_serve", "--requests", "--dir"}},
 };
 

@@ -143,3 +143,20 @@ TEST_CASE("allocator: the stats count requests and system calls") {
   CHECK(memory_stats().allocations == before.allocations + 2);
   CHECK(memory_stats().system_allocations == before.system_allocations + 1);
 }
+
+TEST_CASE("allocator: a system allocation first frees the sizes unused for 4096 events") {
+  trim_memory();
+  LimitGuard guard(int64_t{1} << 40);     // no eviction for the limit's sake
+  const int64_t big = int64_t{32} << 20;  // one block of a loaded file, freed once
+  { Tensor file = Tensor::empty({big / 4}); }
+  CHECK(memory_stats().bytes_cached >= big);
+  for (int i = 0; i < 3000; ++i) Tensor step = Tensor::empty({1000});  // 6000 events
+  const AllocatorStats before = memory_stats();
+  { Tensor other = Tensor::empty({3 * big / 8}); }  // a new size: the stale block goes first
+  const AllocatorStats after = memory_stats();
+  CHECK(after.system_frees == before.system_frees + 1);
+  CHECK(after.bytes_cached == 3 * big / 2 + 4096);  // the new block and the recent small one
+  // A size used recently stays: the new block is only 12 events old.
+  { Tensor again = Tensor::empty({big / 2}); }
+  CHECK(memory_stats().system_frees == after.system_frees);
+}

@@ -64,6 +64,19 @@ TEST_CASE("governor: contention sheds as many threads as waited, never below one
   CHECK(sixteen.update(contended(0.2, 0.3)) == 7);  // a little contention still sheds one
 }
 
+TEST_CASE("governor: a light wait in one window alone sheds nothing; in two in a row it does") {
+  // A process alone on its cores: a passing blip (a daemon's 30 ms) between busy windows.
+  ThreadGovernor alone(2);
+  CHECK(alone.update(quiet(0.1, 0.0)) == 2);
+  CHECK(alone.update(contended(0.2, 0.3)) == 2);
+  CHECK(alone.update(quiet(0.3, 0.0)) == 2);
+  CHECK(alone.update(contended(0.4, 0.5)) == 2);
+  CHECK(alone.update(quiet(0.5, 0.0)) == 2);
+  // A busy neighbour that stays: the second light window in a row sheds.
+  CHECK(alone.update(contended(0.6, 0.5)) == 2);
+  CHECK(alone.update(contended(0.7, 0.5)) == 1);
+}
+
 TEST_CASE("governor: idle cores bring threads back, one at a time, after a hold") {
   ThreadGovernor governor(4);
   governor.update(contended(0.0, 2.0));
