@@ -35,10 +35,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include "bench_stream.grpc.pb.h"
-#include "distribute/cluster_runtime.h"
-#include "distribute/coordination_client.h"
-#include "distribute/job_token.h"
-#include "distribute/ring.h"
+#include "distribute/cluster/cluster_runtime.h"
+#include "distribute/net/coordination_client.h"
+#include "distribute/net/job_token.h"
+#include "distribute/net/ring.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include <est/distribute/distribute.h>
-#include <est/distribute/job_token.h>
+#include <est/distribute/net/job_token.h>
 #include <est/nn/nn.h>
 
 #include "bench/child_processes.h"

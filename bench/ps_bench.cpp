@@ -36,7 +36,7 @@
 #include <vector>
 
 #include <est/distribute/distribute.h>
-#include <est/distribute/job_token.h>
+#include <est/distribute/net/job_token.h>
 #include <est/distribute/ps/parameter_server_strategy.h>
 #include <est/distribute/ps/ps_client.h>
 #include <est/distribute/ps/ps_server.h>

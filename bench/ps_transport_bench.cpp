@@ -39,8 +39,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "bench/fashion_mnist_memory.h"
-#include "distribute/data_plane.h"
 #include "distribute/distribute.h"
+#include "distribute/net/data_plane.h"
 #include "distribute/ps/ps_wire.h"
 #include "examples/cnn_model.h"
 #include "ps_transport.grpc.pb.h"

@@ -4,17 +4,17 @@
 #pragma once
 
 #include "distribute/central_storage_strategy.h"
-#include "distribute/cluster_spec.h"
-#include "distribute/cross_device_ops.h"
+#include "distribute/cluster/cluster_spec.h"
+#include "distribute/cluster/multi_worker_util.h"
+#include "distribute/cluster/slurm.h"
+#include "distribute/cluster/tf_config.h"
+#include "distribute/collectives/cross_device_ops.h"
 #include "distribute/distributed_dataset.h"
 #include "distribute/mirrored_strategy.h"
-#include "distribute/multi_worker_util.h"
-#include "distribute/slurm.h"
 #include "distribute/strategy.h"
-#include "distribute/tf_config.h"
 // The multi-worker runtime needs gRPC (meson option grpc, enabled by default).
 #if EST_HAVE_GRPC
-#include "distribute/collective_all_reduce.h"
+#include "distribute/collectives/collective_all_reduce.h"
 #include "distribute/multi_worker_mirrored_strategy.h"
 #include "distribute/ps/parameter_server_strategy.h"
 #endif

@@ -6,13 +6,13 @@
 
 #include <fstream>
 
-#include "distribute/cluster_runtime.h"
-#include "distribute/coordination_client.h"
-#include "distribute/job_token.h"
-#include "distribute/multi_worker_util.h"
-#include "distribute/nccl_collective_all_reduce.h"
-#include "distribute/nccl_unique_id.h"
-#include "distribute/ring.h"
+#include "distribute/cluster/cluster_runtime.h"
+#include "distribute/cluster/multi_worker_util.h"
+#include "distribute/collectives/nccl_collective_all_reduce.h"
+#include "distribute/collectives/nccl_unique_id.h"
+#include "distribute/net/coordination_client.h"
+#include "distribute/net/job_token.h"
+#include "distribute/net/ring.h"
 #include "ops/error.h"
 #include "ops/logging.h"
 

@@ -3,14 +3,15 @@
 //
 // The cluster comes from TF_CONFIG (its chief and workers train; ps and evaluator tasks do not
 // take part). Constructing the strategy brings up this task's part of the job
-// (distribute/cluster_runtime.h: the coordination service on the chief, or worker 0 without a
-// chief; the rendezvous of every task; the data-plane ring) and logs TensorFlow's lines.
+// (distribute/cluster/cluster_runtime.h: the coordination service on the chief, or worker 0 without
+// a chief; the rendezvous of every task; the data-plane ring) and logs TensorFlow's lines.
 // num_replicas_in_sync = workers x local replicas; each step reduces over the local replicas
 // and then over the workers with the ring (CollectiveAllReduce), or with NCCL on GPU workers
-// (communication NCCL, or AUTO on GPUs: distribute/nccl_collective_all_reduce.h); before the
-// first update every variable is made equal to the chief's, so the workers need not share a
-// seed. Processes on one host divide its cores (cores / local tasks / local replicas threads per
-// replica). With a TF_CONFIG of one task, or none, it trains locally like MirroredStrategy.
+// (communication NCCL, or AUTO on GPUs: distribute/collectives/nccl_collective_all_reduce.h);
+// before the first update every variable is made equal to the chief's, so the workers need not
+// share a seed. Processes on one host divide its cores (cores / local tasks / local replicas
+// threads per replica). With a TF_CONFIG of one task, or none, it trains locally like
+// MirroredStrategy.
 //
 // A worker that fails tells the others (report_error, which the Estimator calls), and every
 // other task stops with that error; a worker that dies or hangs is named on every other task
@@ -24,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "distribute/collective_all_reduce.h"
+#include "distribute/cluster/tf_config.h"
+#include "distribute/collectives/collective_all_reduce.h"
+#include "distribute/net/tls_options.h"
 #include "distribute/strategy.h"
-#include "distribute/tf_config.h"
-#include "distribute/tls_options.h"
 
 namespace est::distribute {
 

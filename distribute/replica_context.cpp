@@ -11,10 +11,10 @@
 
 #include <algorithm>
 
+#include "distribute/collectives/through_host.h"
 #include "distribute/replica_pool.h"
 #include "distribute/sparse_all_reduce.h"
 #include "distribute/strategy.h"
-#include "distribute/through_host.h"
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/copy.h"

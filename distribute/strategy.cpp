@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <thread>
 
+#include "distribute/collectives/through_host.h"
 #include "distribute/distributed_dataset.h"
 #include "distribute/replica_pool.h"
-#include "distribute/through_host.h"
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/backend.h"

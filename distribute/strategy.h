@@ -40,7 +40,7 @@
 
 #include "data/element.h"
 #include "data/input_context.h"
-#include "distribute/cross_device_ops.h"
+#include "distribute/collectives/cross_device_ops.h"
 #include "distribute/gradient_path.h"
 #include "distribute/variable_home.h"
 #include "distribute/variable_placement.h"

@@ -8,7 +8,7 @@
 #include "ops/error.h"
 #include "ops/logging.h"
 #if EST_HAVE_GRPC
-#include "distribute/job_token.h"
+#include "distribute/net/job_token.h"
 #include "distribute/ps/ps_server.h"
 #endif
 

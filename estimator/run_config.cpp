@@ -1,5 +1,5 @@
 // RunConfig: TF's cadence defaulting, the range checks of its fields, and TF_CONFIG into the
-// task fields (the rules themselves live in distribute/tf_config.cpp).
+// task fields (the rules themselves live in distribute/cluster/tf_config.cpp).
 #include "estimator/run_config.h"
 
 #include <fmt/format.h>

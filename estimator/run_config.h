@@ -17,8 +17,8 @@
 #include <string>
 #include <string_view>
 
-#include "distribute/cluster_spec.h"
-#include "distribute/tf_config.h"
+#include "distribute/cluster/cluster_spec.h"
+#include "distribute/cluster/tf_config.h"
 
 namespace est {
 
@@ -69,7 +69,7 @@ struct RunConfig {
 
   // Task fields (tf.estimator.RunConfig's properties): local defaults, a single worker that is
   // its own chief. with_tf_config() fills them from TF_CONFIG as TensorFlow's RunConfig
-  // constructor does (rules in distribute/tf_config.h); the Estimator calls it when it is
+  // constructor does (rules in distribute/cluster/tf_config.h); the Estimator calls it when it is
   // constructed, so a program run with TF_CONFIG set needs no extra line.
   distribute::ClusterSpec cluster_spec;  // empty: local, and for the evaluator
   distribute::TaskType task_type = distribute::TaskType::kWorker;

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "distribute/cluster_spec.h"
+#include "distribute/cluster/cluster_spec.h"
 #include "estimator/evaluator.h"
 #include "estimator/exporter.h"
 #include "estimator/ps_task.h"

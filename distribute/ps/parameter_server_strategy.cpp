@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "distribute/multi_worker_util.h"
+#include "distribute/cluster/multi_worker_util.h"
 #include "distribute/ps/ps_client.h"
 #include "distribute/ps/ps_gradient_path.h"
 #include "distribute/ps/ps_variables.h"

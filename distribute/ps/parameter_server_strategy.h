@@ -36,10 +36,10 @@
 #include <optional>
 #include <string>
 
+#include "distribute/cluster/tf_config.h"
 #include "distribute/ps/ps_placement.h"
 #include "distribute/ps/sync_replicas_options.h"
 #include "distribute/strategy.h"
-#include "distribute/tf_config.h"
 
 namespace est::distribute {
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "distribute/job_token.h"
+#include "distribute/net/job_token.h"
 #include "distribute/ps/ps_handshake.h"
 #include "distribute/ps/ps_heartbeat.h"
 #include "ops/error.h"

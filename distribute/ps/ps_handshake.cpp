@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "distribute/job_token.h"
+#include "distribute/net/job_token.h"
 #include "ops/error.h"
 #include "ops/logging.h"
 

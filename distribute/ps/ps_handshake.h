@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "distribute/data_plane.h"
+#include "distribute/net/data_plane.h"
 
 namespace est::distribute {
 

@@ -1,7 +1,7 @@
 // The heartbeat between a worker and its `ps` tasks: how a worker learns that a ps task has
 // stopped answering while its connection stays open (the process stopped with SIGSTOP, hung, or
 // its host unreachable without a reset). A ps task that dies closes its connections and the
-// worker's wait ends at once (distribute/data_plane.h); one that stops does not, and without
+// worker's wait ends at once (distribute/net/data_plane.h); one that stops does not, and without
 // this a worker waits for its reply for ever (TensorFlow's workers do: tensorflow#25858).
 //
 // Each worker opens a second connection to each ps task (ps_handshake.h's kHeartbeat) on which
@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "distribute/coordination_state.h"
-#include "distribute/data_plane.h"
+#include "distribute/net/coordination_state.h"
+#include "distribute/net/data_plane.h"
 
 namespace est::distribute {
 

@@ -43,7 +43,7 @@
 #include <thread>
 #include <vector>
 
-#include "distribute/coordination_state.h"
+#include "distribute/net/coordination_state.h"
 #include "distribute/ps/ps_wire.h"
 #include "distribute/ps/sync_replicas.h"
 #include "nn/optimizer.h"

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "distribute/data_plane.h"
+#include "distribute/net/data_plane.h"
 #include "ops/error.h"
 #include "ops/indexed_slices.h"
 #include "ops/tensor.h"

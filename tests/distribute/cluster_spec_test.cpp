@@ -4,8 +4,8 @@
 // chief of a cluster with and without a "chief" job, and the count of tasks on this host.
 #include <doctest/doctest.h>
 
-#include "distribute/cluster_spec.h"
-#include "distribute/multi_worker_util.h"
+#include "distribute/cluster/cluster_spec.h"
+#include "distribute/cluster/multi_worker_util.h"
 #include "tests/ops/expect_error.h"
 
 using namespace est;

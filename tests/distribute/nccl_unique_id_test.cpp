@@ -8,7 +8,7 @@
 #include <mutex>
 #include <vector>
 
-#include "distribute/nccl_unique_id.h"
+#include "distribute/collectives/nccl_unique_id.h"
 #include "ops/error.h"
 
 namespace est::distribute {

@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "data/idx.h"
-#include "distribute/job_token.h"
+#include "distribute/net/job_token.h"
 #include "tests/command.h"
 #include "tests/distribute/task_eval.h"
 #include "tests/process_group.h"

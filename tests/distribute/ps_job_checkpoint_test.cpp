@@ -11,7 +11,7 @@
 
 #include "checkpoint/reader.h"
 #include "checkpoint/state_file.h"
-#include "distribute/job_token.h"
+#include "distribute/net/job_token.h"
 #include "tests/command.h"
 #include "tests/distribute/ps_job_util.h"
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "distribute/job_token.h"
+#include "distribute/net/job_token.h"
 #include "tests/distribute/task_eval.h"
 #include "tests/process_group.h"
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "distribute/cluster/tf_config.h"
 #include "distribute/ps/ps_server.h"
-#include "distribute/tf_config.h"
 #include "tests/process_group.h"
 
 namespace est::testing {

@@ -11,12 +11,12 @@
 #include <future>
 #include <thread>
 
-#include "distribute/cluster_runtime.h"
-#include "distribute/coordination_client.h"
-#include "distribute/coordination_server.h"
-#include "distribute/job_token.h"
-#include "distribute/nccl_unique_id.h"
-#include "distribute/ring.h"
+#include "distribute/cluster/cluster_runtime.h"
+#include "distribute/collectives/nccl_unique_id.h"
+#include "distribute/net/coordination_client.h"
+#include "distribute/net/coordination_server.h"
+#include "distribute/net/job_token.h"
+#include "distribute/net/ring.h"
 #include "ops/error.h"
 #include "tests/command.h"
 #include "tests/process_group.h"

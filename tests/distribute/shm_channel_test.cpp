@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "distribute/shm_channel.h"
+#include "distribute/net/shm_channel.h"
 
 namespace est::distribute {
 

@@ -4,8 +4,8 @@
 // an InvalidArgumentError naming the variable.
 #include <doctest/doctest.h>
 
-#include "distribute/multi_worker_util.h"
-#include "distribute/slurm.h"
+#include "distribute/cluster/multi_worker_util.h"
+#include "distribute/cluster/slurm.h"
 #include "tests/ops/expect_error.h"
 
 using namespace est;

@@ -4,8 +4,8 @@
 // an InvalidArgumentError that quotes the offending part.
 #include <doctest/doctest.h>
 
-#include "distribute/multi_worker_util.h"
-#include "distribute/tf_config.h"
+#include "distribute/cluster/multi_worker_util.h"
+#include "distribute/cluster/tf_config.h"
 #include "tests/ops/expect_error.h"
 
 using namespace est;

@@ -12,7 +12,7 @@
 #include <random>
 #include <sstream>
 
-#include "distribute/job_token.h"
+#include "distribute/net/job_token.h"
 #include "tests/command.h"
 #include "tests/process_group.h"
 #include "tests/skip.h"

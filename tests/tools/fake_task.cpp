@@ -35,7 +35,7 @@
 #include <thread>
 #include <vector>
 
-#include "distribute/tf_config.h"
+#include "distribute/cluster/tf_config.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "distribute/tf_config.h"
+#include "distribute/cluster/tf_config.h"
 #include "tests/command.h"
 
 using namespace est::testing;

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <set>
 
-#include "distribute/tf_config.h"
+#include "distribute/cluster/tf_config.h"
 #include "tests/tools/launcher.h"
 
 using namespace est::testing;

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
-#include "distribute/tf_config.h"
+#include "distribute/cluster/tf_config.h"
 #include "tests/tools/launcher.h"
 
 using namespace est::testing;

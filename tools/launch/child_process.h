@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "distribute/slurm.h"  // distribute::Environment
+#include "distribute/cluster/slurm.h"  // distribute::Environment
 
 namespace est::launch {
 

@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "distribute/cluster_spec.h"
-#include "distribute/tf_config.h"
+#include "distribute/cluster/cluster_spec.h"
+#include "distribute/cluster/tf_config.h"
 
 namespace est::launch {
 

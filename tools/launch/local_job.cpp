@@ -5,14 +5,14 @@
 
 #include <fstream>
 
-#include "distribute/slurm.h"
+#include "distribute/cluster/slurm.h"
 #include "ops/error.h"
 #include "ops/logging.h"
 #include "tools/launch/job_plan.h"
 #include "tools/launch/supervisor.h"
 
 #if EST_HAVE_GRPC
-#include "distribute/job_token.h"
+#include "distribute/net/job_token.h"
 #endif
 
 namespace est::launch {

@@ -38,7 +38,7 @@ struct JobResult {
 
 JobResult run_local_job(const LocalJobOptions& options, SignalChannel& signals);
 
-// A new job token: distribute/job_token.h's generate_job_token() (32 random hexadecimal
+// A new job token: distribute/net/job_token.h's generate_job_token() (32 random hexadecimal
 // characters); the same from /dev/urandom in a build without gRPC, where that file is absent.
 std::string new_job_token();
 

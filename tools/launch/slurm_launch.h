@@ -1,6 +1,7 @@
 // `srun est-launch --slurm [--port-base P] [--ps M] [--evaluator] -- program args`: one est-launch
-// per SLURM task; each sets its task's TF_CONFIG from SLURM's environment (distribute/slurm.h,
-// tf.distribute's SlurmClusterResolver) and execs the program in its place.
+// per SLURM task; each sets its task's TF_CONFIG from SLURM's environment
+// (distribute/cluster/slurm.h, tf.distribute's SlurmClusterResolver) and execs the program in its
+// place.
 //
 // Why exec and not supervise: under srun, SLURM is already the supervisor. It starts the
 // tasks on every node, prefixes output (srun --label), passes signals on, and ends the step
@@ -27,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "distribute/slurm.h"
+#include "distribute/cluster/slurm.h"
 
 namespace est::launch {
 
@@ -43,8 +44,8 @@ struct SlurmLaunch {
 };
 
 // This srun task's TF_CONFIG and environment. InvalidArgumentError when the environment is not
-// an srun step's, is malformed (distribute/slurm.h), has no token for several tasks, or has too
-// few tasks for the layout (the chief, the evaluator and the ps tasks asked for).
+// an srun step's, is malformed (distribute/cluster/slurm.h), has no token for several tasks, or has
+// too few tasks for the layout (the chief, the evaluator and the ps tasks asked for).
 SlurmLaunch prepare_slurm_launch(const distribute::Environment& environment,
                                  const SlurmLaunchOptions& options);
 
