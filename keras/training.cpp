@@ -243,7 +243,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
   for (int epoch = options.initial_epoch; epoch < options.epochs && !stop_training; ++epoch) {
     callbacks.on_epoch_begin(epoch, {});
     auto hook = std::make_shared<BatchHook>(callbacks, *this, names);
-    est.train(input_fn_of(input), {hook}, steps);
+    est.train(input_fn_of(input), {.hooks = {hook}, .steps = steps});
     Logs logs = hook->logs();
     if (hook->batches() < steps && !stop_training) {
       log::warning(
@@ -276,7 +276,8 @@ std::map<std::string, double> Model::evaluate(const data::Dataset& dataset,
   if (options.verbose > 0)
     bar.emplace(std::nullopt, options.verbose, options.output.value_or(stdout_output()));
   auto counter = std::make_shared<BatchCounter>();
-  Metrics results = estimator().evaluate(input_fn_of(dataset), options.steps, {counter});
+  Metrics results =
+      estimator().evaluate(input_fn_of(dataset), {.steps = options.steps, .hooks = {counter}});
   std::map<std::string, double> out;
   Progbar::Values values;
   for (const auto& name : metric_names_with_loss()) {
