@@ -19,11 +19,12 @@ void Estimator::predict(const InputFn& input_fn, const std::function<bool(Predic
   bool consuming = true;
   while (consuming && !session.should_stop()) {
     detail::BatchPredictions batch = session.run(session.next_batch());
+    if (batch.empty()) continue;  // the input's end
     if (!options.yield_single_examples) {
       consuming = consume(Predictions(batch.begin(), batch.end()));
       continue;
     }
-    int64_t rows = batch.empty() ? 0 : batch.front().second.dim(0);
+    int64_t rows = batch.front().second.dim(0);
     for (int64_t row = 0; row < rows && consuming; ++row) {
       Predictions example;
       for (const auto& [name, tensor] : batch) example[name] = data::slice_row(tensor, row);
