@@ -104,7 +104,7 @@ EstimatorRun estimator_rate(const Data& data, int64_t steps) {
   auto timing = std::make_shared<TimingHook>();
   auto start = Clock::now();
   est::Estimator estimator(model_fn, est::RunConfig{.model_dir = pattern, .tf_random_seed = 7});
-  estimator.train(input_fn, {timing}, steps + 10);
+  estimator.train(input_fn, {.hooks = {timing}, .steps = steps + 10});
   std::filesystem::remove_all(pattern);
   return {timing->durations, std::chrono::duration<double>(timing->first_step_end - start).count()};
 }
@@ -126,7 +126,7 @@ double start_to_first_step_with_files() {
   auto timing = std::make_shared<TimingHook>();
   auto start = Clock::now();
   est::Estimator estimator(model_fn, est::RunConfig{.model_dir = pattern, .tf_random_seed = 7});
-  estimator.train(input_fn, {timing}, 1);
+  estimator.train(input_fn, {.hooks = {timing}, .steps = 1});
   std::filesystem::remove_all(pattern);
   return std::chrono::duration<double>(timing->first_step_end - start).count();
 }

@@ -89,7 +89,7 @@ Cost estimator_cost(const est::data::Dataset& dataset, int64_t steps) {
   };
   Stopwatch stopwatch;
   est::Estimator estimator(model_fn, est::RunConfig{.model_dir = dir, .tf_random_seed = 42});
-  estimator.train([&](est::ModeKeys, const est::InputContext*) { return dataset; }, {}, steps);
+  estimator.train([&](est::ModeKeys, const est::InputContext*) { return dataset; }, {.steps = steps});
   Cost cost = stopwatch.elapsed();
   std::filesystem::remove_all(dir);
   return cost;

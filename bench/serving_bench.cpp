@@ -237,7 +237,7 @@ int main(int argc, char** argv) try {
         return est::data::Dataset::from_tensor_slices(est::Features{{"image", images}}, labels)
             .batch(64);
       },
-      {}, 1);
+      {.steps = 1});
   const std::string base = dir + "/export";
   const std::string exported = estimator.export_saved_model(
       base, est::build_raw_serving_input_receiver_fn({{"image", {{-1, 28, 28, 1}}}}));

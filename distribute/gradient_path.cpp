@@ -24,6 +24,7 @@
 #include <memory>
 
 #include "distribute/strategy.h"
+#include "nn/context_control.h"
 #include "nn/train_op.h"
 #include "ops/autograd.h"
 #include "ops/copy.h"
@@ -47,7 +48,8 @@ class AllReducePath final : public GradientPath {
       return;
     }
     std::vector<nn::GradAndVar> grads = train_op.compute_gradients();
-    std::vector<nn::MovingAverageUpdate> updates = ctx.take_moving_average_updates();
+    std::vector<nn::MovingAverageUpdate> updates =
+        nn::ContextControl(ctx).take_moving_average_updates();
     if (loss_sum) {
       ops::NoGradGuard no_grad;
       *loss_sum = train_op.loss().detach().clone();
@@ -101,7 +103,8 @@ class AllReducePath final : public GradientPath {
     auto from_transport = [&](Tensor t) { return staged && t.defined() ? t.to(device) : t; };
     // What the forward pass already knows travels first: the moving statistics (averaged over
     // replicas) and the loss (summed, for the log).
-    std::vector<nn::MovingAverageUpdate> updates = ctx.take_moving_average_updates();
+    std::vector<nn::MovingAverageUpdate> updates =
+        nn::ContextControl(ctx).take_moving_average_updates();
     std::vector<Tensor> known;
     std::vector<double> known_factors;
     for (const auto& update : updates) {

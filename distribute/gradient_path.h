@@ -61,8 +61,8 @@ class GradientPath {
   // GradAndVar::sparse_gradient with `gradient` undefined: a path that moves gradients itself
   // ships those rows or calls densify(); ReplicaContext::sync_step does either, by size);
   // the moving-average updates `ctx` deferred
-  // (ctx.take_moving_average_updates(): batch norm's statistics, to be averaged over the
-  // replicas that stepped together, or pushed with the gradients); then the update: the
+  // (ContextControl::take_moving_average_updates(): batch norm's statistics, to be averaged over
+  // the replicas that stepped together, or pushed with the gradients); then the update: the
   // optimizer is train_op.optimizer() (its clipping included), the variables
   // train_op.variable_names() in train_op.store(), and the update increments global_step.
   // `loss_sum`, when not null, must afterwards hold the sum of train_op.loss() over the
@@ -89,7 +89,7 @@ class GradientPath {
 
   // Whether the path takes a step's moving averages itself even with one replica (parameter
   // servers: to the variables' owners), so replica contexts defer them
-  // (ModelContext::set_defer_moving_averages) and apply or combine receives them.
+  // (ContextControl::set_defer_moving_averages) and apply or combine receives them.
   virtual bool takes_moving_averages() const { return false; }
 
   // Whether `replica` applies the combined gradients to its own store with the optimizer

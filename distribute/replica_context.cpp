@@ -15,6 +15,7 @@
 #include "distribute/replica_pool.h"
 #include "distribute/sparse_all_reduce.h"
 #include "distribute/strategy.h"
+#include "nn/context_control.h"
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/copy.h"
@@ -133,7 +134,8 @@ void ReplicaContext::reduce_across_workers(std::vector<Tensor>& tensors) {
 }
 
 void ReplicaContext::all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars) {
-  std::vector<nn::MovingAverageUpdate> updates = model_context().take_moving_average_updates();
+  std::vector<nn::MovingAverageUpdate> updates =
+      nn::ContextControl(model_context()).take_moving_average_updates();
   sync_step(grads_and_vars, 1.0, updates);
   if (replicas_->placement().applies_updates(replica_id_))
     for (const auto& update : updates) nn::apply_moving_average(update);
@@ -216,11 +218,13 @@ void ReplicaContext::broadcast_initial_value(const std::string& name, Tensor& va
 void ReplicaContext::run_train_op(const nn::TrainOp& train_op, double gradient_scale,
                                   nn::ModelContext* ctx, Tensor* loss_sum) {
   nn::ModelContext& context = ctx ? *ctx : model_context();
-  if (num_replicas_in_sync() > 1 && !context.defers_moving_averages())
-    throw FailedPreconditionError(std::string(strategy_->name()) +
-                                  "::run_train_op: the model context does not defer its moving "
-                                  "averages, so batch norm statistics would not be averaged over "
-                                  "replicas; call ctx.set_defer_moving_averages(true) on it");
+  if (num_replicas_in_sync() > 1 && !nn::ContextControl(context).defers_moving_averages())
+    throw FailedPreconditionError(
+        std::string(strategy_->name()) +
+        "::run_train_op: the model context does not defer its moving "
+        "averages, so batch norm statistics would not be averaged over "
+        "replicas; configure it first with strategy.configure_replica_context(ctx), "
+        "or use the replica's model_context()");
   gradient_path_->apply(*this, train_op, gradient_scale, context, loss_sum);
 }
 

@@ -12,6 +12,7 @@
 #include "distribute/collectives/through_host.h"
 #include "distribute/distributed_dataset.h"
 #include "distribute/replica_pool.h"
+#include "nn/context_control.h"
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/backend.h"
@@ -144,7 +145,7 @@ std::unique_ptr<ReplicaSet> Strategy::make_replicas(const ContextFactory& factor
   std::vector<std::unique_ptr<nn::ModelContext>> contexts;
   for (int r = 0; r < num_local_replicas(); ++r) {
     contexts.push_back(factory(*stores.at(placement_->store_index(r)), r));
-    contexts.back()->set_device(devices_[static_cast<size_t>(r)]);
+    nn::ContextControl(*contexts.back()).set_device(devices_[static_cast<size_t>(r)]);
     configure_replica_context(*contexts.back());
   }
   return std::make_unique<ReplicaSet>(placement_, std::move(stores), std::move(contexts));
@@ -152,8 +153,9 @@ std::unique_ptr<ReplicaSet> Strategy::make_replicas(const ContextFactory& factor
 
 void Strategy::configure_replica_context(nn::ModelContext& ctx) const {
   bool replicated = num_replicas_in_sync() > 1;
-  ctx.set_defer_moving_averages(replicated || gradient_path_->takes_moving_averages());
-  ctx.set_shares_store(num_local_replicas() > 1 && placement_->shared());
+  nn::ContextControl control(ctx);
+  control.set_defer_moving_averages(replicated || gradient_path_->takes_moving_averages());
+  control.set_shares_store(num_local_replicas() > 1 && placement_->shared());
 }
 
 std::string Strategy::description() const {
@@ -233,11 +235,12 @@ PerReplica Strategy::run(ReplicaSet& replicas, const StepFn& step_fn,
     // For the step, the replica's model context reaches its replica (apply_gradients,
     // get_variable's initial values) through a member, not a thread-local.
     nn::ModelContext& model_context = replicas.context(replica);
-    model_context.set_replica_sync(&context);
+    nn::ContextControl control(model_context);
+    control.set_replica_sync(&context);
     struct ClearReplicaSync {
-      nn::ModelContext& model_context;
-      ~ClearReplicaSync() { model_context.set_replica_sync(nullptr); }
-    } clear{model_context};
+      nn::ContextControl control;
+      ~ClearReplicaSync() { control.set_replica_sync(nullptr); }
+    } clear{control};
     variable_home_->before_step(context);
     result.values[static_cast<size_t>(replica)] = step_fn(context);
   });

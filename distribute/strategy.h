@@ -109,9 +109,9 @@ struct PerReplica {
 };
 
 // What a step function sees while it runs on one replica. It is also the replica's
-// nn::CrossReplicaSync while the step runs (its model context's replica_sync()), so
-// Optimizer::apply_gradients inside the step (from TrainOp::run, or with gradients from
-// ops::gradients) goes through the strategy's GradientPath (all-reduce: the sum over replicas,
+// nn::CrossReplicaSync while the step runs (nn::ContextControl::replica_sync() of its model
+// context), so Optimizer::apply_gradients inside the step (from TrainOp::run, or with gradients
+// from ops::gradients) goes through the strategy's GradientPath (all-reduce: the sum over replicas,
 // then the update as the placement says), as apply_gradients in TF's replica context does.
 // The collectives below are what a GradientPath composes a step from.
 class ReplicaContext final : public nn::CrossReplicaSync {

@@ -32,6 +32,33 @@ namespace est {
 
 using Metrics = std::map<std::string, double>;  // metric name -> value, plus loss, global_step
 
+// The keyword arguments of Estimator::train, evaluate and predict, by TensorFlow's names and in
+// its order (estimator.py), so a call reads like TF's: train(input_fn, {.max_steps = 1000}).
+// Every Estimator, the canned ones included, takes these.
+struct TrainOptions {
+  Hooks hooks;
+  // `steps` more steps (incremental) or up to global step `max_steps` (absolute): at most one of
+  // them, each positive; neither: until the input ends or a hook requests a stop.
+  std::optional<int64_t> steps;
+  std::optional<int64_t> max_steps;
+  Listeners saving_listeners;  // called around each checkpoint the chief saves
+};
+
+struct EvaluateOptions {
+  std::optional<int64_t> steps;  // batches to evaluate (positive); unset: until the input ends
+  Hooks hooks;
+  std::optional<std::string> checkpoint_path;  // unset: the latest checkpoint of model_dir
+  std::string name;                            // summaries go to eval_<name> when set (no '/')
+};
+
+struct PredictOptions {
+  std::vector<std::string> predict_keys;  // empty: every prediction of the spec
+  Hooks hooks;
+  std::optional<std::string> checkpoint_path;  // unset: the latest checkpoint of model_dir
+  // true: one map per example (each tensor's row); false: one map per batch, as model_fn made it.
+  bool yield_single_examples = true;
+};
+
 class Estimator {
  public:
   // model_dir, when given, must agree with config.model_dir unless that is empty. An empty
@@ -42,29 +69,22 @@ class Estimator {
             Params params = {}, std::optional<checkpoint::WarmStartSettings> warm_start_from = {});
 
   // Trains until `steps` more steps (incremental), global step `max_steps` (absolute), the end
-  // of the input, or a hook's request_stop. At most one of steps/max_steps; each must be
-  // positive. Returns *this, as TF does, for chaining.
-  Estimator& train(const InputFn& input_fn, const Hooks& hooks = {},
-                   std::optional<int64_t> steps = {}, std::optional<int64_t> max_steps = {},
-                   const Listeners& saving_listeners = {});
+  // of the input, or a hook's request_stop. Returns *this, as TF does, for chaining.
+  Estimator& train(const InputFn& input_fn, const TrainOptions& options = {});
 
   // Evaluates the latest checkpoint (or `checkpoint_path`) on `steps` batches, or until the
   // input ends: each eval_metric_ops entry's result(), plus "loss" (mean over batches) and
   // "global_step". Summaries go to eval_dir(name).
-  Metrics evaluate(const InputFn& input_fn, std::optional<int64_t> steps = {},
-                   const Hooks& hooks = {}, const std::optional<std::string>& checkpoint_path = {},
-                   const std::string& name = {});
+  Metrics evaluate(const InputFn& input_fn, const EvaluateOptions& options = {});
 
-  // One prediction map per example (each prediction tensor split along its first dimension).
-  // predict_keys selects some of the spec's predictions (NotFoundError naming an unknown key).
-  std::vector<Predictions> predict(const InputFn& input_fn,
-                                   const std::vector<std::string>& predict_keys = {},
-                                   const Hooks& hooks = {},
-                                   const std::optional<std::string>& checkpoint_path = {});
-  // The streaming form: `consume` is called for each example in order; returning false stops.
+  // One prediction map per example (each prediction tensor split along its first dimension), or
+  // per batch without yield_single_examples. predict_keys selects some of the spec's
+  // predictions (NotFoundError naming an unknown key).
+  std::vector<Predictions> predict(const InputFn& input_fn, const PredictOptions& options = {});
+  // The streaming form: `consume` is called for each example (or batch) in order; returning
+  // false stops.
   void predict(const InputFn& input_fn, const std::function<bool(Predictions)>& consume,
-               const std::vector<std::string>& predict_keys = {}, const Hooks& hooks = {},
-               const std::optional<std::string>& checkpoint_path = {});
+               const PredictOptions& options = {});
 
   // Writes the PREDICT model_fn of the latest checkpoint (or `checkpoint_path`) for serving, in
   // TF's layout: <export_dir_base>/<timestamp>/ with model.onnx (estimator_export.cpp says how
@@ -94,8 +114,7 @@ class Estimator {
 
  private:
   // train() without the error report to the other workers.
-  Estimator& train_loop(const InputFn& input_fn, const Hooks& hooks, std::optional<int64_t> steps,
-                        std::optional<int64_t> max_steps, const Listeners& saving_listeners);
+  Estimator& train_loop(const InputFn& input_fn, const TrainOptions& options);
 
   ModelFn model_fn_;
   RunConfig config_;

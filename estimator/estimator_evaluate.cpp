@@ -30,9 +30,8 @@ void write_dict_to_summary(const Metrics& results, const std::string& output_dir
 
 }  // namespace
 
-Metrics Estimator::evaluate(const InputFn& input_fn, std::optional<int64_t> steps,
-                            const Hooks& hooks, const std::optional<std::string>& checkpoint_path,
-                            const std::string& name) {
+Metrics Estimator::evaluate(const InputFn& input_fn, const EvaluateOptions& options) {
+  const auto& [steps, hooks, checkpoint_path, name] = options;
   if (steps && *steps <= 0)
     throw InvalidArgumentError(fmt::format(
         "evaluate: steps must be positive (or unset to read all input), got {}", *steps));

@@ -103,11 +103,9 @@ Hooks chief_only_hooks(const RunConfig& config, const Listeners& saving_listener
 
 }  // namespace
 
-Estimator& Estimator::train(const InputFn& input_fn, const Hooks& hooks,
-                            std::optional<int64_t> steps, std::optional<int64_t> max_steps,
-                            const Listeners& saving_listeners) {
+Estimator& Estimator::train(const InputFn& input_fn, const TrainOptions& options) {
   try {
-    return train_loop(input_fn, hooks, steps, max_steps, saving_listeners);
+    return train_loop(input_fn, options);
   } catch (const std::exception& error) {
     // The other workers stop at once with this error instead of waiting for this one.
     if (config_.train_distribute) config_.train_distribute->report_error(error);
@@ -115,9 +113,8 @@ Estimator& Estimator::train(const InputFn& input_fn, const Hooks& hooks,
   }
 }
 
-Estimator& Estimator::train_loop(const InputFn& input_fn, const Hooks& hooks,
-                                 std::optional<int64_t> steps, std::optional<int64_t> max_steps,
-                                 const Listeners& saving_listeners) {
+Estimator& Estimator::train_loop(const InputFn& input_fn, const TrainOptions& options) {
+  const auto& [hooks, steps, max_steps, saving_listeners] = options;
   check_steps(steps, max_steps);
   if (const auto& strategy = config_.train_distribute;
       strategy && strategy->num_workers() > 1 && strategy->is_chief() != config_.is_chief)

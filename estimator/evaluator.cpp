@@ -25,8 +25,10 @@ void sleep_seconds(double seconds) {
 
 TrainAndEvaluateResult evaluate_and_export(Estimator& estimator, const EvalSpec& eval_spec,
                                            const std::string& checkpoint, bool is_final) {
-  Metrics metrics = estimator.evaluate(eval_spec.input_fn, eval_spec.steps, eval_spec.hooks,
-                                       checkpoint, eval_spec.name);
+  Metrics metrics = estimator.evaluate(eval_spec.input_fn, {.steps = eval_spec.steps,
+                                                            .hooks = eval_spec.hooks,
+                                                            .checkpoint_path = checkpoint,
+                                                            .name = eval_spec.name});
   std::vector<std::string> exports;
   for (const auto& exporter : eval_spec.exporters) {
     std::string path =
@@ -76,9 +78,10 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const TrainSpec& trai
         continue;
       } catch (const DataLossError& error) {
         if (std::filesystem::exists(*latest)) throw;
-        log::warning("Checkpoint {} was deleted while it was being evaluated; moving on to the "
-                     "newest one ({})",
-                     *latest, error.what());
+        log::warning(
+            "Checkpoint {} was deleted while it was being evaluated; moving on to the "
+            "newest one ({})",
+            *latest, error.what());
         continue;
       }
     } else {
@@ -90,13 +93,15 @@ TrainAndEvaluateResult run_evaluator(Estimator& estimator, const TrainSpec& trai
             estimator.model_dir(), waited));
       if (config.now() >= next_wait_log) {
         if (!latest)
-          log::info("Estimator is not trained yet. Will start an evaluation when a checkpoint is "
-                    "ready in {} ({:.0f} s so far).",
-                    estimator.model_dir(), waited);
+          log::info(
+              "Estimator is not trained yet. Will start an evaluation when a checkpoint is "
+              "ready in {} ({:.0f} s so far).",
+              estimator.model_dir(), waited);
         else
-          log::info("No new checkpoint ready for evaluation (the last one evaluated is {}); "
-                    "waiting for the next one ({:.0f} s so far).",
-                    previous, waited);
+          log::info(
+              "No new checkpoint ready for evaluation (the last one evaluated is {}); "
+              "waiting for the next one ({:.0f} s so far).",
+              previous, waited);
         next_wait_log = config.now() + 60;
       }
     }

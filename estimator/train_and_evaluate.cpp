@@ -9,9 +9,9 @@
 #include "distribute/cluster/cluster_spec.h"
 #include "estimator/evaluator.h"
 #include "estimator/exporter.h"
+#include "estimator/hooks/timer.h"
 #include "estimator/ps_task.h"
 #include "ops/error.h"
-#include "estimator/hooks/timer.h"
 #include "ops/logging.h"
 
 namespace est {
@@ -73,8 +73,9 @@ class EvaluateListener : public CheckpointSaverListener {
 TrainAndEvaluateResult train_with_evaluation(Estimator& estimator, const TrainSpec& train_spec,
                                              const EvalSpec& eval_spec) {
   auto listener = std::make_shared<EvaluateListener>(estimator, eval_spec);
-  estimator.train(train_spec.input_fn, train_spec.hooks, std::nullopt, train_spec.max_steps,
-                  {listener});
+  estimator.train(train_spec.input_fn, {.hooks = train_spec.hooks,
+                                        .max_steps = train_spec.max_steps,
+                                        .saving_listeners = {listener}});
   // Training may have been skipped (max_steps already reached): still report an evaluation.
   if (listener->metrics.empty() && estimator.latest_checkpoint()) {
     auto step = estimator.get_variable_value("global_step").item();
@@ -105,22 +106,25 @@ TrainAndEvaluateResult train_and_evaluate(Estimator& estimator, const TrainSpec&
   }
   // Under MultiWorkerMirroredStrategy worker 0 is the chief when the cluster has none.
   TaskType role = config.is_chief && config.task_type == TaskType::kWorker ? TaskType::kChief
-                                                                          : config.task_type;
+                                                                           : config.task_type;
   switch (role) {
     case TaskType::kChief:
     case TaskType::kMaster:
       log_role(config);
       if (!config.cluster_spec.has_job(TaskType::kEvaluator)) {
-        log::info("TF_CONFIG's cluster lists no evaluator task: the {} evaluates each "
-                  "checkpoint.",
-                  config.task_type);
+        log::info(
+            "TF_CONFIG's cluster lists no evaluator task: the {} evaluates each "
+            "checkpoint.",
+            config.task_type);
         return train_with_evaluation(estimator, train_spec, eval_spec);
       }
-      estimator.train(train_spec.input_fn, train_spec.hooks, std::nullopt, train_spec.max_steps);
+      estimator.train(train_spec.input_fn,
+                      {.hooks = train_spec.hooks, .max_steps = train_spec.max_steps});
       return {};
     case TaskType::kWorker:
       log_role(config);
-      estimator.train(train_spec.input_fn, train_spec.hooks, std::nullopt, train_spec.max_steps);
+      estimator.train(train_spec.input_fn,
+                      {.hooks = train_spec.hooks, .max_steps = train_spec.max_steps});
       return {};
     case TaskType::kPs:
       log_role(config);

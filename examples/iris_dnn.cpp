@@ -88,7 +88,7 @@ int main(int argc, char** argv) try {
                                  .model_dir = model_dir,
                                  .n_classes = 3,
                                  .config = {.tf_random_seed = seed}});
-  classifier.train(input_fn(train_path, true), {}, steps);
+  classifier.train(input_fn(train_path, true), {.steps = steps});
   est::Metrics metrics = classifier.evaluate(input_fn(test_path, false));
   fmt::print("\nTest set accuracy: {:.3f}\n\n", metrics.at("accuracy"));
 

@@ -276,8 +276,10 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
   if (options.initial_epoch < options.epochs) {
     // While it runs, the model reads and sets the running session's variables (get/set_weights).
     std::shared_ptr<void> done(nullptr, [this](void*) { training_session_ = nullptr; });
-    est.train(training_input_fn(input), {hook}, steps * (options.epochs - options.initial_epoch),
-              std::nullopt, listeners);
+    est.train(training_input_fn(input),
+              {.hooks = {hook},
+               .steps = steps * (options.epochs - options.initial_epoch),
+               .saving_listeners = listeners});
   }
   if (hook->pending()) hook->end_epoch();
   if (hook->epoch_begun()) {  // an epoch cut short: the input ended, or a callback stopped
@@ -307,7 +309,8 @@ std::map<std::string, double> Model::evaluate(const data::Dataset& dataset,
   if (options.verbose > 0)
     bar.emplace(std::nullopt, options.verbose, options.output.value_or(stdout_output()));
   auto counter = std::make_shared<BatchCounter>();
-  Metrics results = estimator().evaluate(input_fn_of(dataset), options.steps, {counter});
+  Metrics results =
+      estimator().evaluate(input_fn_of(dataset), {.steps = options.steps, .hooks = {counter}});
   std::map<std::string, double> out;
   Progbar::Values values;
   for (const auto& name : metric_names_with_loss()) {

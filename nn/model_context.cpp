@@ -1,5 +1,6 @@
 // ModelContext: scopes, per-call layer numbering and get_variable.
 #include "nn/model_context.h"
+#include "nn/context_control.h"
 #include "nn/optimizer.h"
 
 #include <fmt/format.h>
@@ -31,6 +32,12 @@ ModelContext::ModelContext(VariableStore& store, Mode mode, uint64_t seed)
       initializer_generator_(seed),
       generator_(seed ^ kRandomOpsSeedMix) {}
 
+ModelContext::~ModelContext() = default;
+ModelContext::ModelContext(const ModelContext&) = default;
+ModelContext& ModelContext::operator=(const ModelContext&) = default;
+ModelContext::ModelContext(ModelContext&&) = default;
+ModelContext& ModelContext::operator=(ModelContext&&) = default;
+
 void ModelContext::begin_call() {
   scopes_.clear();
   layer_counts_.clear();
@@ -60,8 +67,8 @@ void ModelContext::update_moving_average(const Tensor& variable, const Tensor& v
     apply_moving_average(update);
 }
 
-std::vector<MovingAverageUpdate> ModelContext::take_moving_average_updates() {
-  return std::exchange(moving_average_updates_, {});
+std::vector<MovingAverageUpdate> ContextControl::take_moving_average_updates() {
+  return std::exchange(ctx_->moving_average_updates_, {});
 }
 
 VariableScope ModelContext::variable_scope(std::string_view name) {

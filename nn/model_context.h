@@ -6,6 +6,9 @@
 // Layer calls are numbered afresh within each call (`dense`, `dense_1`, ...), so running the
 // same code again finds the same variables, as tf.compat.v1 layers do under a reused scope.
 //
+// What only distribution strategies set on a context (its device, deferred moving averages,
+// the replica a step computes for) is ContextControl's, in the internal context_control.h.
+//
 // A context computes on one device (its replica's: "/gpu:0"), by default its store's. When
 // the two differ (CentralStorageStrategy: variables on the CPU, compute on a GPU) get_variable
 // returns a copy of the variable on the compute device, made once per call with ops::copy_to,
@@ -29,19 +32,10 @@ namespace est::nn {
 
 enum class Mode : uint8_t { kTrain, kEval, kPredict };
 
+class ContextControl;
 class CrossReplicaSync;
 class ModelContext;
-
-// A moving-average update a layer asked for while updates were deferred: `variable` (a handle
-// on the store's storage) becomes variable * momentum + value * (1 - momentum).
-struct MovingAverageUpdate {
-  Tensor variable;
-  Tensor value;  // detached
-  double momentum = 0;
-};
-
-// variable = variable * momentum + value * (1 - momentum), in place, no gradient recorded.
-void apply_moving_average(const MovingAverageUpdate& update);
+struct MovingAverageUpdate;
 
 // RAII guard returned by ModelContext::variable_scope(): pops the scope when it goes away.
 class VariableScope {
@@ -66,12 +60,13 @@ class ModelContext {
   // seeded with it, dropout and other random ops from a second one derived from it.
   explicit ModelContext(VariableStore& store, Mode mode = Mode::kTrain, uint64_t seed = 0);
   // Virtual: the Estimator's EstimatorContext derives from it and is owned (and deleted) as a
-  // ModelContext by the strategies' replicas.
-  virtual ~ModelContext() = default;
-  ModelContext(const ModelContext&) = default;
-  ModelContext& operator=(const ModelContext&) = default;
-  ModelContext(ModelContext&&) = default;
-  ModelContext& operator=(ModelContext&&) = default;
+  // ModelContext by the strategies' replicas. Defined out of line, where MovingAverageUpdate is
+  // complete (context_control.h).
+  virtual ~ModelContext();
+  ModelContext(const ModelContext&);
+  ModelContext& operator=(const ModelContext&);
+  ModelContext(ModelContext&&);
+  ModelContext& operator=(ModelContext&&);
 
   VariableStore& store() { return *store_; }
   const VariableStore& store() const { return *store_; }
@@ -80,9 +75,8 @@ class ModelContext {
   bool is_training() const { return mode_ == Mode::kTrain; }
 
   // Where this context's computation runs: input batches are copied there, and get_variable
-  // returns tensors there. Defaults to the store's device.
+  // returns tensors there. Defaults to the store's device (a strategy sets its replica's).
   Device device() const { return device_; }
-  void set_device(Device device) { device_ = device; }
 
   // Called before each model_fn call: resets the layer counters, the scope stack and the list
   // of variables used by this call.
@@ -124,33 +118,16 @@ class ModelContext {
   std::vector<Variable> trainable_variables() const;
 
   // Moving averages (batch normalization's moving statistics). By default the update is
-  // applied at once, in place. A strategy with several replicas defers them instead: the
-  // updates of this call are kept until take_moving_average_updates(), so that their values
-  // can be averaged over replicas first and the copies stay identical (TF's MEAN aggregation
-  // of a moving-average variable). begin_call() drops updates nobody took.
+  // applied at once, in place. A strategy with several replicas defers them instead
+  // (context_control.h): the updates of this call are kept until the step takes them, so that
+  // their values can be averaged over replicas first and the copies stay identical (TF's MEAN
+  // aggregation of a moving-average variable).
   void update_moving_average(const Tensor& variable, const Tensor& value, double momentum);
-  void set_defer_moving_averages(bool defer) { defer_moving_averages_ = defer; }
-  bool defers_moving_averages() const { return defer_moving_averages_; }
-  std::vector<MovingAverageUpdate> take_moving_average_updates();
-
-  // For contexts that share one store with other contexts building the same model (central
-  // storage replicas, each on its own thread): the first time this context meets a variable
-  // that another context already created, it still draws (and discards) its initial value, so
-  // its initializer stream stays in step and the variables it does create get the values
-  // unreplicated training would give them, whichever replica thread got there first.
-  void set_shares_store(bool shares) { shares_store_ = shares; }
 
   // The generator for dropout and other random ops in the model.
   ops::Generator& generator() { return generator_; }
   // The generator initializers draw from.
   ops::Generator& initializer_generator() { return initializer_generator_; }
-
-  // The replica of a distribution strategy this context computes for, while a replica step
-  // runs (the strategy sets it for the step; null otherwise): apply_gradients with this
-  // context sums the gradients over replicas through it, and get_variable lets it replace a
-  // new variable's initial value (several workers: the chief's).
-  CrossReplicaSync* replica_sync() const { return replica_sync_; }
-  void set_replica_sync(CrossReplicaSync* sync) { replica_sync_ = sync; }
 
   // The global step (created at 0 when missing) and its variable.
   int64_t global_step() const { return read_global_step(*store_); }
@@ -158,6 +135,7 @@ class ModelContext {
 
  private:
   friend class VariableScope;
+  friend class ContextControl;  // the strategies' settings (context_control.h)
   void pop_scope();
   std::string full_name(std::string_view relative) const;
   // get_variable (`rows` null) and get_variable_rows.

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "nn/clipping.h"
+#include "nn/context_control.h"
 #include "nn/model_context.h"
 #include "nn/train_op.h"
 #include "ops/autograd.h"
@@ -102,7 +103,7 @@ void Optimizer::apply_gradients(VariableStore& store,
 
 void Optimizer::apply_gradients(ModelContext& ctx, std::vector<GradAndVar> grads_and_vars) const {
   CrossReplicaSync* sync = summing_replica(grads_and_vars);
-  if (!sync) sync = ctx.replica_sync();
+  if (!sync) sync = ContextControl(ctx).replica_sync();
   apply_through(sync, ctx.store(), std::move(grads_and_vars));
 }
 

@@ -56,11 +56,11 @@ struct GradAndVar {
 using GradientTransform = std::function<void(std::vector<GradAndVar>&)>;
 
 // A replica's side of its distribution strategy while a step runs (TF's replica context). The
-// strategy gives it to the replica's ModelContext for the step (ModelContext::replica_sync()),
-// and gradients it summed carry it (GradAndVar::summed_by): Optimizer::apply_gradients hands
-// it the gradients first, so that an update inside strategy.run is synchronized however the
-// step was written (TrainOp::run, apply_gradients with gradients from ops::gradients, ...).
-// nn only declares the interface; distribute/ implements it.
+// strategy gives it to the replica's ModelContext for the step (ContextControl::replica_sync(),
+// nn/context_control.h), and gradients it summed carry it (GradAndVar::summed_by):
+// Optimizer::apply_gradients hands it the gradients first, so that an update inside strategy.run is
+// synchronized however the step was written (TrainOp::run, apply_gradients with gradients from
+// ops::gradients, ...). nn only declares the interface; distribute/ implements it.
 class CrossReplicaSync {
  public:
   virtual ~CrossReplicaSync() = default;
@@ -136,8 +136,8 @@ class Optimizer {
   void apply_gradients(VariableStore& store, const std::vector<Tensor>& gradients,
                        const std::vector<Tensor>& variables) const;
   // The same on ctx's store. Inside strategy.run the gradients are first summed over replicas
-  // by the replica that ctx computes for (ModelContext::replica_sync()), so clipping sees the
-  // global gradient.
+  // by the replica that ctx computes for (ContextControl::replica_sync(), nn/context_control.h), so
+  // clipping sees the global gradient.
   void apply_gradients(ModelContext& ctx, std::vector<GradAndVar> grads_and_vars) const;
   void apply_gradients(ModelContext& ctx, const std::vector<Tensor>& gradients,
                        const std::vector<Tensor>& variables) const;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "distribute/strategy.h"
+#include "nn/context_control.h"
 #include "nn/model_context.h"
 #include "nn/train_op.h"
 #include "ops/autograd.h"
@@ -176,7 +177,7 @@ void PsGradientPath::apply(ReplicaContext& replica, const nn::TrainOp& train_op,
     try {
       place_global_step(train_op.store());
       std::vector<nn::GradAndVar> rest = gradients_pushing_ahead(train_op, gradient_scale);
-      push(train_op.store(), rest, ctx.take_moving_average_updates());
+      push(train_op.store(), rest, nn::ContextControl(ctx).take_moving_average_updates());
     } catch (...) {
       variables_->discard_staged();  // no push will apply them
       throw;
@@ -188,7 +189,7 @@ void PsGradientPath::apply(ReplicaContext& replica, const nn::TrainOp& train_op,
   std::vector<nn::GradAndVar> present =
       gradients_to_push(grads, gradient_scale, train_op.optimizer().clip_norm());
   std::lock_guard lock(mutex_);
-  push(train_op.store(), present, ctx.take_moving_average_updates());
+  push(train_op.store(), present, nn::ContextControl(ctx).take_moving_average_updates());
   if (loss_sum) *loss_sum = train_op.loss().detach().clone();
   (void)replica;
 }
@@ -197,7 +198,8 @@ void PsGradientPath::combine(ReplicaContext& replica, std::vector<nn::GradAndVar
   for (nn::GradAndVar& entry : grads_and_vars) entry.summed_by = &replica;
   std::vector<nn::GradAndVar> present = gradients_to_push(grads_and_vars, 1.0, std::nullopt);
   std::lock_guard lock(mutex_);
-  push(replica.store(), present, replica.model_context().take_moving_average_updates());
+  push(replica.store(), present,
+       nn::ContextControl(replica.model_context()).take_moving_average_updates());
 }
 
 void PsGradientPath::before_checkpoint(nn::VariableStore& store) {

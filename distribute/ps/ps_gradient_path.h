@@ -60,6 +60,7 @@
 #include "distribute/ps/ps_sync_step.h"
 #include "distribute/ps/ps_variables.h"
 #include "distribute/variable_home.h"
+#include "nn/context_control.h"
 #include "nn/model_context.h"
 
 namespace est::distribute {

@@ -14,6 +14,7 @@
 
 #include "distribute/ps/ps_handshake.h"
 #include "distribute/ps/ps_heartbeat.h"
+#include "nn/context_control.h"
 #include "nn/model_context.h"
 #include "ops/array_ops.h"
 #include "ops/autograd.h"

@@ -12,7 +12,7 @@
 //
 //   est::DNNClassifier classifier({.hidden_units = {30, 10}, .feature_columns = columns,
 //                                  .n_classes = 3});
-//   classifier.train(input_fn, {}, 1000);
+//   classifier.train(input_fn, {.steps = 1000});
 //
 // The classes in est:: are TF2's (loss_reduction SUM_OVER_BATCH_SIZE by default); those in
 // est::compat::v1 are tf.compat.v1.estimator's (SUM by default). Optimizer names map to TF1's

@@ -70,11 +70,11 @@ TEST_CASE(
     };
     TempDir single_dir, mirrored_dir;
     std::unique_ptr<Estimator> single = make(config(single_dir.str()));
-    single->train(input(2), {}, 1);
+    single->train(input(2), {.steps = 1});
     RunConfig mirrored_config = config(mirrored_dir.str());
     mirrored_config.train_distribute = make_strategy(false);
     std::unique_ptr<Estimator> mirrored = make(mirrored_config);
-    mirrored->train(input(1), {}, 1);
+    mirrored->train(input(1), {.steps = 1});
     for (const char* name :
          {"linear/linear_model/x0/weights", "linear/linear_model/bias_weights"}) {
       CAPTURE(name);

@@ -55,7 +55,7 @@ TEST_CASE("DNNEstimator and DNNLinearCombinedEstimator with a multi-label head")
                     .hidden_units = {16},
                     .feature_columns = dnn_columns(),
                     .config = config(dir.str())});
-  dnn.train(train_on(true), {}, 400);
+  dnn.train(train_on(true), {.steps = 400});
   Metrics metrics = dnn.evaluate(eval_on(true));
   CHECK(metrics.at("auc") > 0.95);
   CHECK(dnn.get_variable_value("dnn/logits/kernel").shape() == Shape{16, 3});
@@ -67,7 +67,7 @@ TEST_CASE("DNNEstimator and DNNLinearCombinedEstimator with a multi-label head")
                                        .dnn_optimizer = optim::adagrad(0.05),
                                        .dnn_hidden_units = {8},
                                        .config = config(dir_combined.str())});
-  combined.train(train_on(true), {}, 300);
+  combined.train(train_on(true), {.steps = 300});
   Metrics combined_metrics = combined.evaluate(eval_on(true));
   CHECK(combined_metrics.at("auc") > 0.95);
   CHECK(combined_metrics.at("global_step") == 300);
@@ -79,7 +79,7 @@ TEST_CASE("LinearEstimator and BaselineEstimator with a two-target regression he
                           .feature_columns = linear_columns(),
                           .optimizer = "SGD",
                           .config = config(dir.str())});
-  linear.train(train_on(false), {}, 300);
+  linear.train(train_on(false), {.steps = 300});
   CHECK(linear.evaluate(eval_on(false)).at("average_loss") < 0.01);
   const std::vector<double> x2_weights =
       linear.get_variable_value("linear/linear_model/x2/weights").to_vector<double>();
@@ -89,7 +89,7 @@ TEST_CASE("LinearEstimator and BaselineEstimator with a two-target regression he
 
   BaselineEstimator baseline(
       {.head = canned::regression_head(2), .config = config(dir_baseline.str())});
-  baseline.train(train_on(false), {}, 200);
+  baseline.train(train_on(false), {.steps = 200});
   CHECK(baseline.get_variable_value("baseline/bias").shape() == Shape{2});
   // The targets' means are near 0; the baseline's average loss is their variance, about 2.7
   // and 6.7 (mean 4.7), far above the linear model's.

@@ -20,7 +20,7 @@ void train_on_two_workers(const Case& c, const std::string& model_dir) {
   testing::train_on_two_workers(
       {.token = "canned-multi-worker-test-0123456", .heartbeat_timeout = 5000ms, .bound = 180s},
       config(model_dir), [&](const RunConfig& run_config, int) {
-        c.make(run_config)->train(train_input(c.task, 16), {}, {}, 300);
+        c.make(run_config)->train(train_input(c.task, 16), {.max_steps = 300});
       });
 }
 

@@ -46,7 +46,7 @@ void train_with_a_ps_task(const Case& c, const std::string& model_dir) {
   auto chief = std::async(std::launch::async, [&] {
     std::unique_ptr<Estimator> estimator =
         c.make(task_config(model_dir, cluster, distribute::TaskType::kChief));
-    estimator->train(train_input(c.task), {}, {}, 300);
+    estimator->train(train_input(c.task), {.max_steps = 300});
   });
   REQUIRE(chief.wait_for(180s) == std::future_status::ready);
   chief.get();

@@ -23,7 +23,7 @@ bool has(const std::vector<std::string>& names, const std::string& name) {
 TEST_CASE("LinearClassifier learns the binary problem with TF's variable names") {
   TempDir dir;
   LinearClassifier classifier({.feature_columns = linear_columns(), .config = config(dir.str())});
-  classifier.train(train_input(Task::kBinary), {}, 300);
+  classifier.train(train_input(Task::kBinary), {.steps = 300});
   Metrics metrics = classifier.evaluate(eval_input(Task::kBinary));
   CHECK(metrics.at("accuracy") > 0.9);
   CHECK(metrics.at("auc") > 0.95);
@@ -42,14 +42,14 @@ TEST_CASE("LinearClassifier with three classes and LinearRegressor") {
   TempDir dir_classes, dir_regression;
   LinearClassifier classifier(
       {.feature_columns = linear_columns(), .n_classes = 3, .config = config(dir_classes.str())});
-  classifier.train(train_input(Task::kThreeClasses), {}, 300);
+  classifier.train(train_input(Task::kThreeClasses), {.steps = 300});
   CHECK(classifier.evaluate(eval_input(Task::kThreeClasses)).at("accuracy") > 0.85);
   CHECK(classifier.get_variable_value("linear/linear_model/x1/weights").shape() == Shape{1, 3});
 
   LinearRegressor regressor({.feature_columns = linear_columns(),
                              .optimizer = "SGD",
                              .config = config(dir_regression.str())});
-  regressor.train(train_input(Task::kRegression), {}, 300);
+  regressor.train(train_input(Task::kRegression), {.steps = 300});
   Metrics metrics = regressor.evaluate(eval_input(Task::kRegression));
   CHECK(metrics.at("average_loss") < 0.05);  // the target's variance is about 18
   CHECK(regressor.get_variable_value("linear/linear_model/x2/weights").item() ==
@@ -60,7 +60,7 @@ TEST_CASE("DNNClassifier and DNNRegressor learn, with TF's variable names") {
   TempDir dir, dir_regression;
   DNNClassifier classifier(
       {.hidden_units = {16, 8}, .feature_columns = dnn_columns(), .config = config(dir.str())});
-  classifier.train(train_input(Task::kBinary), {}, 400);
+  classifier.train(train_input(Task::kBinary), {.steps = 400});
   CHECK(classifier.evaluate(eval_input(Task::kBinary)).at("accuracy") > 0.9);
   const auto names = classifier.get_variable_names();
   for (const char* name :
@@ -75,7 +75,7 @@ TEST_CASE("DNNClassifier and DNNRegressor learn, with TF's variable names") {
                           .feature_columns = dnn_columns(),
                           .optimizer = "Adam",
                           .config = config(dir_regression.str())});
-  regressor.train(train_input(Task::kRegression), {}, 400);
+  regressor.train(train_input(Task::kRegression), {.steps = 400});
   CHECK(regressor.evaluate(eval_input(Task::kRegression)).at("average_loss") < 0.5);
   CHECK(has(regressor.get_variable_names(), "dnn/hiddenlayer_0/kernel/Adam"));
 }
@@ -88,7 +88,7 @@ TEST_CASE("DNNClassifier with three classes, dropout and batch_norm") {
                             .dropout = 0.1,
                             .config = config(dir.str()),
                             .batch_norm = true});
-  classifier.train(train_input(Task::kThreeClasses), {}, 400);
+  classifier.train(train_input(Task::kThreeClasses), {.steps = 400});
   CHECK(classifier.evaluate(eval_input(Task::kThreeClasses)).at("accuracy") > 0.85);
   const auto names = classifier.get_variable_names();
   for (const char* name :
@@ -109,7 +109,7 @@ TEST_CASE("DNNLinearCombinedClassifier and Regressor: two parts, two optimizers,
                                           .dnn_optimizer = optim::adagrad(0.05),
                                           .dnn_hidden_units = {8},
                                           .config = config(dir.str())});
-  classifier.train(train_input(Task::kBinary), {}, 300);
+  classifier.train(train_input(Task::kBinary), {.steps = 300});
   Metrics metrics = classifier.evaluate(eval_input(Task::kBinary));
   CHECK(metrics.at("accuracy") > 0.9);
   CHECK(metrics.at("global_step") == 300);  // counted once per step, not once per optimizer
@@ -126,7 +126,7 @@ TEST_CASE("DNNLinearCombinedClassifier and Regressor: two parts, two optimizers,
                                         .dnn_feature_columns = dnn_columns(),
                                         .dnn_hidden_units = {8},
                                         .config = config(dir_regression.str())});
-  regressor.train(train_input(Task::kRegression), {}, 300);
+  regressor.train(train_input(Task::kRegression), {.steps = 300});
   CHECK(regressor.evaluate(eval_input(Task::kRegression)).at("average_loss") < 0.1);
 }
 
@@ -142,7 +142,7 @@ TEST_CASE("BaselineClassifier and BaselineRegressor learn the label prior") {
   };
   TempDir dir, dir_regression;
   BaselineClassifier classifier({.config = config(dir.str())});
-  classifier.train(train_input(Task::kBinary), {}, 300);
+  classifier.train(train_input(Task::kBinary), {.steps = 300});
   Metrics metrics = classifier.evaluate(eval_input(Task::kBinary));
   CHECK(metrics.at("prediction/mean") == doctest::Approx(label_mean(Task::kBinary)).epsilon(0.02));
   std::string names;
@@ -151,7 +151,7 @@ TEST_CASE("BaselineClassifier and BaselineRegressor learn the label prior") {
   CHECK(names == "baseline/bias global_step baseline/bias/Ftrl baseline/bias/Ftrl_1 ");
 
   BaselineRegressor regressor({.config = config(dir_regression.str())});
-  regressor.train(train_input(Task::kRegression), {}, 300);
+  regressor.train(train_input(Task::kRegression), {.steps = 300});
   CHECK(regressor.get_variable_value("baseline/bias").item() ==
         doctest::Approx(label_mean(Task::kRegression)).epsilon(0.05));
 }
@@ -210,7 +210,8 @@ TEST_CASE("a DNNClassifier over numeric columns exports for serving, binary and 
          .feature_columns = {fc::numeric_column("x1"), fc::numeric_column("x2")},
          .n_classes = n_classes,
          .config = config(dir.str())});
-    classifier.train(train_input(n_classes == 2 ? Task::kBinary : Task::kThreeClasses), {}, 20);
+    classifier.train(train_input(n_classes == 2 ? Task::kBinary : Task::kThreeClasses),
+                     {.steps = 20});
     const std::string exported = classifier.export_saved_model(
         dir / "export", build_raw_serving_input_receiver_fn({{"x1", {{-1}}}, {"x2", {{-1}}}}));
     // The exported graph, run on its own, predicts what the estimator predicts.
@@ -247,7 +248,7 @@ TEST_CASE("a classifier with label_vocabulary exports its string classes") {
                             .feature_columns = {fc::numeric_column("x1"), fc::numeric_column("x2")},
                             .label_vocabulary = {"no", "yes"},
                             .config = config(dir.str())});
-  classifier.train(train_input(Task::kStringBinary), {}, 20);
+  classifier.train(train_input(Task::kStringBinary), {.steps = 20});
   const std::string exported = classifier.export_saved_model(
       dir / "export", build_raw_serving_input_receiver_fn({{"x1", {{-1}}}, {"x2", {{-1}}}}));
   // TF's index_to_string lookup, in the graph: the served classes are predict's strings.

@@ -49,7 +49,7 @@ TEST_CASE("LinearRegressor's first Ftrl step is TF's: a name at 0.2, None at min
   // dL/dw = sum (0 - y) x = -7 and dL/db = -4. One column: lr = min(0.2, 1/sqrt(1)) = 0.2.
   TempDir dir;
   LinearRegressor one({.feature_columns = numeric_columns(1), .config = config(dir.str())});
-  one.train(tiny_input(), {}, 1);
+  one.train(tiny_input(), {.steps = 1});
   CHECK(value(one, "linear/linear_model/x0/weights") == Approx(ftrl_first_step(-7, 0.2)));
   CHECK(value(one, "linear/linear_model/bias_weights") == Approx(ftrl_first_step(-4, 0.2)));
   CHECK(value(one, "linear/linear_model/x0/weights/Ftrl") == Approx(0.1 + 49));
@@ -58,7 +58,7 @@ TEST_CASE("LinearRegressor's first Ftrl step is TF's: a name at 0.2, None at min
   // 36 columns and the default, the name 'Ftrl': linear.py gives a name _LEARNING_RATE, 0.2.
   TempDir dir_many;
   LinearRegressor many({.feature_columns = numeric_columns(36), .config = config(dir_many.str())});
-  many.train(tiny_input(35), {}, 1);
+  many.train(tiny_input(35), {.steps = 1});
   CHECK(value(many, "linear/linear_model/x0/weights") == Approx(ftrl_first_step(-7, 0.2)));
   CHECK(value(many, "linear/linear_model/x9/weights") == 0);  // all-zero columns do not move
 
@@ -67,7 +67,7 @@ TEST_CASE("LinearRegressor's first Ftrl step is TF's: a name at 0.2, None at min
   LinearRegressor none({.feature_columns = numeric_columns(36),
                         .optimizer = std::nullopt,
                         .config = config(dir_none.str())});
-  none.train(tiny_input(35), {}, 1);
+  none.train(tiny_input(35), {.steps = 1});
   CHECK(value(none, "linear/linear_model/x0/weights") == Approx(ftrl_first_step(-7, 1.0 / 6)));
 
   // Any other name at 36 columns trains at 0.2 too: SGD's step is -lr * g.
@@ -75,14 +75,14 @@ TEST_CASE("LinearRegressor's first Ftrl step is TF's: a name at 0.2, None at min
   LinearRegressor sgd({.feature_columns = numeric_columns(36),
                        .optimizer = "SGD",
                        .config = config(dir_sgd.str())});
-  sgd.train(tiny_input(35), {}, 1);
+  sgd.train(tiny_input(35), {.steps = 1});
   CHECK(value(sgd, "linear/linear_model/x0/weights") == Approx(0.2 * 7));
 
   // compat::v1: loss_reduction SUM doubles the gradient.
   TempDir dir_v1;
   compat::v1::LinearRegressor v1(
       {.feature_columns = numeric_columns(1), .config = config(dir_v1.str())});
-  v1.train(tiny_input(), {}, 1);
+  v1.train(tiny_input(), {.steps = 1});
   CHECK(value(v1, "linear/linear_model/x0/weights") == Approx(ftrl_first_step(-14, 0.2)));
 }
 
@@ -92,7 +92,7 @@ TEST_CASE("weight_column scales each example's loss") {
   TempDir dir;
   LinearRegressor regressor(
       {.feature_columns = numeric_columns(1), .weight_column = "w", .config = config(dir.str())});
-  regressor.train(tiny_input(0, true), {}, 1);
+  regressor.train(tiny_input(0, true), {.steps = 1});
   CHECK(value(regressor, "linear/linear_model/x0/weights") == Approx(ftrl_first_step(-19, 0.2)));
   CHECK(value(regressor, "linear/linear_model/bias_weights") == Approx(ftrl_first_step(-10, 0.2)));
 }
@@ -112,7 +112,7 @@ TEST_CASE("sparse_combiner: sum or mean of a multivalent column's weights") {
     TempDir dir;
     LinearRegressor regressor(
         {.feature_columns = columns, .config = config(dir.str()), .sparse_combiner = combiner});
-    regressor.train(tags, {}, 1);
+    regressor.train(tags, {.steps = 1});
     const std::vector<double> w =
         regressor.get_variable_value("linear/linear_model/tags/weights").to_vector<double>();
     REQUIRE(w.size() == 2);
@@ -124,12 +124,12 @@ TEST_CASE("sparse_combiner: sum or mean of a multivalent column's weights") {
 TEST_CASE("warm_start_from: a new estimator starts from another's trained weights") {
   TempDir first_dir, second_dir;
   LinearRegressor first({.feature_columns = numeric_columns(1), .config = config(first_dir.str())});
-  first.train(tiny_input(), {}, 1);
+  first.train(tiny_input(), {.steps = 1});
   LinearRegressor second({.feature_columns = numeric_columns(1),
                           .config = config(second_dir.str()),
                           .warm_start_from = checkpoint::WarmStartSettings{
                               .ckpt_to_initialize_from = first_dir.str()}});
-  second.train(tiny_input(), {}, 1);
+  second.train(tiny_input(), {.steps = 1});
   // The second model's step-0 checkpoint holds the first one's trained weight.
   checkpoint::TensorBundle start = checkpoint::load(second_dir.str() + "/model.ckpt-0.h5");
   const checkpoint::TensorEntry* weight = start.find("linear/linear_model/x0/weights");
@@ -140,7 +140,7 @@ TEST_CASE("warm_start_from: a new estimator starts from another's trained weight
 TEST_CASE("BaselineRegressor's first Ftrl step uses learning rate 0.3") {
   TempDir dir;
   BaselineRegressor baseline({.config = config(dir.str())});
-  baseline.train(tiny_input(), {}, 1);
+  baseline.train(tiny_input(), {.steps = 1});
   CHECK(value(baseline, "baseline/bias") == Approx(ftrl_first_step(-4, 0.3)));
 }
 
@@ -148,7 +148,7 @@ TEST_CASE("the wide part of DNNLinearCombinedRegressor uses Ftrl at min(0.005, 1
   TempDir dir;
   DNNLinearCombinedRegressor wide(
       {.linear_feature_columns = numeric_columns(1), .config = config(dir.str())});
-  wide.train(tiny_input(), {}, 1);
+  wide.train(tiny_input(), {.steps = 1});
   CHECK(value(wide, "linear/linear_model/x0/weights") == Approx(ftrl_first_step(-7, 0.005)));
   CHECK(value(wide, "global_step") == 1);
 }
@@ -218,7 +218,7 @@ TEST_CASE("DNNRegressor's first Adagrad step is TF's, learning rate 0.05") {
   RunConfig run_config = config(dir.str());
   DNNRegressor dnn(
       {.hidden_units = {2}, .feature_columns = {fc::numeric_column("x0")}, .config = run_config});
-  dnn.train(tiny_input(), {}, 1);
+  dnn.train(tiny_input(), {.steps = 1});
   check_dnn_step(dnn, 0.05);
 
   // activation_fn = tanh: the same step through tanh's derivative.
@@ -227,7 +227,7 @@ TEST_CASE("DNNRegressor's first Adagrad step is TF's, learning rate 0.05") {
                          .feature_columns = {fc::numeric_column("x0")},
                          .activation_fn = nn::tanh,
                          .config = config(dir_tanh.str())});
-  dnn_tanh.train(tiny_input(), {}, 1);
+  dnn_tanh.train(tiny_input(), {.steps = 1});
   check_dnn_step(dnn_tanh, 0.05, true);
 }
 
@@ -236,7 +236,7 @@ TEST_CASE("the deep part of DNNLinearCombinedRegressor uses Adagrad at 0.001") {
   DNNLinearCombinedRegressor deep({.dnn_feature_columns = {fc::numeric_column("x0")},
                                    .dnn_hidden_units = {2},
                                    .config = config(dir.str())});
-  deep.train(tiny_input(), {}, 1);
+  deep.train(tiny_input(), {.steps = 1});
   check_dnn_step(deep, 0.001);
 }
 
@@ -245,7 +245,7 @@ TEST_CASE("label_vocabulary: string labels in, string classes out") {
   LinearClassifier classifier({.feature_columns = linear_columns(),
                                .label_vocabulary = {"no", "yes"},
                                .config = config(dir.str())});
-  classifier.train(train_input(Task::kStringBinary), {}, 300);
+  classifier.train(train_input(Task::kStringBinary), {.steps = 300});
   CHECK(classifier.evaluate(eval_input(Task::kStringBinary)).at("accuracy") > 0.9);
 
   // Predictions carry the vocabulary's strings, consistent with the class ids, and they match
@@ -272,6 +272,6 @@ TEST_CASE("label_vocabulary: string labels in, string classes out") {
   LinearClassifier wrong({.feature_columns = linear_columns(),
                           .label_vocabulary = {"n", "y"},
                           .config = config(other.str())});
-  CHECK_THROWS_WITH_AS(wrong.train(train_input(Task::kStringBinary), {}, 1),
+  CHECK_THROWS_WITH_AS(wrong.train(train_input(Task::kStringBinary), {.steps = 1}),
                        doctest::Contains("not in label_vocabulary"), InvalidArgumentError);
 }

@@ -83,7 +83,7 @@ TEST_CASE("canned estimators continue from TensorFlow's checkpoint as from their
     CAPTURE(name);
     const Case& c = case_named(name);
     TempDir est_dir, tf_parent;
-    c.make(config(est_dir.str()))->train(same_batch(c.task), {}, 3);
+    c.make(config(est_dir.str()))->train(same_batch(c.task), {.steps = 3});
     const std::string tf_dir = tf_parent.str() + "/model";
     write_tf_model_dir(est_dir.str(), tf_dir);
     REQUIRE(est_test::files_with_prefix(tf_dir, "model.ckpt-3.h5").empty());
@@ -91,8 +91,8 @@ TEST_CASE("canned estimators continue from TensorFlow's checkpoint as from their
     auto own = std::make_shared<LossHook>(), tf = std::make_shared<LossHook>();
     std::unique_ptr<Estimator> from_own = c.make(config(est_dir.str()));
     std::unique_ptr<Estimator> from_tf = c.make(config(tf_dir));
-    from_own->train(same_batch(c.task), {own}, 2);
-    from_tf->train(same_batch(c.task), {tf}, 2);
+    from_own->train(same_batch(c.task), {.hooks = {own}, .steps = 2});
+    from_tf->train(same_batch(c.task), {.hooks = {tf}, .steps = 2});
     CHECK(tf->steps == std::vector<int64_t>{4, 5});
     CHECK(own->steps == tf->steps);
     REQUIRE(own->losses.size() == 2);
@@ -107,7 +107,7 @@ TEST_CASE("canned estimators continue from TensorFlow's checkpoint as from their
 TEST_CASE("retention deletes TensorFlow's checkpoint files in their turn, as TF's Saver does") {
   const Case& c = case_named("LinearClassifier");
   TempDir est_dir, tf_parent;
-  c.make(config(est_dir.str()))->train(same_batch(c.task), {}, 2);
+  c.make(config(est_dir.str()))->train(same_batch(c.task), {.steps = 2});
   const std::string tf_dir = tf_parent.str() + "/model";
   write_tf_model_dir(est_dir.str(), tf_dir);
   REQUIRE(fs::exists(tf_dir + "/model.ckpt-2.index"));
@@ -116,7 +116,8 @@ TEST_CASE("retention deletes TensorFlow's checkpoint files in their turn, as TF'
   keep_two.keep_checkpoint_every_n_hours = 0;  // none preserved beside the last two
   keep_two.save_checkpoints_steps = 1;
   keep_two.save_checkpoints_secs = std::nullopt;
-  c.make(keep_two)->train(same_batch(c.task), {}, 2);  // saves 3 and 4: TF's model.ckpt-2 goes
+  c.make(keep_two)->train(same_batch(c.task),
+                          {.steps = 2});  // saves 3 and 4: TF's model.ckpt-2 goes
   CHECK_FALSE(fs::exists(tf_dir + "/model.ckpt-2.index"));
   CHECK_FALSE(fs::exists(tf_dir + "/model.ckpt-2.data-00000-of-00001"));
   CHECK(*checkpoint::latest_checkpoint(tf_dir) == tf_dir + "/model.ckpt-4.h5");
@@ -125,12 +126,12 @@ TEST_CASE("retention deletes TensorFlow's checkpoint files in their turn, as TF'
 TEST_CASE("a TensorFlow checkpoint lacking a variable or with another shape: clear errors") {
   const Case& c = case_named("DNNClassifier");
   TempDir est_dir, tf_parent;
-  c.make(config(est_dir.str()))->train(same_batch(c.task), {}, 1);
+  c.make(config(est_dir.str()))->train(same_batch(c.task), {.steps = 1});
   const std::string missing_dir = tf_parent.str() + "/missing";
   write_tf_model_dir(est_dir.str(), missing_dir, "dnn/logits/bias/Adagrad");
   const std::string prefix = missing_dir + "/model.ckpt-1";
   try {
-    c.make(config(missing_dir))->train(same_batch(c.task), {}, 1);
+    c.make(config(missing_dir))->train(same_batch(c.task), {.steps = 1});
     FAIL("training from a checkpoint without dnn/logits/bias/Adagrad succeeded");
   } catch (const NotFoundError& error) {
     const std::string what = error.what();
@@ -144,7 +145,7 @@ TEST_CASE("a TensorFlow checkpoint lacking a variable or with another shape: cle
   write_tf_model_dir(est_dir.str(), shape_dir, "",
                      {{"dnn/logits/bias", Tensor::zeros({5}, DType::kF32)}});
   try {
-    c.make(config(shape_dir))->train(same_batch(c.task), {}, 1);
+    c.make(config(shape_dir))->train(same_batch(c.task), {.steps = 1});
     FAIL("training from a checkpoint with a [5] dnn/logits/bias succeeded");
   } catch (const Error& error) {
     const std::string what = error.what();

@@ -89,7 +89,8 @@ TEST_CASE("canned estimators' TF checkpoints: read independently, resumed with t
     RunConfig with_tf = config(job.str());
     with_tf.tf_checkpoint_format = true;
     auto first_losses = std::make_shared<std::vector<double>>();
-    m.make(with_tf)->train(same_batch(m.task), {std::make_shared<LossRecorder>(first_losses)}, 3);
+    m.make(with_tf)->train(same_batch(m.task),
+                           {.hooks = {std::make_shared<LossRecorder>(first_losses)}, .steps = 3});
 
     // The model_dir as TensorFlow reads it, by a reader that is not est's.
     std::string json;
@@ -113,9 +114,11 @@ TEST_CASE("canned estimators' TF checkpoints: read independently, resumed with t
     auto resumed = std::make_shared<std::vector<double>>();
     auto reference = std::make_shared<std::vector<double>>();
     auto from_tf = m.make(config(converted.str()));
-    from_tf->train(same_batch(m.task), {std::make_shared<LossRecorder>(resumed)}, 1);
+    from_tf->train(same_batch(m.task),
+                   {.hooks = {std::make_shared<LossRecorder>(resumed)}, .steps = 1});
     auto never_left = m.make(config(job.str()));
-    never_left->train(same_batch(m.task), {std::make_shared<LossRecorder>(reference)}, 1);
+    never_left->train(same_batch(m.task),
+                      {.hooks = {std::make_shared<LossRecorder>(reference)}, .steps = 1});
     REQUIRE(resumed->size() == 1);
     REQUIRE(reference->size() == 1);
     CHECK(resumed->front() == reference->front());

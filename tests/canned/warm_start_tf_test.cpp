@@ -69,7 +69,7 @@ TEST_CASE("LinearRegressor warm-starts from a TF1 checkpoint and continues with 
                                          {b + "/Ftrl", "old/bias_weights/Ftrl"},
                                          {b + "/Ftrl_1", "old/bias_weights/Ftrl_1"}}}});
   // The loss is sum r^2 / 2 over the 2 examples, r = w x + b - y: dL/dw = sum r x, dL/db = sum r.
-  model.train(one_batch(), {}, 1);
+  model.train(one_batch(), {.steps = 1});
   const double r1 = weight.w * 1 + bias.w - 1, r2 = weight.w * 2 + bias.w - 3;
   const FtrlState w = ftrl_step(weight, r1 * 1 + r2 * 2, 0.2), c = ftrl_step(bias, r1 + r2, 0.2);
   auto value = [&](const std::string& name) { return model.get_variable_value(name).item(); };
@@ -107,7 +107,7 @@ TEST_CASE("DNNRegressor warm-starts from a TF1 checkpoint and continues with Ada
        .config = config(dir.str()),
        .warm_start_from = checkpoint::WarmStartSettings{.ckpt_to_initialize_from = tf_dir.prefix(),
                                                         .vars_to_warm_start = {"dnn/"}}});
-  model.train(one_batch(), {}, 1);
+  model.train(one_batch(), {.steps = 1});
   // Adagrad (training_ops.cc, ApplyAdagrad): accum' = accum + g^2, w' = w - lr g / sqrt(accum'),
   // lr 0.05: so accum' - accum = ((w - w') sqrt(accum') / lr)^2 holds only if the step started
   // from the checkpoint's accumulator.
@@ -146,7 +146,7 @@ TEST_CASE("Scaffold.init_fn assigns pretrained weights from a TF checkpoint (ope
   };
   TempDir dir;
   Estimator estimator(model_fn, config(dir.str()));
-  estimator.train(est_test::linear_input_fn(64, 8, false, -1), {}, 1);
+  estimator.train(est_test::linear_input_fn(64, 8, false, -1), {.steps = 1});
   // The step-0 checkpoint holds what init_fn assigned, before any update.
   checkpoint::TensorBundle start = checkpoint::load(dir.str() + "/model.ckpt-0.h5");
   REQUIRE(start.find("dense/kernel") != nullptr);

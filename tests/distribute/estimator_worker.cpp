@@ -138,7 +138,8 @@ int main(int argc, char** argv) try {
     Tensor logits = nn::dense(ctx, h, {.units = 3});
     Tensor loss = nn::sparse_softmax_cross_entropy(labels, logits);
     if (mode != ModeKeys::kTrain)
-      return EstimatorSpec::eval(loss, {{"accuracy", metrics::accuracy(labels, argmax(logits, 1))}});
+      return EstimatorSpec::eval(loss,
+                                 {{"accuracy", metrics::accuracy(labels, argmax(logits, 1))}});
     optim::Optimizer opt = optimizer == "sgd"        ? optim::sgd(0.1)
                            : optimizer == "momentum" ? optim::momentum(0.05, 0.9)
                                                      : optim::adam(0.01);
@@ -148,17 +149,21 @@ int main(int argc, char** argv) try {
   std::string me = fmt::format("{} {}", estimator.config().task_type, estimator.config().task_id);
   // "%TASK%" in --dump becomes this task's name ("chief_0"), for jobs a launcher starts.
   if (size_t at = dump.find("%TASK%"); at != std::string::npos)
-    dump.replace(at, 6, fmt::format("{}_{}", estimator.config().task_type,
-                                    estimator.config().task_id));
+    dump.replace(at, 6,
+                 fmt::format("{}_{}", estimator.config().task_type, estimator.config().task_id));
   bool faulty = !fault_task.empty() && fault_task == me;
   if (faulty && !fault_marker.empty()) {
-    if (std::ifstream(fault_marker).good()) faulty = false;  // an earlier attempt did it
-    else std::ofstream(fault_marker) << me << "\n";
+    if (std::ifstream(fault_marker).good())
+      faulty = false;  // an earlier attempt did it
+    else
+      std::ofstream(fault_marker) << me << "\n";
   }
   auto hook = std::make_shared<TestHook>(dump, fault, faulty, fault_step);
   if (estimator.config().task_type == distribute::TaskType::kEvaluator) hook->fire_on_any_step();
   if (train_and_evaluate) {
-    auto eval_input_fn = [](ModeKeys, const InputContext*) { return synthetic().take(128).batch(32); };
+    auto eval_input_fn = [](ModeKeys, const InputContext*) {
+      return synthetic().take(128).batch(32);
+    };
     auto [results, exports] = est::train_and_evaluate(
         estimator, {.input_fn = input_fn, .max_steps = steps, .hooks = {hook}},
         {.input_fn = eval_input_fn,
@@ -170,7 +175,7 @@ int main(int argc, char** argv) try {
       std::printf("metrics: accuracy=%.4f global_step=%lld\n", results.at("accuracy"),
                   static_cast<long long>(results.at("global_step")));
   } else {
-    estimator.train(input_fn, {hook}, std::nullopt, steps);
+    estimator.train(input_fn, {.hooks = {hook}, .max_steps = steps});
   }
   std::printf("finished %s\n", me.c_str());
   return 0;

@@ -56,8 +56,8 @@ TEST_CASE("gpu estimator: the tutorial CNN on Fashion-MNIST on /gpu:0 reaches th
   cpu_config.device = "/cpu:0";
   Estimator on_gpu(cnn_model_fn, gpu_config);
   Estimator on_cpu(cnn_model_fn, cpu_config);
-  on_gpu.train(cnn_input_fn, {}, kSteps);
-  on_cpu.train(cnn_input_fn, {}, kSteps);
+  on_gpu.train(cnn_input_fn, {.steps = kSteps});
+  on_cpu.train(cnn_input_fn, {.steps = kSteps});
   Metrics gpu = on_gpu.evaluate(cnn_input_fn);
   Metrics cpu = on_cpu.evaluate(cnn_input_fn);
   MESSAGE("eval loss after " << kSteps << " steps: /gpu:0 " << gpu.at("loss") << ", /cpu:0 "

@@ -70,7 +70,8 @@ void run_job(const std::string& dir, const std::array<Hooks, 2>& hooks,
       {.token = "multi-worker-estimator-test-0123", .heartbeat_timeout = 3000ms, .bound = 120s},
       config, [&](const RunConfig& worker_config, int w) {
         Estimator estimator(model_fn, worker_config);
-        estimator.train(counting_input(), hooks[static_cast<size_t>(w)], std::nullopt, max_steps);
+        estimator.train(counting_input(),
+                        {.hooks = hooks[static_cast<size_t>(w)], .max_steps = max_steps});
       });
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "distribute/distribute.h"
+#include "nn/context_control.h"
 #include "nn/nn.h"
 
 namespace est::testing {
@@ -39,7 +40,8 @@ class OwnerAppliesPath final : public distribute::GradientPath, public distribut
              double gradient_scale, nn::ModelContext& ctx, Tensor* loss_sum) override {
     count(applies_);
     std::vector<nn::GradAndVar> grads = train_op.compute_gradients();
-    std::vector<nn::MovingAverageUpdate> updates = ctx.take_moving_average_updates();
+    std::vector<nn::MovingAverageUpdate> updates =
+        nn::ContextControl(ctx).take_moving_average_updates();
     if (loss_sum) *loss_sum = train_op.loss().detach().clone();
     push(replica, grads, gradient_scale, updates, loss_sum);
     train_op.apply(std::move(grads));  // only the owner's store: applies_updates
@@ -49,7 +51,7 @@ class OwnerAppliesPath final : public distribute::GradientPath, public distribut
                std::vector<nn::GradAndVar>& grads_and_vars) override {
     count(combines_);
     std::vector<nn::MovingAverageUpdate> updates =
-        replica.model_context().take_moving_average_updates();
+        nn::ContextControl(replica.model_context()).take_moving_average_updates();
     push(replica, grads_and_vars, 1.0, updates, nullptr);
   }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "distribute/distribute.h"
+#include "nn/context_control.h"
 #include "nn/nn.h"
 #include "ops/backend.h"
 #include "tests/ops/expect_error.h"
@@ -72,7 +73,7 @@ TEST_CASE("placement: a context computes on its store's device unless told other
   nn::VariableStore store;
   nn::ModelContext ctx(store, nn::Mode::kTrain, 1);
   CHECK(ctx.device() == Device::cpu(0));
-  ctx.set_device(Device::cpu(1));
+  nn::ContextControl(ctx).set_device(Device::cpu(1));
   CHECK(ctx.device() == Device::cpu(1));
   // CPU devices share host memory: the variable itself, not a copy.
   Tensor v = ctx.get_variable("w", {2}, DType::kF32, nn::zeros());

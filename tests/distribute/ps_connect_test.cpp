@@ -57,7 +57,7 @@ TEST_CASE("Estimator with ps tasks in TF_CONFIG: a ps host that does not resolve
   // session_creation_timeout_secs have passed.
   ::setenv("EST_JOB_TOKEN", kToken.c_str(), 1);
   CHECK_THROWS_WITH_AS(
-      chief->train(linear_input_fn(), {}, std::nullopt, 3),
+      chief->train(linear_input_fn(), {.max_steps = 3}),
       doctest::Contains("cannot connect to ps 0 at ps-not-up-yet.invalid:2222 within 1 s"),
       UnavailableError);
   ::unsetenv("EST_JOB_TOKEN");
@@ -79,7 +79,7 @@ TEST_CASE("Estimator with ps tasks in TF_CONFIG: the ps task comes up after the 
     train_and_evaluate(ps, {.input_fn = linear_input_fn(), .max_steps = 4},
                        {.input_fn = linear_input_fn(16, 4)});
   });
-  chief->train(linear_input_fn(), {}, std::nullopt, 4);
+  chief->train(linear_input_fn(), {.max_steps = 4});
   CHECK(chief->get_variable_value("global_step").item() == 4);
   chief.reset();  // the chief is done: the ps task ends the job
   REQUIRE(served.wait_for(30s) == std::future_status::ready);

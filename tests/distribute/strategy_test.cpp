@@ -451,5 +451,5 @@ TEST_CASE("distribute: run_train_op needs a context that defers its moving avera
       return loss;
     });
   });
-  CHECK(contains(message, "set_defer_moving_averages(true)"));
+  CHECK(contains(message, "configure_replica_context(ctx)"));
 }

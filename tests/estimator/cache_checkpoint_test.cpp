@@ -40,11 +40,11 @@ TEST_CASE("a checkpoint taken while cache() fills holds a position and resumes e
   TempDir reference_dir, resumed_dir;
   RunConfig reference_config = quiet_config(reference_dir.str());
   Estimator reference(linear_model_fn, reference_config);
-  reference.train(cached_input_fn(), {}, std::nullopt, 12);
+  reference.train(cached_input_fn(), {.max_steps = 12});
 
   {
     Estimator first(linear_model_fn, quiet_config(resumed_dir.str()));
-    first.train(cached_input_fn(), {}, 5);
+    first.train(cached_input_fn(), {.steps = 5});
   }
   checkpoint::TensorBundle saved = checkpoint::load(resumed_dir / "model.ckpt-5.h5");
   const checkpoint::Blob* position = saved.find_blob("iterator");
@@ -57,7 +57,7 @@ TEST_CASE("a checkpoint taken while cache() fills holds a position and resumes e
   CHECK_MESSAGE(position->bytes.size() < one_example, position->bytes.size());
 
   Estimator second(linear_model_fn, quiet_config(resumed_dir.str()));
-  second.train(cached_input_fn(), {}, std::nullopt, 12);
+  second.train(cached_input_fn(), {.max_steps = 12});
   CHECK(kernel_of(second) == kernel_of(reference));
   CHECK(second.get_variable_value("dense/bias").to_vector<float>() ==
         reference.get_variable_value("dense/bias").to_vector<float>());

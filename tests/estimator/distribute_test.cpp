@@ -140,13 +140,13 @@ TEST_CASE("every in-process strategy trains the tutorial CNN like the global bat
       TempDir reference_dir, distributed_dir;
       Estimator reference(cnn_model_fn, quiet_config(reference_dir.str()),
                           cnn_params(optimizer, sum));
-      reference.train(RecordingInput{per_replica * replicas}.fn(), {}, steps);
+      reference.train(RecordingInput{per_replica * replicas}.fn(), {.steps = steps});
       Estimator distributed(cnn_model_fn, distributed_config(distributed_dir.str(), strategy),
                             cnn_params(optimizer, sum));
       RecordingInput input{per_replica};
       {
         LogCapture log;
-        distributed.train(input.fn(), {}, steps);
+        distributed.train(input.fn(), {.steps = steps});
         CHECK(log.contains("Using " + strategy->description() + " for training."));
       }
       REQUIRE(input.calls->size() == 1);
@@ -158,7 +158,7 @@ TEST_CASE("every in-process strategy trains the tutorial CNN like the global bat
       // Training moved the weights (the comparison is not between two initialisations).
       TempDir fresh_dir;
       Estimator fresh(cnn_model_fn, quiet_config(fresh_dir.str()), cnn_params(optimizer, sum));
-      fresh.train(RecordingInput{per_replica * replicas}.fn(), {}, 1);
+      fresh.train(RecordingInput{per_replica * replicas}.fn(), {.steps = 1});
       CHECK(max_scaled_difference(distributed.get_variable_value("dense_1/kernel"),
                                   fresh.get_variable_value("dense_1/kernel")) > 1e-3);
     }
@@ -173,12 +173,12 @@ TEST_CASE("the Estimator's steps go through the strategy's gradient path") {
   Estimator mirrored(cnn_model_fn,
                      distributed_config(mirrored_dir.str(), make_strategy("mirrored")),
                      cnn_params("adam"));
-  mirrored.train(RecordingInput{8}.fn(), {}, steps);
+  mirrored.train(RecordingInput{8}.fn(), {.steps = steps});
   auto path = std::make_shared<est::testing::OwnerAppliesPath>(2);
   auto strategy = std::make_shared<est::testing::OwnerAppliesStrategy>(
       std::vector<std::string>{"/cpu:0", "/cpu:1"}, path);
   Estimator owner(cnn_model_fn, distributed_config(owner_dir.str(), strategy), cnn_params("adam"));
-  owner.train(RecordingInput{8}.fn(), {}, steps);
+  owner.train(RecordingInput{8}.fn(), {.steps = steps});
   // A step is two runs (model_fn, then the train op): replica 1 pulls once per update.
   CHECK(path->before_steps() == 2 * 2 * steps);
   CHECK(path->pulls() == steps - 1);
@@ -196,12 +196,12 @@ TEST_CASE("mirrored training resumes from a checkpoint restored onto every repli
   // unreplicated training: a replica left unrestored would send other gradients.
   TempDir reference_dir, distributed_dir;
   Estimator reference(cnn_model_fn, quiet_config(reference_dir.str()), cnn_params("adam"));
-  reference.train(RecordingInput{16}.fn(), {}, 6);
+  reference.train(RecordingInput{16}.fn(), {.steps = 6});
   for (int part = 0; part < 2; ++part) {
     Estimator distributed(cnn_model_fn,
                           distributed_config(distributed_dir.str(), make_strategy("mirrored")),
                           cnn_params("adam"));
-    distributed.train(RecordingInput{8}.fn(), {}, {}, 3 * (part + 1));
+    distributed.train(RecordingInput{8}.fn(), {.max_steps = 3 * (part + 1)});
   }
   Estimator distributed(cnn_model_fn, distributed_dir.str(), quiet_config(distributed_dir.str()),
                         cnn_params("adam"));
@@ -232,7 +232,7 @@ TEST_CASE("a step needs one batch per replica: the leftover batch at the end is 
 TEST_CASE("evaluation under a strategy merges the replicas' metrics") {
   TempDir dir;
   Estimator trainer(cnn_model_fn, quiet_config(dir.str()), cnn_params("sgd"));
-  trainer.train(RecordingInput{16}.fn(), {}, 5);
+  trainer.train(RecordingInput{16}.fn(), {.steps = 5});
   Metrics expected = trainer.evaluate(RecordingInput{16}.fn());
   for (std::string kind : {"mirrored", "central", "one_device"}) {
     CAPTURE(kind);
@@ -281,7 +281,7 @@ TEST_CASE("eval_distribute: every replica's model_fn runs with the caller's thre
   TempDir dir;
   auto strategy = make_strategy("mirrored");
   Estimator estimator(recording_model_fn, distributed_config(dir.str(), strategy, strategy));
-  estimator.train(linear_input_fn(32, 4), {}, 2);
+  estimator.train(linear_input_fn(32, 4), {.steps = 2});
   REQUIRE(calls->size() == 4);  // 2 steps x 2 replicas
   for (const Call& call : *calls) {
     CHECK(call.grad_enabled);
@@ -291,7 +291,7 @@ TEST_CASE("eval_distribute: every replica's model_fn runs with the caller's thre
     CAPTURE(ops::backend_name(backend));
     calls->clear();
     ops::BackendGuard guard(backend);
-    estimator.evaluate(linear_input_fn(32, 4), 3);
+    estimator.evaluate(linear_input_fn(32, 4), {.steps = 3});
     REQUIRE(calls->size() == 6);  // 3 steps x 2 replicas
     for (const Call& call : *calls) {
       CHECK(call.mode == ModeKeys::kEval);
@@ -354,10 +354,10 @@ TEST_CASE("batch normalization under a strategy: per-replica statistics, average
     TempDir reference_dir, distributed_dir;
     // Unreplicated: each global batch is a per-replica batch twice over.
     Estimator reference(bn_model_fn, quiet_config(reference_dir.str()));
-    reference.train(repeated_halves_input(2 * kBlock), {}, 4);
+    reference.train(repeated_halves_input(2 * kBlock), {.steps = 4});
     Estimator distributed(bn_model_fn,
                           distributed_config(distributed_dir.str(), make_strategy(kind)));
-    distributed.train(repeated_halves_input(kBlock), {}, 4);
+    distributed.train(repeated_halves_input(kBlock), {.steps = 4});
     check_same_variables(distributed, reference);
     CHECK(max_scaled_difference(distributed.get_variable_value("batch_normalization/moving_mean"),
                                 Tensor::zeros({6})) > 1e-2);
@@ -378,7 +378,7 @@ TEST_CASE("a strategy's errors reach the caller of train") {
   };
   Estimator estimator(failing, distributed_config(dir.str(), make_strategy("mirrored")),
                       cnn_params("sgd"));
-  CHECK_THROWS_WITH_AS(estimator.train(RecordingInput{8}.fn(), {}, 3),
+  CHECK_THROWS_WITH_AS(estimator.train(RecordingInput{8}.fn(), {.steps = 3}),
                        doctest::Contains("deliberate failure"), InvalidArgumentError);
 }
 

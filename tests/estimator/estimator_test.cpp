@@ -34,23 +34,23 @@ TEST_CASE("train: steps are incremental, max_steps absolute; both or <= 0 is an 
   TempDir dir;
   Estimator estimator(linear_model_fn, quiet_config(dir.str()));
   auto input = linear_input_fn(64, 8, false, -1);
-  estimator.train(input, {}, 5);
+  estimator.train(input, {.steps = 5});
   CHECK(global_step_of(estimator) == 5);
-  estimator.train(input, {}, 3);
+  estimator.train(input, {.steps = 3});
   CHECK(global_step_of(estimator) == 8);
-  estimator.train(input, {}, std::nullopt, 12);
+  estimator.train(input, {.max_steps = 12});
   CHECK(global_step_of(estimator) == 12);
   {
     LogCapture log;
-    estimator.train(input, {}, std::nullopt, 12);
+    estimator.train(input, {.max_steps = 12});
     CHECK(log.contains("Skipping training since max_steps has already saved."));
   }
   CHECK(global_step_of(estimator) == 12);
-  CHECK_THROWS_WITH_AS(estimator.train(input, {}, 1, 20), doctest::Contains("both steps"),
-                       InvalidArgumentError);
-  CHECK_THROWS_WITH_AS(estimator.train(input, {}, 0), doctest::Contains("steps must be positive"),
-                       InvalidArgumentError);
-  CHECK_THROWS_WITH_AS(estimator.train(input, {}, std::nullopt, -1),
+  CHECK_THROWS_WITH_AS(estimator.train(input, {.steps = 1, .max_steps = 20}),
+                       doctest::Contains("both steps"), InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(estimator.train(input, {.steps = 0}),
+                       doctest::Contains("steps must be positive"), InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(estimator.train(input, {.max_steps = -1}),
                        doctest::Contains("max_steps must be positive"), InvalidArgumentError);
 }
 
@@ -79,15 +79,15 @@ TEST_CASE("train: a restart resumes variables, global step and input position ex
   auto input = linear_input_fn(40, 4, /*shuffle=*/true, -1);
   TempDir reference_dir, resumed_dir;
   Estimator reference(linear_model_fn, quiet_config(reference_dir.str()));
-  reference.train(input, {}, std::nullopt, 40);
+  reference.train(input, {.max_steps = 40});
   {
     Estimator first(linear_model_fn, quiet_config(resumed_dir.str()));
-    first.train(input, {}, 20);
+    first.train(input, {.steps = 20});
     CHECK(global_step_of(first) == 20);
   }
   LogCapture log;
   Estimator second(linear_model_fn, quiet_config(resumed_dir.str()));
-  second.train(input, {}, std::nullopt, 40);
+  second.train(input, {.max_steps = 40});
   CHECK(log.contains("Restoring parameters from " + resumed_dir / "model.ckpt-20.h5"));
   CHECK(global_step_of(second) == 40);
   CHECK(values_of(second.get_variable_value("dense/kernel")) ==
@@ -110,7 +110,7 @@ TEST_CASE("train: a restart resumes variables, global step and input position ex
 TEST_CASE("train: an input position from another pipeline is dropped with a warning") {
   TempDir dir;
   Estimator(linear_model_fn, quiet_config(dir.str()))
-      .train(linear_input_fn(64, 8, true, -1), {}, 3);
+      .train(linear_input_fn(64, 8, true, -1), {.steps = 3});
   LogCapture log;
   Estimator estimator(linear_model_fn, quiet_config(dir.str()));
   auto other_pipeline = [](ModeKeys, const InputContext*) {
@@ -121,7 +121,7 @@ TEST_CASE("train: an input position from another pipeline is dropped with a warn
         .batch(4)
         .repeat();
   };
-  estimator.train(other_pipeline, {}, 2);
+  estimator.train(other_pipeline, {.steps = 2});
   CHECK(log.contains("does not match this input_fn's pipeline"));
   CHECK(global_step_of(estimator) == 5);
 }
@@ -131,7 +131,7 @@ TEST_CASE("checkpoints: at the start, every save_checkpoints_steps, and at the e
   RunConfig config = quiet_config(dir.str());
   config.save_checkpoints_steps = 5;
   Estimator estimator(linear_model_fn, config);
-  estimator.train(linear_input_fn(64, 4, false, -1), {}, 12);
+  estimator.train(linear_input_fn(64, 4, false, -1), {.steps = 12});
   CHECK(files_with_prefix(dir.str(), "model.ckpt-") ==
         std::vector<std::string>{dir / "model.ckpt-0.h5", dir / "model.ckpt-10.h5",
                                  dir / "model.ckpt-12.h5", dir / "model.ckpt-5.h5"});
@@ -151,7 +151,7 @@ TEST_CASE("checkpoints: save_checkpoints_secs with a fake clock") {
   Estimator estimator(linear_model_fn, config);
   // 10 fake seconds per step: saves at 0 s (step 0), 30 s (step 3), 60 s (step 6), end (7).
   estimator.train(linear_input_fn(64, 4, false, -1),
-                  {std::make_shared<AdvanceClockHook>(clock, 10.0)}, 7);
+                  {.hooks = {std::make_shared<AdvanceClockHook>(clock, 10.0)}, .steps = 7});
   CHECK(files_with_prefix(dir.str(), "model.ckpt-") ==
         std::vector<std::string>{dir / "model.ckpt-0.h5", dir / "model.ckpt-3.h5",
                                  dir / "model.ckpt-6.h5", dir / "model.ckpt-7.h5"});
@@ -163,7 +163,7 @@ TEST_CASE("checkpoints: both cadences disabled leaves only the start and end sav
   config.save_checkpoints_steps.reset();
   config.save_checkpoints_secs.reset();
   Estimator estimator(linear_model_fn, config);
-  estimator.train(linear_input_fn(64, 4, false, -1), {}, 6);
+  estimator.train(linear_input_fn(64, 4, false, -1), {.steps = 6});
   CHECK(files_with_prefix(dir.str(), "model.ckpt-") ==
         std::vector<std::string>{dir / "model.ckpt-0.h5", dir / "model.ckpt-6.h5"});
 }
@@ -172,14 +172,14 @@ TEST_CASE("restore: a corrupt latest checkpoint falls back to the previous one")
   TempDir dir;
   RunConfig config = quiet_config(dir.str());
   config.save_checkpoints_steps = 5;
-  Estimator(linear_model_fn, config).train(linear_input_fn(64, 4, false, -1), {}, 10);
+  Estimator(linear_model_fn, config).train(linear_input_fn(64, 4, false, -1), {.steps = 10});
   // Damage the newest file: cut it in half (a crash of the disk, not of our writer).
   fs::resize_file(dir / "model.ckpt-10.h5", fs::file_size(dir / "model.ckpt-10.h5") / 2);
   LogCapture log;
   Estimator estimator(linear_model_fn, config);
   // max_steps 6 is below the damaged checkpoint's step: its header cannot be read, so training
   // is not skipped; it resumes from step 5.
-  estimator.train(linear_input_fn(64, 4, false, -1), {}, std::nullopt, 6);
+  estimator.train(linear_input_fn(64, 4, false, -1), {.max_steps = 6});
   INFO(log.text());
   CHECK(log.contains("Restoring parameters from " + dir / "model.ckpt-5.h5"));
   CHECK(checkpoint::read_info(dir / "model.ckpt-6.h5").global_step == 6);
@@ -187,12 +187,12 @@ TEST_CASE("restore: a corrupt latest checkpoint falls back to the previous one")
 
 TEST_CASE("restore: variables of another shape are an error naming the variable and shapes") {
   TempDir dir;
-  Estimator(linear_model_fn, quiet_config(dir.str())).train(linear_input_fn(), {}, 2);
+  Estimator(linear_model_fn, quiet_config(dir.str())).train(linear_input_fn(), {.steps = 2});
   Estimator wider(linear_model_fn, quiet_config(dir.str()), Params{{"units", int64_t{3}}});
-  CHECK_THROWS_WITH_AS(wider.train(linear_input_fn(), {}, 1), doctest::Contains("dense/kernel"),
-                       InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(wider.train(linear_input_fn(), {.steps = 1}),
+                       doctest::Contains("dense/kernel"), InvalidArgumentError);
   try {
-    wider.train(linear_input_fn(), {}, 1);
+    wider.train(linear_input_fn(), {.steps = 1});
   } catch (const InvalidArgumentError& error) {
     std::string message = error.what();
     CHECK(message.find("[2, 1]") != std::string::npos);
@@ -207,7 +207,7 @@ TEST_CASE("NaN loss: an error naming the step; the last good checkpoint stays") 
   RunConfig config = quiet_config(dir.str());
   config.save_checkpoints_steps = 2;
   Estimator estimator(linear_model_fn, config, Params{{"nan_at_step", int64_t{3}}});
-  CHECK_THROWS_WITH_AS(estimator.train(linear_input_fn(64, 4, false, -1), {}, 10),
+  CHECK_THROWS_WITH_AS(estimator.train(linear_input_fn(64, 4, false, -1), {.steps = 10}),
                        doctest::Contains("at global step 3"), NanLossDuringTrainingError);
   CHECK(estimator.latest_checkpoint() == dir / "model.ckpt-2.h5");
   CHECK(std::isfinite(values_of(estimator.get_variable_value("dense/bias"))[0]));
@@ -219,7 +219,7 @@ TEST_CASE("model_fn and input_fn mistakes are clear errors") {
     return EstimatorSpec::predict({{"y", nn::dense(ctx, f.at("x"), {.units = 1})}});
   };
   Estimator estimator(wrong_mode, quiet_config(dir.str()));
-  CHECK_THROWS_WITH_AS(estimator.train(linear_input_fn(), {}, 1),
+  CHECK_THROWS_WITH_AS(estimator.train(linear_input_fn(), {.steps = 1}),
                        doctest::Contains("returned a spec for mode infer"), InvalidArgumentError);
   auto vector_loss = [](const Features& f, const Tensor& labels, ModeKeys, ModelContext& ctx) {
     Tensor y = nn::dense(ctx, f.at("x"), {.units = 1});
@@ -234,10 +234,10 @@ TEST_CASE("model_fn and input_fn mistakes are clear errors") {
   CHECK_THROWS_WITH_AS(unreduced.evaluate(no_elements), doctest::Contains("produced no batch"),
                        OutOfRangeError);
   auto single_tensors = [](ModeKeys, const InputContext*) { return data::Dataset::range(4); };
-  CHECK_THROWS_WITH_AS(estimator.train(single_tensors, {}, 1),
+  CHECK_THROWS_WITH_AS(estimator.train(single_tensors, {.steps = 1}),
                        doctest::Contains("yields single tensors"), InvalidArgumentError);
-  CHECK_THROWS_WITH_AS(estimator.train(InputFn{}, {}, 1), doctest::Contains("input_fn is empty"),
-                       InvalidArgumentError);
+  CHECK_THROWS_WITH_AS(estimator.train(InputFn{}, {.steps = 1}),
+                       doctest::Contains("input_fn is empty"), InvalidArgumentError);
   CHECK_THROWS_AS(Estimator(ModelFn{}, quiet_config(dir.str())), InvalidArgumentError);
   CHECK_THROWS_WITH_AS(Estimator(linear_model_fn, dir / "a", quiet_config(dir / "b")),
                        doctest::Contains("different values"), InvalidArgumentError);
@@ -256,7 +256,7 @@ TEST_CASE("an empty model_dir becomes a fresh temporary directory, logged") {
 TEST_CASE("evaluate: metrics, mean loss over batches, global_step, summaries in eval dirs") {
   TempDir dir;
   Estimator estimator(linear_model_fn, quiet_config(dir.str()));
-  estimator.train(linear_input_fn(64, 8, false, -1), {}, 15);
+  estimator.train(linear_input_fn(64, 8, false, -1), {.steps = 15});
   // 20 examples in batches of 8: 8, 8, 4 (the loss is the mean of the three batch means).
   auto expected = [&](int64_t examples, int64_t batch) {
     auto y = label_values(examples);
@@ -287,7 +287,7 @@ TEST_CASE("evaluate: metrics, mean loss over batches, global_step, summaries in 
   CHECK(log.contains("Evaluation [3/?]") == false);
   CHECK(log.contains("Saving dict for global step 15: global_step = 15, loss = "));
 
-  Metrics two = estimator.evaluate(linear_input_fn(20, 8), 2, {}, std::nullopt, "two");
+  Metrics two = estimator.evaluate(linear_input_fn(20, 8), {.steps = 2, .name = "two"});
   auto [mae2, rmse2, loss2] = expected(16, 8);
   CHECK(two.at("mae") == doctest::Approx(mae2).epsilon(1e-5));
   CHECK(two.at("loss") == doctest::Approx(loss2).epsilon(1e-5));
@@ -309,7 +309,7 @@ TEST_CASE("training writes loss and global_step/sec summaries to model_dir") {
   config.save_summary_steps = 2;
   config.log_step_count_steps = 3;
   Estimator estimator(linear_model_fn, config);
-  estimator.train(linear_input_fn(64, 8, false, -1), {}, 7);
+  estimator.train(linear_input_fn(64, 8, false, -1), {.steps = 7});
   auto scalars = scalars_in(dir.str());
   CHECK(steps_of(scalars, "loss") == std::vector<int64_t>{1, 3, 5, 7});
   CHECK(steps_of(scalars, "global_step/sec") == std::vector<int64_t>{4, 7});
@@ -318,7 +318,7 @@ TEST_CASE("training writes loss and global_step/sec summaries to model_dir") {
 TEST_CASE("predict: one map per example, predict_keys, values from the trained variables") {
   TempDir dir;
   Estimator estimator(linear_model_fn, quiet_config(dir.str()));
-  estimator.train(linear_input_fn(64, 8, false, -1), {}, 5);
+  estimator.train(linear_input_fn(64, 8, false, -1), {.steps = 5});
   auto predictions = estimator.predict(linear_input_fn(10, 4));
   REQUIRE(predictions.size() == 10);
   for (int64_t i = 0; i < 10; ++i) {
@@ -328,24 +328,46 @@ TEST_CASE("predict: one map per example, predict_keys, values from the trained v
     CHECK(predictions[i].at("double_y").item() ==
           doctest::Approx(2 * predict_by_hand(estimator, i)));
   }
-  auto only_y = estimator.predict(linear_input_fn(10, 4), {"y"});
+  auto only_y = estimator.predict(linear_input_fn(10, 4), {.predict_keys = {"y"}});
   REQUIRE(only_y.size() == 10);
   CHECK(only_y[3].size() == 1);
   CHECK(only_y[3].count("y") == 1);
-  CHECK_THROWS_WITH_AS(estimator.predict(linear_input_fn(10, 4), {"z"}), doctest::Contains("'z'"),
-                       NotFoundError);
+  CHECK_THROWS_WITH_AS(estimator.predict(linear_input_fn(10, 4), {.predict_keys = {"z"}}),
+                       doctest::Contains("'z'"), NotFoundError);
   int seen = 0;
   estimator.predict(linear_input_fn(10, 4), [&](Predictions) { return ++seen < 3; });
   CHECK(seen == 3);
 }
 
+TEST_CASE("predict without yield_single_examples: one map per batch, as model_fn made it") {
+  TempDir dir;
+  Estimator estimator(linear_model_fn, quiet_config(dir.str()));
+  estimator.train(linear_input_fn(64, 8, false, -1), {.steps = 5});
+  // 10 examples in batches of 4: 4, 4 and 2 rows, the same values as one map per example.
+  auto batches = estimator.predict(linear_input_fn(10, 4),
+                                   {.predict_keys = {"y"}, .yield_single_examples = false});
+  REQUIRE(batches.size() == 3);
+  CHECK(batches[0].size() == 1);
+  CHECK(batches[0].at("y").shape() == Shape{4, 1});
+  CHECK(batches[2].at("y").shape() == Shape{2, 1});
+  std::vector<float> rows;
+  for (const Predictions& batch : batches)
+    for (float value : batch.at("y").to_vector<float>()) rows.push_back(value);
+  REQUIRE(rows.size() == 10);
+  for (int64_t i = 0; i < 10; ++i) CHECK(rows[i] == doctest::Approx(predict_by_hand(estimator, i)));
+  int seen = 0;
+  estimator.predict(linear_input_fn(10, 4), [&](Predictions) { return ++seen < 2; },
+                    {.yield_single_examples = false});
+  CHECK(seen == 2);
+}
+
 TEST_CASE("warm_start_from initialises a new model from another model's checkpoint") {
   TempDir source, target;
   Estimator trained(linear_model_fn, quiet_config(source.str()));
-  trained.train(linear_input_fn(64, 8, false, -1), {}, 10);
+  trained.train(linear_input_fn(64, 8, false, -1), {.steps = 10});
   Estimator warm(linear_model_fn, quiet_config(target.str()), {},
                  checkpoint::WarmStartSettings{.ckpt_to_initialize_from = source.str()});
-  warm.train(linear_input_fn(64, 8, false, -1), {}, 1);
+  warm.train(linear_input_fn(64, 8, false, -1), {.steps = 1});
   Tensor start_kernel = checkpoint::load_variable(target / "model.ckpt-0.h5", "dense/kernel");
   CHECK(values_of(start_kernel) == values_of(trained.get_variable_value("dense/kernel")));
   CHECK(global_step_of(warm) == 1);
@@ -361,7 +383,7 @@ TEST_CASE("model_fn reaches params and config through ctx") {
     return linear_model_fn(f, labels, mode, ctx);
   };
   Estimator estimator(model_fn, quiet_config(dir.str()), Params{{"learning_rate", 0.25}});
-  estimator.train(linear_input_fn(), {}, 1);
+  estimator.train(linear_input_fn(), {.steps = 1});
   CHECK(seen_rate == 0.25);
   CHECK(seen_dir == dir.str());
 }
@@ -371,18 +393,19 @@ TEST_CASE("evaluate and predict can use an older checkpoint by path") {
   RunConfig config = quiet_config(dir.str());
   config.save_checkpoints_steps = 5;
   Estimator estimator(linear_model_fn, config);
-  estimator.train(linear_input_fn(64, 4, false, -1), {}, 10);
+  estimator.train(linear_input_fn(64, 4, false, -1), {.steps = 10});
   Metrics older =
-      estimator.evaluate(linear_input_fn(8, 4), std::nullopt, {}, dir / "model.ckpt-5.h5");
+      estimator.evaluate(linear_input_fn(8, 4), {.checkpoint_path = dir / "model.ckpt-5.h5"});
   CHECK(older.at("global_step") == 5);
   CHECK(estimator.evaluate(linear_input_fn(8, 4)).at("global_step") == 10);
   auto bias_at_5 = checkpoint::load_variable(dir / "model.ckpt-5.h5", "dense/bias").item();
   auto kernel_at_5 =
       checkpoint::load_variable(dir / "model.ckpt-5.h5", "dense/kernel").to_vector<float>();
   auto x = feature_values(1);
-  auto first = estimator.predict(linear_input_fn(4, 4), {"y"}, {}, dir / "model.ckpt-5.h5");
+  auto first = estimator.predict(
+      linear_input_fn(4, 4), {.predict_keys = {"y"}, .checkpoint_path = dir / "model.ckpt-5.h5"});
   CHECK(first.at(0).at("y").item() ==
         doctest::Approx(x[0] * kernel_at_5[0] + x[1] * kernel_at_5[1] + bias_at_5));
-  CHECK_THROWS_AS(estimator.evaluate(linear_input_fn(8, 4), std::nullopt, {}, dir / "nope.h5"),
+  CHECK_THROWS_AS(estimator.evaluate(linear_input_fn(8, 4), {.checkpoint_path = dir / "nope.h5"}),
                   NotFoundError);
 }

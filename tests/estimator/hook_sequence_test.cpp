@@ -76,7 +76,7 @@ InputFn failing_input_fn(int64_t examples, int64_t batch, int fail_at) {
 struct Fixture {
   Fixture() {
     Estimator trainer(linear_model_fn, quiet_config(dir.str()));
-    trainer.train(linear_input_fn(16, 4), {}, 2);
+    trainer.train(linear_input_fn(16, 4), {.steps = 2});
   }
   // An Estimator whose model_fn adds the "spec" hook to its evaluation and prediction hooks.
   Estimator estimator(int spec_stops_after_runs = -1) {
@@ -109,25 +109,27 @@ struct Fixture {
 TEST_CASE("evaluate: begin, after_create_session, before/after_run per batch, end, in order") {
   Fixture fixture;
   SUBCASE("steps unset: until the input ends") {
-    fixture.estimator().evaluate(linear_input_fn(12, 4), {}, fixture.user_hooks());
+    fixture.estimator().evaluate(linear_input_fn(12, 4), {.hooks = fixture.user_hooks()});
     CHECK(joined(*fixture.calls) == expected(3, true));
   }
   SUBCASE("steps = 2") {
-    fixture.estimator().evaluate(linear_input_fn(12, 4), 2, fixture.user_hooks());
+    fixture.estimator().evaluate(linear_input_fn(12, 4),
+                                 {.steps = 2, .hooks = fixture.user_hooks()});
     CHECK(joined(*fixture.calls) == expected(2, true));
   }
   SUBCASE("a hook asks to stop after the first step") {
-    fixture.estimator(1).evaluate(linear_input_fn(12, 4), {}, fixture.user_hooks());
+    fixture.estimator(1).evaluate(linear_input_fn(12, 4), {.hooks = fixture.user_hooks()});
     CHECK(joined(*fixture.calls) == expected(1, true));
   }
   SUBCASE("an error from the input: no end") {
     fixture.check_input_error([&](Estimator& estimator, const InputFn& input_fn) {
-      estimator.evaluate(input_fn, {}, fixture.user_hooks());
+      estimator.evaluate(input_fn, {.hooks = fixture.user_hooks()});
     });
   }
   SUBCASE("an input without a batch: no hook is called") {
-    CHECK_THROWS_AS(fixture.estimator().evaluate(linear_input_fn(0, 4), {}, fixture.user_hooks()),
-                    OutOfRangeError);
+    CHECK_THROWS_AS(
+        fixture.estimator().evaluate(linear_input_fn(0, 4), {.hooks = fixture.user_hooks()}),
+        OutOfRangeError);
     CHECK(fixture.calls->empty());
   }
 }
@@ -135,34 +137,36 @@ TEST_CASE("evaluate: begin, after_create_session, before/after_run per batch, en
 TEST_CASE("predict: begin, after_create_session, before/after_run per batch, end, in order") {
   Fixture fixture;
   SUBCASE("until the input ends") {
-    auto rows = fixture.estimator().predict(linear_input_fn(8, 4), {}, fixture.user_hooks());
+    auto rows = fixture.estimator().predict(linear_input_fn(8, 4), {.hooks = fixture.user_hooks()});
     CHECK(rows.size() == 8);
     CHECK(joined(*fixture.calls) == expected(2, true));
   }
   SUBCASE("the consumer stops at the first row") {
     int consumed = 0;
-    fixture.estimator().predict(
-        linear_input_fn(8, 4),
-        [&](Predictions) {
-          ++consumed;
-          return false;
-        },
-        {}, fixture.user_hooks());
+    fixture.estimator().predict(linear_input_fn(8, 4),
+                                [&](Predictions) {
+                                  ++consumed;
+                                  return false;
+                                },
+                                {.hooks = fixture.user_hooks()});
     CHECK(consumed == 1);
     CHECK(joined(*fixture.calls) == expected(1, true));
   }
   SUBCASE("a hook asks to stop after the first step") {
-    auto rows = fixture.estimator(1).predict(linear_input_fn(8, 4), {}, fixture.user_hooks());
+    auto rows =
+        fixture.estimator(1).predict(linear_input_fn(8, 4), {.hooks = fixture.user_hooks()});
     CHECK(rows.size() == 4);
     CHECK(joined(*fixture.calls) == expected(1, true));
   }
   SUBCASE("an error from the input: no end") {
     fixture.check_input_error([&](Estimator& estimator, const InputFn& input_fn) {
-      estimator.predict(input_fn, {}, fixture.user_hooks());
+      estimator.predict(input_fn, {.hooks = fixture.user_hooks()});
     });
   }
   SUBCASE("an input without a batch: no hook is called") {
-    CHECK(fixture.estimator().predict(linear_input_fn(0, 4), {}, fixture.user_hooks()).empty());
+    CHECK(fixture.estimator()
+              .predict(linear_input_fn(0, 4), {.hooks = fixture.user_hooks()})
+              .empty());
     CHECK(fixture.calls->empty());
   }
 }

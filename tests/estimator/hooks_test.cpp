@@ -75,7 +75,7 @@ TEST_CASE("StopAtStepHook: exactly one of num_steps and last_step") {
   TempDir dir;
   Estimator estimator(linear_model_fn, quiet_config(dir.str()));
   auto stop = std::make_shared<hooks::StopAtStepHook>(std::nullopt, 4);
-  estimator.train(linear_input_fn(64, 4, false, -1), {stop});
+  estimator.train(linear_input_fn(64, 4, false, -1), {.hooks = {stop}});
   CHECK(global_step_of(estimator) == 4);
 }
 
@@ -83,7 +83,7 @@ TEST_CASE("hooks fetch loss, global_step (before the step), variables and their 
   TempDir dir;
   Estimator estimator(linear_model_fn, quiet_config(dir.str()));
   auto fetch = std::make_shared<FetchHook>();
-  estimator.train(linear_input_fn(64, 4, false, -1), {fetch}, 3);
+  estimator.train(linear_input_fn(64, 4, false, -1), {.hooks = {fetch}, .steps = 3});
   CHECK(fetch->steps_before == std::vector<int64_t>{0, 1, 2});
   CHECK(fetch->steps_after == std::vector<int64_t>{1, 2, 3});
   CHECK(fetch->losses == fetch->spec_losses);
@@ -93,9 +93,9 @@ TEST_CASE("hooks fetch loss, global_step (before the step), variables and their 
   class BadFetch : public SessionRunHook {
     SessionRunArgs before_run(SessionRunContext&) override { return {.fetches = {"nope"}}; }
   };
-  CHECK_THROWS_WITH_AS(
-      estimator.train(linear_input_fn(64, 4, false, -1), {std::make_shared<BadFetch>()}, 1),
-      doctest::Contains("'nope'"), NotFoundError);
+  CHECK_THROWS_WITH_AS(estimator.train(linear_input_fn(64, 4, false, -1),
+                                       {.hooks = {std::make_shared<BadFetch>()}, .steps = 1}),
+                       doctest::Contains("'nope'"), NotFoundError);
 }
 
 TEST_CASE("LoggingTensorHook logs the named tensors every N iterations and at the end") {
@@ -105,7 +105,7 @@ TEST_CASE("LoggingTensorHook logs the named tensors every N iterations and at th
   auto hook = std::make_shared<hooks::LoggingTensorHook>(
       hooks::LoggingTensorHook::Entries{{"bias", "dense/bias"}, {"gs", "global_step"}}, 2,
       std::nullopt, true);
-  estimator.train(linear_input_fn(64, 4, false, -1), {hook}, 5);
+  estimator.train(linear_input_fn(64, 4, false, -1), {.hooks = {hook}, .steps = 5});
   CHECK(log.count("bias = ") == 4);  // iterations 0, 2, 4 and the end
   CHECK(log.count(", gs = 0") == 1);
   CHECK(log.count(", gs = 2 (") == 1);
@@ -125,7 +125,7 @@ TEST_CASE("StepCounterHook logs global_step/sec from the clock") {
   Estimator estimator(linear_model_fn, config);
   // 0.5 fake seconds per step: 4 steps take 2 s, i.e. 2 steps/sec.
   estimator.train(linear_input_fn(64, 4, false, -1),
-                  {std::make_shared<AdvanceClockHook>(clock, 0.5)}, 9);
+                  {.hooks = {std::make_shared<AdvanceClockHook>(clock, 0.5)}, .steps = 9});
   CHECK(log.count("global_step/sec: 2") == 2);  // at steps 5 and 9
   auto scalars = scalars_in(dir.str());
   CHECK(steps_of(scalars, "global_step/sec") == std::vector<int64_t>{5, 9});
@@ -170,7 +170,7 @@ TEST_CASE("CheckpointSaverListener: before/after each save, end; after_save true
   config.save_checkpoints_steps = 3;
   auto listener = std::make_shared<CountingListener>();
   Estimator estimator(linear_model_fn, config);
-  estimator.train(linear_input_fn(64, 4, false, -1), {}, 7, std::nullopt, {listener});
+  estimator.train(linear_input_fn(64, 4, false, -1), {.steps = 7, .saving_listeners = {listener}});
   CHECK(listener->begins == 1);
   CHECK(listener->before == std::vector<int64_t>{0, 3, 6, 7});
   CHECK(listener->after == std::vector<int64_t>{0, 3, 6, 7});
@@ -180,7 +180,7 @@ TEST_CASE("CheckpointSaverListener: before/after each save, end; after_save true
   config.model_dir = other.str();
   auto stopper = std::make_shared<CountingListener>(2);  // stop after the save at step 3
   Estimator stopped(linear_model_fn, config);
-  stopped.train(linear_input_fn(64, 4, false, -1), {}, 100, std::nullopt, {stopper});
+  stopped.train(linear_input_fn(64, 4, false, -1), {.steps = 100, .saving_listeners = {stopper}});
   CHECK(global_step_of(stopped) == 3);
   CHECK(stopper->after == std::vector<int64_t>{0, 3});
 }
@@ -227,7 +227,7 @@ TEST_CASE("ProfilerHook writes Chrome traces of the step phases") {
   TempDir dir;
   Estimator estimator(linear_model_fn, quiet_config(dir.str()));
   auto profiler = std::make_shared<hooks::ProfilerHook>(4, std::nullopt, dir / "profile");
-  estimator.train(linear_input_fn(64, 4, false, -1), {profiler}, 10);
+  estimator.train(linear_input_fn(64, 4, false, -1), {.hooks = {profiler}, .steps = 10});
   REQUIRE(profiler->written() == std::vector<std::string>{dir / "profile/timeline-5.json",
                                                           dir / "profile/timeline-9.json",
                                                           dir / "profile/timeline-10.json"});
@@ -279,7 +279,7 @@ TEST_CASE("FinalOpsHook reads variables when the loop ends") {
   Estimator estimator(linear_model_fn, quiet_config(dir.str()));
   auto final_ops =
       std::make_shared<hooks::FinalOpsHook>(std::vector<std::string>{"global_step", "dense/bias"});
-  estimator.train(linear_input_fn(64, 4, false, -1), {final_ops}, 6);
+  estimator.train(linear_input_fn(64, 4, false, -1), {.hooks = {final_ops}, .steps = 6});
   CHECK(final_ops->final_ops_values().at("global_step").item() == 6);
   CHECK(final_ops->final_ops_values().at("dense/bias").to_vector<float>() ==
         estimator.get_variable_value("dense/bias").to_vector<float>());
@@ -303,7 +303,7 @@ TEST_CASE("early stopping hooks read the evaluations in the eval directory") {
   auto run = [&](std::shared_ptr<SessionRunHook> hook) {
     TempDir train_dir;
     Estimator trainer(linear_model_fn, quiet_config(train_dir.str()));
-    trainer.train(linear_input_fn(64, 4, false, -1), {std::move(hook)}, 6);
+    trainer.train(linear_input_fn(64, 4, false, -1), {.hooks = {std::move(hook)}, .steps = 6});
     return global_step_of(trainer);
   };
   // Best loss at step 20; step 40 is 20 steps later.
@@ -343,7 +343,7 @@ TEST_CASE("hooks a spec carries (training, chief, evaluation, prediction) join t
   };
   TempDir dir;
   Estimator estimator(model_fn, quiet_config(dir.str()));
-  estimator.train(linear_input_fn(64, 4, false, -1), {}, 5);
+  estimator.train(linear_input_fn(64, 4, false, -1), {.steps = 5});
   estimator.evaluate(linear_input_fn(12, 4));
   estimator.predict(linear_input_fn(8, 4));
   CHECK((training->begins == 1 && training->runs == 5 && training->ends == 1));

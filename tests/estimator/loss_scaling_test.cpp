@@ -83,7 +83,7 @@ void check_one_step(const std::string& loss, double gradient_factor, double repo
   TempDir dir;
   Estimator estimator(model_fn, mirrored_config(dir.str()), Params{{"loss", loss}});
   auto losses = std::make_shared<std::vector<double>>();
-  estimator.train(input_fn(), {std::make_shared<LossRecorder>(losses)});
+  estimator.train(input_fn(), {.hooks = {std::make_shared<LossRecorder>(losses)}});
   CHECK(estimator.get_variable_value("global_step").item() == 1);
   std::vector<double> kernel = estimator.get_variable_value("dense/kernel").to_vector<double>();
   std::vector<double> bias = estimator.get_variable_value("dense/bias").to_vector<double>();

@@ -52,7 +52,7 @@ TEST_CASE("train holds the model_dir lock while it runs and releases it on retur
   const std::string lock_file = dir / checkpoint::kModelDirLockName;
   Estimator estimator(linear_model_fn, quiet_config(dir.str()));
   auto hook = std::make_shared<TryLockHook>(dir.str());
-  estimator.train(linear_input_fn(), {hook}, 3);
+  estimator.train(linear_input_fn(), {.hooks = {hook}, .steps = 3});
   CHECK(hook->lock_file_existed);
   CHECK(hook->message.find(fmt::format("model_dir {} is in use: process {} on host", dir.str(),
                                        ::getpid())) != std::string::npos);
@@ -63,7 +63,7 @@ TEST_CASE("train holds the model_dir lock while it runs and releases it on retur
   Params params;
   params.set("nan_at_step", int64_t{5});
   Estimator failing(linear_model_fn, dir.str(), quiet_config(""), params);
-  CHECK_THROWS(failing.train(linear_input_fn(64, 8, false, -1), {}, 10));
+  CHECK_THROWS(failing.train(linear_input_fn(64, 8, false, -1), {.steps = 10}));
   CHECK_FALSE(fs::exists(lock_file));
   CHECK(second_lock_message(dir.str()).empty());
 }
@@ -73,7 +73,7 @@ TEST_CASE("a second trainer on a locked model_dir fails at once naming the first
   std::optional<checkpoint::ModelDirLock> first(std::in_place, dir.str());
   Estimator second(linear_model_fn, quiet_config(dir.str()));
   try {
-    second.train(linear_input_fn(), {}, 3);
+    second.train(linear_input_fn(), {.steps = 3});
     FAIL("expected FailedPreconditionError");
   } catch (const FailedPreconditionError& error) {
     std::string message = error.what();
@@ -90,11 +90,11 @@ TEST_CASE("a second trainer on a locked model_dir fails at once naming the first
   RunConfig worker = quiet_config(dir.str());
   worker.is_chief = false;
   worker.task_id = 1;
-  Estimator(linear_model_fn, worker).train(linear_input_fn(), {}, 2);
+  Estimator(linear_model_fn, worker).train(linear_input_fn(), {.steps = 2});
   CHECK(files_with_prefix(dir.str(), "model.ckpt").empty());
 
   first.reset();
-  second.train(linear_input_fn(), {}, 3);
+  second.train(linear_input_fn(), {.steps = 3});
   CHECK_FALSE(files_with_prefix(dir.str(), "model.ckpt").empty());
 }
 
@@ -116,7 +116,7 @@ TEST_CASE("a model_dir that is a regular file is its own error at construction")
 
 TEST_CASE("an empty checkpoint state file stops train and evaluate; the checkpoints stay") {
   TempDir dir;
-  Estimator(linear_model_fn, quiet_config(dir.str())).train(linear_input_fn(), {}, 3);
+  Estimator(linear_model_fn, quiet_config(dir.str())).train(linear_input_fn(), {.steps = 3});
   const std::vector<std::string> checkpoints = files_with_prefix(dir.str(), "model.ckpt");
   REQUIRE(checkpoints.size() == 2);  // steps 0 and 3
   const std::string step_0 = read_bytes(dir / "model.ckpt-0.h5");
@@ -124,7 +124,7 @@ TEST_CASE("an empty checkpoint state file stops train and evaluate; the checkpoi
 
   Estimator estimator(linear_model_fn, quiet_config(dir.str()));
   for (const auto& call :
-       std::vector<std::function<void()>>{[&] { estimator.train(linear_input_fn(), {}, 3); },
+       std::vector<std::function<void()>>{[&] { estimator.train(linear_input_fn(), {.steps = 3}); },
                                           [&] { estimator.evaluate(linear_input_fn()); }}) {
     try {
       call();

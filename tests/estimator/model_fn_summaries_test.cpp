@@ -79,7 +79,7 @@ TEST_CASE("summaries recorded in model_fn are written every save_summary_steps w
   est::RunConfig config = quiet_config(dir.str());
   config.save_summary_steps = 2;
   est::Estimator estimator(summarising_model_fn, config);
-  estimator.train(linear_input_fn(64, 8), {}, 5);
+  estimator.train(linear_input_fn(64, 8), {.steps = 5});
 
   std::vector<SummaryEvent> events = summaries_in(dir.str());
   // The saver's steps (the global step after the step: 1, then every 2), for every kind.
@@ -145,7 +145,7 @@ TEST_CASE("summaries of a non-negative float image: scaled so that the largest v
             {.mode = mode, .loss = loss, .train_op = est::optim::sgd(0.1).minimize(loss, ctx)});
       },
       config);
-  estimator.train(linear_input_fn(8, 8), {}, 1);
+  estimator.train(linear_input_fn(8, 8), {.steps = 1});
   std::vector<SummaryEvent> events = summaries_in(dir.str());
   // 255 / 2 per unit, truncated: 0, 31, 63, 255, 127, 0.
   CHECK(at(events, "rgb/image/0", 1).image_png ==
@@ -161,21 +161,22 @@ TEST_CASE("named tensors are fetched by LoggingTensorHook and SummarySaverHook b
   std::string custom_dir = dir / "custom";
   auto saver = std::make_shared<est::hooks::SummarySaverHook>(
       1, std::nullopt, custom_dir, std::vector<std::string>{"head/prediction_mean"});
-  estimator.train(linear_input_fn(16, 8), {logging, saver}, 2);
+  estimator.train(linear_input_fn(16, 8), {.hooks = {logging, saver}, .steps = 2});
   CHECK(log.count("pm = ") == 2);
   std::vector<SummaryEvent> events = summaries_in(custom_dir);
   CHECK(steps_with(events, "head/prediction_mean") == std::vector<int64_t>{1, 2});
   // An unknown name is a NotFoundError naming it and what can be fetched.
   auto bad = std::make_shared<est::hooks::LoggingTensorHook>(
       est::hooks::LoggingTensorHook::Entries{{"z", "head/nothing"}}, 1);
-  CHECK_THROWS_WITH_AS(estimator.train(linear_input_fn(16, 8, false, -1), {bad}, 1),
-                       doctest::Contains("head/prediction_mean"), est::NotFoundError);
+  CHECK_THROWS_WITH_AS(
+      estimator.train(linear_input_fn(16, 8, false, -1), {.hooks = {bad}, .steps = 1}),
+      doctest::Contains("head/prediction_mean"), est::NotFoundError);
 }
 
 TEST_CASE("evaluation writes its metrics to model_dir/eval, not model_fn's summaries") {
   TempDir dir;
   est::Estimator estimator(summarising_model_fn, quiet_config(dir.str()));
-  estimator.train(linear_input_fn(16, 8), {}, 2);
+  estimator.train(linear_input_fn(16, 8), {.steps = 2});
   est::Metrics metrics = estimator.evaluate(linear_input_fn(16, 8));
   std::vector<SummaryEvent> events = summaries_in(dir / "eval");
   CHECK(at(events, "mae", 2).scalar == doctest::Approx(metrics.at("mae")).epsilon(1e-6));

@@ -53,7 +53,7 @@ TEST_CASE("minimize outside TRAIN returns an empty train op and checks nothing")
 TEST_CASE("a model_fn that builds train_op in every mode trains, evaluates and predicts") {
   TempDir dir;
   est::Estimator estimator(migration_guide_model_fn, quiet_config(dir.str()));
-  estimator.train(linear_input_fn(64, 8, false, -1), {}, 20);
+  estimator.train(linear_input_fn(64, 8, false, -1), {.steps = 20});
   REQUIRE(estimator.latest_checkpoint());
   Tensor kernel = estimator.get_variable_value("dense/kernel");
   Tensor bias = estimator.get_variable_value("dense/bias");
@@ -68,7 +68,7 @@ TEST_CASE("a model_fn that builds train_op in every mode trains, evaluates and p
   };
 
   // EVAL: the train op is ignored; the loss is the mean squared error of the trained weights.
-  est::Metrics metrics = estimator.evaluate(linear_input_fn(16, 16), 1);
+  est::Metrics metrics = estimator.evaluate(linear_input_fn(16, 16), {.steps = 1});
   std::vector<float> y = label_values(16);
   double squared = 0;
   for (int64_t i = 0; i < 16; ++i) squared += std::pow(predict_by_hand(i) - y[i], 2);
@@ -90,6 +90,6 @@ TEST_CASE("a model_fn that builds train_op in every mode trains, evaluates and p
   CHECK(estimator.get_variable_value("dense/kernel").at({0, 0}) == kernel.at({0, 0}));
 
   // Training goes on from there with the same model_fn.
-  estimator.train(linear_input_fn(64, 8, false, -1), {}, 5);
+  estimator.train(linear_input_fn(64, 8, false, -1), {.steps = 5});
   CHECK(estimator.get_variable_value("global_step").item() == 25);
 }

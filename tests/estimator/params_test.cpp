@@ -90,7 +90,7 @@ TEST_CASE("a model_fn builds its layers from Params' hidden_units and feature co
                                .train_op = est::optim::sgd(learning_rate).minimize(loss, ctx)});
   };
   est::Estimator estimator(model_fn, quiet_config(dir.str()), params);
-  estimator.train(linear_input_fn(16, 8), {}, 2);
+  estimator.train(linear_input_fn(16, 8), {.steps = 2});
   CHECK(estimator.get_variable_value("dense/kernel").shape() == est::Shape{2, 4});
   CHECK(estimator.get_variable_value("dense_1/kernel").shape() == est::Shape{4, 3});
   CHECK(estimator.get_variable_value("dense_2/kernel").shape() == est::Shape{3, 1});

@@ -16,7 +16,7 @@ void train_with_checkpoints(const std::string& model_dir, int64_t steps) {
   RunConfig config = quiet_config(model_dir);
   config.save_checkpoints_steps = 2;
   Estimator estimator(linear_model_fn, config);
-  estimator.train(linear_input_fn(64, 4, false, -1), {}, std::nullopt, steps);
+  estimator.train(linear_input_fn(64, 4, false, -1), {.max_steps = steps});
 }
 
 RunConfig evaluator_config(const std::string& model_dir) {
@@ -88,17 +88,17 @@ TEST_CASE("train_and_evaluate: a worker trains and returns nothing") {
   TempDir dir;
   RunConfig config = quiet_config(dir.str());
   config.read_tf_config = false;
-  config.cluster_spec = distribute::ClusterSpec(
-      {{distribute::TaskType::kChief, {"127.0.0.1:1111"}},
-       {distribute::TaskType::kWorker, {"127.0.0.1:1112"}},
-       {distribute::TaskType::kPs, {"127.0.0.1:1113"}}});
+  config.cluster_spec =
+      distribute::ClusterSpec({{distribute::TaskType::kChief, {"127.0.0.1:1111"}},
+                               {distribute::TaskType::kWorker, {"127.0.0.1:1112"}},
+                               {distribute::TaskType::kPs, {"127.0.0.1:1113"}}});
   config.task_type = distribute::TaskType::kWorker;
   config.is_chief = false;
   LogCapture log;
   Estimator worker(linear_model_fn, config);
-  auto [metrics, exports] = train_and_evaluate(
-      worker, {.input_fn = linear_input_fn(64, 4, false, -1), .max_steps = 4},
-      {.input_fn = linear_input_fn(16, 4)});
+  auto [metrics, exports] =
+      train_and_evaluate(worker, {.input_fn = linear_input_fn(64, 4, false, -1), .max_steps = 4},
+                         {.input_fn = linear_input_fn(16, 4)});
   CHECK(metrics.empty());
   CHECK(exports.empty());
   CHECK(log.contains("Training with task_type = worker, task_id = 0"));
@@ -116,7 +116,7 @@ TEST_CASE("a task of a multi-worker cluster that would train alone says so once,
     config.is_chief = false;
     LogCapture log;
     Estimator worker(linear_model_fn, config);
-    worker.train(linear_input_fn(64, 4, false, -1), {}, std::nullopt, 2);
+    worker.train(linear_input_fn(64, 4, false, -1), {.max_steps = 2});
     CHECK(log.count(kAdvice) == 1);
     CHECK(
         log.contains("worker 1 is a task of a multi-worker cluster, but training without a "

@@ -62,7 +62,7 @@ TEST_CASE("Scaffold.init_fn runs before step 0's forward pass, and not on a rest
   InitFnModel model{.init_fn = load_pretrained};
   est::Estimator estimator(model.model_fn(), quiet_config(dir.str()));
   auto recorder = std::make_shared<LossRecorder>();
-  estimator.train(linear_input_fn(64, 8, false, -1), {recorder}, 3);
+  estimator.train(linear_input_fn(64, 8, false, -1), {.hooks = {recorder}, .steps = 3});
   CHECK(*model.calls == 1);
   // Step 0 already used the loaded weights: the data is fitted exactly.
   REQUIRE(recorder->losses.count(0));
@@ -75,7 +75,7 @@ TEST_CASE("Scaffold.init_fn runs before step 0's forward pass, and not on a rest
   }};
   est::Estimator resumed(other.model_fn(), quiet_config(dir.str()));
   auto second = std::make_shared<LossRecorder>();
-  resumed.train(linear_input_fn(64, 8, false, -1), {second}, 2);
+  resumed.train(linear_input_fn(64, 8, false, -1), {.hooks = {second}, .steps = 2});
   CHECK(*other.calls == 0);
   CHECK(second->bias_at_start[0] == doctest::Approx(0.5).epsilon(1e-5));
   CHECK(second->losses.at(3) < 1e-10);
@@ -84,7 +84,7 @@ TEST_CASE("Scaffold.init_fn runs before step 0's forward pass, and not on a rest
 TEST_CASE("Scaffold.init_fn runs after the warm start and wins over it") {
   TempDir old_dir, new_dir;
   est::Estimator old_model(linear_model_fn, quiet_config(old_dir.str()));
-  old_model.train(linear_input_fn(64, 8, false, -1), {}, 5);
+  old_model.train(linear_input_fn(64, 8, false, -1), {.steps = 5});
   std::vector<float> old_kernel = old_model.get_variable_value("dense/kernel").to_vector<float>();
 
   InitFnModel model{.init_fn = [](est::Session& session) {
@@ -94,7 +94,7 @@ TEST_CASE("Scaffold.init_fn runs after the warm start and wins over it") {
       model.model_fn(), quiet_config(new_dir.str()), {},
       est::checkpoint::WarmStartSettings{.ckpt_to_initialize_from = old_dir.str()});
   auto recorder = std::make_shared<LossRecorder>();
-  estimator.train(linear_input_fn(64, 8, false, -1), {recorder}, 1);
+  estimator.train(linear_input_fn(64, 8, false, -1), {.hooks = {recorder}, .steps = 1});
   CHECK(*model.calls == 1);
   CHECK(recorder->kernel_at_start == old_kernel);              // warm-started
   CHECK(recorder->bias_at_start == std::vector<float>{7.0f});  // init_fn's, assigned after
@@ -108,7 +108,7 @@ TEST_CASE("Scaffold.init_fn under MirroredStrategy: every replica starts from it
       std::vector<std::string>{"/cpu:0", "/cpu:1"});
   est::Estimator estimator(model.model_fn(), config);
   auto recorder = std::make_shared<LossRecorder>();
-  estimator.train(linear_input_fn(64, 8, false, -1), {recorder}, 2);
+  estimator.train(linear_input_fn(64, 8, false, -1), {.hooks = {recorder}, .steps = 2});
   CHECK(*model.calls == 1);
   // The loss of step 0 is over both replicas' batches: exact only if both used the values.
   CHECK(recorder->losses.at(0) < 1e-10);
@@ -131,15 +131,17 @@ TEST_CASE("a hook's after_create_session assignments reach the first step's forw
   est::Estimator estimator(linear_model_fn, quiet_config(dir.str()));
   auto hook = std::make_shared<PretrainedHook>();
   auto recorder = std::make_shared<LossRecorder>();
-  estimator.train(linear_input_fn(64, 8, false, -1), {hook, recorder}, 1);
+  estimator.train(linear_input_fn(64, 8, false, -1), {.hooks = {hook, recorder}, .steps = 1});
   REQUIRE(recorder->losses.count(0));
   CHECK(recorder->losses.at(0) < 1e-10);
 
   TempDir fresh;  // no checkpoint: evaluate and predict start from initialised variables
   est::Estimator untrained(linear_model_fn, quiet_config(fresh.str()));
-  CHECK(untrained.evaluate(linear_input_fn(8, 8), 1, {hook}).at("loss") < 1e-10);
+  CHECK(untrained.evaluate(linear_input_fn(8, 8), {.steps = 1, .hooks = {hook}}).at("loss") <
+        1e-10);
   const std::vector<float> x = feature_values(8), y = label_values(8);
-  std::vector<est::Predictions> predictions = untrained.predict(linear_input_fn(8, 8), {}, {hook});
+  std::vector<est::Predictions> predictions =
+      untrained.predict(linear_input_fn(8, 8), {.hooks = {hook}});
   REQUIRE(predictions.size() == 8);
   for (size_t i = 0; i < 8; ++i)
     CHECK(predictions[i].at("y").item() == doctest::Approx(y[i]).epsilon(1e-6));

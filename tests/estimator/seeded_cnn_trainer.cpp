@@ -77,7 +77,7 @@ int main(int argc, char** argv) try {
   };
   Estimator estimator(model_fn, config);
   auto hook = std::make_shared<ThreadCountHook>();
-  estimator.train(input_fn, {hook}, std::nullopt, max_steps);
+  estimator.train(input_fn, {.hooks = {hook}, .max_steps = max_steps});
   std::printf("threads seen: %s\n", fmt::format("{}", fmt::join(hook->seen(), " ")).c_str());
   return 0;
 } catch (const est::Error& error) {

@@ -24,7 +24,7 @@ TEST_CASE("train_and_evaluate evaluates after each save but the first, then retu
   CHECK(metrics.count("mae") == 1);
   CHECK(steps_of(scalars_in(estimator.eval_dir()), "loss") == std::vector<int64_t>{5, 10, 15, 20});
   // The returned metrics are those of the last evaluation, of the final checkpoint.
-  Metrics again = estimator.evaluate(linear_input_fn(16, 4), 2);
+  Metrics again = estimator.evaluate(linear_input_fn(16, 4), {.steps = 2});
   CHECK(metrics.at("loss") == doctest::Approx(again.at("loss")));
   REQUIRE(exports.size() == 4);
   CHECK(fs::exists(fs::path(exports.back()) / "model.onnx"));
@@ -53,7 +53,7 @@ TEST_CASE("train_and_evaluate skips evaluations within throttle_secs, logging it
 TEST_CASE("train_and_evaluate with max_steps already reached still reports an evaluation") {
   TempDir dir;
   Estimator estimator(linear_model_fn, quiet_config(dir.str()));
-  estimator.train(linear_input_fn(64, 4, false, -1), {}, 6);
+  estimator.train(linear_input_fn(64, 4, false, -1), {.steps = 6});
   auto [metrics, exports] =
       train_and_evaluate(estimator, {.input_fn = linear_input_fn(64, 4, false, -1), .max_steps = 5},
                          {.input_fn = linear_input_fn(16, 4), .name = "late"});

@@ -27,7 +27,7 @@ std::vector<float> values(const est::Estimator& estimator, const std::string& na
 TEST_CASE("warm start with a list of patterns carries the optimizer's slots over") {
   TempDir old_dir, with_slots_dir, without_slots_dir;
   est::Estimator old_model(adagrad_model_fn, quiet_config(old_dir.str()));
-  old_model.train(linear_input_fn(64, 8, false, -1), {}, 20);
+  old_model.train(linear_input_fn(64, 8, false, -1), {.steps = 20});
   std::vector<float> old_accumulator = values(old_model, "dense/kernel/Adagrad");
 
   LogCapture log;
@@ -35,11 +35,11 @@ TEST_CASE("warm start with a list of patterns carries the optimizer's slots over
       adagrad_model_fn, quiet_config(with_slots_dir.str()), {},
       est::checkpoint::WarmStartSettings{.ckpt_to_initialize_from = old_dir.str(),
                                          .vars_to_warm_start = {"dense/"}});
-  with_slots.train(linear_input_fn(64, 8, false, -1), {}, 1);
+  with_slots.train(linear_input_fn(64, 8, false, -1), {.steps = 1});
   est::Estimator without_slots(
       adagrad_model_fn, quiet_config(without_slots_dir.str()), {},
       est::checkpoint::WarmStartSettings{.ckpt_to_initialize_from = old_dir.str()});
-  without_slots.train(linear_input_fn(64, 8, false, -1), {}, 1);
+  without_slots.train(linear_input_fn(64, 8, false, -1), {.steps = 1});
 
   // Both started from the old weights and took the same gradient; only the accumulators'
   // starting points differ: the old accumulator against Adagrad's initial 0.1.

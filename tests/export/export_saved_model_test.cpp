@@ -65,7 +65,7 @@ RunConfig quiet_config(const std::string& model_dir) {
 TEST_CASE("export_saved_model: TF's layout, signatures, and predictions equal to predict's") {
   testing::ScratchDir dir;
   Estimator estimator(cnn_model_fn, quiet_config(dir / "model"));
-  estimator.train(train_input_fn(), {}, 4);
+  estimator.train(train_input_fn(), {.steps = 4});
   auto receiver = build_raw_serving_input_receiver_fn({{"image", {{-1, 8, 8, 1}}}});
   const std::string exported =
       estimator.export_saved_model(dir / "export", receiver, {}, /*as_text=*/true);
@@ -149,7 +149,7 @@ Estimator trained_regression(const std::string& model_dir) {
       [x](ModeKeys, const InputContext*) {
         return data::Dataset::from_tensor_slices(Features{{"x", x}}, x).batch(2);
       },
-      {}, 1);
+      {.steps = 1});
   return estimator;
 }
 

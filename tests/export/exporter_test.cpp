@@ -40,7 +40,7 @@ struct Trained {
   std::string checkpoint;
   std::string export_path = dir / "model/export/x";
   Trained() {
-    estimator.train(input_fn(), {}, 2);
+    estimator.train(input_fn(), {.steps = 2});
     checkpoint = *estimator.latest_checkpoint();
   }
 };

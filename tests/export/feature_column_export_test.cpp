@@ -66,7 +66,7 @@ TEST_CASE("export: numeric and bucketized columns export; onnxruntime answers as
       [&](ModeKeys, const InputContext*) {
         return data::Dataset::from_tensor_slices(Features{{"age", ages}}, targets).batch(2);
       },
-      {}, 2);
+      {.steps = 2});
   const std::string exported = estimator.export_saved_model(
       dir / "export", build_raw_serving_input_receiver_fn({{"age", {{-1, 1}}}}));
   const std::string model = fs::path(exported) / "model.onnx";
@@ -108,7 +108,7 @@ TEST_CASE("export: a wide&deep classifier's lookups run before its graph, as pre
   namespace wd = testing::wide_deep;
   testing::ScratchDir dir;
   auto classifier = wd::classifier(dir / "model", dir / "cities.txt");
-  classifier.train(wd::training_input(), {}, 6);
+  classifier.train(wd::training_input(), {.steps = 6});
   const fs::path exported = classifier.export_saved_model(
       dir / "export", build_raw_serving_input_receiver_fn(wd::receiver_specs()));
   const std::vector<Predictions> predictions = classifier.predict(wd::probe_input());

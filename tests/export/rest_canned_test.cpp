@@ -67,7 +67,8 @@ TEST_CASE("est-serve: a canned DNNClassifier answers :classify with its classes 
                             .feature_columns = columns(),
                             .n_classes = 3,
                             .config = quiet(dir / "model")});
-  classifier.train(train_input(Tensor::from_vector(std::vector<int32_t>{0, 1, 2, 1})), {}, 10);
+  classifier.train(train_input(Tensor::from_vector(std::vector<int32_t>{0, 1, 2, 1})),
+                   {.steps = 10});
   const std::string exported = classifier.export_saved_model(dir / "serving", parsing_receiver());
   // TF's heads: serving_default and "classification" classify, "predict" predicts.
   const json signatures = read_signatures(exported);
@@ -108,7 +109,8 @@ TEST_CASE("est-serve: a label_vocabulary classifier classifies with its strings"
                             .feature_columns = columns(),
                             .label_vocabulary = {"no", "yes"},
                             .config = quiet(dir / "model")});
-  classifier.train(train_input(data::string_tensor({"no", "yes", "yes", "no"}, {4})), {}, 10);
+  classifier.train(train_input(data::string_tensor({"no", "yes", "yes", "no"}, {4})),
+                   {.steps = 10});
   const std::string exported = classifier.export_saved_model(dir / "serving", parsing_receiver());
   // The binary head's "regression" signature: the logistic.
   const json signatures = read_signatures(exported);
@@ -144,8 +146,8 @@ TEST_CASE("est-serve: a canned DNNRegressor answers :regress as predict does") {
   testing::ScratchDir dir;
   DNNRegressor regressor(
       {.hidden_units = {4}, .feature_columns = columns(), .config = quiet(dir / "model")});
-  regressor.train(train_input(Tensor::from_vector(std::vector<float>{1.0f, -0.5f, 2.0f, 0.3f})), {},
-                  10);
+  regressor.train(train_input(Tensor::from_vector(std::vector<float>{1.0f, -0.5f, 2.0f, 0.3f})),
+                  {.steps = 10});
   const std::string exported = regressor.export_saved_model(dir / "serving", parsing_receiver());
   const json signatures = read_signatures(exported);
   CHECK(signatures["serving_default"]["method_name"] == "tensorflow/serving/regress");
@@ -175,7 +177,8 @@ TEST_CASE("export: a raw receiver keeps only the canned heads' predict signature
                               .feature_columns = columns(),
                               .n_classes = n_classes,
                               .config = quiet(dir / ("model" + std::to_string(n_classes)))});
-    classifier.train(train_input(Tensor::from_vector(std::vector<int32_t>{0, 1, 1, 0})), {}, 2);
+    classifier.train(train_input(Tensor::from_vector(std::vector<int32_t>{0, 1, 1, 0})),
+                     {.steps = 2});
     const std::string exported = classifier.export_saved_model(
         dir / "export", build_raw_serving_input_receiver_fn({{"x1", {{-1}}}, {"x2", {{-1}}}}));
     // classification, regression and serving_default (a classification) need one string input.
@@ -201,7 +204,7 @@ TEST_CASE("export: a raw receiver keeps only the canned heads' predict signature
                    Tensor::from_vector(std::vector<int32_t>{0, 1, 1, 0}))
             .batch(4);
       },
-      {}, 2);
+      {.steps = 2});
   const json kept = read_signatures(by_color.export_saved_model(
       dir / "export_color",
       build_raw_serving_input_receiver_fn({{"color", {{-1}, DType::kString}}})));

@@ -55,7 +55,7 @@ std::string export_half_plus_three(const testing::ScratchDir& dir) {
       [&](ModeKeys, const InputContext*) {
         return data::Dataset::from_tensor_slices(Features{{"x", x}}, x).batch(2);
       },
-      {}, 1);
+      {.steps = 1});
   return estimator.export_saved_model(dir / "serving",
                                       build_parsing_serving_input_receiver_fn(x_spec()));
 }

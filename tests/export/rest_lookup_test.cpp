@@ -24,7 +24,7 @@ TEST_CASE("est-serve: raw string features go through the lookups and answer as p
   if (!have_curl()) return est::testing::skip("curl is not installed (apt-get install curl)");
   testing::ScratchDir dir;
   auto classifier = wd::classifier(dir / "model", dir / "cities.txt");
-  classifier.train(wd::training_input(), {}, 6);
+  classifier.train(wd::training_input(), {.steps = 6});
   classifier.export_saved_model(dir / "export",
                                 build_raw_serving_input_receiver_fn(wd::receiver_specs()));
   const std::vector<Predictions> predictions = classifier.predict(wd::probe_input());

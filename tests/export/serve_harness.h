@@ -58,7 +58,7 @@ inline std::string export_model(const ModelFn& model_fn, const std::string& mode
       [&](ModeKeys, const InputContext*) {
         return data::Dataset::from_tensor_slices(features, labels).batch(2);
       },
-      {}, 1);
+      {.steps = 1});
   return estimator.export_saved_model(base, build_raw_serving_input_receiver_fn(specs));
 }
 
@@ -93,7 +93,7 @@ inline Estimator train_classifier(std::function<EstimatorSpec(const Tensor& logi
       [&](ModeKeys, const InputContext*) {
         return data::Dataset::from_tensor_slices(Features{{"x", x}}, y).batch(2);
       },
-      {}, 3);
+      {.steps = 3});
   return estimator;
 }
 

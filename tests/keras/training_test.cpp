@@ -266,7 +266,8 @@ TEST_CASE("keras fit's first step equals an Estimator step of the same model_fn 
   auto hook = std::make_shared<LossHook>();
   Estimator estimator(model_fn,
                       RunConfig{.model_dir = est_dir.path.string(), .tf_random_seed = 21});
-  estimator.train([&](ModeKeys, const InputContext*) { return dataset_of(problem, 64); }, {hook});
+  estimator.train([&](ModeKeys, const InputContext*) { return dataset_of(problem, 64); },
+                  {.hooks = {hook}});
   CHECK(static_cast<float>(history["loss"][0]) == hook->loss);
   // The same variables after the step, under the same names.
   Estimator reader(model_fn, RunConfig{.model_dir = keras_dir.path.string()});

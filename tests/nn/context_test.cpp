@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "nn/context_control.h"
 #include "nn/nn.h"
 #include "nn/restore_error.h"
 
@@ -230,27 +231,52 @@ TEST_CASE("the same seed draws the same initial weights") {
   CHECK(first_kernel(3) != first_kernel(4));
 }
 
+// A model_fn author's ModelContext: what only a strategy sets on it (device, deferred moving
+// averages, shared store, the step's replica) is ContextControl's (nn/context_control.h).
+template <class Context>
+concept ExposesStrategySettings = requires(Context& ctx) {
+  ctx.set_device(Device::cpu(0));
+}
+|| requires(Context& ctx) { ctx.set_defer_moving_averages(true); }
+|| requires(Context& ctx) { ctx.defers_moving_averages(); }
+|| requires(Context& ctx) { ctx.take_moving_average_updates(); }
+|| requires(Context& ctx) { ctx.set_shares_store(true); }
+|| requires(Context& ctx) { ctx.replica_sync(); }
+|| requires(Context& ctx) { ctx.set_replica_sync(nullptr); };
+
+TEST_CASE("ModelContext's public interface is the model_fn's; ContextControl sets the rest") {
+  CHECK_FALSE(ExposesStrategySettings<ModelContext>);
+  CHECK(ExposesStrategySettings<ContextControl>);
+  VariableStore store;
+  ModelContext ctx(store);
+  ContextControl control(ctx);
+  control.set_device(Device::cpu(1));
+  CHECK(ctx.device() == Device::cpu(1));
+  CHECK(control.replica_sync() == nullptr);
+}
+
 TEST_CASE("moving averages apply at once, or wait for a strategy when deferred") {
   VariableStore store;
   Tensor average = store.create("average", Tensor::from_vector<double>({1, 2}), false);
   Tensor value = Tensor::from_vector<double>({11, 22});
 
   ModelContext ctx(store);
-  CHECK_FALSE(ctx.defers_moving_averages());
+  ContextControl control(ctx);
+  CHECK_FALSE(control.defers_moving_averages());
   ctx.update_moving_average(average, value, 0.5);  // 1 * 0.5 + 11 * 0.5, 2 * 0.5 + 22 * 0.5
   CHECK(average.to_vector<double>() == std::vector<double>{6, 12});
-  CHECK(ctx.take_moving_average_updates().empty());
+  CHECK(control.take_moving_average_updates().empty());
 
-  ctx.set_defer_moving_averages(true);
-  CHECK(ctx.defers_moving_averages());
+  control.set_defer_moving_averages(true);
+  CHECK(control.defers_moving_averages());
   ctx.update_moving_average(average, value, 0.5);
   CHECK(average.to_vector<double>() == std::vector<double>{6, 12});  // not yet
-  std::vector<MovingAverageUpdate> updates = ctx.take_moving_average_updates();
+  std::vector<MovingAverageUpdate> updates = control.take_moving_average_updates();
   REQUIRE(updates.size() == 1);
   CHECK(updates[0].momentum == 0.5);
   CHECK(updates[0].variable.shares_storage(average));
   CHECK(updates[0].value.to_vector<double>() == std::vector<double>{11, 22});
-  CHECK(ctx.take_moving_average_updates().empty());  // taken once
+  CHECK(control.take_moving_average_updates().empty());  // taken once
   CHECK(average.to_vector<double>() == std::vector<double>{6, 12});
   apply_moving_average(updates[0]);  // 6 * 0.5 + 11 * 0.5, 12 * 0.5 + 22 * 0.5
   CHECK(average.to_vector<double>() == std::vector<double>{8.5, 17});
@@ -258,19 +284,20 @@ TEST_CASE("moving averages apply at once, or wait for a strategy when deferred")
   // begin_call drops updates nobody took.
   ctx.update_moving_average(average, value, 0.5);
   ctx.begin_call();
-  CHECK(ctx.take_moving_average_updates().empty());
+  CHECK(control.take_moving_average_updates().empty());
   CHECK(average.to_vector<double>() == std::vector<double>{8.5, 17});
 }
 
 TEST_CASE("batch norm's moving statistics go through the context's deferral") {
   VariableStore store;
   ModelContext ctx(store);
-  ctx.set_defer_moving_averages(true);
+  ContextControl control(ctx);
+  control.set_defer_moving_averages(true);
   Tensor x = Tensor::from_vector<float>({1, 10, 3, 20}, {2, 2});  // means 2 and 15
   batch_normalization(ctx, x, {.momentum = 0.5});
   Tensor moving_mean = store.get("batch_normalization/moving_mean").value;
   CHECK(moving_mean.to_vector<float>() == std::vector<float>{0, 0});
-  std::vector<MovingAverageUpdate> updates = ctx.take_moving_average_updates();
+  std::vector<MovingAverageUpdate> updates = control.take_moving_average_updates();
   REQUIRE(updates.size() == 2);  // mean and variance
   for (const auto& update : updates) apply_moving_average(update);
   CHECK(moving_mean.to_vector<float>() == std::vector<float>{1, 7.5});
@@ -296,8 +323,8 @@ TEST_CASE("contexts sharing a store keep their initializer streams in step") {
     CAPTURE(shares);
     VariableStore shared;
     ModelContext first(shared, Mode::kTrain, 7), second(shared, Mode::kTrain, 7);
-    first.set_shares_store(shares);
-    second.set_shares_store(shares);
+    ContextControl(first).set_shares_store(shares);
+    ContextControl(second).set_shares_store(shares);
     build(first, false);
     build(second, true);
     CHECK(shared.get("dense/kernel").value.to_vector<float>() ==
