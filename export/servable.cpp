@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -126,6 +127,14 @@ std::map<int64_t, std::string> aspired(const VersionPolicy& policy,
 // aspires the versions on disk the policy names at each poll, older or newer than those served,
 // and none when the base path holds no version (then the served ones are unloaded); a base path
 // that is missing emits nothing, and the served versions stay.
+//
+// The versions then change as TF Serving's default AspiredVersionPolicy decides, one action at a
+// time (core/availability_preserving_policy.cc, run by core/aspired_versions_manager.cc): the
+// lowest served version no longer aspired is unloaded when nothing is aspired, when an aspired
+// version is served, or when more than one unaspired version is served; otherwise the highest
+// aspired version not yet served is loaded. So a new version is loaded (and warmed up) while the
+// old one serves, the old one goes only once the new one is available, and when the new one
+// fails to load the last old one keeps serving.
 bool ModelManager::poll() {
   std::lock_guard polling(poll_mutex_);
   std::error_code error;
@@ -137,44 +146,64 @@ bool ModelManager::poll() {
   }
   const std::map<int64_t, std::string> on_disk = versions_on_disk(base_path_);
   const std::map<int64_t, std::string> wanted = aspired(policy, on_disk);
+  std::set<int64_t> tried;  // loads attempted by this poll (a failed one is retried at the next)
   bool changed = false;
-  for (const auto& servable : served()) {
-    if (wanted.count(servable->version)) continue;
-    if (on_disk.empty())
-      log::warning("No versions of servable {} found under base path {}: unloading version {}",
-                   name_, base_path_, servable->version);
-    else
-      log::info("Unloading servable version {{name: {} version: {}}}", name_, servable->version);
-    std::lock_guard lock(mutex_);
-    served_.erase(servable->version);
-    changed = true;
-  }
-  for (const auto& [number, path] : wanted) {
-    if (version(number)) continue;
-    std::shared_ptr<const Servable> servable;
-    const int64_t start = now_micros();
-    try {
-      servable = std::make_shared<const Servable>(
-          Servable{number, path, OnnxModel::load((fs::path(path) / "model.onnx").string()),
-                   load_signatures((fs::path(path) / "signatures.json").string()), name_});
-      record_load(path, true, micros_since(start));  // TF counts the load, not the warmup
-      if (on_load_) on_load_(*servable);
-    } catch (const Error& error) {
-      if (!servable) record_load(path, false, micros_since(start));
-      std::lock_guard lock(mutex_);
-      if (!failed_[number])
-        log::error("Loading servable {} version {} failed (retrying at the next poll): {}", name_,
-                   number, error.what());
-      failed_[number] = true;
+  for (;;) {
+    std::vector<int64_t> unaspired;  // oldest first
+    bool aspired_served = false;
+    for (const auto& servable : served()) {
+      if (wanted.count(servable->version))
+        aspired_served = true;
+      else
+        unaspired.push_back(servable->version);
+    }
+    if (!unaspired.empty() && (wanted.empty() || aspired_served || unaspired.size() > 1)) {
+      unload(unaspired.front(), on_disk.empty());
+      changed = true;
       continue;
     }
-    std::lock_guard lock(mutex_);
-    served_[number] = std::move(servable);
-    failed_.erase(number);
-    changed = true;
-    log::info("Successfully loaded servable version {{name: {} version: {}}}", name_, number);
+    auto next = std::find_if(wanted.rbegin(), wanted.rend(), [&](const auto& entry) {
+      return !tried.count(entry.first) && !version(entry.first);
+    });
+    if (next == wanted.rend()) return changed;
+    tried.insert(next->first);
+    changed |= load(next->first, next->second);
   }
-  return changed;
+}
+
+void ModelManager::unload(int64_t number, bool none_on_disk) {
+  if (none_on_disk)
+    log::warning("No versions of servable {} found under base path {}: unloading version {}", name_,
+                 base_path_, number);
+  else
+    log::info("Unloading servable version {{name: {} version: {}}}", name_, number);
+  std::lock_guard lock(mutex_);
+  served_.erase(number);
+}
+
+bool ModelManager::load(int64_t number, const std::string& path) {
+  std::shared_ptr<const Servable> servable;
+  const int64_t start = now_micros();
+  try {
+    servable = std::make_shared<const Servable>(
+        Servable{number, path, OnnxModel::load((fs::path(path) / "model.onnx").string()),
+                 load_signatures((fs::path(path) / "signatures.json").string()), name_});
+    record_load(path, true, micros_since(start));  // TF counts the load, not the warmup
+    if (on_load_) on_load_(*servable);
+  } catch (const Error& error) {
+    if (!servable) record_load(path, false, micros_since(start));
+    std::lock_guard lock(mutex_);
+    if (!failed_[number])
+      log::error("Loading servable {} version {} failed (retrying at the next poll): {}", name_,
+                 number, error.what());
+    failed_[number] = true;
+    return false;
+  }
+  std::lock_guard lock(mutex_);
+  served_[number] = std::move(servable);
+  failed_.erase(number);
+  log::info("Successfully loaded servable version {{name: {} version: {}}}", name_, number);
+  return true;
 }
 
 std::shared_ptr<const Servable> ModelManager::current() const {

@@ -6,9 +6,12 @@
 // requests get 404).
 //
 // Requests take a shared_ptr to the current Servable; poll() swaps in a new one, so a request
-// in flight finishes on the version it started with and none is dropped. A version that fails to
-// load (half copied, an op est does not run) is logged and retried at the next poll while the
-// old version keeps serving. Each load is counted in serving_metrics.h's load_attempt_count.
+// in flight finishes on the version it started with and none is dropped. Versions change as TF
+// Serving's default policy changes them (core/availability_preserving_policy.cc): a new version
+// is loaded and warmed up before the old one is unloaded, so one is always served. A version
+// that fails to load (half copied, an op est does not run) is logged and retried at the next
+// poll while the old version keeps serving. Each load is counted in serving_metrics.h's
+// load_attempt_count.
 #pragma once
 
 #include <cstdint>
@@ -76,8 +79,9 @@ class ModelManager {
   ModelManager(std::string name, std::string base_path, VersionPolicy policy = {},
                std::map<std::string, int64_t> labels = {}, LoadHook on_load = {});
   // Loads the versions on disk the policy names that are not loaded, and unloads the loaded ones
-  // it no longer names (all of them when the base path holds no version); true when the set of
-  // versions served changed.
+  // it no longer names (all of them when the base path holds no version), in TF Serving's order:
+  // the last version served goes only once a version the policy names is served; true when the
+  // set of versions served changed.
   bool poll();
   // The newest version served now (null before the first one loaded).
   std::shared_ptr<const Servable> current() const;
@@ -93,6 +97,10 @@ class ModelManager {
   const std::string& base_path() const { return base_path_; }
 
  private:
+  // One action of poll(): unload a served version; load one (true when it is then served).
+  void unload(int64_t number, bool none_on_disk);
+  bool load(int64_t number, const std::string& path);
+
   std::string name_;
   std::string base_path_;
   std::mutex poll_mutex_;  // one poll() at a time (the file-system and config pollers)
