@@ -37,7 +37,8 @@
 
 namespace est {
 class Estimator;
-}
+class Session;
+}  // namespace est
 
 namespace est::keras {
 
@@ -101,8 +102,30 @@ class Model {
   // The outputs for every example, concatenated over batches (one tensor per output).
   std::vector<Tensor> predict(const data::Dataset& dataset, std::optional<int64_t> steps = {});
 
-  // Set by a callback to end fit after the current epoch.
+  // Set by a callback to end fit: after the current batch (on_train_batch_end, as Keras's
+  // TerminateOnNaN) or the current epoch.
   bool stop_training = false;
+
+  // The optimizer's learning rate (Keras's model.optimizer.learning_rate), for callbacks
+  // (LearningRateScheduler, ReduceLROnPlateau): a new value takes effect from fit's next step
+  // and is saved in the checkpoints with the state, as the float32 variable "learning_rate"
+  // (Keras's optimizer variable). FailedPreconditionError before compile(); setting it when
+  // the optimizer was given a schedule is an InvalidArgumentError, as in Keras.
+  double learning_rate() const;
+  void set_learning_rate(double learning_rate);
+
+  // Where the next fit starts instead of initial_epoch (Keras 2.11+'s
+  // _maybe_load_initial_counters_from_ckpt): BackupAndRestore sets it in on_train_begin after
+  // putting its backup in place; `step` batches of that epoch are then skipped (they were run).
+  struct InitialCounters {
+    int epoch = 0;
+    int64_t step = 0;
+  };
+  std::optional<InitialCounters> resume_from;
+  // During fit's on_train_batch_end: the running training session (its checkpoint_bundle() is
+  // the state after this batch: variables, slots, global step, RNG, input position); null
+  // otherwise.
+  const est::Session* training_session() const { return training_session_; }
 
  protected:
   explicit Model(std::string name);
@@ -129,6 +152,8 @@ class Model {
   std::optional<Loss> loss_;
   std::vector<std::string> metric_names_;
   std::unique_ptr<est::Estimator> estimator_;
+  std::shared_ptr<double> learning_rate_;  // null for a schedule; see set_learning_rate
+  const est::Session* training_session_ = nullptr;
 };
 
 class Sequential : public Model {

@@ -13,6 +13,8 @@
 // pipeline is the same (Keras starts a new iterator per fit call).
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "estimator/estimator.h"
 #include "keras/model.h"
 #include "ops/array_ops.h"
@@ -22,6 +24,8 @@
 
 namespace est::keras {
 namespace {
+
+constexpr const char* kLearningRateVariable = "learning_rate";
 
 // est's INFO lines (checkpoints, "Calling model_fn") are not Keras's output: quieter during
 // fit/evaluate/predict unless the user asked for a level (EST_LOG_LEVEL) other than INFO.
@@ -55,21 +59,37 @@ Logs merge_step(const MetricOps& step, const std::vector<std::string>& names, Ru
   return logs;
 }
 
-// The per-batch callbacks of fit, as a hook of the Estimator's training loop.
+// The per-batch callbacks of fit, as a hook of the Estimator's training loop. Batches are
+// numbered from `first_batch` (an epoch resumed mid-way continues its numbering, as Keras's
+// DataHandler does from its initial step); `session` shows the running session to callbacks
+// during on_train_batch_end.
 class BatchHook : public SessionRunHook {
  public:
-  BatchHook(CallbackList& callbacks, Model& model, std::vector<std::string> names)
-      : callbacks_(callbacks), model_(model), names_(std::move(names)) {}
+  BatchHook(CallbackList& callbacks, Model& model, std::vector<std::string> names,
+            int64_t first_batch, const Session** session)
+      : callbacks_(callbacks),
+        model_(model),
+        names_(std::move(names)),
+        batch_(first_batch),
+        session_(session) {}
   SessionRunArgs before_run(SessionRunContext&) override {
     callbacks_.on_train_batch_begin(batch_, {});
     return {};
   }
   void after_run(SessionRunContext& context, const SessionRunValues&) override {
     logs_ = merge_step(context.spec().eval_metric_ops, names_, running_);
-    callbacks_.on_train_batch_end(batch_++, logs_);
+    *session_ = &context.session();
+    try {
+      callbacks_.on_train_batch_end(batch_++, logs_);
+    } catch (...) {
+      *session_ = nullptr;
+      throw;
+    }
+    *session_ = nullptr;
+    ++batches_;
     if (model_.stop_training) context.request_stop();
   }
-  int64_t batches() const { return batch_; }
+  int64_t batches() const { return batches_; }
   const Logs& logs() const { return logs_; }
 
  private:
@@ -79,6 +99,8 @@ class BatchHook : public SessionRunHook {
   Running running_;
   Logs logs_;
   int64_t batch_ = 0;
+  int64_t batches_ = 0;
+  const Session** session_;
 };
 
 struct BatchCounter : SessionRunHook {
@@ -115,7 +137,36 @@ void Model::compile(CompileOptions options) {
   }
   for (const auto& metric : options.metrics) check_metric_name(metric);
   metric_names_ = options.metrics;
+  // A constant learning rate becomes a value that callbacks can change between steps.
+  learning_rate_.reset();
+  if (optimizer_->optimizer.learning_rate().is_constant()) {
+    auto rate = std::make_shared<double>(optimizer_->optimizer.learning_rate().at(0));
+    optimizer_->optimizer =
+        optimizer_->optimizer.with_learning_rate([rate](int64_t) { return *rate; });
+    learning_rate_ = rate;
+  }
   estimator_.reset();
+}
+
+double Model::learning_rate() const {
+  check_compiled("reading its learning rate");
+  if (!learning_rate_) return optimizer_->optimizer.learning_rate().at(0);
+  return *learning_rate_;
+}
+
+void Model::set_learning_rate(double learning_rate) {
+  check_compiled("setting its learning rate");
+  if (!learning_rate_)
+    throw InvalidArgumentError(fmt::format(
+        "Model \"{}\": the optimizer {} was compiled with a learning-rate schedule, so its "
+        "learning rate cannot be set (Keras: \"This optimizer was created with a "
+        "`LearningRateSchedule` object as its `learning_rate` constructor argument, hence its "
+        "learning rate is not settable\"); compile with a constant learning rate instead",
+        name_, optimizer_->name));
+  if (!std::isfinite(learning_rate) || learning_rate < 0)
+    throw InvalidArgumentError(fmt::format(
+        "Model \"{}\": learning rate {} is not a finite number >= 0", name_, learning_rate));
+  *learning_rate_ = learning_rate;
 }
 
 std::vector<std::string> Model::metric_names_with_loss() const {
@@ -191,13 +242,21 @@ est::Estimator& Model::estimator() {
         ops[name] = get_metric(name, labels.shape(), y_pred.shape()).fn(labels, y_pred.detach());
     }
     if (mode == ModeKeys::kTrain) {
+      if (learning_rate_) {  // saved with the state, as Keras's optimizer variable
+        ops::NoGradGuard no_grad;
+        Tensor rate = nn::optim::get_non_slot(ctx.store(), kLearningRateVariable, DType::kF32,
+                                              *learning_rate_);
+        rate.copy_from(Tensor::scalar(*learning_rate_));
+      }
       EstimatorSpec spec = EstimatorSpec::train(loss, optimizer_->optimizer.minimize(loss, ctx));
       spec.eval_metric_ops = std::move(ops);
       return spec;
     }
     return EstimatorSpec::eval(loss, std::move(ops));
   };
-  estimator_ = std::make_unique<est::Estimator>(std::move(model_fn), config_);
+  RunConfig config = config_;
+  config.check_nan_loss = false;  // Keras trains on; TerminateOnNaN stops
+  estimator_ = std::make_unique<est::Estimator>(std::move(model_fn), config);
   config_.model_dir = estimator_->model_dir();  // the temporary one, when none was set
   return *estimator_;
 }
@@ -238,14 +297,27 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
   CallbackList callbacks(
       all, this, {{"epochs", options.epochs}, {"steps", steps}, {"verbose", options.verbose}});
   stop_training = false;
+  resume_from.reset();
+  est::Estimator& est = estimator();  // model_dir exists for on_train_begin
   callbacks.on_train_begin({});
-  est::Estimator& est = estimator();
-  for (int epoch = options.initial_epoch; epoch < options.epochs && !stop_training; ++epoch) {
+  int first_epoch = options.initial_epoch;
+  int64_t first_step = 0;
+  if (resume_from) {
+    first_epoch = resume_from->epoch;
+    first_step = resume_from->step;
+    resume_from.reset();
+    if (first_step < 0 || first_step >= steps) {
+      first_epoch += first_step >= steps ? 1 : 0;
+      first_step = 0;
+    }
+  }
+  for (int epoch = first_epoch; epoch < options.epochs && !stop_training; ++epoch) {
     callbacks.on_epoch_begin(epoch, {});
-    auto hook = std::make_shared<BatchHook>(callbacks, *this, names);
-    est.train(input_fn_of(input), {hook}, steps);
+    int64_t skip = epoch == first_epoch ? first_step : 0;
+    auto hook = std::make_shared<BatchHook>(callbacks, *this, names, skip, &training_session_);
+    est.train(input_fn_of(input), {hook}, steps - skip);
     Logs logs = hook->logs();
-    if (hook->batches() < steps && !stop_training) {
+    if (hook->batches() < steps - skip && !stop_training) {
       log::warning(
           "Your input ran out of data; interrupting training. Make sure that your dataset can "
           "generate at least `steps_per_epoch * epochs` batches ({} batches here)",
