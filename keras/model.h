@@ -16,7 +16,9 @@
 // - strategies: config().train_distribute / eval_distribute, as for an Estimator (the dataset
 //   is the input_fn's; the loss scaling and per-replica splitting are the Estimator's);
 // - callbacks: Callback (callbacks.h) sees each batch through a SessionRunHook and each epoch;
-//   BackupAndRestore / ModelCheckpoint can read the epoch's checkpoint in model_dir;
+//   they read the epoch's checkpoint in model_dir, the state after a batch through
+//   training_session(), set where fit starts (resume_from: BackupAndRestore) and the learning
+//   rate (set_learning_rate: LearningRateScheduler, ReduceLROnPlateau);
 // - save / load_model: the graph's layers have names, classes and options (a config) and the
 //   variables live in model_dir's latest checkpoint.
 #pragma once

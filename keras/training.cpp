@@ -9,6 +9,10 @@
 // size as Keras's loss tracker, and each metric) into the epoch's running values, which the
 // callbacks and the progress bar get as logs. Validation runs Estimator::evaluate every
 // validation_freq epochs; its values join the epoch's logs as "val_<name>".
+// A callback may set resume_from in on_train_begin (BackupAndRestore): fit then starts at that
+// epoch, running only that epoch's remaining steps. A constant learning rate is a value the
+// callbacks set between steps and the model_fn writes into the variable "learning_rate", so it
+// is saved with the state. The Estimator's NaN-loss check is off (Keras has none: TerminateOnNaN).
 // Known difference: a second fit() continues the input where the first left it when the
 // pipeline is the same (Keras starts a new iterator per fit call).
 #include <fmt/format.h>
