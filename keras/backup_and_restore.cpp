@@ -57,6 +57,7 @@ void BackupAndRestore::on_train_begin(const Logs&) {
   if (model() == nullptr)
     throw FailedPreconditionError("BackupAndRestore: no model; pass it in FitOptions::callbacks");
   RunConfig config = task_config(*model());
+  is_chief_ = config.is_chief;
   backup_ = std::make_unique<checkpoint::BackupAndRestore>(
       checkpoint::BackupAndRestoreOptions{.backup_dir = backup_dir_,
                                           .delete_checkpoint = delete_checkpoint_,
@@ -125,8 +126,12 @@ void BackupAndRestore::on_train_batch_end(int64_t batch, const Logs&) {
 }
 
 void BackupAndRestore::on_epoch_end(int epoch, const Logs&) {
-  // The epoch's last train() saved the state into model_dir.
-  if (save_freq_ == 0) save(checkpoint::load(model()->config().model_dir), epoch, -1);
+  if (save_freq_ != 0) return;
+  // The epoch's last train() saved the state into model_dir (the chief's: another task's save
+  // is discarded, and it may find none yet).
+  const std::string& model_dir = model()->config().model_dir;
+  if (!is_chief_ && !checkpoint::latest_checkpoint(model_dir)) return;
+  save(checkpoint::load(model_dir), epoch, -1);
 }
 
 void BackupAndRestore::on_train_end(const Logs&) {

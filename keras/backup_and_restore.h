@@ -21,8 +21,13 @@
 // chief deletes its backup and the last task out the directory. When fit starts every task
 // reads the chief's backup and sets the same resume point; the copy into the (shared)
 // model_dir is the chief's alone (the others' go to workertemp_* and are deleted). Not run
-// under a strategy here: whoever does must make the workers' first train() restore after the
-// chief's copy (a barrier after on_train_begin), or give each task the backup directly.
+// under a strategy here; whoever does must (1) make the workers' first train() restore after
+// the chief's copy (a barrier after on_train_begin), and (2) for an integer save_freq, have the
+// workers' input positions gathered at the backup's steps: the chief's Session bundle carries
+// them only after steps the Estimator's hooks announced through will_save_after
+// (Session::saves_agreed_before_steps), so the callback's steps (known in advance: every
+// save_freq-th batch) must be announced the same way. Per-epoch backups read the epoch's
+// checkpoint, whose positions the Estimator gathered.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +68,7 @@ class BackupAndRestore : public Callback {
   std::string backup_dir_;
   int64_t save_freq_ = 0;  // 0: "epoch"
   bool delete_checkpoint_;
+  bool is_chief_ = true;
   std::unique_ptr<checkpoint::BackupAndRestore> backup_;
   int current_epoch_ = 0;
   int64_t last_batch_seen_ = 0;
