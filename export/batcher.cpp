@@ -4,13 +4,19 @@
 #include <algorithm>
 #include <exception>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "export/serving_metrics.h"
 #include "ops/array_ops.h"
+#include "ops/math.h"
 
 namespace est::serving {
 
 struct Batcher::Request {
   NamedTensors inputs;
   int64_t rows = 0;
+  int64_t enqueued_at = 0;  // microseconds, for the queuing latency
   bool done = false;
   NamedTensors outputs;
   std::exception_ptr error;
@@ -20,6 +26,7 @@ struct Batcher::Queue {
   std::vector<std::shared_ptr<Request>> waiting;
   int64_t rows = 0;
   bool leader_waiting = false;
+  int64_t enqueued = 0;             // batches forming or waiting for a thread
   std::condition_variable changed;  // a request joined, or a batch finished
 };
 
@@ -59,16 +66,99 @@ Tensor slice_rows(const Tensor& tensor, int64_t begin, int64_t rows) {
       {strings.begin() + begin * row, strings.begin() + (begin + rows) * row}, size);
 }
 
+// `tensor` padded at the end of each dimension after the first to `dims` with its first element
+// (zeros when it has none), as TF's batching_util.cc AddPadding.
+Tensor pad_to(const Tensor& tensor, const Shape& dims) {
+  Tensor out = tensor;
+  const size_t rank = tensor.shape().size();
+  for (size_t axis = 1; axis < rank; ++axis) {
+    if (out.dim(static_cast<int>(axis)) == dims[axis]) continue;
+    Shape pad_shape = out.shape();
+    pad_shape[axis] = dims[axis] - pad_shape[axis];
+    const Tensor first = tensor.numel() > 0 ? ops::slice(tensor, std::vector<int64_t>(rank, 0),
+                                                         std::vector<int64_t>(rank, 1))
+                                            : Tensor::zeros(Shape(rank, 1), tensor.dtype());
+    out = ops::concat({out, ops::broadcast_to(first, pad_shape)}, static_cast<int>(axis));
+  }
+  return out;
+}
+
+// Every part padded to the largest size of each dimension after the first among them.
+void pad_parts(std::vector<Tensor>& parts) {
+  Shape dims = parts.front().shape();
+  for (const Tensor& part : parts)
+    for (size_t axis = 1; axis < dims.size(); ++axis)
+      dims[axis] = std::max(dims[axis], part.shape()[axis]);
+  for (Tensor& part : parts) part = pad_to(part, dims);
+}
+
+// The smallest allowed batch size that holds `rows` (`rows` when none does or none are given).
+int64_t padded_size(const std::vector<int64_t>& allowed, int64_t rows) {
+  for (const int64_t size : allowed)
+    if (size >= rows) return size;
+  return rows;
+}
+
 }  // namespace
 
-Batcher::Batcher(Options options) : options_(options) {
+Batcher::Batcher(Options options) : options_(std::move(options)) {
   if (options_.max_batch_size < 1)
-    throw InvalidArgumentError("Batcher: max_batch_size must be at least 1");
+    throw InvalidArgumentError(
+        fmt::format("max_batch_size must be at least 1, not {}", options_.max_batch_size));
+  const std::vector<int64_t>& allowed = options_.allowed_batch_sizes;
+  for (size_t i = 0; i < allowed.size(); ++i)
+    if (allowed[i] < 1 || (i > 0 && allowed[i] <= allowed[i - 1]))
+      throw InvalidArgumentError(fmt::format(
+          "allowed_batch_sizes entries must be positive and monotonically increasing: {}",
+          fmt::join(allowed, ", ")));
+  if (!allowed.empty() && allowed.back() != options_.max_batch_size)
+    throw InvalidArgumentError(fmt::format(
+        "Last entry in allowed_batch_sizes must match max_batch_size; last entry was {}; "
+        "expected {}",
+        allowed.back(), options_.max_batch_size));
+}
+
+std::string Batcher::rows_key(const NamedTensors& inputs) const {
+  std::string key;
+  for (const auto& [name, tensor] : inputs) {
+    if (options_.pad_variable_length_inputs && tensor.dtype() != DType::kString) {
+      key += fmt::format("/{}:{}[rank {}]", name, dtype_name(tensor.dtype()), tensor.rank());
+      continue;
+    }
+    Shape row(tensor.shape().begin() + (tensor.rank() > 0 ? 1 : 0), tensor.shape().end());
+    key += fmt::format("/{}:{}{}", name, dtype_name(tensor.dtype()), ops::shape_str(row));
+  }
+  return key;
 }
 
 int64_t Batcher::batches_run() const {
   std::lock_guard lock(mutex_);
   return batches_run_;
+}
+
+int64_t Batcher::batches_enqueued() const {
+  std::lock_guard lock(mutex_);
+  int64_t enqueued = 0;
+  for (const auto& [key, queue] : queues_) enqueued += queue->enqueued;
+  return enqueued;
+}
+
+void Batcher::run_on_thread(std::vector<std::shared_ptr<Request>> batch, const RunFn& fn,
+                            std::unique_lock<std::mutex>& lock, Queue* queue) {
+  thread_freed_.wait(lock, [&] {
+    return options_.num_batch_threads <= 0 || batches_running_ < options_.num_batch_threads;
+  });
+  if (queue) --queue->enqueued;
+  ++batches_running_;
+  ++batches_run_;
+  lock.unlock();
+  const int64_t start = now_micros();
+  for (const auto& request : batch)
+    record_batch_request(options_.thread_pool_name, start - request->enqueued_at);
+  run_batch(batch, fn);
+  lock.lock();
+  --batches_running_;
+  thread_freed_.notify_all();
 }
 
 void Batcher::run_batch(std::vector<std::shared_ptr<Request>> batch, const RunFn& fn) {
@@ -79,23 +169,30 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Request>> batch, const RunFn
       request.error = std::current_exception();
     }
   };
-  if (batch.size() == 1) {
+  int64_t total = 0;
+  for (const auto& request : batch) total += request->rows;
+  const int64_t padded = padded_size(options_.allowed_batch_sizes, total);
+  record_batch(total, padded);
+  if (batch.size() == 1 && padded == total) {
     run_alone(*batch.front());
     return;
   }
   try {
     NamedTensors inputs;
-    int64_t total = 0;
-    for (const auto& request : batch) total += request->rows;
     for (const auto& [name, first] : batch.front()->inputs) {
       std::vector<Tensor> parts;
       for (const auto& request : batch) parts.push_back(request->inputs.at(name));
+      if (options_.pad_variable_length_inputs && first.dtype() != DType::kString) pad_parts(parts);
+      if (padded > total) {
+        const Tensor row = slice_rows(parts.back(), 0, 1);
+        parts.insert(parts.end(), static_cast<size_t>(padded - total), row);
+      }
       inputs[name] = concat_rows(parts);
     }
     NamedTensors outputs = fn(inputs);
     bool splittable = true;
     for (const auto& [name, tensor] : outputs)
-      splittable = splittable && tensor.rank() > 0 && tensor.dim(0) == total;
+      splittable = splittable && tensor.rank() > 0 && tensor.dim(0) == padded;
     if (!splittable) {
       for (const auto& request : batch) run_alone(*request);
       return;
@@ -115,14 +212,13 @@ NamedTensors Batcher::run(const std::string& key, const NamedTensors& inputs, co
   auto request = std::make_shared<Request>();
   request->inputs = inputs;
   request->rows = rows_of(inputs);
-  if (request->rows == 0 || request->rows >= options_.max_batch_size) {
-    {
-      std::lock_guard lock(mutex_);
-      ++batches_run_;
-    }
-    return fn(inputs);
-  }
+  request->enqueued_at = now_micros();
   std::unique_lock lock(mutex_);
+  if (request->rows == 0 || request->rows >= options_.max_batch_size) {
+    run_on_thread({request}, fn, lock, nullptr);
+    if (request->error) std::rethrow_exception(request->error);
+    return std::move(request->outputs);
+  }
   std::shared_ptr<Queue>& slot = queues_[key];
   if (!slot) slot = std::make_shared<Queue>();
   std::shared_ptr<Queue> queue = slot;
@@ -131,12 +227,19 @@ NamedTensors Batcher::run(const std::string& key, const NamedTensors& inputs, co
     queue->changed.notify_all();
     queue->changed.wait(lock, [&] { return queue->waiting.empty(); });
   }
+  if (!queue->leader_waiting && options_.max_enqueued_batches > 0 &&
+      queue->enqueued >= options_.max_enqueued_batches)
+    throw UnavailableError(
+        fmt::format("The batch scheduling queue to which this task was submitted is full (its "
+                    "max_enqueued_batches is {})",
+                    options_.max_enqueued_batches));
   queue->waiting.push_back(request);
   queue->rows += request->rows;
   queue->changed.notify_all();
   if (!queue->leader_waiting) {
     // The leader: gather until the batch is full or the timeout passes, then run it.
     queue->leader_waiting = true;
+    ++queue->enqueued;
     const auto deadline = std::chrono::steady_clock::now() + options_.batch_timeout;
     queue->changed.wait_until(lock, deadline,
                               [&] { return queue->rows >= options_.max_batch_size; });
@@ -144,11 +247,8 @@ NamedTensors Batcher::run(const std::string& key, const NamedTensors& inputs, co
     batch.swap(queue->waiting);
     queue->rows = 0;
     queue->leader_waiting = false;
-    ++batches_run_;
     queue->changed.notify_all();  // requests that waited for room may queue now
-    lock.unlock();
-    run_batch(batch, fn);
-    lock.lock();
+    run_on_thread(batch, fn, lock, queue.get());
     for (const auto& member : batch) member->done = true;
     queue->changed.notify_all();
   } else {

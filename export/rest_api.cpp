@@ -17,6 +17,7 @@
 #include "export/rest_classify.h"
 #include "export/rest_json.h"
 #include "export/rest_json_text.h"
+#include "export/serving_metrics.h"
 #include "ops/array_ops.h"
 
 namespace est::serving {
@@ -44,15 +45,19 @@ NamedTensors run_graph(const Servable& servable, const std::string& signature_na
     for (const TensorInfo& info : servable.model.inputs())
       if (all.count(info.name)) inputs[info.name] = all.at(info.name);
   }
-  if (batcher == nullptr) return servable.model.run(inputs);
-  // Requests batch together when they run one model version and signature on rows alike.
-  std::string key = fmt::format("{}/{}", servable.version, signature_name);
-  for (const auto& [name, tensor] : inputs) {
-    Shape row(tensor.shape().begin() + (tensor.rank() > 0 ? 1 : 0), tensor.shape().end());
-    key += fmt::format("/{}:{}{}", name, dtype_name(tensor.dtype()), ops::shape_str(row));
+  const int64_t start = now_micros();
+  if (batcher == nullptr) {
+    NamedTensors outputs = servable.model.run(inputs);
+    record_runtime(servable.model_name, signature.method_name, micros_since(start));
+    return outputs;
   }
-  return batcher->run(key, inputs,
-                      [&servable](const NamedTensors& batch) { return servable.model.run(batch); });
+  // Requests batch together when they run one model version and signature on rows alike.
+  const std::string key =
+      fmt::format("{}/{}{}", servable.version, signature_name, batcher->rows_key(inputs));
+  NamedTensors outputs = batcher->run(
+      key, inputs, [&servable](const NamedTensors& batch) { return servable.model.run(batch); });
+  record_runtime(servable.model_name, signature.method_name, micros_since(start));
+  return outputs;
 }
 
 namespace {
@@ -380,13 +385,16 @@ RestResponse handle_rest(const ModelLookup& models, const std::string& method,
   try {
     return {200, answer_text(route(models, method, path, body, batcher))};
   } catch (const NotRouted&) {
-    return {404, error_body(fmt::format("Not found: {} {}; TF Serving's REST API is under /v1/",
-                                        method, printable(path)))
-                     .dump()};
+    return {404,
+            error_body(fmt::format("Not found: {} {}; TF Serving's REST API is under /v1/", method,
+                                   printable(path)))
+                .dump(),
+            StatusCode::kNotFound};
   } catch (const Error& error) {
-    return {http_status_of(error.code()), error_body(error.what()).dump()};
+    return {http_status_of(error.code()), error_body(error.what()).dump(), error.code()};
   } catch (const std::exception& error) {
-    return {500, error_body(std::string("internal error: ") + error.what()).dump()};
+    return {500, error_body(std::string("internal error: ") + error.what()).dump(),
+            StatusCode::kInternal};
   }
 }
 

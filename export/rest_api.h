@@ -27,6 +27,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "export/batcher.h"
@@ -36,7 +37,8 @@ namespace est::serving {
 
 struct RestResponse {
   int status = 200;
-  std::string body;  // JSON
+  std::string body;                 // JSON
+  std::optional<StatusCode> error;  // the error's code (the metrics' status); none: OK
 };
 
 // The model of a name (null: none), as the server looks it up.

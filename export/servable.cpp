@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "export/serving_metrics.h"
 #include "ops/logging.h"
 
 namespace est::serving {
@@ -93,11 +94,12 @@ std::optional<std::pair<int64_t, std::string>> newest_version(const std::string&
 }
 
 ModelManager::ModelManager(std::string name, std::string base_path, VersionPolicy policy,
-                           std::map<std::string, int64_t> labels)
+                           std::map<std::string, int64_t> labels, LoadHook on_load)
     : name_(std::move(name)),
       base_path_(std::move(base_path)),
       policy_(std::move(policy)),
-      labels_(std::move(labels)) {}
+      labels_(std::move(labels)),
+      on_load_(std::move(on_load)) {}
 
 namespace {
 
@@ -150,11 +152,15 @@ bool ModelManager::poll() {
   for (const auto& [number, path] : wanted) {
     if (version(number)) continue;
     std::shared_ptr<const Servable> servable;
+    const int64_t start = now_micros();
     try {
       servable = std::make_shared<const Servable>(
           Servable{number, path, OnnxModel::load((fs::path(path) / "model.onnx").string()),
-                   load_signatures((fs::path(path) / "signatures.json").string())});
+                   load_signatures((fs::path(path) / "signatures.json").string()), name_});
+      record_load(path, true, micros_since(start));  // TF counts the load, not the warmup
+      if (on_load_) on_load_(*servable);
     } catch (const Error& error) {
+      if (!servable) record_load(path, false, micros_since(start));
       std::lock_guard lock(mutex_);
       if (!failed_[number])
         log::error("Loading servable {} version {} failed (retrying at the next poll): {}", name_,

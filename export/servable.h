@@ -8,10 +8,11 @@
 // Requests take a shared_ptr to the current Servable; poll() swaps in a new one, so a request
 // in flight finishes on the version it started with and none is dropped. A version that fails to
 // load (half copied, an op est does not run) is logged and retried at the next poll while the
-// old version keeps serving.
+// old version keeps serving. Each load is counted in serving_metrics.h's load_attempt_count.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,7 +51,12 @@ struct Servable {
   std::string path;
   OnnxModel model;
   Signatures signatures;
+  std::string model_name;  // the ModelManager's name
 };
+
+// Run on a version once it loaded, before it is served (est-serve's model warmup); an Error it
+// throws fails the load of that version (logged, retried at the next poll).
+using LoadHook = std::function<void(const Servable&)>;
 
 // The newest version directory under `base_path` holding a model.onnx, or nullopt.
 std::optional<std::pair<int64_t, std::string>> newest_version(const std::string& base_path);
@@ -68,7 +74,7 @@ struct VersionPolicy {
 class ModelManager {
  public:
   ModelManager(std::string name, std::string base_path, VersionPolicy policy = {},
-               std::map<std::string, int64_t> labels = {});
+               std::map<std::string, int64_t> labels = {}, LoadHook on_load = {});
   // Loads the versions on disk the policy names that are not loaded, and unloads the loaded ones
   // it no longer names (all of them when the base path holds no version); true when the set of
   // versions served changed.
@@ -95,6 +101,7 @@ class ModelManager {
   std::map<std::string, int64_t> labels_;
   std::map<int64_t, std::shared_ptr<const Servable>> served_;
   std::map<int64_t, bool> failed_;  // versions whose load failed (logged once)
+  LoadHook on_load_;
 };
 
 }  // namespace est::serving

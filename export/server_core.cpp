@@ -31,10 +31,15 @@ void ServerCore::reconfigure(const std::vector<ModelOptions>& models) {
       next[options.name] = kept->second;
     } else {
       next[options.name] = std::make_shared<ModelManager>(options.name, options.base_path,
-                                                          options.policy, options.labels);
+                                                          options.policy, options.labels, on_load_);
     }
   }
   models_ = std::move(next);
+}
+
+void ServerCore::set_load_hook(LoadHook on_load) {
+  std::lock_guard lock(mutex_);
+  on_load_ = std::move(on_load);
 }
 
 void ServerCore::poll() {

@@ -32,6 +32,8 @@ class ServerCore {
   // InvalidArgumentError for an empty or repeated name or an empty base path, leaving the
   // models as they were.
   void reconfigure(const std::vector<ModelOptions>& models);
+  // Run on every version of the models added from now on before it is served (servable.h).
+  void set_load_hook(LoadHook on_load);
   // Polls every model's base path (ModelManager::poll).
   void poll();
   // The model named `name`, or null.
@@ -45,6 +47,7 @@ class ServerCore {
  private:
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<ModelManager>> models_;
+  LoadHook on_load_;
 };
 
 // find() on `model`, the model named `name` (null: no such model).

@@ -55,50 +55,59 @@ nn::metrics::MetricOp accuracy_of(const Tensor& labels, const Tensor& prediction
   return nn::metrics::accuracy(labels, predictions);
 }
 
+Loss with_logits(bool from_logits, Loss loss) {
+  loss.from_logits = from_logits;
+  return loss;
+}
+
 }  // namespace
 
 namespace losses {
 
 Loss SparseCategoricalCrossentropy(bool from_logits) {
-  return {
-      "sparse_categorical_crossentropy", [from_logits](const Tensor& y_true, const Tensor& y_pred) {
-        Tensor ids = class_ids(y_true, y_pred);
-        if (from_logits)
-          return nn::sparse_softmax_cross_entropy(ids, y_pred, 1.0, Reduction::kSumOverBatchSize);
-        int64_t classes = y_pred.shape().back();
-        return over_batch(
-            probability_crossentropy(as_float(ops::one_hot(ids, classes), y_pred), y_pred));
-      }};
+  return with_logits(from_logits, {"sparse_categorical_crossentropy",
+                                   [from_logits](const Tensor& y_true, const Tensor& y_pred) {
+                                     Tensor ids = class_ids(y_true, y_pred);
+                                     if (from_logits)
+                                       return nn::sparse_softmax_cross_entropy(
+                                           ids, y_pred, 1.0, Reduction::kSumOverBatchSize);
+                                     int64_t classes = y_pred.shape().back();
+                                     return over_batch(probability_crossentropy(
+                                         as_float(ops::one_hot(ids, classes), y_pred), y_pred));
+                                   }});
 }
 
 Loss CategoricalCrossentropy(bool from_logits) {
-  return {"categorical_crossentropy", [from_logits](const Tensor& y_true, const Tensor& y_pred) {
-            Tensor labels = as_float(y_true, y_pred);
-            if (from_logits)
-              return nn::softmax_cross_entropy(labels, y_pred, 1.0, 0.0,
-                                               Reduction::kSumOverBatchSize);
-            return over_batch(probability_crossentropy(labels, y_pred));
-          }};
+  return with_logits(
+      from_logits,
+      {"categorical_crossentropy", [from_logits](const Tensor& y_true, const Tensor& y_pred) {
+         Tensor labels = as_float(y_true, y_pred);
+         if (from_logits)
+           return nn::softmax_cross_entropy(labels, y_pred, 1.0, 0.0, Reduction::kSumOverBatchSize);
+         return over_batch(probability_crossentropy(labels, y_pred));
+       }});
 }
 
 Loss BinaryCrossentropy(bool from_logits) {
-  return {"binary_crossentropy", [from_logits](const Tensor& y_true, const Tensor& y_pred) {
-            Tensor labels = as_float(y_true, y_pred);
-            if (labels.shape().size() + 1 == y_pred.shape().size())
-              labels = ops::expand_dims(labels, -1);
-            Tensor per_element;
-            if (from_logits) {
-              per_element = ops::sigmoid_cross_entropy_with_logits(labels, y_pred);
-            } else {
-              Tensor p = ops::clip(y_pred, kEpsilon, 1 - kEpsilon);
-              Tensor one_minus = ops::add(ops::neg(p), 1.0);
-              per_element = ops::neg(
-                  ops::add(ops::mul(labels, ops::log(p)),
-                           ops::mul(ops::add(ops::neg(labels), 1.0), ops::log(one_minus))));
-            }
-            // Keras means over the last axis, then SUM_OVER_BATCH_SIZE.
-            return over_batch(ops::mean(per_element, {-1}));
-          }};
+  return with_logits(
+      from_logits,
+      {"binary_crossentropy", [from_logits](const Tensor& y_true, const Tensor& y_pred) {
+         Tensor labels = as_float(y_true, y_pred);
+         if (labels.shape().size() + 1 == y_pred.shape().size())
+           labels = ops::expand_dims(labels, -1);
+         Tensor per_element;
+         if (from_logits) {
+           per_element = ops::sigmoid_cross_entropy_with_logits(labels, y_pred);
+         } else {
+           Tensor p = ops::clip(y_pred, kEpsilon, 1 - kEpsilon);
+           Tensor one_minus = ops::add(ops::neg(p), 1.0);
+           per_element =
+               ops::neg(ops::add(ops::mul(labels, ops::log(p)),
+                                 ops::mul(ops::add(ops::neg(labels), 1.0), ops::log(one_minus))));
+         }
+         // Keras means over the last axis, then SUM_OVER_BATCH_SIZE.
+         return over_batch(ops::mean(per_element, {-1}));
+       }});
 }
 
 Loss MeanSquaredError() {
@@ -128,19 +137,33 @@ Loss get_loss(const std::string& name) {
 namespace optimizers {
 
 Optimizer SGD(SGDOptions options) {
-  if (options.momentum == 0) return {"SGD", nn::optim::sgd(options.learning_rate)};
-  return {"SGD", nn::optim::momentum(options.learning_rate, options.momentum, options.nesterov)};
+  std::map<std::string, double> config{{"learning_rate", options.learning_rate},
+                                       {"momentum", options.momentum},
+                                       {"nesterov", options.nesterov ? 1 : 0}};
+  if (options.momentum == 0) return {"SGD", nn::optim::sgd(options.learning_rate), config};
+  return {"SGD", nn::optim::momentum(options.learning_rate, options.momentum, options.nesterov),
+          config};
 }
 
 Optimizer Adam(AdamOptions options) {
   return {"Adam",
-          nn::optim::adam(options.learning_rate, options.beta_1, options.beta_2, options.epsilon)};
+          nn::optim::adam(options.learning_rate, options.beta_1, options.beta_2, options.epsilon),
+          {{"learning_rate", options.learning_rate},
+           {"beta_1", options.beta_1},
+           {"beta_2", options.beta_2},
+           {"epsilon", options.epsilon}}};
 }
 
 Optimizer RMSprop(RMSpropOptions options) {
-  return {"RMSprop", nn::optim::rmsprop(options.learning_rate, options.rho, options.momentum,
-                                        options.epsilon, options.centered,
-                                        /*initial_mean_square=*/0.0)};
+  return {"RMSprop",
+          nn::optim::rmsprop(options.learning_rate, options.rho, options.momentum, options.epsilon,
+                             options.centered,
+                             /*initial_mean_square=*/0.0),
+          {{"learning_rate", options.learning_rate},
+           {"rho", options.rho},
+           {"momentum", options.momentum},
+           {"epsilon", options.epsilon},
+           {"centered", options.centered ? 1 : 0}}};
 }
 
 }  // namespace optimizers

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ using ops::Tensor;
 struct Loss {
   std::string name;  // "sparse_categorical_crossentropy", ...
   std::function<Tensor(const Tensor& y_true, const Tensor& y_pred)> fn;
+  bool from_logits = false;  // for the saved config (keras/saving.h)
 };
 
 namespace losses {
@@ -44,6 +46,9 @@ Loss get_loss(const std::string& name);
 struct Optimizer {
   std::string name;  // "SGD", "Adam", "RMSprop"
   nn::optim::Optimizer optimizer;
+  // The hyperparameters as Keras's get_config names them ("learning_rate", "momentum",
+  // "nesterov" 0/1, "beta_1", "beta_2", "epsilon", "rho", "centered" 0/1), for saving.
+  std::map<std::string, double> config;
 };
 
 namespace optimizers {

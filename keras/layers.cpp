@@ -2,9 +2,11 @@
 #include "keras/layers.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "nn/functions.h"
 #include "nn/layers_dense.h"
@@ -16,10 +18,6 @@
 #include "ops/math.h"
 
 namespace est::keras {
-namespace {
-
-std::mutex names_mutex;
-std::map<std::string, int64_t> name_counts;
 
 // "MaxPooling2D" -> "max_pooling2d", "Conv2D" -> "conv2d" (generic_utils.to_snake_case: '_'
 // before a capitalised word that follows any character, then between a lower and an upper case
@@ -39,6 +37,11 @@ std::string snake_case(const std::string& name) {
   }
   return out;
 }
+
+namespace {
+
+std::mutex names_mutex;
+std::map<std::string, int64_t> name_counts;
 
 std::string incompatible(const Layer& layer, const std::string& expected, const Shape& got) {
   return fmt::format(
@@ -80,6 +83,13 @@ int64_t window_output(int64_t in, int64_t window, int64_t stride, int64_t dilati
   return in < span ? 0 : (in - span) / stride + 1;
 }
 
+// JSON for the configs: [3, 3], "relu", true.
+std::string json_size(const nn::Size2& size) { return fmt::format("[{}, {}]", size.h, size.w); }
+std::string json_bool(bool value) { return value ? "true" : "false"; }
+std::string json_string(const std::string& value) {
+  return "\"" + (value.empty() ? std::string("linear") : value) + "\"";
+}
+
 // A layer configured by an options struct with a `name` field.
 template <class Options>
 class ConfiguredLayer : public Layer {
@@ -93,6 +103,9 @@ class ReshapeLayer : public Layer {
  public:
   ReshapeLayer(Shape target, const std::string& name)
       : Layer("Reshape", name), target_(std::move(target)) {}
+  std::string config_json() const override {
+    return fmt::format("{{\"target_shape\": [{}]}}", fmt::join(target_, ", "));
+  }
   Shape output_shape(const std::vector<Shape>& inputs) const override {
     int64_t count = ops::num_elements(Shape(inputs[0].begin() + 1, inputs[0].end()));
     int64_t known = 1;
@@ -133,6 +146,10 @@ class DenseLayer : public ConfiguredLayer<layers::DenseOptions> {
   explicit DenseLayer(layers::DenseOptions options) : ConfiguredLayer("Dense", std::move(options)) {
     activation(options_.activation);  // unknown names fail here
   }
+  std::string config_json() const override {
+    return fmt::format(R"({{"units": {}, "activation": {}, "use_bias": {}}})", options_.units,
+                       json_string(options_.activation), json_bool(options_.use_bias));
+  }
   Shape output_shape(const std::vector<Shape>& inputs) const override {
     check_rank(*this, inputs[0], 2, true);
     Shape out = inputs[0];
@@ -159,6 +176,15 @@ class Conv2DLayer : public ConfiguredLayer<layers::Conv2DOptions> {
       : ConfiguredLayer("Conv2D", std::move(options)) {
     activation(options_.activation);
     padding(options_.padding);
+  }
+  std::string config_json() const override {
+    const auto& o = options_;
+    return fmt::format(
+        R"({{"filters": {}, "kernel_size": {}, "strides": {}, "padding": "{}", )"
+        R"("data_format": "channels_last", "dilation_rate": {}, "groups": 1, "activation": {}, )"
+        R"("use_bias": {}}})",
+        o.filters, json_size(o.kernel_size), json_size(o.strides), o.padding,
+        json_size(o.dilation_rate), json_string(o.activation), json_bool(o.use_bias));
   }
   Shape output_shape(const std::vector<Shape>& inputs) const override {
     check_rank(*this, inputs[0], 4);
@@ -196,6 +222,11 @@ class MaxPooling2DLayer : public ConfiguredLayer<layers::Pooling2DOptions> {
     if (!options_.strides.is_set()) options_.strides = options_.pool_size;
     padding(options_.padding);
   }
+  std::string config_json() const override {
+    return fmt::format(
+        R"({{"pool_size": {}, "padding": "{}", "strides": {}, "data_format": "channels_last"}})",
+        json_size(options_.pool_size), options_.padding, json_size(options_.strides));
+  }
   Shape output_shape(const std::vector<Shape>& inputs) const override {
     check_rank(*this, inputs[0], 4);
     const auto& o = options_;
@@ -212,6 +243,7 @@ class MaxPooling2DLayer : public ConfiguredLayer<layers::Pooling2DOptions> {
 class FlattenLayer : public Layer {
  public:
   explicit FlattenLayer(const std::string& name) : Layer("Flatten", name) {}
+  std::string config_json() const override { return R"({"data_format": "channels_last"})"; }
   Shape output_shape(const std::vector<Shape>& inputs) const override {
     check_rank(*this, inputs[0], 2, true);
     return {-1, ops::num_elements(Shape(inputs[0].begin() + 1, inputs[0].end()))};
@@ -229,6 +261,9 @@ class DropoutLayer : public Layer {
       throw InvalidArgumentError(
           fmt::format("Dropout \"{}\": rate must be in [0, 1), got {}", name(), rate_));
   }
+  std::string config_json() const override {
+    return fmt::format(R"({{"rate": {}, "seed": null, "noise_shape": null}})", rate_);
+  }
   Shape output_shape(const std::vector<Shape>& inputs) const override { return inputs[0]; }
   Tensor call(nn::ModelContext& ctx, const std::vector<Tensor>& inputs) const override {
     return nn::dropout(ctx, inputs[0], rate_);
@@ -242,6 +277,11 @@ class BatchNormalizationLayer : public ConfiguredLayer<layers::BatchNormalizatio
  public:
   explicit BatchNormalizationLayer(layers::BatchNormalizationOptions options)
       : ConfiguredLayer("BatchNormalization", std::move(options)) {}
+  std::string config_json() const override {
+    return fmt::format(
+        R"({{"axis": -1, "momentum": {}, "epsilon": {}, "center": {}, "scale": {}}})",
+        options_.momentum, options_.epsilon, json_bool(options_.center), json_bool(options_.scale));
+  }
   Shape output_shape(const std::vector<Shape>& inputs) const override { return inputs[0]; }
   std::vector<WeightSpec> weights(const std::vector<Shape>& inputs) const override {
     Shape c{inputs[0].back()};
@@ -266,6 +306,10 @@ class EmbeddingLayer : public ConfiguredLayer<layers::EmbeddingOptions> {
  public:
   explicit EmbeddingLayer(layers::EmbeddingOptions options)
       : ConfiguredLayer("Embedding", std::move(options)) {}
+  std::string config_json() const override {
+    return fmt::format(R"({{"input_dim": {}, "output_dim": {}}})", options_.input_dim,
+                       options_.output_dim);
+  }
   Shape output_shape(const std::vector<Shape>& inputs) const override {
     Shape out = inputs[0];
     out.push_back(options_.output_dim);
@@ -289,6 +333,9 @@ class MergeLayer : public Layer {
  public:
   MergeLayer(std::string class_name, const std::string& name, int axis)
       : Layer(std::move(class_name), name), axis_(axis) {}
+  std::string config_json() const override {
+    return class_name() == "Concatenate" ? fmt::format(R"({{"axis": {}}})", axis_) : "{}";
+  }
   int arity() const override { return -1; }
   Shape output_shape(const std::vector<Shape>& inputs) const override {
     if (inputs.size() < 2)

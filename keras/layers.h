@@ -58,6 +58,8 @@ struct WeightSpec {
 // The process-wide name counters (keras.backend.unique_object_name): "dense", then "dense_1"
 // (zero_based), or "input_1" first (not zero_based).
 std::string unique_object_name(const std::string& base, bool zero_based = true);
+// "MaxPooling2D" -> "max_pooling2d" (generic_utils.to_snake_case).
+std::string snake_case(const std::string& name);
 // keras.backend.clear_session(): the counters start again.
 void clear_session();
 // "(None, 26, 26, 32)", as Python prints a shape tuple ("(None,)" for one dimension).
@@ -83,6 +85,9 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual Tensor call(nn::ModelContext& ctx, const std::vector<Tensor>& inputs) const = 0;
   // How many inputs it takes (-1: two or more).
   virtual int arity() const { return 1; }
+  // The class's own fields of Keras's get_config() as a JSON object ("units", "activation",
+  // ...), which keras/serialization.cpp completes with the common ones ("name", "dtype", ...).
+  virtual std::string config_json() const { return "{}"; }
 
   // Functional API: a node calling this layer on `x`.
   KerasTensor operator()(const KerasTensor& x);

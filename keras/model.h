@@ -19,8 +19,9 @@
 //   they read the epoch's checkpoint in model_dir, the state after a batch through
 //   training_session(), set where fit starts (resume_from: BackupAndRestore) and the learning
 //   rate (set_learning_rate: LearningRateScheduler, ReduceLROnPlateau);
-// - save / load_model: the graph's layers have names, classes and options (a config) and the
-//   variables live in model_dir's latest checkpoint.
+// - weights and saving (weights.cpp, saving.cpp, saving_h5.cpp): get/set_weights, save and
+//   load_model read and write model_dir's latest checkpoint; each layer's config_json() and
+//   the compile options give the Keras config (serialization.h).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include <variant>
 #include <vector>
 
+#include "checkpoint/bundle.h"
 #include "data/dataset.h"
 #include "estimator/run_config.h"
 #include "keras/callbacks.h"
@@ -124,10 +126,42 @@ class Model {
     int64_t step = 0;
   };
   std::optional<InitialCounters> resume_from;
-  // During fit's on_train_batch_end: the running training session (its checkpoint_bundle() is
-  // the state after this batch: variables, slots, global step, RNG, input position); null
-  // otherwise.
+  // While fit trains: the running training session (set_training_session below; during
+  // on_train_batch_end its checkpoint_bundle() is the state after that batch: variables,
+  // slots, global step, RNG, input position); null otherwise.
   const est::Session* training_session() const { return training_session_; }
+
+  // Weights (weights.cpp): the values of weights() in that order, read from / written to the
+  // latest checkpoint in config().model_dir, so that fit, evaluate and predict continue from
+  // them. Before any checkpoint, get_weights() initializes the variables as the first fit
+  // would (same tf_random_seed) and writes them as the step-0 checkpoint.
+  // InvalidArgumentError naming the weight when a count or shape does not match.
+  std::vector<Tensor> get_weights();
+  void set_weights(const std::vector<Tensor>& weights);
+  // Keras 3's `.weights.h5` (saving_lib.save_weights_only): layers/<layer>/vars/<i>.
+  void save_weights(const std::string& path);
+  void load_weights(const std::string& path);
+  // The whole model (saving.cpp): "x.keras" is Keras 3's zip archive, "x.h5" Keras 2's HDF5
+  // file; both keep the config, the compile config, the weights and the optimizer state.
+  void save(const std::string& path);
+
+  // What saving reads.
+  const std::vector<KerasTensor>& inputs() const { return inputs_; }
+  const std::vector<KerasTensor>& outputs() const { return outputs_; }
+  const std::optional<CompileOptions>& compile_options() const { return compile_options_; }
+  const std::optional<Optimizer>& optimizer() const { return optimizer_; }
+  // The model directory (a temporary one unless config().model_dir is set).
+  std::string model_dir();
+  // The latest checkpoint's tensors (variables, optimizer slots, global step), initializing
+  // them as get_weights() says when there is none; and a new checkpoint from them.
+  checkpoint::TensorBundle read_state();
+  void write_state(const checkpoint::TensorBundle& state);
+  // While fit trains, its hook sets the running session here (null after): read_state then
+  // snapshots the live variables and set_weights assigns them, so callbacks that save or
+  // restore mid-epoch see the weights as they are, not the last checkpoint.
+  void set_training_session(est::Session* session) { training_session_ = session; }
+  // Whether this is a Sequential model (saved as class "Sequential").
+  virtual bool is_sequential() const { return false; }
 
  protected:
   explicit Model(std::string name);
@@ -153,9 +187,10 @@ class Model {
   std::optional<Optimizer> optimizer_;
   std::optional<Loss> loss_;
   std::vector<std::string> metric_names_;
+  std::optional<CompileOptions> compile_options_;
+  est::Session* training_session_ = nullptr;
   std::unique_ptr<est::Estimator> estimator_;
   std::shared_ptr<double> learning_rate_;  // null for a schedule; see set_learning_rate
-  const est::Session* training_session_ = nullptr;
 };
 
 class Sequential : public Model {
@@ -165,6 +200,7 @@ class Sequential : public Model {
   // Builds the graph for inputs of `input_shape` (without the batch dimension).
   void build(const Shape& input_shape);
   std::vector<LayerPtr> layers() const override;
+  bool is_sequential() const override { return true; }
 
  protected:
   bool sequential_like() const override { return true; }
@@ -173,5 +209,12 @@ class Sequential : public Model {
  private:
   std::vector<LayerPtr> layers_;
 };
+
+// keras.models.load_model (saving.cpp): a ".keras" archive or a ".h5" file rebuilt from its
+// config, compiled from its compile/training config, with its weights and optimizer state,
+// so that fit continues where the saved model stopped. NotFoundError for a missing file;
+// DataLossError naming the file and what is wrong for a damaged one; InvalidArgumentError
+// naming an unknown layer class.
+std::unique_ptr<Model> load_model(const std::string& path);
 
 }  // namespace est::keras

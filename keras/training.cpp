@@ -11,7 +11,7 @@
 // validation_freq epochs; its values join the epoch's logs as "val_<name>".
 // A callback may set resume_from in on_train_begin (BackupAndRestore): fit then starts at that
 // epoch, running only that epoch's remaining steps. A constant learning rate is a value the
-// callbacks set between steps and the model_fn writes into the variable "learning_rate", so it
+// callbacks set between steps and fit's hook writes into the variable "learning_rate", so it
 // is saved with the state. The Estimator's NaN-loss check is off (Keras has none: TerminateOnNaN).
 // Known difference: a second fit() continues the input where the first left it when the
 // pipeline is the same (Keras starts a new iterator per fit call).
@@ -65,31 +65,29 @@ Logs merge_step(const MetricOps& step, const std::vector<std::string>& names, Ru
 
 // The per-batch callbacks of fit, as a hook of the Estimator's training loop. Batches are
 // numbered from `first_batch` (an epoch resumed mid-way continues its numbering, as Keras's
-// DataHandler does from its initial step); `session` shows the running session to callbacks
-// during on_train_batch_end.
+// DataHandler does from its initial step); the running session is the model's
+// training_session() while train() runs.
 class BatchHook : public SessionRunHook {
  public:
   BatchHook(CallbackList& callbacks, Model& model, std::vector<std::string> names,
-            int64_t first_batch, const Session** session)
+            int64_t first_batch, std::shared_ptr<double> learning_rate)
       : callbacks_(callbacks),
         model_(model),
         names_(std::move(names)),
         batch_(first_batch),
-        session_(session) {}
-  SessionRunArgs before_run(SessionRunContext&) override {
+        learning_rate_(std::move(learning_rate)) {}
+  void after_create_session(Session& session) override {
+    model_.set_training_session(&session);
+    write_learning_rate(session);
+  }
+  SessionRunArgs before_run(SessionRunContext& context) override {
+    write_learning_rate(context.session());
     callbacks_.on_train_batch_begin(batch_, {});
     return {};
   }
   void after_run(SessionRunContext& context, const SessionRunValues&) override {
     logs_ = merge_step(context.spec().eval_metric_ops, names_, running_);
-    *session_ = &context.session();
-    try {
-      callbacks_.on_train_batch_end(batch_++, logs_);
-    } catch (...) {
-      *session_ = nullptr;
-      throw;
-    }
-    *session_ = nullptr;
+    callbacks_.on_train_batch_end(batch_++, logs_);
     ++batches_;
     if (model_.stop_training) context.request_stop();
   }
@@ -104,7 +102,18 @@ class BatchHook : public SessionRunHook {
   Logs logs_;
   int64_t batch_ = 0;
   int64_t batches_ = 0;
-  const Session** session_;
+  std::shared_ptr<double> learning_rate_;
+
+  // The learning rate the steps use, as the variable "learning_rate" (Keras's optimizer
+  // variable), saved with the state. Created after the restore (a checkpoint without it, as
+  // get_weights or load_model write, restores as well), then written before every step.
+  void write_learning_rate(Session& session) {
+    if (!learning_rate_) return;
+    ops::NoGradGuard no_grad;
+    Tensor rate = nn::optim::get_non_slot(session.store(), kLearningRateVariable, DType::kF32,
+                                          *learning_rate_);
+    rate.copy_from(Tensor::scalar(*learning_rate_));
+  }
 };
 
 struct BatchCounter : SessionRunHook {
@@ -149,6 +158,7 @@ void Model::compile(CompileOptions options) {
         optimizer_->optimizer.with_learning_rate([rate](int64_t) { return *rate; });
     learning_rate_ = rate;
   }
+  compile_options_ = std::move(options);
   estimator_.reset();
 }
 
@@ -246,12 +256,6 @@ est::Estimator& Model::estimator() {
         ops[name] = get_metric(name, labels.shape(), y_pred.shape()).fn(labels, y_pred.detach());
     }
     if (mode == ModeKeys::kTrain) {
-      if (learning_rate_) {  // saved with the state, as Keras's optimizer variable
-        ops::NoGradGuard no_grad;
-        Tensor rate = nn::optim::get_non_slot(ctx.store(), kLearningRateVariable, DType::kF32,
-                                              *learning_rate_);
-        rate.copy_from(Tensor::scalar(*learning_rate_));
-      }
       EstimatorSpec spec = EstimatorSpec::train(loss, optimizer_->optimizer.minimize(loss, ctx));
       spec.eval_metric_ops = std::move(ops);
       return spec;
@@ -318,8 +322,11 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
   for (int epoch = first_epoch; epoch < options.epochs && !stop_training; ++epoch) {
     callbacks.on_epoch_begin(epoch, {});
     int64_t skip = epoch == first_epoch ? first_step : 0;
-    auto hook = std::make_shared<BatchHook>(callbacks, *this, names, skip, &training_session_);
-    est.train(input_fn_of(input), {hook}, steps - skip);
+    auto hook = std::make_shared<BatchHook>(callbacks, *this, names, skip, learning_rate_);
+    {
+      std::shared_ptr<void> done(nullptr, [this](void*) { training_session_ = nullptr; });
+      est.train(input_fn_of(input), {hook}, steps - skip);
+    }
     Logs logs = hook->logs();
     if (hook->batches() < steps - skip && !stop_training) {
       log::warning(

@@ -20,10 +20,10 @@ packages=(
 # the tests read files with (h5py, numpy), talk to est with (grpcio, protobuf for the Example
 # interop test, grpc-tools for est-serve's gRPC client stubs), the export tests' checkers
 # (python3-onnx's onnx.checker; node + npm for onnxruntime-node), curl and openssl (the REST and
-# TLS tests).
+# TLS tests), and Prometheus (est-serve's metrics are scraped by the real server).
 test_packages=(
   python3-grpcio python3-grpc-tools python3-h5py python3-numpy python3-protobuf python3-onnx
-  nodejs curl openssl
+  nodejs curl openssl prometheus
 )
 if [ "${EST_TEST_TOOLS:-1}" = 1 ]; then
   packages+=("${test_packages[@]}")

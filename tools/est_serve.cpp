@@ -19,7 +19,12 @@
 // SIGTERM or SIGINT requests in flight get that long to finish before the process exits
 // (status 1 when it abandoned some).
 // --ssl_cert_file and --ssl_key_file serve HTTPS instead; --enable_batching runs concurrent
-// predict requests as one batch (export/batcher.h; --max_batch_size, --batch_timeout_micros).
+// predict requests as one batch (export/batcher.h; --max_batch_size, --batch_timeout_micros, or
+// TF Serving's --batching_parameters_file, export/grpc/serving_configs.h).
+// --monitoring_config_file with prometheus_config enabled serves TF Serving's metrics
+// (export/serving_metrics.h) in Prometheus's text format at its path on the REST port;
+// --enable_model_warmup runs each version's warmup requests before it is served
+// (export/grpc/warmup.h); --file_system_poll_wait_seconds 0 loads the versions once, at startup.
 #include <httplib.h>
 
 #include <pthread.h>
@@ -38,12 +43,15 @@
 
 #include "export/rest_api.h"
 #include "export/server_core.h"
+#include "export/serving_metrics.h"
 #include "ops/error.h"
 #include "ops/logging.h"
 #include "tools/tf_serving_flags.h"
 #if EST_SERVE_GRPC
 #include "export/grpc/grpc_server.h"
 #include "export/grpc/model_config.h"
+#include "export/grpc/serving_configs.h"
+#include "export/grpc/warmup.h"
 #endif
 
 namespace {
@@ -79,17 +87,39 @@ void reload_config(est::serving::ServerCore& core, const std::string& path, std:
   }
 }
 
+#if EST_SERVE_GRPC
+std::unique_ptr<est::serving::Batcher> make_batcher(const std::string& parameters_file,
+                                                    est::serving::Batcher::Options options) {
+  if (!parameters_file.empty())
+    options = est::serving::read_batching_parameters_file(parameters_file);
+  return std::make_unique<est::serving::Batcher>(std::move(options));
+}
+#else
+// Without gRPC, the text-format config files (TF Serving's protos) cannot be read.
+std::unique_ptr<est::serving::Batcher> make_batcher(const std::string& parameters_file,
+                                                    est::serving::Batcher::Options options) {
+  if (!parameters_file.empty())
+    throw est::UnimplementedError(
+        "--batching_parameters_file needs est-serve built with gRPC (-Dgrpc=enabled)");
+  return std::make_unique<est::serving::Batcher>(std::move(options));
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"est-serve: TensorFlow Serving's gRPC and REST APIs for est exports", "est-serve"};
   app.allow_extras();  // TF Serving's flags est-serve does not act on (filter_extras)
+  // A flag given twice takes its last value, as TF's flag parser (util/command_line_flags.cc).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::string model_base_path, model_name = "default", address = "127.0.0.1";
-  std::string ssl_cert_file, ssl_key_file, model_config_file;
+  std::string ssl_cert_file, ssl_key_file, model_config_file, monitoring_config_file,
+      batching_parameters_file;
   int port = 8500, rest_port = 0, timeout_ms = 30000, num_threads = 8, grpc_max_threads = 0;
   double poll_seconds = 1, config_poll_seconds = 0;
   size_t max_request_bytes = 16u << 20;
-  bool enable_batching = false;
+  bool enable_batching = false, enable_model_warmup = false;
+  int warmup_iterations = 1;
   int64_t max_batch_size = 32, batch_timeout_micros = 1000;
   app.add_option("--model_base_path", model_base_path,
                  "directory of numbered versions (export_saved_model's export_dir_base)");
@@ -123,9 +153,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--file_system_poll_wait_seconds", poll_seconds,
-                 "how often to look for a new version")
+                 "how often to look for a new version; 0: once, at startup")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--max_request_bytes", max_request_bytes, "larger bodies are refused (413)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -138,6 +168,18 @@ int main(int argc, char** argv) {
                  "how long a batch waits for more requests, with --enable_batching")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--batching_parameters_file", batching_parameters_file,
+                 "TF Serving's BatchingParameters in protobuf's text format, with "
+                 "--enable_batching (instead of --max_batch_size and --batch_timeout_micros)");
+  app.add_option("--monitoring_config_file", monitoring_config_file,
+                 "TF Serving's MonitoringConfig in protobuf's text format: with prometheus_config "
+                 "enabled, metrics in Prometheus's format at its path on the REST port");
+  app.add_flag("--enable_model_warmup", enable_model_warmup,
+               "run each version's assets.extra/tf_serving_warmup_requests before serving it");
+  app.add_option("--num_request_iterations_for_warmup", warmup_iterations,
+                 "times each warmup request runs")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--ssl_cert_file", ssl_cert_file, "PEM certificate: serve HTTPS");
   app.add_option("--ssl_key_file", ssl_key_file, "PEM private key of --ssl_cert_file");
   CLI11_PARSE(app, argc, argv);
@@ -167,6 +209,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "est-serve: give both --ssl_cert_file and --ssl_key_file, or neither\n");
     return 2;
   }
+  if (!batching_parameters_file.empty() && !enable_batching) {
+    std::fprintf(stderr,
+                 "est-serve: --batching_parameters_file is set without --enable_batching\n");
+    return 2;
+  }
 
   // SIGTERM and SIGINT stop the server from a thread that waits for them (blocked everywhere
   // else: the threads started below inherit the mask).
@@ -179,7 +226,29 @@ int main(int argc, char** argv) {
 
   est::serving::ServerCore models;
   std::string applied_config;  // the text of --model_config_file last applied
+  std::unique_ptr<est::serving::Batcher> batcher;
+  std::string metrics_path;  // Prometheus's page; empty: none
   try {
+    if (enable_batching)
+      batcher = make_batcher(batching_parameters_file,
+                             {.max_batch_size = max_batch_size,
+                              .batch_timeout = std::chrono::microseconds(batch_timeout_micros)});
+#if EST_SERVE_GRPC
+    if (!monitoring_config_file.empty()) {
+      const auto monitoring = est::serving::read_monitoring_config_file(monitoring_config_file);
+      if (monitoring.prometheus) metrics_path = monitoring.path;
+      if (monitoring.prometheus && rest_port == 0)
+        est::log::warning("--monitoring_config_file: the metrics need --rest_api_port; not served");
+    }
+    if (enable_model_warmup)
+      models.set_load_hook([&batcher, warmup_iterations](const est::serving::Servable& servable) {
+        est::serving::run_warmup(servable, batcher.get(), warmup_iterations);
+      });
+#else
+    if (!monitoring_config_file.empty() || enable_model_warmup)
+      throw est::UnimplementedError(
+          "--monitoring_config_file and --enable_model_warmup need est-serve built with gRPC");
+#endif
     models.reconfigure(configured_models(model_config_file, model_name, model_base_path));
     if (!model_config_file.empty()) {
       std::ifstream file(model_config_file, std::ios::binary);
@@ -217,11 +286,6 @@ int main(int argc, char** argv) {
   server->set_payload_max_length(max_request_bytes);
   server->set_read_timeout(std::chrono::milliseconds(timeout_ms));
   server->set_write_timeout(std::chrono::milliseconds(timeout_ms));
-  std::unique_ptr<est::serving::Batcher> batcher;
-  if (enable_batching)
-    batcher = std::make_unique<est::serving::Batcher>(est::serving::Batcher::Options{
-        .max_batch_size = max_batch_size,
-        .batch_timeout = std::chrono::microseconds(batch_timeout_micros)});
   // Requests being answered (their bodies read or their answers computed), for the shutdown.
   std::atomic<int> in_flight{0};
   struct InFlight {
@@ -231,17 +295,25 @@ int main(int argc, char** argv) {
   };
   auto answer = [&models, &batcher](const httplib::Request& request, httplib::Response& response,
                                     const std::string& body) {
+    const int64_t start = est::serving::now_micros();
     est::serving::RestResponse result =
         est::serving::handle_rest(models, request.method, request.path, body, batcher.get());
+    if (auto labels = est::serving::rest_request_labels(request.path))
+      est::serving::record_request(labels->model_name,
+                                   result.error ? est::status_code_name(*result.error) : "OK",
+                                   labels->api, "REST", est::serving::micros_since(start));
     response.status = result.status;
     response.set_content(result.body, "application/json");
   };
   // Every path (a decoded %0A included, which '.' would not match) goes to handle_rest.
-  server->Get(R"(/[\s\S]*)",
-              [&answer, &in_flight](const httplib::Request& request, httplib::Response& response) {
-                InFlight counted(in_flight);
-                answer(request, response, "");
-              });
+  server->Get(R"(/[\s\S]*)", [&answer, &in_flight, &metrics_path](const httplib::Request& request,
+                                                                  httplib::Response& response) {
+    InFlight counted(in_flight);
+    if (!metrics_path.empty() && request.path == metrics_path)  // Prometheus's scrape
+      response.set_content(est::serving::serving_metrics().exposition(), "text/plain");
+    else
+      answer(request, response, "");
+  });
   // The body is the JSON request whatever its Content-Type, as TF Serving reads it: curl -d
   // sends application/x-www-form-urlencoded, which cpp-httplib would otherwise parse as a form
   // (refused over 8 KB). A multipart form is no JSON request: its parts are read and refused.
@@ -312,6 +384,7 @@ int main(int argc, char** argv) {
   std::condition_variable stopped;
   bool stopping = false;
   std::thread poller([&] {
+    if (poll_seconds <= 0) return;  // TF Serving: 0 polls once, at startup
     std::unique_lock lock(mutex);
     while (!stopped.wait_for(lock, std::chrono::duration<double>(poll_seconds),
                              [&] { return stopping; })) {

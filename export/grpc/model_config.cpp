@@ -1,34 +1,19 @@
 // --model_config_file and ModelServerConfig (see model_config.h).
 #include "export/grpc/model_config.h"
 
-#include <google/protobuf/io/tokenizer.h>
-#include <google/protobuf/text_format.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "export/grpc/serving_configs.h"
 #include "export/rest_json_text.h"
 
 namespace est::serving {
-namespace {
 
 namespace fs = std::filesystem;
 namespace tfs = tensorflow::serving;
-
-// The parser's errors, kept for the message.
-class Collector : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, int column, const std::string& message) override {
-    if (errors.empty())
-      errors = fmt::format("line {}, column {}: {}", line + 1, column + 1, message);
-  }
-  std::string errors;
-};
-
-}  // namespace
 
 std::vector<ModelOptions> models_of(const tfs::ModelServerConfig& config) {
   if (config.config_case() == tfs::ModelServerConfig::kCustomModelConfig)
@@ -78,12 +63,7 @@ std::vector<ModelOptions> models_of(const tfs::ModelServerConfig& config) {
 
 tfs::ModelServerConfig parse_model_config(const std::string& text, const std::string& path) {
   tfs::ModelServerConfig config;
-  google::protobuf::TextFormat::Parser parser;
-  Collector collector;
-  parser.RecordErrorsTo(&collector);
-  if (!parser.ParseFromString(text, &config))
-    throw InvalidArgumentError(fmt::format(
-        "{} is not a ModelServerConfig in protobuf's text format: {}", path, collector.errors));
+  parse_text_proto(text, path, config);
   return config;
 }
 

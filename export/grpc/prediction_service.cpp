@@ -49,13 +49,13 @@ const SignatureDef& find_signature(const Servable& servable, const std::string& 
   return found->second;
 }
 
-void predict(const ServerCore& core, Batcher* batcher, const tfs::PredictRequest& request,
+}  // namespace
+
+void predict(const Servable& servable, const tfs::PredictRequest& request, Batcher* batcher,
              tfs::PredictResponse& response) {
-  require_model_spec(request.has_model_spec());
-  const auto servable = find_servable(core, request.model_spec());
   const std::string signature_name = signature_name_of(request.model_spec());
-  const SignatureDef& signature = find_signature(*servable, signature_name);
-  set_model_spec(*response.mutable_model_spec(), request.model_spec().name(), servable->version,
+  const SignatureDef& signature = find_signature(servable, signature_name);
+  set_model_spec(*response.mutable_model_spec(), request.model_spec().name(), servable.version,
                  signature_name);
   if (key_set(request.inputs()) != key_set(signature.inputs))
     throw InvalidArgumentError(fmt::format(
@@ -85,11 +85,13 @@ void predict(const ServerCore& core, Batcher* batcher, const tfs::PredictRequest
   if (signature.parse_example)
     inputs = parse_examples(*signature.parse_example,
                             inputs.at(signature.inputs.at(signature.parse_example->input).name));
-  const NamedTensors outputs = run_graph(*servable, signature_name, inputs, batcher);
+  const NamedTensors outputs = run_graph(servable, signature_name, inputs, batcher);
   for (const std::string& alias : aliases)
     tensor_to_proto(output_of(outputs, signature.outputs.at(alias)),
                     (*response.mutable_outputs())[alias]);
 }
+
+namespace {
 
 void tensor_info_proto(const TensorInfo& info, tensorflow::TensorInfo& out) {
   out.set_name(info.name);
@@ -121,9 +123,10 @@ void metadata(const ServerCore& core, const tfs::GetModelMetadataRequest& reques
   (*response.mutable_metadata())["signature_def"].PackFrom(map);
 }
 
-void multi_inference(const ServerCore& core, Batcher* batcher,
-                     const tfs::MultiInferenceRequest& request,
-                     tfs::MultiInferenceResponse& response) {
+}  // namespace
+
+void multi_inference(const Servable& servable, const tfs::MultiInferenceRequest& request,
+                     Batcher* batcher, tfs::MultiInferenceResponse& response) {
   if (request.tasks_size() == 0)
     throw InvalidArgumentError("MultiInferenceRequest must specify at least one task");
   const std::string& model = request.tasks(0).model_spec().name();
@@ -140,17 +143,18 @@ void multi_inference(const ServerCore& core, Batcher* batcher,
       throw InvalidArgumentError("Unsupported signature method_name: " +
                                  printable(task.method_name()));
   }
-  const auto servable = find_servable(core, request.tasks(0).model_spec());
   for (const auto& task : request.tasks()) {
     const std::string name = signature_name_of(task.model_spec());
     auto* result = response.add_results();
-    set_model_spec(*result->mutable_model_spec(), model, servable->version, name);
+    set_model_spec(*result->mutable_model_spec(), model, servable.version, name);
     if (task.method_name() == "tensorflow/serving/classify")
-      classify(*servable, name, request.input(), batcher, *result->mutable_classification_result());
+      classify(servable, name, request.input(), batcher, *result->mutable_classification_result());
     else
-      regress(*servable, name, request.input(), batcher, *result->mutable_regression_result());
+      regress(servable, name, request.input(), batcher, *result->mutable_regression_result());
   }
 }
+
+namespace {
 
 class PredictionService final : public tfs::PredictionService::Service {
  public:
@@ -158,7 +162,10 @@ class PredictionService final : public tfs::PredictionService::Service {
 
   grpc::Status Predict(grpc::ServerContext*, const tfs::PredictRequest* request,
                        tfs::PredictResponse* response) override {
-    return guarded([&] { predict(core_, batcher_, *request, *response); });
+    return metered(request->model_spec().name(), "Predict", [&] {
+      require_model_spec(request->has_model_spec());
+      predict(*find_servable(core_, request->model_spec()), *request, batcher_, *response);
+    });
   }
   grpc::Status GetModelMetadata(grpc::ServerContext*, const tfs::GetModelMetadataRequest* request,
                                 tfs::GetModelMetadataResponse* response) override {
@@ -166,22 +173,27 @@ class PredictionService final : public tfs::PredictionService::Service {
   }
   grpc::Status Classify(grpc::ServerContext*, const tfs::ClassificationRequest* request,
                         tfs::ClassificationResponse* response) override {
-    return on_examples(*request, *response, classify);
+    return on_examples(*request, *response, "Classify", classify);
   }
   grpc::Status Regress(grpc::ServerContext*, const tfs::RegressionRequest* request,
                        tfs::RegressionResponse* response) override {
-    return on_examples(*request, *response, regress);
+    return on_examples(*request, *response, "Regress", regress);
   }
   grpc::Status MultiInference(grpc::ServerContext*, const tfs::MultiInferenceRequest* request,
                               tfs::MultiInferenceResponse* response) override {
-    return guarded([&] { multi_inference(core_, batcher_, *request, *response); });
+    return guarded([&] {
+      if (request->tasks_size() == 0)
+        throw InvalidArgumentError("MultiInferenceRequest must specify at least one task");
+      multi_inference(*find_servable(core_, request->tasks(0).model_spec()), *request, batcher_,
+                      *response);
+    });
   }
 
  private:
-  // Classify or Regress (`run`) on the examples of `request`.
+  // Classify or Regress (`run`, named `api`) on the examples of `request`.
   template <class Request, class Response, class Run>
-  grpc::Status on_examples(const Request& request, Response& response, Run&& run) {
-    return guarded([&] {
+  grpc::Status on_examples(const Request& request, Response& response, const char* api, Run&& run) {
+    return metered(request.model_spec().name(), api, [&] {
       require_model_spec(request.has_model_spec());
       const auto servable = find_servable(core_, request.model_spec());
       const std::string name = signature_name_of(request.model_spec());

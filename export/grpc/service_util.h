@@ -1,6 +1,6 @@
 // What the gRPC services (prediction_service.cpp, model_service.cpp) share: an est Error as a
 // gRPC status of the same code (est's StatusCode numbers are gRPC's), the model spec of a
-// request resolved to a served version, and the model spec of an answer.
+// request resolved to a served version, the model spec of an answer, and the request metrics.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "export/server_core.h"
+#include "export/serving_metrics.h"
 #include "ops/error.h"
 #include "tensorflow_serving/apis/model.pb.h"
 
@@ -26,6 +27,19 @@ grpc::Status guarded(Fn&& fn) {
   } catch (const std::exception& error) {
     return grpc::Status(grpc::StatusCode::INTERNAL, error.what());
   }
+}
+
+// guarded(fn) counted in TF Serving's request metrics (serving_metrics.h) as a gRPC request of
+// `api` ("Predict", "Classify", "Regress") on `model_name`.
+template <class Fn>
+grpc::Status metered(const std::string& model_name, const std::string& api, Fn&& fn) {
+  const int64_t start = now_micros();
+  grpc::Status status = guarded(std::forward<Fn>(fn));
+  record_request(
+      model_name,
+      status.ok() ? "OK" : status_code_name(static_cast<StatusCode>(status.error_code())), api,
+      "GRPC", micros_since(start));
+  return status;
 }
 
 // InvalidArgumentError "Missing ModelSpec" unless the request has one (TF Serving's check).

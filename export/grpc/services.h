@@ -13,6 +13,7 @@
 #include "export/server_core.h"
 #include "tensorflow_serving/apis/classification.pb.h"
 #include "tensorflow_serving/apis/inference.pb.h"
+#include "tensorflow_serving/apis/predict.pb.h"
 #include "tensorflow_serving/apis/regression.pb.h"
 
 namespace est::serving {
@@ -29,5 +30,12 @@ void classify(const Servable& servable, const std::string& signature_name,
 void regress(const Servable& servable, const std::string& signature_name,
              const tensorflow::serving::Input& input, Batcher* batcher,
              tensorflow::serving::RegressionResult& result);
+// Predict and MultiInference on one servable (prediction_service.cpp), the request's model name
+// and version already resolved to it (TF Serving's errors for a bad signature or input).
+void predict(const Servable& servable, const tensorflow::serving::PredictRequest& request,
+             Batcher* batcher, tensorflow::serving::PredictResponse& response);
+void multi_inference(const Servable& servable,
+                     const tensorflow::serving::MultiInferenceRequest& request, Batcher* batcher,
+                     tensorflow::serving::MultiInferenceResponse& response);
 
 }  // namespace est::serving

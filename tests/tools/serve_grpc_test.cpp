@@ -10,7 +10,7 @@
 
 #include <sstream>
 
-#include "tests/export/serve_harness.h"
+#include "tests/tools/grpc_client.h"
 
 namespace {
 
@@ -18,52 +18,6 @@ using namespace est;
 using namespace est::testing::serve;
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-// False, the running case skipped with the reason, when python3 lacks grpc_tools.
-bool have_grpc_tools() {
-  if (testing::run_program("/usr/bin/python3 -c 'import grpc, grpc_tools.protoc'", 30).exit_code ==
-      0)
-    return true;
-  est::testing::skip("python3's grpc_tools is missing (apt-get install python3-grpc-tools)");
-  return false;
-}
-
-// Each call's JSON answer ({"response": ...} or {"error": {"code", "details"}}).
-std::vector<json> call(const testing::ScratchDir& dir, int port, const std::vector<json>& calls) {
-  std::string command = "/usr/bin/python3 " EST_SOURCE_ROOT "/tests/tools/tf_serving_client.py " +
-                        testing::shell_quote(EST_SOURCE_ROOT "/export/grpc/proto") + " " +
-                        testing::shell_quote(dir / "stubs") + " " + std::to_string(port);
-  fs::create_directories(dir / "stubs");
-  for (const json& c : calls) command += " " + testing::shell_quote(c.dump());
-  auto result = testing::run_program(command, 120);
-  INFO(result.output);
-  REQUIRE(result.exit_code == 0);
-  std::vector<json> answers;
-  std::istringstream lines(result.output);
-  for (std::string line; std::getline(lines, line);)
-    if (!line.empty() && line[0] == '{') answers.push_back(json::parse(line));
-  REQUIRE(answers.size() == calls.size());
-  return answers;
-}
-
-json predict_x(const std::string& model, const std::vector<float>& x, json spec_extra = {}) {
-  json spec = {{"name", model}};
-  if (spec_extra.is_object()) spec.update(spec_extra);
-  return {{"method", "Predict"},
-          {"request",
-           {{"model_spec", spec},
-            {"inputs",
-             {{"x",
-               {{"dtype", "DT_FLOAT"},
-                {"tensor_shape", {{"dim", json::array({{{"size", x.size()}}})}}},
-                {"float_val", x}}}}}}}};
-}
-
-json status_of(const std::string& model) {
-  return {{"method", "GetModelStatus"}, {"request", {{"model_spec", {{"name", model}}}}}};
-}
-
-std::vector<double> floats(const json& tensor) { return tensor.at("float_val"); }
 
 // half_plus_two's versions 1 (b = 2) and 2 (b = 3) under `base`.
 void export_half_plus_two_versions(const testing::ScratchDir& dir, const fs::path& base) {
@@ -109,12 +63,6 @@ std::string config_text(const std::string& models) {
   return "model_config_list {\n" + models + "}\n";
 }
 
-void write(const fs::path& path, const std::string& text) {
-  const fs::path staging = path.string() + ".new";
-  std::ofstream(staging) << text;
-  fs::rename(staging, path);  // the server never reads half a file
-}
-
 Server start(const testing::ScratchDir& dir, const fs::path& config, int grpc_port,
              std::vector<std::string> extra = {}) {
   std::vector<std::string> args{"--model_config_file",
@@ -147,9 +95,9 @@ TEST_CASE("est-serve gRPC: Predict, Classify, Regress, metadata and status of tw
   const int rest_port = testing::free_port();
   Server server = start(dir, dir / "models.config", port,
                         {"--rest_api_port", std::to_string(rest_port), "--grpc_max_threads", "8",
-                         "--enable_model_warmup=true", "--num_load_threads", "2"});
+                         "--flush_filesystem_caches=true", "--num_load_threads", "2"});
   // TF Serving's flags est-serve does not act on are named in a warning, not refused.
-  CHECK(server.log().find("--enable_model_warmup is a tensorflow_model_server flag") !=
+  CHECK(server.log().find("--flush_filesystem_caches is a tensorflow_model_server flag") !=
         std::string::npos);
   CHECK(server.log().find("--num_load_threads is a tensorflow_model_server flag") !=
         std::string::npos);

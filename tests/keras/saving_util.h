@@ -1,0 +1,80 @@
+// Helpers of the keras saving tests: a small learnable problem, a scratch directory, models.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "keras/keras.h"
+#include "ops/array_ops.h"
+
+namespace saving_test {
+
+namespace K = est::keras;
+namespace L = est::keras::layers;
+using est::Tensor;
+
+// n examples of 6 features; the label is which of 3 fixed sums is largest.
+inline est::data::Dataset blobs(int64_t n, int64_t batch, uint32_t seed = 3) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  std::vector<float> features(n * 6);
+  std::vector<int64_t> labels(n);
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = &features[i * 6];
+    for (int j = 0; j < 6; ++j) row[j] = uniform(rng);
+    float a = row[0] + row[1], b = row[2] - row[3], c = row[4] * 2 - row[5];
+    labels[i] = a > b ? (a > c ? 0 : 2) : (b > c ? 1 : 2);
+  }
+  return est::data::Dataset::from_tensor_slices(
+             est::data::Features{{"x", Tensor::from_vector(features, {n, 6})}},
+             Tensor::from_vector(labels, {n}))
+      .batch(batch);
+}
+
+struct Scratch {
+  std::filesystem::path root;
+  Scratch() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "keras_save_XXXXXX").string();
+    root = mkdtemp(pattern.data());
+  }
+  ~Scratch() { std::filesystem::remove_all(root); }
+  std::string operator/(const std::string& name) const { return (root / name).string(); }
+};
+
+// Sequential (InputLayer, Dense relu, Dense 3) or the same graph as a functional model.
+inline std::unique_ptr<K::Model> small_model(bool functional, const std::string& model_dir,
+                                             uint64_t seed) {
+  std::unique_ptr<K::Model> model;
+  if (functional) {
+    K::KerasTensor input = K::Input({6}, "x");
+    K::KerasTensor hidden = (*L::Dense({.units = 8, .activation = "relu"}))(input);
+    model = std::make_unique<K::Model>(input, (*L::Dense({.units = 3}))(hidden));
+  } else {
+    model = std::make_unique<K::Sequential>(std::vector<K::LayerPtr>{
+        L::InputLayer({.shape = {6}}), L::Dense({.units = 8, .activation = "relu"}),
+        L::Dense({.units = 3})});
+  }
+  model->config().model_dir = model_dir;
+  model->config().tf_random_seed = seed;
+  return model;
+}
+
+inline void check_close(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
+                        double tolerance = 1e-6) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(a[i].shape() == b[i].shape());
+    Tensor x = est::ops::cast(a[i], est::ops::DType::kF64);
+    Tensor y = est::ops::cast(b[i], est::ops::DType::kF64);
+    double worst = 0;
+    for (int64_t k = 0; k < x.numel(); ++k)
+      worst = std::max(worst, std::abs(x.data<double>()[k] - y.data<double>()[k]));
+    CHECK_MESSAGE(worst <= tolerance, "weight ", i, " differs by ", worst);
+  }
+}
+
+}  // namespace saving_test
