@@ -181,6 +181,9 @@ void Model::set_learning_rate(double learning_rate) {
     throw InvalidArgumentError(fmt::format(
         "Model \"{}\": learning rate {} is not a finite number >= 0", name_, learning_rate));
   *learning_rate_ = learning_rate;
+  // What save() writes as the optimizer's config, as Keras's get_config reads the variable.
+  if (optimizer_->config.count("learning_rate"))
+    optimizer_->config["learning_rate"] = learning_rate;
 }
 
 std::vector<std::string> Model::metric_names_with_loss() const {

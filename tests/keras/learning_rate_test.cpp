@@ -47,6 +47,9 @@ TEST_CASE("keras LearningRateScheduler changes the rate from the next epoch, ver
   model->fit(binary_problem(),
              {.epochs = 2, .steps_per_epoch = 4, .callbacks = {scheduler}, .verbose = 0});
   CHECK(predictions(*model) == predictions(*two_rates));
+  // save() keeps the rate in force, as Keras's optimizer config does; load_model compiles it.
+  model->save(dir / "m.keras");
+  CHECK(K::load_model(dir / "m.keras")->learning_rate() == 0.02);
   CHECK(text ==
         "\nEpoch 1: LearningRateScheduler setting learning rate to 0.10000000149011612.\n"
         "\nEpoch 2: LearningRateScheduler setting learning rate to 0.02.\n");
