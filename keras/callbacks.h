@@ -7,9 +7,11 @@
 // Callback; a callback that stops training sets model->stop_training = true, as in Keras.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "keras/progbar.h"
@@ -87,5 +89,10 @@ class CallbackList {
  private:
   Callbacks callbacks_;
 };
+
+// A callback's save_freq / update_freq: "epoch" gives 0, a positive number of batches itself;
+// anything else is an InvalidArgumentError naming `what` ("BackupAndRestore: save_freq").
+using BatchFrequency = std::variant<std::string, int64_t>;
+int64_t batches_or_epoch(const BatchFrequency& frequency, const std::string& what);
 
 }  // namespace est::keras
