@@ -2,7 +2,9 @@
 // process prints Keras's epoch lines off a terminal and its loss falls and accuracy rises over
 // the tutorial's 3 epochs of 70 steps; 2 worker processes from TF_CONFIG (127.0.0.1, free ports,
 // bounded waits, every child killed by pid whatever happens) end with the weights of one process
-// on the same global batches, to float32 rounding, and only the chief prints progress.
+// on the same global batches, to float32 rounding, and only the chief prints progress. Both
+// end with the tutorial's model.save (the chief's .keras file loads; no workertemp_<id> stays),
+// the CheckpointManager's one checkpoint, and BackupAndRestore's backup deleted.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -12,6 +14,8 @@
 #include <vector>
 
 #include "estimator/estimator.h"
+#include "keras/checkpoint.h"
+#include "keras/model.h"
 #include "tests/command.h"
 #include "tests/process_group.h"
 
@@ -55,6 +59,25 @@ std::map<std::string, std::vector<float>> weights_in(const std::string& model_di
   return weights;
 }
 
+// What the example leaves in `dir` after model.save, the Checkpoint and BackupAndRestore.
+void check_saved(const std::filesystem::path& dir) {
+  auto loaded = keras::load_model((dir / "keras-model.keras").string());
+  CHECK(loaded->is_sequential());
+  CHECK(loaded->weights().size() == 6);  // conv2d, dense, dense_1: kernel and bias
+  CHECK_FALSE(std::filesystem::exists(dir / "workertemp_1"));  // worker 1's save and checkpoint
+  auto latest = keras::latest_checkpoint((dir / "ckpt").string());
+  REQUIRE(latest);
+  CHECK(std::filesystem::exists(*latest + ".h5"));
+  CHECK_FALSE(std::filesystem::exists(dir / "backup"));  // deleted: fit ended normally
+}
+
+// The example's paths under `dir`.
+std::vector<std::string> paths_in(const std::filesystem::path& dir) {
+  return {"--model_path",     (dir / "keras-model.keras").string(),
+          "--backup_dir",     (dir / "backup").string(),
+          "--checkpoint_dir", (dir / "ckpt").string()};
+}
+
 }  // namespace
 
 TEST_CASE("keras_mnist_convnet: a few epochs on 1280 rows with validation_split 0.1") {
@@ -84,8 +107,9 @@ TEST_CASE("keras_mnist_convnet: a few epochs on 1280 rows with validation_split 
 TEST_CASE("keras_multi_worker alone: Keras's epoch lines, loss falling and accuracy rising") {
   ScratchDir dir;
   ProcessGroup group(dir.str());
-  group.start({kExample, "--model_path", (dir.path() / "keras-model").string()},
-              {{"TF_CONFIG", ""}});
+  std::vector<std::string> argv{kExample};
+  for (const auto& flag : paths_in(dir.path())) argv.push_back(flag);
+  group.start(argv, {{"TF_CONFIG", ""}});
   auto code = group.wait(0, 300s);
   std::string output = group.output(0);
   REQUIRE_MESSAGE(code == 0, output);
@@ -96,6 +120,7 @@ TEST_CASE("keras_multi_worker alone: Keras's epoch lines, loss falling and accur
   CHECK(lines[2].loss < lines[0].loss);
   CHECK(lines[1].loss < lines[0].loss);
   CHECK(lines[2].accuracy > lines[0].accuracy);
+  check_saved(dir.path());
 }
 
 TEST_CASE("keras_multi_worker on 2 worker processes equals one process on the global batch") {
@@ -106,6 +131,7 @@ TEST_CASE("keras_multi_worker on 2 worker processes equals one process on the gl
     std::vector<std::string> argv = {kExample, "--model_dir", model_dir, "--per_worker_batch_size",
                                      per_worker};
     argv.insert(argv.end(), flags.begin(), flags.end());
+    for (const auto& flag : paths_in(model_dir + "-saved")) argv.push_back(flag);
     return argv;
   };
   std::string one = (dir.path() / "one").string(), job = (dir.path() / "job").string();
@@ -133,5 +159,7 @@ TEST_CASE("keras_multi_worker on 2 worker processes equals one process on the gl
   CHECK(epoch_lines(group.output(1), 4).size() == 2);
   CHECK(epoch_lines(group.output(2), 4).empty());
   CHECK(group.output(1).find("on 2 worker(s), global batch 64") != std::string::npos);
+  check_saved(one + "-saved");
+  check_saved(job + "-saved");
 }
 #endif
