@@ -8,6 +8,7 @@
 
 #include "checkpoint/backup_and_restore.h"
 #include "checkpoint/reader.h"
+#include "distribute/strategy.h"
 #include "estimator/hooks/session_run_hook.h"
 #include "keras/model.h"
 #include "ops/error.h"
@@ -66,6 +67,12 @@ void BackupAndRestore::on_train_begin(const Logs&) {
   last_batch_seen_ = 0;
   batches_since_save_ = 0;
   restore();
+  // Every worker's train() restores from model_dir: the chief's copy of the backup goes first.
+  if (distribute::Strategy* strategy = model()->config().train_distribute.get();
+      strategy && strategy->num_workers() > 1) {
+    std::vector<Tensor> token{Tensor::from_vector(std::vector<double>{1.0}, {1})};
+    strategy->sum_across_workers(token, "BackupAndRestore's restore");
+  }
 }
 
 void BackupAndRestore::restore() {
@@ -104,10 +111,18 @@ void BackupAndRestore::save(checkpoint::TensorBundle state, int epoch, int64_t b
   backup_->manager().save(state);
 }
 
+int64_t BackupAndRestore::batches_since_save_after(int64_t batch) const {
+  // Counting across epochs (batch numbers restart at 0).
+  return batches_since_save_ + (batch <= last_batch_seen_ ? batch + 1 : batch - last_batch_seen_);
+}
+
+bool BackupAndRestore::saves_after_batch(int64_t batch) const {
+  return save_freq_ != 0 && batches_since_save_after(batch) >= save_freq_;
+}
+
 bool BackupAndRestore::should_save_on_batch(int64_t batch) {
   if (save_freq_ == 0) return false;
-  // Batches since the last save, counting across epochs (batch numbers restart at 0).
-  batches_since_save_ += batch <= last_batch_seen_ ? batch + 1 : batch - last_batch_seen_;
+  batches_since_save_ = batches_since_save_after(batch);
   last_batch_seen_ = batch;
   if (batches_since_save_ < save_freq_) return false;
   batches_since_save_ = 0;
@@ -127,8 +142,8 @@ void BackupAndRestore::on_train_batch_end(int64_t batch, const Logs&) {
 
 void BackupAndRestore::on_epoch_end(int epoch, const Logs&) {
   if (save_freq_ != 0) return;
-  // The epoch's last train() saved the state into model_dir (the chief's: another task's save
-  // is discarded, and it may find none yet).
+  // The Estimator saved the epoch's last step into model_dir before on_epoch_end (the chief's:
+  // another task's save is discarded, and it may find none yet).
   const std::string& model_dir = model()->config().model_dir;
   if (!is_chief_ && !checkpoint::latest_checkpoint(model_dir)) return;
   save(checkpoint::load(model_dir), epoch, -1);

@@ -20,14 +20,14 @@
 // (Keras's write_filepath), through checkpoint::BackupAndRestore's manager, and at the end the
 // chief deletes its backup and the last task out the directory. When fit starts every task
 // reads the chief's backup and sets the same resume point; the copy into the (shared)
-// model_dir is the chief's alone (the others' go to workertemp_* and are deleted). Not run
-// under a strategy here; whoever does must (1) make the workers' first train() restore after
-// the chief's copy (a barrier after on_train_begin), and (2) for an integer save_freq, have the
-// workers' input positions gathered at the backup's steps: the chief's Session bundle carries
-// them only after steps the Estimator's hooks announced through will_save_after
-// (Session::saves_agreed_before_steps), so the callback's steps (known in advance: every
-// save_freq-th batch) must be announced the same way. Per-epoch backups read the epoch's
-// checkpoint, whose positions the Estimator gathered.
+// model_dir is the chief's alone (the others' go to workertemp_* and are deleted), and the
+// workers wait for it (a barrier at the end of on_train_begin) before their train() restores.
+// For an integer save_freq the backup is the running session's state after the batch; its
+// workers' input positions are gathered only at steps announced before they run, so
+// saves_after_batch says which batches save and fit's EpochHook announces them
+// (SessionRunHook::will_save_after). Per-epoch backups read the epoch's checkpoint, which the
+// Estimator saved at the epoch's end with the positions. With fit's one session, an epoch
+// resumed mid-way runs as a train() of its own (training.cpp).
 #pragma once
 
 #include <cstdint>
@@ -57,6 +57,7 @@ class BackupAndRestore : public Callback {
   void on_train_batch_end(int64_t batch, const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
   void on_train_end(const Logs& logs) override;
+  bool saves_after_batch(int64_t batch) const override;
 
  private:
   // Restores a backup into the model's model_dir and sets where fit resumes.
@@ -64,6 +65,8 @@ class BackupAndRestore : public Callback {
   // `batch` -1: saved at the end of `epoch`.
   void save(checkpoint::TensorBundle state, int epoch, int64_t batch);
   bool should_save_on_batch(int64_t batch);
+  // The batches since the last save once `batch` has run.
+  int64_t batches_since_save_after(int64_t batch) const;
 
   std::string backup_dir_;
   int64_t save_freq_ = 0;  // 0: "epoch"

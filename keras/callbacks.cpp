@@ -106,4 +106,10 @@ void CallbackList::on_train_batch_end(int64_t batch, const Logs& logs) {
   for (const auto& c : callbacks_) c->on_train_batch_end(batch, logs);
 }
 
+bool CallbackList::saves_after_batch(int64_t batch) const {
+  for (const auto& c : callbacks_)
+    if (c->saves_after_batch(batch)) return true;
+  return false;
+}
+
 }  // namespace est::keras

@@ -39,6 +39,10 @@ class Callback {
   virtual void on_test_begin(const Logs& /*logs*/) {}
   virtual void on_test_end(const Logs& /*logs*/) {}
   virtual void on_test_batch_end(int64_t /*batch*/, const Logs& /*logs*/) {}
+  // Whether on_train_batch_end(batch) will save the training session's state (est's, not
+  // Keras's: BackupAndRestore with an integer save_freq). Asked before the batch's step, so
+  // that under several workers the step gathers every worker's input position for the save.
+  virtual bool saves_after_batch(int64_t /*batch*/) const { return false; }
 
  private:
   Model* model_ = nullptr;
@@ -85,6 +89,7 @@ class CallbackList {
   void on_epoch_end(int epoch, const Logs& logs);
   void on_train_batch_begin(int64_t batch, const Logs& logs);
   void on_train_batch_end(int64_t batch, const Logs& logs);
+  bool saves_after_batch(int64_t batch) const;  // any callback's
 
  private:
   Callbacks callbacks_;

@@ -80,6 +80,8 @@ void EpochHook::after_create_session(Session& session) {
   write_learning_rate(session);
 }
 
+bool EpochHook::will_save_after(int64_t) { return callbacks_.saves_after_batch(batch_); }
+
 SessionRunArgs EpochHook::before_run(SessionRunContext& context) {
   write_learning_rate(context.session());
   if (!begun_) {

@@ -75,6 +75,10 @@ class EpochHook : public SessionRunHook {
             std::shared_ptr<double> learning_rate);
   // The model reads/sets its variables; the learning rate is written.
   void after_create_session(Session& session) override;
+  // A multi-worker chief's session asks before each step: true when a callback saves the
+  // session's state after this batch (BackupAndRestore every N batches), so that the step
+  // gathers every worker's input position into the state, as for the Estimator's own saves.
+  bool will_save_after(int64_t step) override;
   SessionRunArgs before_run(SessionRunContext& context) override;
   void after_run(SessionRunContext& context, const SessionRunValues& values) override;
 
