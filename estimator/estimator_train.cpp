@@ -64,7 +64,7 @@ Hooks training_hooks(const RunConfig& config, const Hooks& hooks, std::optional<
                      std::optional<int64_t> max_steps) {
   Hooks all;
   if (steps || max_steps) all.push_back(std::make_shared<hooks::StopAtStepHook>(steps, max_steps));
-  all.push_back(std::make_shared<hooks::NanTensorHook>("loss"));
+  if (config.check_nan_loss) all.push_back(std::make_shared<hooks::NanTensorHook>("loss"));
   all.push_back(std::make_shared<hooks::LoggingTensorHook>(
       hooks::LoggingTensorHook::Entries{{"loss", "loss"}, {"step", "global_step"}},
       config.log_step_count_steps, std::nullopt, false, config.clock));

@@ -52,6 +52,9 @@ struct RunConfig {
   // (with its input position and RNG state). Written in the same background save.
   bool tf_checkpoint_format = false;
   int64_t log_step_count_steps = 100;  // loss line and global_step/sec
+  // Not a TensorFlow field: false leaves out train()'s NanTensorHook (a NaN or infinite loss
+  // then trains on). keras fit sets it, as Keras has no such check (TerminateOnNaN is opt-in).
+  bool check_nan_loss = true;
   // How long a training task waits, when training starts, for the other tasks its strategy
   // needs (the ps tasks of the ParameterServerStrategy the Estimator makes when TF_CONFIG lists
   // ps tasks and train_distribute is unset) before failing with an error naming the missing one.

@@ -16,22 +16,57 @@
 //   Epoch 1/3
 //   70/70 [==============================] - 4s 55ms/step - loss: 2.2401 - accuracy: 0.2154
 //
-//   keras_multi_worker [--model_path PATH] [--model_dir DIR] [--epochs N] [--steps_per_epoch N]
+// Then, as the tutorial: model.save(write_filepath(model_path)) (the chief writes model_path,
+// the other workers a copy under workertemp_<task_id> beside it, then delete it), every worker
+// loads model_path and fits the loaded model alone for 2 epochs of 20 steps, and a
+// keras::Checkpoint of the model is saved by a CheckpointManager (max_to_keep 1; the same
+// write_filepath rule) and restored from latest_checkpoint (by the chief: est's restore writes
+// the model's model_dir, which is the chief's). fit backs up into --backup_dir every 30 batches
+// (BackupAndRestore), so a job whose worker died resumes where the last backup left it.
+//
+//   keras_multi_worker [--model_path PATH.keras] [--model_dir DIR] [--backup_dir DIR]
+//                      [--checkpoint_dir DIR] [--epochs N] [--steps_per_epoch N]
 //                      [--per_worker_batch_size B]
-// (--model_dir, est's: where fit keeps its checkpoints; the chief's is the job's. --epochs,
-// --steps_per_epoch and --per_worker_batch_size default to the tutorial's 3, 70 and 64.)
+// (--model_dir, est's: where fit keeps its checkpoints; the chief's is the job's, and every
+// worker must see it. --epochs, --steps_per_epoch and --per_worker_batch_size default to the
+// tutorial's 3, 70 and 64.)
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <est/est.h>
 
 #include "examples/keras_tutorial.h"
 
+namespace {
+
+// The tutorial's write_filepath: the chief writes `filepath`, another worker
+// <dirname>/workertemp_<task_id>/<basename> (the directory created here, as the tutorial's
+// _get_temp_dir does).
+std::string write_filepath(const std::string& filepath, bool is_chief, int task_id) {
+  std::filesystem::path path(filepath);
+  std::filesystem::path dir = path.parent_path();
+  if (!is_chief) dir /= "workertemp_" + std::to_string(task_id);
+  if (!dir.empty()) std::filesystem::create_directories(dir);
+  return (dir / path.filename()).string();
+}
+
+// Every worker waits here until all have arrived (a sum over the workers; nothing alone).
+void barrier(est::distribute::Strategy& strategy, const std::string& what) {
+  std::vector<est::Tensor> token{est::Tensor::from_vector(std::vector<double>{1.0}, {1})};
+  strategy.sum_across_workers(token, what);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) try {
-  std::string model_path = "/tmp/keras-model", model_dir;
+  std::string model_path = "/tmp/keras-model.keras", model_dir, backup_dir = "/tmp/backup",
+              checkpoint_dir = "/tmp/ckpt";
   int epochs = 3;
   int64_t steps_per_epoch = 70, per_worker_batch_size = 64;
   CLI::App app("The Keras multi-worker tutorial on Fashion-MNIST (TF_CONFIG).",
@@ -39,6 +74,9 @@ int main(int argc, char** argv) try {
   app.add_option("--model_path", model_path, "where the chief saves the model")
       ->capture_default_str();
   app.add_option("--model_dir", model_dir, "fit's checkpoints (default: a temporary directory)");
+  app.add_option("--backup_dir", backup_dir, "BackupAndRestore's backups")->capture_default_str();
+  app.add_option("--checkpoint_dir", checkpoint_dir, "the CheckpointManager's directory")
+      ->capture_default_str();
   app.add_option("--epochs", epochs, "epochs")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--steps_per_epoch", steps_per_epoch, "steps per epoch")
       ->check(CLI::PositiveNumber)
@@ -59,15 +97,59 @@ int main(int argc, char** argv) try {
   // with strategy.scope(): multi_worker_model = mnist_setup.build_and_compile_cnn_model()
   auto multi_worker_model = examples::build_and_compile_cnn_model(strategy, model_dir);
 
-  // TODO(merge): callbacks = [tf.keras.callbacks.BackupAndRestore(backup_dir='/tmp/backup')]
-  // multi_worker_model.fit(multi_worker_dataset, epochs=3, steps_per_epoch=70)
+  // callbacks = [tf.keras.callbacks.BackupAndRestore(backup_dir='/tmp/backup', save_freq=30)]
+  // multi_worker_model.fit(multi_worker_dataset, epochs=3, steps_per_epoch=70,
+  //                        callbacks=callbacks)
+  est::keras::Callbacks callbacks{
+      std::make_shared<est::keras::BackupAndRestore>(backup_dir, int64_t{30})};
   est::keras::History history = multi_worker_model->fit(
-      multi_worker_dataset, {.epochs = epochs, .steps_per_epoch = steps_per_epoch});
+      multi_worker_dataset,
+      {.epochs = epochs, .steps_per_epoch = steps_per_epoch, .callbacks = callbacks});
 
-  // TODO(merge): model.save(write_filepath(model_path, task_type, task_id)): the chief writes
-  // model_path, the other workers workertemp_<id> beside it (then deleted); then
-  // load_model(model_path).fit(...), and tf.train.Checkpoint / CheckpointManager.
-  (void)model_path;
+  // task_type, task_id = (strategy.cluster_resolver.task_type, strategy.cluster_resolver.task_id)
+  bool is_chief = strategy->is_chief();
+  int task_id = strategy->worker_index();
+  barrier(*strategy, "fit's last checkpoint");  // the chief's is on disk before anyone reads it
+
+  // write_model_path = write_filepath(model_path, task_type, task_id)
+  // multi_worker_model.save(write_model_path)
+  // if not _is_chief(task_type, task_id): tf.io.gfile.rmtree(os.path.dirname(write_model_path))
+  std::string write_model_path = write_filepath(model_path, is_chief, task_id);
+  multi_worker_model->save(write_model_path);
+  if (!is_chief) std::filesystem::remove_all(std::filesystem::path(write_model_path).parent_path());
+  barrier(*strategy, "model.save");  // the chief's file exists before the workers load it
+
+  // loaded_model = tf.keras.models.load_model(model_path)
+  // loaded_model.fit(single_worker_dataset, epochs=2, steps_per_epoch=20)  (alone, no strategy)
+  // The loaded model is outside strategy.scope(): it trains alone in this process, so its
+  // Estimator must not read the TF_CONFIG that names the job (the strategy has read it).
+  ::unsetenv("TF_CONFIG");
+  std::unique_ptr<est::keras::Model> loaded_model = est::keras::load_model(model_path);
+  loaded_model->fit(multi_worker_dataset, {.epochs = 2, .steps_per_epoch = 20});
+
+  // checkpoint = tf.train.Checkpoint(model=multi_worker_model)
+  // write_checkpoint_dir = write_filepath(checkpoint_dir, task_type, task_id)
+  // checkpoint_manager = tf.train.CheckpointManager(checkpoint, directory=write_checkpoint_dir,
+  //                                                 max_to_keep=1)
+  // checkpoint_manager.save()
+  // if not _is_chief(task_type, task_id): tf.io.gfile.rmtree(write_checkpoint_dir)
+  est::keras::Checkpoint checkpoint({.model = multi_worker_model.get()});
+  std::string write_checkpoint_dir = write_filepath(checkpoint_dir, is_chief, task_id);
+  est::keras::CheckpointManager checkpoint_manager(checkpoint, write_checkpoint_dir,
+                                                   /*max_to_keep=*/1);
+  checkpoint_manager.save();
+  // (the tutorial removes write_checkpoint_dir and leaves its empty workertemp_<id>; here both go)
+  if (!is_chief)
+    std::filesystem::remove_all(std::filesystem::path(write_checkpoint_dir).parent_path());
+  barrier(*strategy, "checkpoint_manager.save");
+
+  // latest_checkpoint = tf.train.latest_checkpoint(checkpoint_dir)
+  // checkpoint.restore(latest_checkpoint)
+  std::optional<std::string> latest_checkpoint = est::keras::latest_checkpoint(checkpoint_dir);
+  if (!latest_checkpoint)
+    throw est::NotFoundError("no checkpoint in " + checkpoint_dir + " after the chief's save");
+  if (is_chief) checkpoint.restore(*latest_checkpoint);
+  barrier(*strategy, "checkpoint.restore");
 
   if (strategy->is_chief())
     fmt::print(

@@ -21,6 +21,19 @@ Progbar::Values ordered(const Logs& logs, const std::vector<std::string>& order)
 
 }  // namespace
 
+int64_t batches_or_epoch(const BatchFrequency& frequency, const std::string& what) {
+  if (const auto* name = std::get_if<std::string>(&frequency)) {
+    if (*name == "epoch") return 0;
+    throw InvalidArgumentError(fmt::format(
+        "{} \"{}\" is not recognized; use \"epoch\" or a positive number of batches", what, *name));
+  }
+  int64_t batches = std::get<int64_t>(frequency);
+  if (batches <= 0)
+    throw InvalidArgumentError(
+        fmt::format("{} {} must be a positive number of batches, or \"epoch\"", what, batches));
+  return batches;
+}
+
 const std::vector<double>& History::operator[](const std::string& key) const {
   auto it = history.find(key);
   if (it == history.end()) {
@@ -91,6 +104,12 @@ void CallbackList::on_train_batch_begin(int64_t batch, const Logs& logs) {
 }
 void CallbackList::on_train_batch_end(int64_t batch, const Logs& logs) {
   for (const auto& c : callbacks_) c->on_train_batch_end(batch, logs);
+}
+
+bool CallbackList::saves_after_batch(int64_t batch) const {
+  for (const auto& c : callbacks_)
+    if (c->saves_after_batch(batch)) return true;
+  return false;
 }
 
 }  // namespace est::keras

@@ -7,9 +7,11 @@
 // Callback; a callback that stops training sets model->stop_training = true, as in Keras.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "keras/progbar.h"
@@ -37,6 +39,10 @@ class Callback {
   virtual void on_test_begin(const Logs& /*logs*/) {}
   virtual void on_test_end(const Logs& /*logs*/) {}
   virtual void on_test_batch_end(int64_t /*batch*/, const Logs& /*logs*/) {}
+  // Whether on_train_batch_end(batch) will save the training session's state (est's, not
+  // Keras's: BackupAndRestore with an integer save_freq). Asked before the batch's step, so
+  // that under several workers the step gathers every worker's input position for the save.
+  virtual bool saves_after_batch(int64_t /*batch*/) const { return false; }
 
  private:
   Model* model_ = nullptr;
@@ -83,9 +89,15 @@ class CallbackList {
   void on_epoch_end(int epoch, const Logs& logs);
   void on_train_batch_begin(int64_t batch, const Logs& logs);
   void on_train_batch_end(int64_t batch, const Logs& logs);
+  bool saves_after_batch(int64_t batch) const;  // any callback's
 
  private:
   Callbacks callbacks_;
 };
+
+// A callback's save_freq / update_freq: "epoch" gives 0, a positive number of batches itself;
+// anything else is an InvalidArgumentError naming `what` ("BackupAndRestore: save_freq").
+using BatchFrequency = std::variant<std::string, int64_t>;
+int64_t batches_or_epoch(const BatchFrequency& frequency, const std::string& what);
 
 }  // namespace est::keras

@@ -3,8 +3,16 @@
 
 #include "distribute/strategy.h"
 #include "keras/model.h"
+#include "nn/optimizer.h"
+#include "ops/autograd.h"
 
 namespace est::keras {
+namespace {
+
+// Keras's optimizer variable, a non-slot variable of the optimizer (saved with the state).
+constexpr const char* kLearningRateVariable = "learning_rate";
+
+}  // namespace
 
 void StepStatistics::record(const void* replica, const std::vector<double>& means, double rows) {
   std::vector<double> sums;
@@ -28,7 +36,8 @@ std::vector<double> StepStatistics::take() {
 
 EpochHook::EpochHook(CallbackList& callbacks, Model& model, std::vector<std::string> names,
                      std::shared_ptr<StepStatistics> statistics, distribute::Strategy* strategy,
-                     int first_epoch, int64_t steps_per_epoch, Validation validation)
+                     int first_epoch, int64_t first_batch, int64_t steps_per_epoch,
+                     Validation validation, std::shared_ptr<double> learning_rate)
     : callbacks_(callbacks),
       model_(model),
       names_(std::move(names)),
@@ -36,8 +45,10 @@ EpochHook::EpochHook(CallbackList& callbacks, Model& model, std::vector<std::str
       strategy_(strategy),
       steps_(steps_per_epoch),
       validation_(std::move(validation)),
+      learning_rate_(std::move(learning_rate)),
       epoch_(first_epoch) {
   reset_epoch();
+  batch_ = first_batch;  // Keras numbers a resumed epoch's batches on from its initial step
 }
 
 void EpochHook::reset_epoch() {
@@ -54,9 +65,25 @@ void EpochHook::sum_across_workers(std::vector<double>& values, const char* what
   values = tensors[0].to_vector<double>();
 }
 
-void EpochHook::after_create_session(Session& session) { model_.set_training_session(&session); }
+void EpochHook::write_learning_rate(Session& session) {
+  if (!learning_rate_) return;
+  ops::NoGradGuard no_grad;
+  // Created after the restore when missing (a checkpoint written by get_weights or load_model
+  // has none), then overwritten with the current value.
+  Tensor rate =
+      nn::optim::get_non_slot(session.store(), kLearningRateVariable, DType::kF32, *learning_rate_);
+  rate.copy_from(Tensor::scalar(*learning_rate_));
+}
 
-SessionRunArgs EpochHook::before_run(SessionRunContext&) {
+void EpochHook::after_create_session(Session& session) {
+  model_.set_training_session(&session);
+  write_learning_rate(session);
+}
+
+bool EpochHook::will_save_after(int64_t) { return callbacks_.saves_after_batch(batch_); }
+
+SessionRunArgs EpochHook::before_run(SessionRunContext& context) {
+  write_learning_rate(context.session());
   if (!begun_) {
     callbacks_.on_epoch_begin(epoch_, {});
     begun_ = true;

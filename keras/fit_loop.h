@@ -6,7 +6,11 @@
 // the steps_per_epoch steps after the previous one, calls on_epoch_begin / on_train_batch_* /
 // on_epoch_end around them and validates at the epoch's end (Keras evaluates in memory; here
 // the chief evaluates the checkpoint fit saved at that step, and the other workers get its
-// values, so every worker's logs are the same).
+// values, so every worker's logs are the same). A resumed epoch (BackupAndRestore) starts at
+// batch `first_batch` and ends after the remaining steps_per_epoch - first_batch batches. A
+// constant learning rate (Model::set_learning_rate) is written into the optimizer's non-slot
+// variable "learning_rate" after the session is created (after the restore) and before every
+// step, so callbacks' changes apply from the next step and are saved with the state.
 //
 // Keras's loss tracker and its compiled metrics are Mean metrics: a total and a count, summed over
 // every replica of every worker (SyncOnRead variables, aggregation SUM) and read as
@@ -63,10 +67,18 @@ class EpochHook : public SessionRunHook {
  public:
   // `strategy` (may be null): sums the statistics over its workers when it has several; the
   // chief alone validates and its values reach every worker through the same sum.
+  // `first_batch`: the batches of `first_epoch` already run; `learning_rate`: null when the
+  // optimizer has a schedule.
   EpochHook(CallbackList& callbacks, Model& model, std::vector<std::string> names,
             std::shared_ptr<StepStatistics> statistics, distribute::Strategy* strategy,
-            int first_epoch, int64_t steps_per_epoch, Validation validation);
-  void after_create_session(Session& session) override;  // the model reads/sets its variables
+            int first_epoch, int64_t first_batch, int64_t steps_per_epoch, Validation validation,
+            std::shared_ptr<double> learning_rate);
+  // The model reads/sets its variables; the learning rate is written.
+  void after_create_session(Session& session) override;
+  // A multi-worker chief's session asks before each step: true when a callback saves the
+  // session's state after this batch (BackupAndRestore every N batches), so that the step
+  // gathers every worker's input position into the state, as for the Estimator's own saves.
+  bool will_save_after(int64_t step) override;
   SessionRunArgs before_run(SessionRunContext& context) override;
   void after_run(SessionRunContext& context, const SessionRunValues& values) override;
 
@@ -81,6 +93,8 @@ class EpochHook : public SessionRunHook {
 
  private:
   void reset_epoch();
+  // The learning rate the steps use, into the variable "learning_rate".
+  void write_learning_rate(Session& session);
   // `values` summed over the workers (nothing in one process).
   void sum_across_workers(std::vector<double>& values, const char* what);
 
@@ -91,6 +105,7 @@ class EpochHook : public SessionRunHook {
   distribute::Strategy* strategy_;
   int64_t steps_;
   Validation validation_;
+  std::shared_ptr<double> learning_rate_;
   int epoch_;
   bool defer_ = false;
   bool pending_ = false;

@@ -16,14 +16,22 @@
 // model.h: Model / Sequential, summary, compile/fit/evaluate/predict (and how strategies,
 // callbacks and save/load_model plug in); compile.h: losses, optimizers, metrics;
 // callbacks.h: Callback, History, ProgbarLogger; early_stopping.h, model_checkpoint.h: those
-// callbacks; checkpoint.h: Checkpoint, CheckpointManager; progbar.h: Keras's progress output.
+// callbacks; checkpoint.h: Checkpoint, CheckpointManager; progbar.h: Keras's progress output;
+// the callbacks BackupAndRestore, TensorBoard, ReduceLROnPlateau, LearningRateScheduler,
+// CSVLogger and TerminateOnNaN each in its own header.
 #pragma once
 
+#include "keras/backup_and_restore.h"
 #include "keras/callbacks.h"
 #include "keras/checkpoint.h"
 #include "keras/compile.h"
+#include "keras/csv_logger.h"
 #include "keras/early_stopping.h"
 #include "keras/layers.h"
+#include "keras/learning_rate_scheduler.h"
 #include "keras/model.h"
 #include "keras/model_checkpoint.h"
 #include "keras/progbar.h"
+#include "keras/reduce_lr_on_plateau.h"
+#include "keras/tensorboard.h"
+#include "keras/terminate_on_nan.h"

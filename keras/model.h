@@ -9,9 +9,9 @@
 // Training runs on the Estimator (training.cpp): compile() makes a model_fn from the graph, the
 // loss, the optimizer and the metrics, and an est::Estimator over a model directory that holds
 // the model's state between calls (RunConfig::model_dir; a temporary directory by default). fit
-// is one Estimator::train over all its epochs (cut into epochs by step count, fit_loop.h; a new
-// session only after an epoch that validates), continuing from the latest checkpoint (variables,
-// optimizer slots, RNG states, input position), and evaluate and predict are
+// is one Estimator::train over all its epochs (cut into epochs by step count, fit_loop.h; a
+// second one only after an epoch resumed mid-way by BackupAndRestore), continuing from the latest
+// checkpoint (variables, optimizer slots, RNG states, input position), and evaluate and predict are
 // Estimator::evaluate / predict on the latest checkpoint. fit's first step is thus exactly an
 // Estimator step of the same model_fn and seed. This is how the rest plugs in:
 // - strategies: `model.config().train_distribute = strategy;` before compile() is
@@ -24,7 +24,12 @@
 //   checkpoint. evaluate and predict run in the process without the strategy;
 // - callbacks: Callback (callbacks.h) sees each batch through a SessionRunHook and each epoch;
 //   with callbacks, fit saves a checkpoint at every epoch's end before on_epoch_end, so
-//   BackupAndRestore / ModelCheckpoint can read the epoch's state in model_dir;
+//   BackupAndRestore / ModelCheckpoint can read the epoch's state in model_dir; they read the
+//   state after a batch through training_session(), set where fit starts (resume_from:
+//   BackupAndRestore; the resumed epoch runs only its remaining steps, in a train() of its own)
+//   and the learning rate (set_learning_rate: LearningRateScheduler, ReduceLROnPlateau; fit's
+//   hook writes it into the variable "learning_rate" before every step). fit trains on through
+//   a NaN loss, as Keras does (TerminateOnNaN stops it);
 // - weights and saving (weights.cpp, saving.cpp, saving_h5.cpp): get/set_weights, save and
 //   load_model read and write model_dir's latest checkpoint (during fit, the running session's
 //   variables); each layer's config_json() and the compile options give the Keras config
@@ -126,8 +131,30 @@ class Model {
   // The outputs for every example, concatenated over batches (one tensor per output).
   std::vector<Tensor> predict(const data::Dataset& dataset, std::optional<int64_t> steps = {});
 
-  // Set by a callback to end fit after the current epoch.
+  // Set by a callback to end fit: after the current batch (on_train_batch_end, as Keras's
+  // TerminateOnNaN) or the current epoch.
   bool stop_training = false;
+
+  // The optimizer's learning rate (Keras's model.optimizer.learning_rate), for callbacks
+  // (LearningRateScheduler, ReduceLROnPlateau): a new value takes effect from fit's next step
+  // and is saved in the checkpoints with the state, as the float32 variable "learning_rate"
+  // (Keras's optimizer variable). FailedPreconditionError before compile(); setting it when
+  // the optimizer was given a schedule is an InvalidArgumentError, as in Keras.
+  double learning_rate() const;
+  void set_learning_rate(double learning_rate);
+
+  // Where the next fit starts instead of initial_epoch (Keras 2.11+'s
+  // _maybe_load_initial_counters_from_ckpt): BackupAndRestore sets it in on_train_begin after
+  // putting its backup in place; `step` batches of that epoch are then skipped (they were run).
+  struct InitialCounters {
+    int epoch = 0;
+    int64_t step = 0;
+  };
+  std::optional<InitialCounters> resume_from;
+  // While fit trains: the running training session (set_training_session below; during
+  // on_train_batch_end its checkpoint_bundle() is the state after that batch: variables,
+  // slots, global step, RNG, input position); null otherwise.
+  const est::Session* training_session() const { return training_session_; }
 
   // Weights (weights.cpp): the values of weights() in that order, read from / written to the
   // latest checkpoint in config().model_dir, so that fit, evaluate and predict continue from
@@ -194,6 +221,7 @@ class Model {
   std::unique_ptr<est::Estimator> estimator_;
   // While fit runs: where the training model_fn records each replica's loss and metrics.
   std::shared_ptr<StepStatistics> step_statistics_;
+  std::shared_ptr<double> learning_rate_;  // null for a schedule; see set_learning_rate
 };
 
 class Sequential : public Model {

@@ -1,17 +1,26 @@
 // compile / fit / evaluate / predict on the Estimator (Keras 2.x keras/engine/training.py;
 // see model.h for the design).
 //
-// fit: one Estimator::train over all its epochs (epochs x steps_per_epoch steps) on the model's
-// model_dir, continuing from its latest checkpoint (variables, optimizer slots, RNG states, input
-// position); fit_loop.h's EpochHook cuts the session into epochs by step count, calls the
-// callbacks and validates (every validation_freq epochs; "val_<name>" in the epoch's logs), all
-// inside the session. With callbacks or validation data the Estimator's saver saves at every
-// epoch's end instead of its configured cadence, and the chief ends the epoch in a saving
-// listener, after the write: validation evaluates that checkpoint, and a callback's on_epoch_end
-// finds the epoch's state in model_dir. A finite dataset without steps_per_epoch is counted (its
-// cardinality, else one pass) and repeated, so that each epoch is one pass, as Keras iterates it
-// afresh per epoch; an infinite one is an error naming the fix. The loss and metrics in the logs
-// are Keras's Mean metrics, summed over replicas and workers (fit_loop.h).
+// fit: one Estimator::train over all its epochs on the model's model_dir, continuing from its
+// latest checkpoint (variables, optimizer slots, RNG states, input position); fit_loop.h's
+// EpochHook cuts the session into epochs by step count, calls the callbacks and validates (every
+// validation_freq epochs; "val_<name>" in the epoch's logs), all inside the session. With
+// callbacks or validation data the Estimator's saver saves at every epoch's end instead of its
+// configured cadence, and the chief ends the epoch in a saving listener, after the write:
+// validation evaluates that checkpoint, and a callback's on_epoch_end finds the epoch's state in
+// model_dir. A finite dataset without steps_per_epoch is counted (its cardinality, else one pass)
+// and repeated, so that each epoch is one pass, as Keras iterates it afresh per epoch; an
+// infinite one is an error naming the fix. The loss and metrics in the logs are Keras's Mean
+// metrics, summed over replicas and workers (fit_loop.h).
+// A callback may set resume_from in on_train_begin (BackupAndRestore): fit then starts at that
+// epoch, which runs only its remaining steps, its batches numbered on from the resumed step.
+// Such a partial epoch is a train() of its own (the saver's cadence counts from the session's
+// first step, so the epoch-end saves of the full epochs that follow would not fall on their
+// ends otherwise); the remaining epochs are one train() as usual. A constant learning rate is
+// a value the callbacks set between steps and the EpochHook writes into the variable
+// "learning_rate" (after the restore and before every step), so it is saved with the state. The
+// Estimator's NaN-loss check is off (Keras has none: TerminateOnNaN stops); stop_training set in
+// on_train_batch_end ends the epoch after that batch.
 // Under a strategy (config().train_distribute, set before compile, as `with strategy.scope():`)
 // the dataset yields global batches, split over the replicas and auto-sharded over the workers
 // (distributed_input.h); the loss is each replica's mean over its batch, its gradients divided by
@@ -23,6 +32,8 @@
 // pipeline is the same (Keras starts a new iterator per fit call); a global batch that does not
 // split evenly over the replicas is an error (Keras splits a last partial batch unevenly).
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "data/cardinality.h"
 #include "distribute/strategy.h"
@@ -97,8 +108,40 @@ void Model::compile(CompileOptions options) {
   }
   for (const auto& metric : options.metrics) check_metric_name(metric);
   metric_names_ = options.metrics;
+  // A constant learning rate becomes a value that callbacks can change between steps.
+  learning_rate_.reset();
+  if (optimizer_->optimizer.learning_rate().is_constant()) {
+    auto rate = std::make_shared<double>(optimizer_->optimizer.learning_rate().at(0));
+    optimizer_->optimizer =
+        optimizer_->optimizer.with_learning_rate([rate](int64_t) { return *rate; });
+    learning_rate_ = rate;
+  }
   compile_options_ = std::move(options);
   estimator_.reset();
+}
+
+double Model::learning_rate() const {
+  check_compiled("reading its learning rate");
+  if (!learning_rate_) return optimizer_->optimizer.learning_rate().at(0);
+  return *learning_rate_;
+}
+
+void Model::set_learning_rate(double learning_rate) {
+  check_compiled("setting its learning rate");
+  if (!learning_rate_)
+    throw InvalidArgumentError(fmt::format(
+        "Model \"{}\": the optimizer {} was compiled with a learning-rate schedule, so its "
+        "learning rate cannot be set (Keras: \"This optimizer was created with a "
+        "`LearningRateSchedule` object as its `learning_rate` constructor argument, hence its "
+        "learning rate is not settable\"); compile with a constant learning rate instead",
+        name_, optimizer_->name));
+  if (!std::isfinite(learning_rate) || learning_rate < 0)
+    throw InvalidArgumentError(fmt::format(
+        "Model \"{}\": learning rate {} is not a finite number >= 0", name_, learning_rate));
+  *learning_rate_ = learning_rate;
+  // What save() writes as the optimizer's config, as Keras's get_config reads the variable.
+  if (optimizer_->config.count("learning_rate"))
+    optimizer_->config["learning_rate"] = learning_rate;
 }
 
 std::vector<std::string> Model::metric_names_with_loss() const {
@@ -156,6 +199,7 @@ est::Estimator& Model::training_estimator(std::optional<int64_t> save_steps) {
     config.save_checkpoints_steps = save_steps;
     config.save_checkpoints_secs = std::nullopt;
   }
+  config.check_nan_loss = false;  // Keras trains on; TerminateOnNaN stops
   if (estimator_ && estimator_->config().save_checkpoints_steps == config.save_checkpoints_steps &&
       estimator_->config().save_checkpoints_secs == config.save_checkpoints_secs)
     return *estimator_;
@@ -259,27 +303,50 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
       return evaluate(*options.validation_data, {.steps = options.validation_steps, .verbose = 0});
     };
   }
-  callbacks.on_train_begin({});
-  auto hook = std::make_shared<EpochHook>(callbacks, *this, names, step_statistics_, strategy,
-                                          options.initial_epoch, steps, validation);
   // With callbacks or validation, the Estimator saves at every epoch's end (and not on its own
   // cadence) and the chief ends each epoch after that save: validation evaluates the checkpoint,
-  // callbacks may read it. Other workers end their epochs at once.
+  // callbacks may read it. Other workers end their epochs at once. Made before on_train_begin:
+  // model_dir exists for the callbacks (BackupAndRestore puts its backup there).
   bool epoch_saves = !options.callbacks.empty() || options.validation_data.has_value();
   est::Estimator& est =
       training_estimator(epoch_saves ? std::optional<int64_t>(steps) : std::nullopt);
+  resume_from.reset();
+  callbacks.on_train_begin({});
+  int first_epoch = options.initial_epoch;
+  int64_t first_step = 0;
+  if (resume_from) {
+    first_epoch = resume_from->epoch;
+    first_step = resume_from->step;
+    resume_from.reset();
+    if (first_step < 0 || first_step >= steps) {
+      first_epoch += first_step >= steps ? 1 : 0;
+      first_step = 0;
+    }
+  }
+  auto hook =
+      std::make_shared<EpochHook>(callbacks, *this, names, step_statistics_, strategy, first_epoch,
+                                  first_step, steps, validation, learning_rate_);
   Listeners listeners;
   if (epoch_saves && est.config().is_chief) {
     hook->set_defer_to_save(true);
     listeners.push_back(std::make_shared<EpochEndListener>(hook, *this));
   }
-  if (options.initial_epoch < options.epochs) {
+  int64_t remaining =
+      first_epoch < options.epochs ? steps * (options.epochs - first_epoch) - first_step : 0;
+  {
     // While it runs, the model reads and sets the running session's variables (get/set_weights).
     std::shared_ptr<void> done(nullptr, [this](void*) { training_session_ = nullptr; });
-    est.train(training_input_fn(input),
-              {.hooks = {hook},
-               .steps = steps * (options.epochs - options.initial_epoch),
-               .saving_listeners = listeners});
+    if (first_step > 0 && remaining > 0) {
+      // The resumed epoch's remaining steps on their own, so that the saver's cadence (counted
+      // from a session's first step) falls on the next epochs' ends.
+      est.train(training_input_fn(input),
+                {.hooks = {hook}, .steps = steps - first_step, .saving_listeners = listeners});
+      if (hook->pending()) hook->end_epoch();
+      remaining = hook->epoch_begun() || stop_training ? 0 : remaining - (steps - first_step);
+    }
+    if (remaining > 0)
+      est.train(training_input_fn(input),
+                {.hooks = {hook}, .steps = remaining, .saving_listeners = listeners});
   }
   if (hook->pending()) hook->end_epoch();
   if (hook->epoch_begun()) {  // an epoch cut short: the input ended, or a callback stopped

@@ -51,6 +51,12 @@ Optimizer::Optimizer(std::shared_ptr<const UpdateRule> rule, LearningRate learni
   if (!rule_) throw InvalidArgumentError("Optimizer: no update rule");
 }
 
+Optimizer Optimizer::with_learning_rate(LearningRate learning_rate) const {
+  Optimizer copy = *this;
+  copy.learning_rate_ = std::move(learning_rate);
+  return copy;
+}
+
 Optimizer Optimizer::clip_by_global_norm(double clip_norm) const {
   if (!(clip_norm > 0) || !std::isfinite(clip_norm))
     throw InvalidArgumentError(

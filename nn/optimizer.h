@@ -110,6 +110,9 @@ class Optimizer {
   // A copy that clips gradients by their global norm before each update.
   Optimizer clip_by_global_norm(double clip_norm) const;
   std::optional<double> clip_norm() const { return clip_norm_; }
+  // A copy with another learning rate, same rule and clipping (Keras's callbacks set a model's
+  // optimizer.learning_rate between epochs: keras/training.cpp).
+  Optimizer with_learning_rate(LearningRate learning_rate) const;
 
   // Deferred training step over the trainable variables this model_fn call used: nothing is
   // computed until TrainOp::run(). The loss must be a scalar that depends on them.
