@@ -53,11 +53,6 @@ std::vector<std::vector<size_t>> layer_weight_indices(const Model& model) {
   return out;
 }
 
-const Json& member(const Json& json, const char* key, const std::string& where) {
-  if (!json.contains(key)) throw DataLossError(fmt::format("{}: \"{}\" is missing", where, key));
-  return json[key];
-}
-
 }  // namespace
 
 TrainableWeights trainable_weights(const Model& model) {

@@ -64,7 +64,7 @@ inline std::unique_ptr<K::Model> small_model(bool functional, const std::string&
 }
 
 inline void check_close(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
-                        double tolerance = 1e-6) {
+                        [[maybe_unused]] double tolerance = 1e-6) {
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     REQUIRE(a[i].shape() == b[i].shape());
