@@ -31,6 +31,7 @@
 #include "keras/learning_rate_scheduler.h"
 #include "keras/model.h"
 #include "keras/model_checkpoint.h"
+#include "keras/model_to_estimator.h"
 #include "keras/progbar.h"
 #include "keras/reduce_lr_on_plateau.h"
 #include "keras/tensorboard.h"
