@@ -5,13 +5,17 @@
 // on the same global batches, to float32 rounding, and only the chief prints progress. Both
 // end with the tutorial's model.save (the chief's .keras file loads; no workertemp_<id> stays),
 // the CheckpointManager's one checkpoint, and BackupAndRestore's backup deleted. A 2-worker job
-// killed by pid after a mid-epoch backup, run again, ends bitwise as an uninterrupted job.
+// killed by pid after a mid-epoch backup, run again, ends bitwise as an uninterrupted job. Under
+// est-launch (-n 2, --max-restarts 1), a worker killed by pid mid-epoch restarts the job, which
+// resumes from the backup's epoch and ends on the uninterrupted est-launch job's last epoch line.
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,9 +36,13 @@ namespace {
 #ifndef EST_BUILD_ROOT
 #error "EST_BUILD_ROOT must name the build directory"
 #endif
+#ifndef EST_LAUNCH_PROGRAM
+#error "EST_LAUNCH_PROGRAM must name the est-launch program"
+#endif
 
 const std::string kExample = std::string(EST_BUILD_ROOT) + "/examples/keras_multi_worker";
 const std::string kConvnet = std::string(EST_BUILD_ROOT) + "/examples/keras_mnist_convnet";
+const std::string kLaunch = EST_LAUNCH_PROGRAM;
 
 struct EpochLine {
   double loss, accuracy;
@@ -116,6 +124,74 @@ void start_workers(ProcessGroup& group, const std::vector<std::string>& argv) {
                                          R"(, "task": {"type": "worker", "index": )" +
                                          std::to_string(w) + "}}"},
                        {"EST_JOB_TOKEN", "keras-multi-worker-example-01234"}});
+}
+
+// The tasks est-launch starts run in their own process groups: this remembers every one seen (by
+// /proc, parent `launcher`) and kills by pid, at the end, those still running the example.
+class LaunchedTasks {
+ public:
+  explicit LaunchedTasks(pid_t launcher) : launcher_(launcher) {}
+  ~LaunchedTasks() {
+    scan();
+    for (pid_t pid : seen_)
+      if (command_of(pid).find("keras_multi_worker") != std::string::npos) ::kill(pid, SIGKILL);
+  }
+  LaunchedTasks(const LaunchedTasks&) = delete;
+  LaunchedTasks& operator=(const LaunchedTasks&) = delete;
+
+  // est-launch's running "worker" task (TF_CONFIG's task type), if it has started.
+  std::optional<pid_t> worker() {
+    static const std::regex type(R"("type" *: *"worker")");
+    for (pid_t pid : scan()) {
+      std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+      std::string entry;
+      while (std::getline(in, entry, '\0'))
+        if (entry.starts_with("TF_CONFIG=") && std::regex_search(entry, type)) return pid;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static std::string command_of(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string command;
+    std::getline(in, command, '\0');
+    return command;
+  }
+  // The launcher's children now (and remembers them).
+  std::vector<pid_t> scan() {
+    std::vector<pid_t> children;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      std::string name = entry.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat(entry.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      size_t close = line.rfind(')');  // "pid (comm) state ppid ..."
+      if (close == std::string::npos) continue;
+      std::istringstream fields(line.substr(close + 1));
+      std::string state;
+      pid_t parent = 0;
+      fields >> state >> parent;
+      if (parent != launcher_) continue;
+      pid_t pid = std::stoi(name);
+      children.push_back(pid);
+      seen_.insert(pid);
+    }
+    return children;
+  }
+
+  pid_t launcher_;
+  std::set<pid_t> seen_;
+};
+
+// The job of `argv` (its flags) under est-launch -n 2 on free 127.0.0.1 ports.
+size_t start_launch(ProcessGroup& group, const std::vector<std::string>& argv, int max_restarts) {
+  std::vector<std::string> command = {
+      kLaunch,          "-n", "2", "--max-restarts", std::to_string(max_restarts),
+      "--grace-period", "5",  "--"};
+  command.insert(command.end(), argv.begin(), argv.end());
+  return group.start(command, {{"TF_CONFIG", ""}});
 }
 
 }  // namespace
@@ -216,6 +292,58 @@ TEST_CASE("keras_multi_worker: a job killed mid-epoch resumes from BackupAndRest
   auto codes = group.wait_all(300s);
   for (auto code : codes) REQUIRE_MESSAGE(code == 0, group.outputs());
   check_same_weights(weights_in(full), weights_in(job), 0);  // the same steps on the same data
+  check_saved(job + "-saved");
+}
+
+TEST_CASE("keras_multi_worker under est-launch: a worker killed mid-epoch, the job resumed") {
+  ScratchDir dir;
+  // 3 epochs of 20 steps; the backup after batch 30 (the example's save_freq) is epoch 2's
+  // batch 10.
+  std::vector<std::string> flags = {"--epochs", "3", "--steps_per_epoch", "20"};
+  std::string full = (dir.path() / "full").string(), job = (dir.path() / "job").string();
+  std::string backup_dir = job + "-saved/backup";
+  ProcessGroup group(dir.str());
+  size_t clean = start_launch(group, example_argv(full, "32", flags), 0);
+  size_t killed = start_launch(group, example_argv(job, "32", flags), 1);
+  LaunchedTasks clean_tasks(group.pid(clean)), tasks(group.pid(killed));
+  auto backed_up = [&] {
+    auto latest = est::checkpoint::latest_checkpoint(backup_dir);
+    return latest && latest->ends_with("-30.h5");
+  };
+  auto deadline = std::chrono::steady_clock::now() + 300s;
+  while (!backed_up() && std::chrono::steady_clock::now() < deadline && !group.wait(killed, 0ms))
+    std::this_thread::sleep_for(10ms);
+  REQUIRE_MESSAGE(backed_up(), group.output(killed));
+  std::optional<pid_t> worker = tasks.worker();
+  REQUIRE_MESSAGE(worker, group.output(killed));
+  REQUIRE(::kill(*worker, SIGKILL) == 0);
+  auto codes = group.wait_all(300s);
+  std::string output = group.output(killed), clean_output = group.output(clean);
+  REQUIRE_MESSAGE(codes[clean] == 0, clean_output);
+  REQUIRE_MESSAGE(codes[killed] == 0, output);
+  INFO(output);
+  // Restarted once, after the first attempt's epoch 2 had begun; the second attempt resumes at
+  // epoch 2 (from the backup) and never begins epoch 1 again.
+  size_t restart = output.find("restarting the job (attempt 2 of 2)");
+  REQUIRE_MESSAGE(restart != std::string::npos, output);
+  CHECK(output.rfind("Epoch 2/3\n", restart) != std::string::npos);
+  std::string resumed = output.substr(restart);
+  CHECK_MESSAGE(resumed.find("Epoch 1/3\n") == std::string::npos, output);
+  CHECK_MESSAGE(resumed.find("Epoch 2/3\n") != std::string::npos, output);
+  CHECK_MESSAGE(resumed.find("Epoch 3/3\n") != std::string::npos, output);
+  // Epoch 3's line (the first after "Epoch 3/3"; load_model's fit follows), as the uninterrupted
+  // job's: the resume is bitwise.
+  auto epoch_3 = [](const std::string& text) {
+    size_t at = text.rfind("Epoch 3/3\n");
+    return at == std::string::npos ? std::vector<EpochLine>{} : epoch_lines(text.substr(at), 20);
+  };
+  auto line = epoch_3(resumed), clean_line = epoch_3(clean_output);
+  REQUIRE_MESSAGE(!clean_line.empty(), clean_output);
+  REQUIRE_MESSAGE(!line.empty(), output);
+  CHECK(line[0].loss == clean_line[0].loss);
+  CHECK(line[0].accuracy == clean_line[0].accuracy);
+  check_same_weights(weights_in(full), weights_in(job), 0);
+  check_saved(full + "-saved");
   check_saved(job + "-saved");
 }
 #endif
