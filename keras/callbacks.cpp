@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "ops/error.h"
+#include "ops/logging.h"
 
 namespace est::keras {
 namespace {
@@ -110,6 +111,16 @@ bool CallbackList::saves_after_batch(int64_t batch) const {
   for (const auto& c : callbacks_)
     if (c->saves_after_batch(batch)) return true;
   return false;
+}
+
+std::optional<double> monitored(const Logs& logs, const std::string& monitor, const char* who) {
+  auto found = logs.find(monitor);
+  if (found != logs.end()) return found->second;
+  std::string available;
+  for (const auto& [key, value] : logs) available += (available.empty() ? "" : ",") + key;
+  log::warning("{} conditioned on metric `{}` which is not available. Available metrics are: {}",
+               who, monitor, available);
+  return std::nullopt;
 }
 
 }  // namespace est::keras

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -49,6 +50,10 @@ class Callback {
   std::map<std::string, int64_t> params_;
 };
 using Callbacks = std::vector<std::shared_ptr<Callback>>;
+
+// The monitored value in `logs`; when it is missing, Keras's warning ("<who> conditioned on
+// metric `m` which is not available. Available metrics are: a,b") and nullopt.
+std::optional<double> monitored(const Logs& logs, const std::string& monitor, const char* who);
 
 // What fit returns (keras.callbacks.History): history["loss"][epoch], epochs run.
 class History : public Callback {

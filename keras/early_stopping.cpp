@@ -37,18 +37,10 @@ void EarlyStopping::on_train_begin(const Logs&) {
 }
 
 void EarlyStopping::on_epoch_end(int epoch, const Logs& logs) {
-  auto found = logs.find(options_.monitor);
-  if (found == logs.end()) {
-    std::string available;
-    for (const auto& [key, value] : logs) available += (available.empty() ? "" : ",") + key;
-    log::warning(
-        "Early stopping conditioned on metric `{}` which is not available. Available metrics "
-        "are: {}",
-        options_.monitor, available);
-    return;
-  }
+  const std::optional<double> value = monitored(logs, options_.monitor, "Early stopping");
+  if (!value) return;
   if (epoch < options_.start_from_epoch) return;
-  const double current = found->second;
+  const double current = *value;
   if (options_.restore_best_weights && !best_weights_) best_weights_ = model()->get_weights();
   ++wait_;
   if (improves(current, best_)) {

@@ -42,17 +42,10 @@ bool ReduceLROnPlateau::improved(double current) const {
 void ReduceLROnPlateau::on_train_begin(const Logs&) { reset(); }
 
 void ReduceLROnPlateau::on_epoch_end(int epoch, const Logs& logs) {
-  auto it = logs.find(options_.monitor);
-  if (it == logs.end()) {
-    std::string keys;
-    for (const auto& [key, value] : logs) keys += (keys.empty() ? "" : ",") + key;
-    log::warning(
-        "Learning rate reduction is conditioned on metric `{}` which is not available. "
-        "Available metrics are: {}",
-        options_.monitor, keys);
-    return;
-  }
-  double current = it->second;
+  const std::optional<double> value =
+      monitored(logs, options_.monitor, "Learning rate reduction is");
+  if (!value) return;
+  double current = *value;
   if (cooldown_counter_ > 0) {
     --cooldown_counter_;
     wait_ = 0;
