@@ -265,8 +265,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
       throw InvalidArgumentError(
           fmt::format("fit: steps_per_epoch must be >= 1, got {}", *options.steps_per_epoch));
     steps = *options.steps_per_epoch;
-  } else if (data::is_infinite(dataset) ||
-             data::cardinality(dataset) == data::kInfiniteCardinality) {
+  } else if (data::is_infinite(dataset)) {  // includes every infinite cardinality
     throw InvalidArgumentError(
         "fit: the dataset is infinite (it ends in repeat()) and steps_per_epoch is not set, so "
         "an epoch would never end; pass FitOptions{.steps_per_epoch = N} (the batches that make "
