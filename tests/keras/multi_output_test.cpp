@@ -1,7 +1,8 @@
 // A functional model with two inputs and two outputs: compile's per-output losses, loss weights
 // and metrics, fit's step against the weighted loss's gradient written out by hand, Keras's log
 // names, evaluate / predict, y as a map or a tuple, model_to_estimator, save / load_model of the
-// per-output compile config, and the errors for keys that name no output.
+// per-output compile config, MirroredStrategy against one replica, and the errors for keys that
+// name no output.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <random>
 #include <set>
 
+#include "distribute/distribute.h"
 #include "estimator/estimator.h"
 #include "keras/keras.h"
 #include "ops/error.h"
@@ -398,4 +400,27 @@ TEST_CASE("keras two outputs: save and load_model keep the per-output compile co
     for (const auto& [key, value] : loaded_logs)
       CHECK(value == doctest::Approx(logs.at(key)).epsilon(1e-6));
   }
+}
+
+TEST_CASE("keras two outputs under MirroredStrategy with 2 replicas equal one replica") {
+  Data d = make_data(64, 15);
+  auto run = [&](const std::string& model_dir, std::shared_ptr<distribute::Strategy> strategy) {
+    auto model = two_outputs(model_dir, 16);
+    model->config().train_distribute = std::move(strategy);  // as `with strategy.scope():`
+    compile_weighted(*model);
+    auto history = model->fit(by_name(d, 16), {.epochs = 2, .verbose = 0});
+    return std::make_pair(history, weights_by_name(*model));
+  };
+  TempDir one, two;
+  auto [single_history, single] = run(one.path.string(), nullptr);
+  auto [mirrored_history, mirrored] = run(
+      two.path.string(),
+      std::make_shared<distribute::MirroredStrategy>(std::vector<std::string>{"/cpu:0", "/cpu:1"}));
+  for (const char* name : kWeightNames)
+    for (size_t r = 0; r < single[name].size(); ++r)
+      for (size_t c = 0; c < single[name][r].size(); ++c)
+        CHECK(mirrored[name][r][c] == doctest::Approx(single[name][r][c]).epsilon(1e-5));
+  for (const char* key : {"loss", "cls_loss", "reg_loss", "cls_accuracy", "reg_mae"})
+    for (size_t e = 0; e < 2; ++e)
+      CHECK(mirrored_history[key][e] == doctest::Approx(single_history[key][e]).epsilon(1e-5));
 }
