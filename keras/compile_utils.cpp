@@ -148,7 +148,8 @@ bool CompiledLossesAndMetrics::needs_target(size_t output) const {
 }
 
 CompiledLossesAndMetrics::Step CompiledLossesAndMetrics::operator()(
-    const std::vector<Tensor>& y_true, const std::vector<Tensor>& y_pred) const {
+    const std::vector<Tensor>& y_true, const std::vector<Tensor>& y_pred,
+    const std::vector<Tensor>& regularization_losses) const {
   Step step;
   std::vector<Tensor> output_losses(outputs_.size());
   for (size_t i = 0; i < outputs_.size(); ++i) {
@@ -166,6 +167,7 @@ CompiledLossesAndMetrics::Step CompiledLossesAndMetrics::operator()(
     Tensor weighted = output.weight ? ops::mul(output_losses[i], *output.weight) : output_losses[i];
     step.loss = step.loss.defined() ? ops::add(step.loss, weighted) : weighted;
   }
+  for (const Tensor& penalty : regularization_losses) step.loss = ops::add(step.loss, penalty);
   ops::NoGradGuard no_grad;
   Tensor rows = Tensor::scalar(step.rows);
   step.ops["loss"] = nn::metrics::mean(step.loss.detach(), rows);

@@ -4,12 +4,13 @@
 // (Model.metrics' order, compute_loss).
 //
 // The total loss is the sum over the outputs that have a loss of weight x loss (the weight
-// multiplies only when one was given, so a single-output model's loss is its loss alone); est's
-// Keras layers add no regularization losses, so there are none to add. The logs are Keras's
-// model.metrics in order: "loss" (the mean of the total), then "<output>_loss" for each output
-// with a loss when there are several outputs (the mean of that output's loss BEFORE its weight,
-// as LossesContainer updates it), then each output's metrics, named "<output>_<metric>" when there
-// are several outputs. "accuracy" is resolved per output from its y_true and y_pred shapes.
+// multiplies only when one was given, so a single-output model's loss is its loss alone), plus
+// the layers' regularization losses (LossesContainer.__call__). The logs are Keras's
+// model.metrics in order: "loss" (the mean of the total, regularization included), then
+// "<output>_loss" for each output with a loss when there are several outputs (the mean of that
+// output's loss BEFORE its weight, as LossesContainer updates it), then each output's metrics,
+// named "<output>_<metric>" when there are several outputs. "accuracy" is resolved per output from
+// its y_true and y_pred shapes.
 #pragma once
 
 #include <optional>
@@ -43,9 +44,11 @@ class CompiledLossesAndMetrics {
     std::vector<double> means;  // the ops' batch values in names() order
     double rows = 0;            // the batch size
   };
-  // y_true[i] (undefined where the output has no y) and y_pred[i] for each output.
+  // y_true[i] (undefined where the output has no y) and y_pred[i] for each output, and the
+  // model's regularization losses (Model::regularization_losses), added to the total.
   // InvalidArgumentError naming the output when one that needs a y has none.
-  Step operator()(const std::vector<Tensor>& y_true, const std::vector<Tensor>& y_pred) const;
+  Step operator()(const std::vector<Tensor>& y_true, const std::vector<Tensor>& y_pred,
+                  const std::vector<Tensor>& regularization_losses = {}) const;
 
  private:
   struct Output {

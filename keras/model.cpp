@@ -75,6 +75,18 @@ void Model::set_graph(std::vector<KerasTensor> inputs, std::vector<KerasTensor> 
   nodes_ = std::move(order);
 }
 
+std::vector<Tensor> Model::regularization_losses(nn::ModelContext& ctx) const {
+  std::vector<Tensor> out;
+  std::set<const Layer*> done;
+  for (const auto& node : nodes_) {
+    if (!done.insert(node->layer.get()).second) continue;  // a shared layer's weights once
+    std::vector<Shape> shapes;
+    for (const auto& x : node->inputs) shapes.push_back(x.shape);
+    for (auto& loss : node->layer->regularization_losses(ctx, shapes)) out.push_back(loss);
+  }
+  return out;
+}
+
 std::vector<std::string> Model::input_names() const {
   std::vector<std::string> names;
   for (const auto& input : inputs_) names.push_back(input.node->layer->name());

@@ -117,6 +117,9 @@ class Model {
   // Runs the graph on real inputs (batch first), in the order of the model's inputs.
   // InvalidArgumentError when an input's shape does not match its Input's.
   std::vector<Tensor> call(nn::ModelContext& ctx, const std::vector<Tensor>& inputs) const;
+  // Keras's model.losses after call() in the same ctx: each layer's regularization penalties
+  // (layers::DenseOptions' kernel_regularizer, bias_regularizer), in layer order.
+  std::vector<Tensor> regularization_losses(nn::ModelContext& ctx) const;
 
   // The Estimator settings fit/evaluate/predict use (model_dir, tf_random_seed, strategies);
   // set them before compile().

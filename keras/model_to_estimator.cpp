@@ -74,7 +74,8 @@ ModelFn keras_model_fn(Model& model, std::shared_ptr<const CompiledLossesAndMetr
     Predictions predictions;
     for (size_t i = 0; i < outputs.size(); ++i) predictions[names[i]] = outputs[i];
     if (mode == ModeKeys::kPredict) return EstimatorSpec::predict(std::move(predictions));
-    auto step = (*compiled)(unpack_y(features, labels, names, model.name()), outputs);
+    auto step = (*compiled)(unpack_y(features, labels, names, model.name()), outputs,
+                            model.regularization_losses(ctx));
     // Keras's loss metric (the mean over examples, each batch weighted by its size) and the
     // compiled metrics under their keys.
     MetricOps eval_metric_ops{{"loss", step.ops.at("loss")}};

@@ -223,7 +223,7 @@ est::Estimator& Model::training_estimator(std::optional<int64_t> save_steps) {
       return EstimatorSpec::predict(std::move(predictions));
     }
     std::vector<Tensor> targets = unpack_y(features, labels, names, name_);
-    auto step = compiled()(targets, outputs);
+    auto step = compiled()(targets, outputs, regularization_losses(ctx));
     if (mode == ModeKeys::kTrain && step_statistics_)
       step_statistics_->record(&ctx, step.means, step.rows);
     if (mode == ModeKeys::kTrain) {

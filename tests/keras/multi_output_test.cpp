@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -67,12 +68,14 @@ data::Dataset by_name(const Data& d, int64_t batch) {
 }
 
 // a, b -> concatenate -> "trunk" (linear) -> "cls" (3 logits) and "reg" (1).
-std::unique_ptr<K::Model> two_outputs(const std::string& model_dir, uint64_t seed) {
+std::unique_ptr<K::Model> two_outputs(const std::string& model_dir, uint64_t seed,
+                                      std::optional<K::Regularizer> trunk_regularizer = {}) {
   K::clear_session();
   auto a = K::Input({2}, "a");
   auto b = K::Input({3}, "b");
   auto joined = (*L::Concatenate())({a, b});
-  auto trunk = (*L::Dense({.units = 4, .name = "trunk"}))(joined);
+  auto trunk =
+      (*L::Dense({.units = 4, .name = "trunk", .kernel_regularizer = trunk_regularizer}))(joined);
   auto cls = (*L::Dense({.units = 3, .name = "cls"}))(trunk);
   auto reg = (*L::Dense({.units = 1, .name = "reg"}))(trunk);
   auto model = std::make_unique<K::Model>(std::vector<K::KerasTensor>{a, b},
@@ -121,7 +124,8 @@ struct HandStep {
   std::map<std::string, Matrix> grad;
 };
 
-HandStep hand_step(const Data& d, const std::map<std::string, Matrix>& w) {
+HandStep hand_step(const Data& d, const std::map<std::string, Matrix>& w,
+                   K::Regularizer trunk = {}) {
   const size_t n = d.n;
   Matrix x(n, std::vector<double>(5));
   for (size_t r = 0; r < n; ++r)
@@ -169,6 +173,14 @@ HandStep hand_step(const Data& d, const std::map<std::string, Matrix>& w) {
       dh[i][k] += dr[i][0] * w.at("reg/kernel")[k][0];
     }
   grads(x, dh, "trunk");
+  // The trunk kernel's penalty l1 * sum(|w|) + l2 * sum(w^2) and its gradient.
+  const Matrix& kernel = w.at("trunk/kernel");
+  for (size_t k = 0; k < kernel.size(); ++k)
+    for (size_t c = 0; c < kernel[k].size(); ++c) {
+      double v = kernel[k][c];
+      s.loss += trunk.l1 * std::abs(v) + trunk.l2 * v * v;
+      s.grad["trunk/kernel"][k][c] += trunk.l1 * (v > 0 ? 1 : -1) + 2 * trunk.l2 * v;
+    }
   return s;
 }
 
@@ -219,6 +231,29 @@ TEST_CASE("keras two outputs: fit's step is the weighted loss's gradient step, K
   CHECK(history["cls_accuracy"][0] == doctest::Approx(hand.cls_accuracy));
   CHECK(history["reg_mae"][0] == doctest::Approx(hand.reg_mae).epsilon(1e-6));
 
+  auto after = weights_by_name(*model);
+  double worst = 0;
+  for (const char* name : kWeightNames)
+    for (size_t r = 0; r < after[name].size(); ++r)
+      for (size_t c = 0; c < after[name][r].size(); ++c)
+        worst = std::max(worst, std::abs(after[name][r][c] -
+                                         (before[name][r][c] - 0.1 * hand.grad[name][r][c])));
+  CHECK(worst < 1e-6);
+}
+
+TEST_CASE("keras two outputs: a kernel regularizer's penalty joins the total loss and its step") {
+  TempDir dir;
+  const K::Regularizer l1l2{.l1 = 0.001, .l2 = 0.01};
+  auto model = two_outputs(dir.path.string(), 5, l1l2);
+  compile_weighted(*model);
+  Data d = make_data(16, 1);
+  auto before = weights_by_name(*model);
+  HandStep hand = hand_step(d, before, l1l2);
+  K::History history = model->fit(by_name(d, 16), {.verbose = 0});
+  // "loss" includes the penalty; the outputs' losses do not.
+  CHECK(history["loss"][0] == doctest::Approx(hand.loss).epsilon(1e-6));
+  CHECK(history["loss"][0] > history["cls_loss"][0] + 0.5 * history["reg_loss"][0] + 1e-4);
+  CHECK(history["cls_loss"][0] == doctest::Approx(hand.cls_loss).epsilon(1e-6));
   auto after = weights_by_name(*model);
   double worst = 0;
   for (const char* name : kWeightNames)
@@ -374,7 +409,7 @@ TEST_CASE("keras two outputs: model_to_estimator evaluates as model.evaluate and
 
 TEST_CASE("keras two outputs: save and load_model keep the per-output compile config") {
   TempDir dir;
-  auto model = two_outputs((dir.path / "model").string(), 13);
+  auto model = two_outputs((dir.path / "model").string(), 13, K::Regularizer{.l2 = 0.02});
   compile_weighted(*model);
   Data d = make_data(32, 14);
   model->fit(by_name(d, 16), {.verbose = 0});
