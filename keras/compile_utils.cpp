@@ -13,12 +13,6 @@
 namespace est::keras {
 namespace {
 
-std::string quoted_list(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& name : names) out += (out.empty() ? "'" : ", '") + name + "'";
-  return "[" + out + "]";
-}
-
 // map_to_output_names: a structure per output, from a map keyed by output name (a key naming no
 // output is an error) or a list in output order (its length must match).
 template <class T>
@@ -61,6 +55,12 @@ std::optional<Loss> loss_of(const LossArg& arg) {
 }
 
 }  // namespace
+
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "'" : ", '") + name + "'";
+  return "[" + out + "]";
+}
 
 CompiledLossesAndMetrics::CompiledLossesAndMetrics(const CompileOptions& options,
                                                    std::vector<std::string> output_names,

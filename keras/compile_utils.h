@@ -74,6 +74,8 @@ std::vector<Tensor> unpack_x(const data::Features& features,
 std::vector<Tensor> unpack_y(const data::Features& features, const Tensor& labels,
                              const std::vector<std::string>& output_names,
                              const std::string& model);
+// "['a', 'b']", as Python prints a list of names (for error messages).
+std::string quoted_list(const std::vector<std::string>& names);
 // Whether a feature is part of x (not a y that pack_x_y put among the features).
 bool is_x_feature(const std::string& key);
 

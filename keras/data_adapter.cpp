@@ -18,12 +18,6 @@ constexpr std::string_view kPosition = "#";         // x's i-th: "#<i>"
 constexpr std::string_view kTarget = "labels#";     // y by name: "labels#<name>"
 constexpr std::string_view kTargetAt = "labels##";  // y's i-th: "labels##<i>"
 
-std::string quoted_list(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& name : names) out += (out.empty() ? "'" : ", '") + name + "'";
-  return "[" + out + "]";
-}
-
 void check_key(const std::string& key, const char* what) {
   if (key.empty() || key.find('#') != std::string::npos)
     throw InvalidArgumentError(fmt::format(
@@ -40,6 +34,20 @@ std::optional<size_t> position(std::string_view key, std::string_view prefix) {
   auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
   if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
   return index;
+}
+
+// A tuple's tensors (keyed by position) in order: one per name, else InvalidArgumentError.
+std::vector<Tensor> in_order(const std::map<size_t, Tensor>& tuple,
+                             const std::vector<std::string>& names, const std::string& model,
+                             const char* what, const char* part) {
+  if (tuple.size() != names.size() || tuple.rbegin()->first + 1 != tuple.size())
+    throw InvalidArgumentError(fmt::format(
+        "Model \"{}\" has {} {} {} but the batch's {} is a tuple of {} tensors; give one tensor "
+        "per entry, in that order, or key {} by name",
+        model, names.size(), what, quoted_list(names), part, tuple.size(), part));
+  std::vector<Tensor> out;
+  for (const auto& [i, value] : tuple) out.push_back(value);
+  return out;
 }
 
 }  // namespace
@@ -86,16 +94,7 @@ std::vector<Tensor> unpack_x(const data::Features& features,
     given.push_back(key);
     if (auto i = position(key, kPosition)) tuple[*i] = value;
   }
-  if (!tuple.empty()) {
-    if (tuple.size() != input_names.size() || tuple.rbegin()->first + 1 != tuple.size())
-      throw InvalidArgumentError(fmt::format(
-          "Model \"{}\" has {} inputs {} but the batch's x is a tuple of {} tensors; give one "
-          "tensor per input, in the inputs' order",
-          model, input_names.size(), quoted_list(input_names), tuple.size()));
-    std::vector<Tensor> out;
-    for (auto& [i, value] : tuple) out.push_back(value);
-    return out;
-  }
+  if (!tuple.empty()) return in_order(tuple, input_names, model, "inputs", "x");
   if (input_names.size() == 1 && given.size() == 1) return {features.at(given[0])};
   std::vector<Tensor> out;
   for (const auto& name : input_names) {
@@ -146,12 +145,7 @@ std::vector<Tensor> unpack_y(const data::Features& features, const Tensor& label
         "Model \"{}\": the batch's y is both keyed by output name and a tuple; give one of them",
         model));
   if (!tuple.empty()) {
-    if (tuple.size() != output_names.size() || tuple.rbegin()->first + 1 != tuple.size())
-      throw InvalidArgumentError(fmt::format(
-          "Model \"{}\" has {} outputs {} but the batch's y is a tuple of {} tensors; give one "
-          "tensor per output, in the outputs' order, or key y by output name",
-          model, output_names.size(), quoted_list(output_names), tuple.size()));
-    for (auto& [i, value] : tuple) out[i] = value;
+    out = in_order(tuple, output_names, model, "outputs", "y");
   } else if (labels.defined()) {
     // One y for every output, as Keras's _conform_to_outputs broadcasts it.
     for (auto& y : out) y = labels;

@@ -18,6 +18,7 @@
 #include "estimator/estimator.h"
 #include "keras/keras.h"
 #include "ops/error.h"
+#include "tests/keras/saving_util.h"
 
 using namespace est;
 namespace K = est::keras;
@@ -25,14 +26,7 @@ namespace L = est::keras::layers;
 
 namespace {
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "keras_multi_XXXXXX").string();
-    path = mkdtemp(pattern.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using TempDir = saving_test::Scratch;
 
 // x = (a [n, 2], b [n, 3]); "cls": a class in 0..2, "reg": a number [n, 1].
 struct Data {
@@ -194,6 +188,18 @@ std::map<std::string, Matrix> weights_by_name(K::Model& model) {
   return out;
 }
 
+// The largest difference between `after` and one SGD step from `before` along `grad`.
+double sgd_step_error(std::map<std::string, Matrix> before, std::map<std::string, Matrix> after,
+                      std::map<std::string, Matrix> grad, double learning_rate) {
+  double worst = 0;
+  for (const char* name : kWeightNames)
+    for (size_t r = 0; r < after[name].size(); ++r)
+      for (size_t c = 0; c < after[name][r].size(); ++c)
+        worst = std::max(worst, std::abs(after[name][r][c] -
+                                         (before[name][r][c] - learning_rate * grad[name][r][c])));
+  return worst;
+}
+
 std::set<std::string> keys_of(const std::map<std::string, double>& logs) {
   std::set<std::string> out;
   for (const auto& [key, value] : logs) out.insert(key);
@@ -213,7 +219,7 @@ std::string message_of(const std::function<void()>& fn) {
 
 TEST_CASE("keras two outputs: fit's step is the weighted loss's gradient step, Keras's logs") {
   TempDir dir;
-  auto model = two_outputs(dir.path.string(), 5);
+  auto model = two_outputs(dir.root.string(), 5);
   compile_weighted(*model);
   CHECK(model->output_names() == std::vector<std::string>{"cls", "reg"});
   CHECK(model->input_names() == std::vector<std::string>{"a", "b"});
@@ -231,20 +237,13 @@ TEST_CASE("keras two outputs: fit's step is the weighted loss's gradient step, K
   CHECK(history["cls_accuracy"][0] == doctest::Approx(hand.cls_accuracy));
   CHECK(history["reg_mae"][0] == doctest::Approx(hand.reg_mae).epsilon(1e-6));
 
-  auto after = weights_by_name(*model);
-  double worst = 0;
-  for (const char* name : kWeightNames)
-    for (size_t r = 0; r < after[name].size(); ++r)
-      for (size_t c = 0; c < after[name][r].size(); ++c)
-        worst = std::max(worst, std::abs(after[name][r][c] -
-                                         (before[name][r][c] - 0.1 * hand.grad[name][r][c])));
-  CHECK(worst < 1e-6);
+  CHECK(sgd_step_error(before, weights_by_name(*model), hand.grad, 0.1) < 1e-6);
 }
 
 TEST_CASE("keras two outputs: a kernel regularizer's penalty joins the total loss and its step") {
   TempDir dir;
   const K::Regularizer l1l2{.l1 = 0.001, .l2 = 0.01};
-  auto model = two_outputs(dir.path.string(), 5, l1l2);
+  auto model = two_outputs(dir.root.string(), 5, l1l2);
   compile_weighted(*model);
   Data d = make_data(16, 1);
   auto before = weights_by_name(*model);
@@ -254,19 +253,12 @@ TEST_CASE("keras two outputs: a kernel regularizer's penalty joins the total los
   CHECK(history["loss"][0] == doctest::Approx(hand.loss).epsilon(1e-6));
   CHECK(history["loss"][0] > history["cls_loss"][0] + 0.5 * history["reg_loss"][0] + 1e-4);
   CHECK(history["cls_loss"][0] == doctest::Approx(hand.cls_loss).epsilon(1e-6));
-  auto after = weights_by_name(*model);
-  double worst = 0;
-  for (const char* name : kWeightNames)
-    for (size_t r = 0; r < after[name].size(); ++r)
-      for (size_t c = 0; c < after[name][r].size(); ++c)
-        worst = std::max(worst, std::abs(after[name][r][c] -
-                                         (before[name][r][c] - 0.1 * hand.grad[name][r][c])));
-  CHECK(worst < 1e-6);
+  CHECK(sgd_step_error(before, weights_by_name(*model), hand.grad, 0.1) < 1e-6);
 }
 
 TEST_CASE("keras two outputs: evaluate, predict, validation logs; y as a map or a tuple") {
   TempDir dir;
-  auto model = two_outputs(dir.path.string(), 6);
+  auto model = two_outputs(dir.root.string(), 6);
   compile_weighted(*model, 0.05);
   Data train = make_data(64, 2), test = make_data(24, 3);
   auto history = model->fit(by_name(train, 16),
@@ -308,7 +300,7 @@ TEST_CASE("keras two outputs: 'accuracy' for every output picks each one's accur
   auto digit = (*L::Dense({.units = 3, .name = "digit"}))(x);
   auto flag = (*L::Dense({.units = 1, .activation = "sigmoid", .name = "flag"}))(x);
   K::Model both({x}, {digit, flag});
-  both.config().model_dir = dir.path.string();
+  both.config().model_dir = dir.root.string();
   both.config().tf_random_seed = 4;
   // One loss list in output order, no weights, one flat metric list for every output.
   both.compile(
@@ -344,7 +336,7 @@ TEST_CASE("keras two outputs: 'accuracy' for every output picks each one's accur
 
 TEST_CASE("keras two outputs: keys that name no output are errors naming the outputs") {
   TempDir dir;
-  auto model = two_outputs(dir.path.string(), 8);
+  auto model = two_outputs(dir.root.string(), 8);
   std::string wrong_loss = message_of([&] {
     model->compile({.loss = K::LossMap{{"cls", "mse"}, {"regression", "mse"}}});
   });
@@ -375,6 +367,19 @@ TEST_CASE("keras two outputs: keys that name no output are errors naming the out
           .batch(8);
   CHECK(message_of([&] { model->fit(missing_y, {.verbose = 0}); }).find("\"reg\"") !=
         std::string::npos);
+  auto short_y =
+      K::from_tensor_slices(std::vector<Tensor>{d.ta(), d.tb()}, std::vector<Tensor>{d.tcls()})
+          .batch(8);
+  CHECK(message_of([&] {
+          model->evaluate(short_y, {.verbose = 0});
+        }).find("has 2 outputs ['cls', 'reg'] but the batch's y is a tuple of 1") !=
+        std::string::npos);
+  auto long_x = K::from_tensor_slices(std::vector<Tensor>{d.ta(), d.tb(), d.ta()},
+                                      std::vector<Tensor>{d.tcls(), d.treg()})
+                    .batch(8);
+  CHECK(message_of([&] {
+          model->evaluate(long_x, {.verbose = 0});
+        }).find("has 2 inputs ['a', 'b'] but the batch's x is a tuple of 3") != std::string::npos);
   CHECK(message_of([&] {
           K::pack_x_y(data::Features{{"a#1", d.ta()}});
         }).find("'#'") != std::string::npos);
@@ -382,13 +387,13 @@ TEST_CASE("keras two outputs: keys that name no output are errors naming the out
 
 TEST_CASE("keras two outputs: model_to_estimator evaluates as model.evaluate and trains") {
   TempDir keras_dir, est_dir;
-  auto model = two_outputs(keras_dir.path.string(), 10);
+  auto model = two_outputs(keras_dir.root.string(), 10);
   compile_weighted(*model);
   Data train = make_data(64, 11), test = make_data(20, 12);
   model->fit(by_name(train, 16), {.verbose = 0});
   auto keras_logs = model->evaluate(by_name(test, 8), {.verbose = 0});
 
-  Estimator estimator = K::model_to_estimator(*model, {.model_dir = est_dir.path.string()});
+  Estimator estimator = K::model_to_estimator(*model, {.model_dir = est_dir.root.string()});
   auto input_fn = [](data::Dataset ds) {
     return [ds](ModeKeys, const InputContext*) { return ds; };
   };
@@ -409,14 +414,14 @@ TEST_CASE("keras two outputs: model_to_estimator evaluates as model.evaluate and
 
 TEST_CASE("keras two outputs: save and load_model keep the per-output compile config") {
   TempDir dir;
-  auto model = two_outputs((dir.path / "model").string(), 13, K::Regularizer{.l2 = 0.02});
+  auto model = two_outputs(dir / "model", 13, K::Regularizer{.l2 = 0.02});
   compile_weighted(*model);
   Data d = make_data(32, 14);
   model->fit(by_name(d, 16), {.verbose = 0});
   auto logs = model->evaluate(by_name(d, 16), {.verbose = 0});
   for (const char* file : {"two.keras", "two.h5"}) {
     CAPTURE(file);
-    std::string path = (dir.path / file).string();
+    std::string path = dir / file;
     model->save(path);
     auto loaded = K::load_model(path);
     const auto& options = *loaded->compile_options();
@@ -447,9 +452,9 @@ TEST_CASE("keras two outputs under MirroredStrategy with 2 replicas equal one re
     return std::make_pair(history, weights_by_name(*model));
   };
   TempDir one, two;
-  auto [single_history, single] = run(one.path.string(), nullptr);
+  auto [single_history, single] = run(one.root.string(), nullptr);
   auto [mirrored_history, mirrored] = run(
-      two.path.string(),
+      two.root.string(),
       std::make_shared<distribute::MirroredStrategy>(std::vector<std::string>{"/cpu:0", "/cpu:1"}));
   for (const char* name : kWeightNames)
     for (size_t r = 0; r < single[name].size(); ++r)
