@@ -65,7 +65,7 @@ std::string quoted_list(const std::vector<std::string>& names) {
 CompiledLossesAndMetrics::CompiledLossesAndMetrics(const CompileOptions& options,
                                                    std::vector<std::string> output_names,
                                                    const std::string& model)
-    : model_(model) {
+    : model_(model), output_names_(output_names) {
   const size_t n = output_names.size();
   outputs_.resize(n);
   for (size_t i = 0; i < n; ++i) outputs_[i].name = output_names[i];

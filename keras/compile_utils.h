@@ -31,6 +31,8 @@ class CompiledLossesAndMetrics {
   CompiledLossesAndMetrics(const CompileOptions& options, std::vector<std::string> output_names,
                            const std::string& model);
 
+  // The output names it was made for.
+  const std::vector<std::string>& output_names() const { return output_names_; }
   // "loss", the per-output losses, the metrics: the logs' names in Keras's order.
   const std::vector<std::string>& names() const { return names_; }
   // The metrics' names alone (the last entries of names()).
@@ -59,6 +61,7 @@ class CompiledLossesAndMetrics {
     std::vector<std::string> metric_names;  // as logged ("out_accuracy")
   };
   std::string model_;
+  std::vector<std::string> output_names_;
   std::vector<Output> outputs_;
   std::vector<std::string> names_;
 };

@@ -164,9 +164,9 @@ void Model::set_learning_rate(double learning_rate) {
 
 const CompiledLossesAndMetrics& Model::compiled() {
   check_compiled("training/testing. Use `model.compile(optimizer, loss)`");
-  if (!compiled_)
-    compiled_ =
-        std::make_shared<CompiledLossesAndMetrics>(*compile_options_, output_names(), name_);
+  std::vector<std::string> names = output_names();
+  if (!compiled_ || compiled_->output_names() != names)  // made, or a Sequential grown since
+    compiled_ = std::make_shared<CompiledLossesAndMetrics>(*compile_options_, names, name_);
   return *compiled_;
 }
 

@@ -332,6 +332,16 @@ TEST_CASE("keras two outputs: 'accuracy' for every output picks each one's accur
   }
   CHECK(logs["digit_accuracy"] == doctest::Approx(sparse));  // sparse_categorical_accuracy
   CHECK(logs["flag_accuracy"] == doctest::Approx(binary));   // binary_accuracy
+
+  // One y tensor for both outputs: each output takes it (_conform_to_outputs broadcasts it).
+  auto one_y =
+      data::Dataset::from_tensor_slices(data::Features{{"x", Tensor::from_vector(x5, {40, 5})}},
+                                        Tensor::from_vector(bits, {40}))
+          .batch(10);
+  auto shared = both.evaluate(one_y, {.verbose = 0});
+  CHECK(shared["flag_loss"] == doctest::Approx(logs["flag_loss"]).epsilon(1e-6));
+  CHECK(shared["flag_accuracy"] == doctest::Approx(binary));
+  CHECK(shared["digit_loss"] != doctest::Approx(logs["digit_loss"]));  // digit took the bits
 }
 
 TEST_CASE("keras two outputs: keys that name no output are errors naming the outputs") {
