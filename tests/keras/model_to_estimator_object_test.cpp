@@ -224,3 +224,38 @@ TEST_CASE("model_to_estimator starts from a Keras-written checkpoint in model_di
       doctest::Contains("The following variables were missing: ['first/bias', 'first/kernel']"),
       InvalidArgumentError);
 }
+
+TEST_CASE(
+    "model_to_estimator \"checkpoint\" with Adagrad: its accumulators at their initial value") {
+  K::clear_session();
+  TempDir keras_dir, est_dir;
+  K::Sequential model({L::InputLayer({.shape = {8}}), L::Dense({.units = 3})});
+  model.config().model_dir = keras_dir.path.string();
+  model.compile({.optimizer = K::optimizers::Adagrad({.initial_accumulator_value = 0.25}),
+                 .loss = K::losses::SparseCategoricalCrossentropy(true)});
+  Estimator estimator = K::model_to_estimator(model, {.model_dir = est_dir.path.string()});
+  const std::string prefix = (est_dir.path / "keras" / "keras_model.ckpt").string();
+  checkpoint::TfBundleReader reader(prefix);
+  std::set<std::string> keys;
+  for (const auto& info : reader.list_variables()) keys.insert(info.name);
+  CHECK(keys == std::set<std::string>{
+                    "_CHECKPOINTABLE_OBJECT_GRAPH",
+                    "estimator_global_step/.ATTRIBUTES/VARIABLE_VALUE",
+                    "layer_with_weights-0/bias/.ATTRIBUTES/VARIABLE_VALUE",
+                    "layer_with_weights-0/bias/.OPTIMIZER_SLOT/optimizer/accumulator/.ATTRIBUTES/"
+                    "VARIABLE_VALUE",
+                    "layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE",
+                    "layer_with_weights-0/kernel/.OPTIMIZER_SLOT/optimizer/accumulator/"
+                    ".ATTRIBUTES/VARIABLE_VALUE",
+                    "optimizer/decay/.ATTRIBUTES/VARIABLE_VALUE",
+                    "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE",
+                    "optimizer/learning_rate/.ATTRIBUTES/VARIABLE_VALUE"});
+  // TF1's slot name through the object graph, holding initial_accumulator_value.
+  auto source = checkpoint::open_checkpoint(prefix);
+  std::vector<float> accumulator = source->read("dense/kernel/Adagrad").to_vector<float>();
+  REQUIRE(accumulator.size() == 24);
+  CHECK(accumulator[0] == 0.25f);
+  CHECK(accumulator[23] == 0.25f);
+  estimator.train(input_fn(problem(64, 8, false, 1, 32).repeat()), {.steps = 2});
+  CHECK(estimator.get_variable_value("global_step").item() == 2);
+}
