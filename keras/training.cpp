@@ -29,8 +29,7 @@
 // progress. evaluate and predict run in this process without the strategy (every worker gets the
 // same values: the variables are the same everywhere).
 // Known differences: a second fit() continues the input where the first left it when the
-// pipeline is the same (Keras starts a new iterator per fit call); a global batch that does not
-// split evenly over the replicas is an error (Keras splits a last partial batch unevenly).
+// pipeline is the same (Keras starts a new iterator per fit call).
 #include <fmt/format.h>
 
 #include <cmath>
