@@ -15,10 +15,6 @@
 namespace est::ops::cuda {
 namespace {
 
-#define EST_GRID_STRIDE_LOOP(i, n)                                                       \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-
 // Calls fn(U{}) with U an unsigned integer of `element_size` bytes.
 template <class Fn>
 void dispatch_element(int element_size, Fn&& fn) {
