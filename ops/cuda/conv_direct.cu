@@ -11,7 +11,7 @@ namespace est::ops::cuda {
 namespace {
 
 template <class T>
-__global__ void forward_kernel(const T* in, const T* kernel, T* out, ConvGeometry g) {
+__global__ void forward_kernel(const T* in, const T* kernel, T* out, WindowGeometry g) {
   const int64_t total = g.batch * g.out_h * g.out_w * g.out_c;
   EST_GRID_STRIDE_LOOP(i, total) {
     const auto [n, oh, ow, oc] = nhwc_position(i, g.out_h, g.out_w, g.out_c);
@@ -44,7 +44,7 @@ __device__ inline int64_t source_of(int64_t i, int64_t k, int64_t pad, int64_t s
 
 template <class T>
 __global__ void backward_data_kernel(const T* grad, const T* kernel, T* grad_input,
-                                     ConvGeometry g) {
+                                     WindowGeometry g) {
   const int64_t total = g.batch * g.in_h * g.in_w * g.in_c;
   EST_GRID_STRIDE_LOOP(i, total) {
     const auto [n, ih, iw, c] = nhwc_position(i, g.in_h, g.in_w, g.in_c);
@@ -66,7 +66,8 @@ __global__ void backward_data_kernel(const T* grad, const T* kernel, T* grad_inp
 }
 
 template <class T>
-__global__ void backward_filter_kernel(const T* in, const T* grad, T* grad_kernel, ConvGeometry g) {
+__global__ void backward_filter_kernel(const T* in, const T* grad, T* grad_kernel,
+                                       WindowGeometry g) {
   const int64_t total = g.kernel_h * g.kernel_w * g.in_c * g.out_c;
   EST_GRID_STRIDE_LOOP(i, total) {
     const auto [kh, kw, c, oc] = nhwc_position(i, g.kernel_w, g.in_c, g.out_c);  // HWIO
@@ -89,7 +90,7 @@ __global__ void backward_filter_kernel(const T* in, const T* grad, T* grad_kerne
 }  // namespace
 
 void conv_direct_forward(DType dtype, const void* in, const void* kernel, void* out,
-                         const ConvGeometry& g, Stream stream) {
+                         const WindowGeometry& g, Stream stream) {
   const int64_t total = g.batch * g.out_h * g.out_w * g.out_c;
   launch_floating(dtype, total, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
@@ -99,7 +100,7 @@ void conv_direct_forward(DType dtype, const void* in, const void* kernel, void* 
 }
 
 void conv_direct_backward_data(DType dtype, const void* grad, const void* kernel, void* grad_input,
-                               const ConvGeometry& g, Stream stream) {
+                               const WindowGeometry& g, Stream stream) {
   const int64_t total = g.batch * g.in_h * g.in_w * g.in_c;
   launch_floating(dtype, total, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
@@ -109,7 +110,7 @@ void conv_direct_backward_data(DType dtype, const void* grad, const void* kernel
 }
 
 void conv_direct_backward_filter(DType dtype, const void* in, const void* grad, void* grad_kernel,
-                                 const ConvGeometry& g, Stream stream) {
+                                 const WindowGeometry& g, Stream stream) {
   const int64_t total = g.kernel_h * g.kernel_w * g.in_c * g.out_c;
   launch_floating(dtype, total, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
