@@ -17,25 +17,27 @@ __global__ void transpose_kernel(const T* in, T* out, int64_t rows, int64_t cols
   }
 }
 
-// Every element of the padded image: the input's where it has one, zero in the extra margin.
+// out [n, out_h, out_w, c] from in [n, in_h, in_w, c]: the top-left corner they share copied,
+// zero where the output reaches past the input. Padding at the bottom and right when the output
+// is the larger, cropping it off when the input is.
 template <class T>
-__global__ void pad_kernel(const T* in, T* out, int64_t n, int64_t h, int64_t w, int64_t c,
-                           int64_t padded_h, int64_t padded_w) {
-  const int64_t total = n * padded_h * padded_w * c;
+__global__ void corner_copy_kernel(const T* in, T* out, int64_t n, int64_t in_h, int64_t in_w,
+                                   int64_t out_h, int64_t out_w, int64_t c) {
+  const int64_t total = n * out_h * out_w * c;
   EST_GRID_STRIDE_LOOP(i, total) {
-    const auto [image, y, x, ch] = nhwc_position(i, padded_h, padded_w, c);
-    out[i] = y < h && x < w ? in[nhwc_index(image, y, x, ch, h, w, c)] : T(0);
+    const auto [image, y, x, ch] = nhwc_position(i, out_h, out_w, c);
+    out[i] = y < in_h && x < in_w ? in[nhwc_index(image, y, x, ch, in_h, in_w, c)] : T(0);
   }
 }
 
-template <class T>
-__global__ void crop_kernel(const T* in, T* out, int64_t n, int64_t h, int64_t w, int64_t c,
-                            int64_t padded_h, int64_t padded_w) {
-  const int64_t total = n * h * w * c;
-  EST_GRID_STRIDE_LOOP(i, total) {
-    const auto [image, y, x, ch] = nhwc_position(i, h, w, c);
-    out[i] = in[nhwc_index(image, y, x, ch, padded_h, padded_w, c)];
-  }
+// corner_copy_kernel on a floating dtype.
+void corner_copy(DType dtype, const void* in, void* out, int64_t n, int64_t in_h, int64_t in_w,
+                 int64_t out_h, int64_t out_w, int64_t c, Stream stream) {
+  launch_floating(dtype, n * out_h * out_w * c, [&](auto tag, unsigned grid) {
+    using T = decltype(tag);
+    corner_copy_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
+        static_cast<const T*>(in), static_cast<T*>(out), n, in_h, in_w, out_h, out_w, c);
+  });
 }
 
 }  // namespace
@@ -45,29 +47,19 @@ void transpose_2d(DType dtype, const void* in, void* out, int64_t rows, int64_t 
   const int64_t n = rows * cols;
   launch_floating(dtype, n, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
-    transpose_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
-        static_cast<const T*>(in), static_cast<T*>(out), rows, cols);
+    transpose_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(static_cast<const T*>(in),
+                                                                  static_cast<T*>(out), rows, cols);
   });
 }
 
 void pad_bottom_right(DType dtype, const void* in, void* out, int64_t n, int64_t h, int64_t w,
                       int64_t c, int64_t extra_h, int64_t extra_w, Stream stream) {
-  const int64_t total = n * (h + extra_h) * (w + extra_w) * c;
-  launch_floating(dtype, total, [&](auto tag, unsigned grid) {
-    using T = decltype(tag);
-    pad_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
-        static_cast<const T*>(in), static_cast<T*>(out), n, h, w, c, h + extra_h, w + extra_w);
-  });
+  corner_copy(dtype, in, out, n, h, w, h + extra_h, w + extra_w, c, stream);
 }
 
 void crop_bottom_right(DType dtype, const void* in, void* out, int64_t n, int64_t h, int64_t w,
                        int64_t c, int64_t extra_h, int64_t extra_w, Stream stream) {
-  const int64_t total = n * h * w * c;
-  launch_floating(dtype, total, [&](auto tag, unsigned grid) {
-    using T = decltype(tag);
-    crop_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
-        static_cast<const T*>(in), static_cast<T*>(out), n, h, w, c, h + extra_h, w + extra_w);
-  });
+  corner_copy(dtype, in, out, n, h + extra_h, w + extra_w, h, w, c, stream);
 }
 
 }  // namespace est::ops::cuda
