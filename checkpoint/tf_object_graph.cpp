@@ -84,6 +84,33 @@ std::map<std::string, std::string, std::less<>> tf_object_graph_names(std::strin
   return names;
 }
 
+std::string serialize_tf_object_graph(const std::vector<TfObjectNode>& nodes) {
+  Graph graph;
+  for (const TfObjectNode& node : nodes) {
+    auto* out = graph.add_nodes();
+    for (const auto& [id, local_name] : node.children) {
+      auto* child = out->add_children();
+      child->set_node_id(id);
+      child->set_local_name(local_name);
+    }
+    for (const auto& attribute : node.attributes) {
+      auto* tensor = out->add_attributes();
+      tensor->set_name(attribute.name);
+      tensor->set_full_name(attribute.full_name);
+      tensor->set_checkpoint_key(attribute.checkpoint_key);
+    }
+    for (const auto& slot : node.slot_variables) {
+      auto* reference = out->add_slot_variables();
+      reference->set_original_variable_node_id(slot.original_variable_node_id);
+      reference->set_slot_name(slot.slot_name);
+      reference->set_slot_variable_node_id(slot.slot_variable_node_id);
+    }
+  }
+  std::string bytes;
+  graph.SerializeToString(&bytes);
+  return bytes;
+}
+
 std::map<std::string, std::string, std::less<>> tf_object_graph_names(
     const TfBundleReader& reader) {
   if (!reader.contains(kTfObjectGraphKey)) return {};

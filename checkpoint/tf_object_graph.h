@@ -22,6 +22,8 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace est::checkpoint {
 
@@ -38,6 +40,29 @@ std::map<std::string, std::string, std::less<>> tf_object_graph_names(std::strin
 // The same for a bundle: empty when it has no object graph (a TF1 checkpoint); names that are
 // keys of the bundle themselves are left out.
 std::map<std::string, std::string, std::less<>> tf_object_graph_names(const TfBundleReader& reader);
+
+// One node of a TrackableObjectGraph to write: its children (node id, local name), its saved
+// tensors (TF2 variables: name "VARIABLE_VALUE", the variable's full_name, its checkpoint key)
+// and, for an optimizer, its slots (the variable's node, the slot's name, the slot's node).
+struct TfObjectNode {
+  struct Attribute {
+    std::string name = "VARIABLE_VALUE";
+    std::string full_name;
+    std::string checkpoint_key;
+  };
+  struct Slot {
+    int original_variable_node_id = 0;
+    std::string slot_name;
+    int slot_variable_node_id = 0;
+  };
+  std::vector<std::pair<int, std::string>> children;
+  std::vector<Attribute> attributes;
+  std::vector<Slot> slot_variables;
+};
+
+// The serialized TrackableObjectGraph of `nodes` (node 0 is the root), the bytes of the
+// `_CHECKPOINTABLE_OBJECT_GRAPH` string tensor.
+std::string serialize_tf_object_graph(const std::vector<TfObjectNode>& nodes);
 
 // est's (TF1's) name of an optimizer slot: `slot_name` of an optimizer object that lists
 // `sibling_slots` (all its slot names, `slot_name` among them).

@@ -84,6 +84,23 @@ Tensor rows(const Tensor& tensor, int64_t begin, int64_t count) {
   return ops::slice(tensor, start, size);
 }
 
+// Consecutive batches of `sizes` rows (non-negative, summing to the batch's rows).
+std::vector<data::Element> split_rows(const data::Element& global_batch,
+                                      const std::vector<int64_t>& sizes) {
+  ops::NoGradGuard no_grad;
+  std::vector<data::Element> out(sizes.size());
+  int64_t begin = 0;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    data::Element& part = out[r];
+    for (const auto& [name, tensor] : global_batch.features)
+      part.features[name] = rows(tensor, begin, sizes[r]);
+    part.labels = rows(global_batch.labels, begin, sizes[r]);
+    part.value = rows(global_batch.value, begin, sizes[r]);
+    begin += sizes[r];
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<data::Element> split_batch(const data::Element& global_batch, int replicas) {
@@ -97,18 +114,22 @@ std::vector<data::Element> split_batch(const data::Element& global_batch, int re
                                std::to_string(replicas) +
                                " replicas in sync; make the global batch a multiple of the "
                                "replica count (or batch with drop_remainder)");
-  int64_t per_replica = global / replicas;
-  ops::NoGradGuard no_grad;
-  std::vector<data::Element> out(static_cast<size_t>(replicas));
-  for (int r = 0; r < replicas; ++r) {
-    int64_t begin = r * per_replica;
-    data::Element& part = out[static_cast<size_t>(r)];
-    for (const auto& [name, tensor] : global_batch.features)
-      part.features[name] = rows(tensor, begin, per_replica);
-    part.labels = rows(global_batch.labels, begin, per_replica);
-    part.value = rows(global_batch.value, begin, per_replica);
-  }
-  return out;
+  return split_rows(global_batch,
+                    std::vector<int64_t>(static_cast<size_t>(replicas), global / replicas));
+}
+
+std::vector<int64_t> uneven_batch_sizes(int64_t rows, int replicas) {
+  if (replicas < 1)
+    throw InvalidArgumentError("split_batch: need at least one replica, got " +
+                               std::to_string(replicas) + " replicas");
+  std::vector<int64_t> sizes(static_cast<size_t>(replicas), rows / replicas);
+  for (int64_t r = 0; r < rows % replicas; ++r) ++sizes[static_cast<size_t>(r)];
+  return sizes;
+}
+
+std::vector<data::Element> split_batch_unevenly(const data::Element& global_batch, int replicas) {
+  std::vector<int64_t> sizes = uneven_batch_sizes(batch_size_of(global_batch), replicas);
+  return split_rows(global_batch, sizes);
 }
 
 namespace {

@@ -36,6 +36,16 @@ namespace est::distribute {
 // element's tensors disagree on N, or when `replicas` < 1.
 std::vector<data::Element> split_batch(const data::Element& global_batch, int replicas);
 
+// The per-replica batch sizes of `rows` rows over `replicas`, as tf.data rebatches a global
+// batch for the replicas (tensorflow/python/data/experimental/ops/distribute.py
+// batch_sizes_for_worker): rows / replicas each, the first rows % replicas one row more.
+std::vector<int64_t> uneven_batch_sizes(int64_t rows, int replicas);
+
+// Splits every tensor of a global batch into `replicas` consecutive batches of
+// uneven_batch_sizes rows (some empty when it has fewer rows than replicas). The errors of
+// split_batch, but for divisibility.
+std::vector<data::Element> split_batch_unevenly(const data::Element& global_batch, int replicas);
+
 class DistributedDataset {
  public:
   // `num_replicas`: this worker's replicas (every worker has as many). Shards `dataset` for

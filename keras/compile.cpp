@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "nn/adagrad.h"
 #include "nn/losses.h"
 #include "nn/optimizers.h"
 #include "ops/array_ops.h"
@@ -166,6 +167,15 @@ Optimizer RMSprop(RMSpropOptions options) {
            {"centered", options.centered ? 1 : 0}}};
 }
 
+Optimizer Adagrad(AdagradOptions options) {
+  return {"Adagrad",
+          nn::optim::adagrad_with_epsilon(options.learning_rate, options.initial_accumulator_value,
+                                          options.epsilon),
+          {{"learning_rate", options.learning_rate},
+           {"initial_accumulator_value", options.initial_accumulator_value},
+           {"epsilon", options.epsilon}}};
+}
+
 }  // namespace optimizers
 
 Optimizer get_optimizer(const std::string& name) {
@@ -173,10 +183,11 @@ Optimizer get_optimizer(const std::string& name) {
   if (key == "sgd") return optimizers::SGD();
   if (key == "adam") return optimizers::Adam();
   if (key == "rmsprop") return optimizers::RMSprop();
+  if (key == "adagrad") return optimizers::Adagrad();
   throw InvalidArgumentError(
-      fmt::format("Unknown optimizer: '{}'. Valid names: 'sgd', 'adam', 'rmsprop'; or pass an "
-                  "optimizer object such "
-                  "as keras::optimizers::SGD({{.learning_rate = 0.001}})",
+      fmt::format("Unknown optimizer: '{}'. Valid names: 'sgd', 'adam', 'rmsprop', 'adagrad'; or "
+                  "pass an optimizer object such as "
+                  "keras::optimizers::SGD({{.learning_rate = 0.001}})",
                   name));
 }
 

@@ -47,10 +47,11 @@ Loss MeanSquaredError();
 Loss get_loss(const std::string& name);
 
 struct Optimizer {
-  std::string name;  // "SGD", "Adam", "RMSprop"
+  std::string name;  // "SGD", "Adam", "RMSprop", "Adagrad"
   nn::optim::Optimizer optimizer;
   // The hyperparameters as Keras's get_config names them ("learning_rate", "momentum",
-  // "nesterov" 0/1, "beta_1", "beta_2", "epsilon", "rho", "centered" 0/1), for saving.
+  // "nesterov" 0/1, "beta_1", "beta_2", "epsilon", "rho", "centered" 0/1,
+  // "initial_accumulator_value"), for saving.
   std::map<std::string, double> config;
 };
 
@@ -78,10 +79,19 @@ struct RMSpropOptions {
   bool centered = false;
 };
 Optimizer RMSprop(RMSpropOptions options = {});
+// Keras 2.11+'s and Keras 3's Adagrad (keras/optimizers/adagrad.py): the accumulator (TF1's
+// slot `Adagrad`, Keras's `accumulator`) starts at initial_accumulator_value; the step is
+// lr * g / sqrt(accumulator + epsilon).
+struct AdagradOptions {
+  double learning_rate = 0.001;
+  double initial_accumulator_value = 0.1;
+  double epsilon = 1e-7;
+};
+Optimizer Adagrad(AdagradOptions options = {});
 }  // namespace optimizers
 
-// By name ("sgd", "adam", "rmsprop", any case): InvalidArgumentError naming the valid ones
-// otherwise.
+// By name ("sgd", "adam", "rmsprop", "adagrad", any case): InvalidArgumentError naming the valid
+// ones otherwise.
 Optimizer get_optimizer(const std::string& name);
 
 // A metric as compile() takes it: its display name and, once the shapes are known, the

@@ -35,9 +35,10 @@ double hyper(const Optimizer& optimizer, const char* key) { return optimizer.con
 Json optimizer_config(const Optimizer& optimizer, KerasVersion version) {
   Json config;
   const bool k3 = version == KerasVersion::k3;
-  config["name"] = k3 ? (optimizer.name == "RMSprop" ? std::string("rmsprop")
-                         : optimizer.name == "SGD"   ? std::string("SGD")
-                                                     : std::string("adam"))
+  config["name"] = k3 ? (optimizer.name == "RMSprop"   ? std::string("rmsprop")
+                         : optimizer.name == "SGD"     ? std::string("SGD")
+                         : optimizer.name == "Adagrad" ? std::string("adagrad")
+                                                       : std::string("adam"))
                       : optimizer.name;
   config["learning_rate"] = hyper(optimizer, "learning_rate");
   if (k3) {
@@ -60,6 +61,9 @@ Json optimizer_config(const Optimizer& optimizer, KerasVersion version) {
   } else if (optimizer.name == "RMSprop") {
     for (const char* key : {"rho", "momentum", "epsilon"}) config[key] = hyper(optimizer, key);
     config["centered"] = hyper(optimizer, "centered") != 0;
+  } else if (optimizer.name == "Adagrad") {
+    for (const char* key : {"initial_accumulator_value", "epsilon"})
+      config[key] = hyper(optimizer, key);
   }
   if (k3) return keras3_object("keras.optimizers", optimizer.name, std::move(config));
   return Json{{"class_name", optimizer.name}, {"config", std::move(config)}};
@@ -236,8 +240,14 @@ Optimizer optimizer_from_config(const Json& config, const std::string& where) {
                                 .momentum = number("momentum", 0.0),
                                 .epsilon = number("epsilon", 1e-7),
                                 .centered = flag("centered")});
-  throw InvalidArgumentError(fmt::format(
-      "{}: unknown optimizer class '{}'; est::keras has SGD, Adam, RMSprop", where, class_name));
+  if (class_name == "Adagrad" || class_name == "adagrad")
+    return optimizers::Adagrad(
+        {.learning_rate = number("learning_rate", 0.001),
+         .initial_accumulator_value = number("initial_accumulator_value", 0.1),
+         .epsilon = number("epsilon", 1e-7)});
+  throw InvalidArgumentError(
+      fmt::format("{}: unknown optimizer class '{}'; est::keras has SGD, Adam, RMSprop, Adagrad",
+                  where, class_name));
 }
 
 void compile_from_config(Model& model, const Json& config, const std::string& where) {

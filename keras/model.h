@@ -16,8 +16,9 @@
 // Estimator step of the same model_fn and seed. This is how the rest plugs in:
 // - strategies: `model.config().train_distribute = strategy;` before compile() is
 //   `with strategy.scope():`. The dataset yields GLOBAL batches, split over the replicas and
-//   auto-sharded over the workers as Keras does (distributed_input.h); the loss scaling is the
-//   Estimator's (each replica's mean, gradients / replicas in sync = Keras's sum over the global
+//   auto-sharded over the workers as Keras does (distributed_input.h: a batch that does not divide
+//   gives the first replicas one row more); the loss scaling is Keras's and the Estimator's (each
+//   replica's mean, gradients / replicas in sync: on equal batches Keras's sum over the global
 //   batch / global batch size); logged loss and metrics are summed over every replica and worker;
 //   only the chief prints. Under several workers every worker must see config().model_dir (as
 //   for an Estimator) when fit validates, since the next epochs resume from the chief's

@@ -1,16 +1,38 @@
 // ModelCheckpoint (Keras 2.x keras/callbacks.py ModelCheckpoint._save_model, _get_file_path,
-// _should_save_on_batch; see model_checkpoint.h).
+// _maybe_remove_file, _should_save_on_batch; keras/distribute/distributed_file_utils.py
+// write_filepath and remove_temp_dir_with_filepath; see model_checkpoint.h).
 #include "keras/model_checkpoint.h"
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <limits>
 
+#include "distribute/strategy.h"
 #include "keras/model.h"
 #include "ops/error.h"
 #include "ops/logging.h"
 
 namespace est::keras {
+namespace {
+
+namespace fs = std::filesystem;
+
+// distributed_file_utils.write_dirpath: the directory a worker that is not the chief writes
+// into instead of `dir` in a multi-worker job (<dir>/workertemp_<task_id>), or nullopt where this
+// task writes `dir` itself (no strategy, a single worker, or the chief). The task comes from
+// the model's RunConfig read as the Estimator reads it.
+std::optional<fs::path> worker_temp_dir(Model& model, const fs::path& dir) {
+  const distribute::Strategy* strategy = model.config().train_distribute.get();
+  if (strategy == nullptr || !strategy->trains_with_other_tasks()) return std::nullopt;
+  RunConfig config =
+      model.config().read_tf_config ? model.config().with_tf_config() : model.config();
+  if (config.is_chief) return std::nullopt;
+  std::string base = fmt::format("workertemp_{}", config.task_id);
+  return dir.filename() == base ? dir : dir / base;  // _is_temp_dir: already the temporary one
+}
+
+}  // namespace
 
 std::string format_filepath(const std::string& pattern, const std::map<std::string, int64_t>& ints,
                             const Logs& logs) {
@@ -114,32 +136,44 @@ void ModelCheckpoint::on_epoch_end(int epoch, const Logs& logs) {
 void ModelCheckpoint::save(int epoch, std::optional<int64_t> batch, const Logs& logs) {
   std::map<std::string, int64_t> ints{{"epoch", epoch + 1}};
   if (batch) ints["batch"] = *batch + 1;
-  std::string path = format_filepath(options_.filepath, ints, logs);
-  if (options_.save_best_only) {
-    auto found = logs.find(options_.monitor);
-    if (found == logs.end()) {
-      log::warning("Can save best model only with {} available, skipping.", options_.monitor);
-      return;
-    }
-    double current = found->second;
-    bool improved = maximize_ ? current > best_ : current < best_;
-    if (!improved) {
-      if (options_.verbose > 0)
-        fmt::print("\nEpoch {}: {} did not improve from {:.5f}\n", epoch + 1, options_.monitor,
-                   best_);
-      return;
-    }
-    if (options_.verbose > 0)
-      fmt::print("\nEpoch {}: {} improved from {:.5f} to {:.5f}, saving model to {}\n", epoch + 1,
-                 options_.monitor, best_, current, path);
-    best_ = current;
-  } else if (options_.verbose > 0) {
-    fmt::print("\nEpoch {}: saving model to {}\n", epoch + 1, path);
+  // _get_file_path: every worker saves (as Keras's, where reading the variables is a collective),
+  // the chief to the formatted path and the others to a temporary directory beside it, removed
+  // after the save (_maybe_remove_file), so that only the chief's file stays.
+  fs::path formatted = format_filepath(options_.filepath, ints, logs);
+  std::optional<fs::path> temp_dir = worker_temp_dir(*model(), formatted.parent_path());
+  std::string path = temp_dir ? (*temp_dir / formatted.filename()).string() : formatted.string();
+  if (should_write(epoch, logs, path)) {
+    if (options_.save_weights_only)
+      model()->save_weights(path);
+    else
+      model()->save(path);
   }
-  if (options_.save_weights_only)
-    model()->save_weights(path);
-  else
-    model()->save(path);
+  if (temp_dir) fs::remove_all(*temp_dir);
+}
+
+bool ModelCheckpoint::should_write(int epoch, const Logs& logs, const std::string& path) {
+  if (!options_.save_best_only) {
+    if (options_.verbose > 0) fmt::print("\nEpoch {}: saving model to {}\n", epoch + 1, path);
+    return true;
+  }
+  auto found = logs.find(options_.monitor);
+  if (found == logs.end()) {
+    log::warning("Can save best model only with {} available, skipping.", options_.monitor);
+    return false;
+  }
+  double current = found->second;
+  bool improved = maximize_ ? current > best_ : current < best_;
+  if (!improved) {
+    if (options_.verbose > 0)
+      fmt::print("\nEpoch {}: {} did not improve from {:.5f}\n", epoch + 1, options_.monitor,
+                 best_);
+    return false;
+  }
+  if (options_.verbose > 0)
+    fmt::print("\nEpoch {}: {} improved from {:.5f} to {:.5f}, saving model to {}\n", epoch + 1,
+               options_.monitor, best_, current, path);
+  best_ = current;
+  return true;
 }
 
 }  // namespace est::keras

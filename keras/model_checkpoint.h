@@ -9,6 +9,10 @@
 // epochs). save_best_only saves only when the monitor improves on the best so far (mode "auto":
 // maximise a monitor containing "acc" or starting with "fmeasure", else minimise), starting
 // from initial_value_threshold when given; a monitor missing from the logs is a warning.
+// Under a strategy of several workers (MultiWorkerMirroredStrategy from TF_CONFIG) every worker
+// saves at the same batches, the chief to the formatted path and every other worker to
+// <its directory>/workertemp_<task_id>/, deleted right after (Keras's write_filepath), so the
+// chief's files alone stay (model.save and save_weights create the directories they need).
 #pragma once
 
 #include <cstdint>
@@ -51,6 +55,9 @@ class ModelCheckpoint : public Callback {
 
  private:
   void save(int epoch, std::optional<int64_t> batch, const Logs& logs);
+  // Whether to write `path` now: always, or with save_best_only when the monitor improved on
+  // the best (which it then becomes); prints Keras's verbose lines.
+  bool should_write(int epoch, const Logs& logs, const std::string& path);
 
   ModelCheckpointOptions options_;
   bool maximize_ = false;

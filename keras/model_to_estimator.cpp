@@ -1,4 +1,4 @@
-// keras.estimator.model_to_estimator, with checkpoint_format "saver"
+// keras.estimator.model_to_estimator
 // (tensorflow_estimator/python/estimator/keras_lib.py: _create_keras_model_fn,
 // _convert_estimator_io_to_keras, _convert_keras_metrics_to_estimator, _save_first_checkpoint;
 // model_to_estimator.h says what differs).
@@ -10,9 +10,12 @@
 #include <filesystem>
 #include <set>
 
+#include "checkpoint/source.h"
 #include "checkpoint/state_file.h"
+#include "checkpoint/tf_resume.h"
 #include "checkpoint/writer.h"
 #include "keras/compile_utils.h"
+#include "keras/object_checkpoint.h"
 #include "nn/variable_store.h"
 #include "ops/error.h"
 #include "ops/logging.h"
@@ -21,6 +24,10 @@ namespace est::keras {
 namespace {
 
 namespace fs = std::filesystem;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 std::string joined(const std::set<std::string>& names) {
   std::string out;
@@ -116,11 +123,12 @@ std::map<std::string, std::string> metric_keys(const std::vector<std::string>& m
   return keys;
 }
 
-// _save_first_checkpoint, as the estimator's own first checkpoint: the model's current weights
-// (trainable or not) and global_step 0, unless model_dir has a checkpoint to continue from.
-void save_first_checkpoint(Model& model, const std::string& model_dir) {
+// _save_first_checkpoint, as the estimator's own first checkpoint: `values` (the model's
+// weights, trainable or not) and global_step 0, unless model_dir has a checkpoint to continue
+// from.
+void save_first_checkpoint(Model& model, const std::string& model_dir,
+                           const std::vector<Tensor>& values) {
   if (checkpoint::latest_checkpoint(model_dir)) return;
-  std::vector<Tensor> values = model.get_weights();
   auto specs = model.weights();
   checkpoint::TensorBundle bundle;
   for (size_t i = 0; i < specs.size(); ++i)
@@ -129,21 +137,65 @@ void save_first_checkpoint(Model& model, const std::string& model_dir) {
   fs::create_directories(model_dir);
   std::string file = checkpoint::checkpoint_file_name("model.ckpt", 0);
   checkpoint::save((fs::path(model_dir) / file).string(), bundle);
-  double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   checkpoint::write_checkpoint_state(model_dir, {.model_checkpoint_path = file,
                                                  .all_model_checkpoint_paths = {file},
-                                                 .all_model_checkpoint_timestamps = {now}});
+                                                 .all_model_checkpoint_timestamps = {now()}});
+}
+
+// _save_first_checkpoint with save_object_ckpt: the model as model.save_weights writes it, with
+// the estimator's global step tracked, at model_dir/keras/keras_model.ckpt, unless keras/
+// already names a TensorFlow checkpoint (then that one is the start, as in TF). Returns the
+// prefix the estimator starts from.
+std::string save_object_checkpoint(Model& model, const std::string& model_dir) {
+  std::string keras_dir = (fs::path(model_dir) / "keras").string();
+  if (auto state = checkpoint::read_checkpoint_state(keras_dir)) {
+    std::string path = checkpoint::resolve_in_directory(keras_dir, state->model_checkpoint_path);
+    if (checkpoint::is_tf_prefix(path)) return path;
+  }
+  std::string prefix = (fs::path(keras_dir) / "keras_model.ckpt").string();
+  write_object_checkpoint(prefix, model,
+                          {.weights = model.get_weights(),
+                           .learning_rate = model.learning_rate(),
+                           .estimator_global_step = 0});
+  checkpoint::write_checkpoint_state(keras_dir, {.model_checkpoint_path = "keras_model.ckpt",
+                                                 .all_model_checkpoint_paths = {"keras_model.ckpt"},
+                                                 .all_model_checkpoint_timestamps = {now()}});
+  return prefix;
+}
+
+// The model's weights from an object-based checkpoint, by their names through its object graph
+// (warm_starting_util.py _get_object_checkpoint_renames): every weight, as est starts every one.
+std::vector<Tensor> object_checkpoint_weights(const Model& model, const std::string& prefix) {
+  auto source = checkpoint::open_checkpoint(prefix);
+  std::set<std::string> missing;
+  std::vector<Tensor> values;
+  for (const auto& [name, spec] : model.weights()) {
+    if (!source->contains(name)) {
+      missing.insert(name);
+      continue;
+    }
+    Tensor value = source->read(name);
+    if (value.shape() != spec.shape)
+      throw InvalidArgumentError(fmt::format(
+          "model_to_estimator: {} holds {} with shape {}, but model \"{}\" has it with shape "
+          "{}; remove {} or convert a model of the same layers",
+          prefix, name, ops::shape_str(value.shape()), model.name(), ops::shape_str(spec.shape),
+          prefix));
+    values.push_back(value);
+  }
+  if (!missing.empty())
+    throw InvalidArgumentError(fmt::format(
+        "Attempting to warm-start from an object-based checkpoint ({}), but found that the "
+        "checkpoint did not contain values for all variables. The following variables were "
+        "missing: {}; name the layers as the checkpoint's model named them",
+        prefix, joined(missing)));
+  return values;
 }
 
 }  // namespace
 
 Estimator model_to_estimator(Model& model, ModelToEstimatorOptions options) {
-  if (options.checkpoint_format == "checkpoint")
-    throw UnimplementedError(
-        "model_to_estimator: checkpoint_format \"checkpoint\" (object-based names) is not "
-        "supported; pass .checkpoint_format = \"saver\" (variables named `dense/kernel`)");
-  if (options.checkpoint_format != "saver")
+  if (options.checkpoint_format != "checkpoint" && options.checkpoint_format != "saver")
     throw InvalidArgumentError(
         fmt::format("Checkpoint format must be one of \"checkpoint\" or \"saver\". Got {}",
                     options.checkpoint_format));
@@ -183,7 +235,14 @@ Estimator model_to_estimator(Model& model, ModelToEstimatorOptions options) {
     config.model_dir = pattern;
     log::info("Using temporary folder as model directory: {}", pattern);
   }
-  if (config.is_chief) save_first_checkpoint(model, config.model_dir);
+  if (config.is_chief) {
+    if (options.checkpoint_format == "checkpoint")
+      save_first_checkpoint(
+          model, config.model_dir,
+          object_checkpoint_weights(model, save_object_checkpoint(model, config.model_dir)));
+    else
+      save_first_checkpoint(model, config.model_dir, model.get_weights());
+  }
   return Estimator(
       keras_model_fn(model, std::move(losses_and_metrics), std::move(optimizer), std::move(keys)),
       config);

@@ -28,6 +28,7 @@ std::vector<std::string> slot_kinds(const Optimizer& optimizer) {
     if (config("centered") != 0) kinds.push_back("average_gradient");
     return kinds;
   }
+  if (optimizer.name == "Adagrad") return {"accumulator"};
   throw UnimplementedError(
       fmt::format("saving: the state of optimizer {} is not supported", optimizer.name));
 }
@@ -39,6 +40,7 @@ std::string est_slot(const Optimizer& optimizer, const std::string& variable,
   std::string suffix;
   if (optimizer.name == "Adam") suffix = kind == "momentum" ? "Adam" : "Adam_1";
   if (optimizer.name == "SGD") suffix = "Momentum";
+  if (optimizer.name == "Adagrad") suffix = "Adagrad";
   if (optimizer.name == "RMSprop") {
     if (kind == "velocity") suffix = "RMSProp";
     if (kind == "average_gradient") suffix = "RMSProp_1";
@@ -84,9 +86,10 @@ std::string normal_kind(const std::string& kind) {
 
 std::vector<OptimizerVariable> keras3_optimizer_variables(const Optimizer& optimizer,
                                                           const TrainableWeights& trainable) {
-  std::string prefix = optimizer.name == "RMSprop" ? "rmsprop"
-                       : optimizer.name == "SGD"   ? "sgd"
-                                                   : "adam";
+  std::string prefix = optimizer.name == "RMSprop"   ? "rmsprop"
+                       : optimizer.name == "SGD"     ? "sgd"
+                       : optimizer.name == "Adagrad" ? "adagrad"
+                                                     : "adam";
   std::vector<OptimizerVariable> out{{prefix + "/iteration", "iterations", ""},
                                      {prefix + "/learning_rate", "learning_rate", ""}};
   std::vector<std::string> kinds = slot_kinds(optimizer);
@@ -131,7 +134,10 @@ std::vector<ops::Tensor> optimizer_values(const std::vector<OptimizerVariable>& 
     } else {
       auto it = std::find_if(trainable.begin(), trainable.end(),
                              [&](const auto& weight) { return weight.first == variable.variable; });
-      out.push_back(ops::Tensor::zeros(it->second, ops::DType::kF32));
+      // Not created yet: its initial value (Adagrad's accumulator starts above zero).
+      double initial =
+          variable.kind == "accumulator" ? optimizer.config.at("initial_accumulator_value") : 0.0;
+      out.push_back(ops::Tensor::full(it->second, initial, ops::DType::kF32));
     }
   }
   return out;
@@ -167,7 +173,7 @@ std::vector<OptimizerVariable> parse_optimizer_variables(const std::vector<std::
       else if (parts.size() > 2 && rest.ends_with("/" + variable) &&
                rest.size() == parts[1].size() + 1 + variable.size())
         found = OptimizerVariable{stored, normal_kind(parts[1]), variable};
-      for (const char* kind : {"momentum", "velocity", "average_gradient"}) {
+      for (const char* kind : {"momentum", "velocity", "average_gradient", "accumulator"}) {
         std::string tail = underscored(variable) + "_" + kind;
         if (!found && (rest == tail || rest.ends_with("_" + tail)))
           found = OptimizerVariable{stored, kind, variable};

@@ -4,15 +4,17 @@
 // whose `.h5` files the test fixture is): optimizer.variables = iterations (int64),
 // learning_rate (float32), then the slots: Adam "momentum" and "velocity" per variable (one
 // variable after the other), SGD "momentum" (when momentum > 0), RMSprop every "velocity", then
-// every "momentum" (momentum > 0), then every "average_gradient" (centered).
+// every "momentum" (momentum > 0), then every "average_gradient" (centered), Adagrad every
+// "accumulator" (adagrad.py).
 // Keras 2.x (keras/optimizers/optimizer_v2/*.py, what model.save("x.h5") writes as
 // optimizer_weights): "<Adam>/iter:0", then the slots grouped by kind, "<Adam>/<dense/kernel>/m:0"
-// (Adam m, v; SGD momentum; RMSprop rms, momentum, mg).
+// (Adam m, v; SGD momentum; RMSprop rms, momentum, mg; Adagrad accumulator).
 //
 // est keeps TF1's names (`dense/kernel/Adam`, `dense/kernel/Adam_1`, `dense/kernel/Momentum`,
-// `dense/kernel/RMSProp`...), the global step (Keras's iterations) and Adam's beta powers
-// (beta^(t+1), rebuilt from iterations on load by the same float32 products the optimizer
-// makes). A slot absent from est's state (not yet created) is saved as zeros, its initial value.
+// `dense/kernel/RMSProp`, `dense/kernel/Adagrad`...), the global step (Keras's iterations) and
+// Adam's beta powers (beta^(t+1), rebuilt from iterations on load by the same float32 products the
+// optimizer makes). A slot absent from est's state (not yet created) is saved as its initial value:
+// zeros, Adagrad's initial_accumulator_value.
 #pragma once
 
 #include <string>

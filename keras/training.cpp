@@ -34,12 +34,16 @@
 // progress. evaluate and predict run in this process without the strategy (every worker gets the
 // same values: the variables are the same everywhere).
 // Known differences: a second fit() continues the input where the first left it when the
-// pipeline is the same (Keras starts a new iterator per fit call); a global batch that does not
-// split evenly over the replicas is an error (Keras splits a last partial batch unevenly).
+// pipeline is the same (Keras starts a new iterator per fit call).
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
 
 #include "data/cardinality.h"
 #include "distribute/strategy.h"
@@ -95,6 +99,43 @@ InputFn training_input_fn(data::Dataset dataset) {
     return per_replica_batches(dataset, local, context->num_input_pipelines,
                                context->input_pipeline_id);
   };
+}
+
+// A test seam, read by fit for tests/keras/resume_race_test.cpp alone: with this variable set to
+// N, the chief sleeps N milliseconds before it writes the end of an epoch resumed mid-way
+// (BackupAndRestore), the checkpoint that every worker's next train() restores. It widens the
+// race that the workers' meeting after that train() closes, so that without the meeting the
+// other worker always restores the older checkpoint first and the test fails every time. Unset,
+// as everywhere else, it changes nothing.
+constexpr const char* kResumedEpochSaveDelay = "EST_KERAS_TEST_DELAY_RESUMED_EPOCH_SAVE_MS";
+
+class DelayedSave : public CheckpointSaverListener {
+ public:
+  explicit DelayedSave(std::chrono::milliseconds delay) : delay_(delay) {}
+  // A session's first save is of the state it restored (TF's initial save); the next is the
+  // epoch's end.
+  void before_save(Session&, int64_t) override {
+    if (saves_++ > 0) std::this_thread::sleep_for(delay_);
+  }
+
+ private:
+  std::chrono::milliseconds delay_;
+  int saves_ = 0;
+};
+
+// `listeners`, plus the chief's delay when the test seam above is set.
+Listeners with_resumed_epoch_save_delay(Listeners listeners, bool is_chief) {
+  const char* value = std::getenv(kResumedEpochSaveDelay);
+  if (value == nullptr || !is_chief) return listeners;
+  int64_t milliseconds = -1;
+  const char* end = value + std::strlen(value);
+  auto [stop, error] = std::from_chars(value, end, milliseconds);
+  if (error != std::errc() || stop != end || milliseconds < 0)
+    throw InvalidArgumentError(
+        fmt::format("{}=\"{}\": expected a number of milliseconds (a test seam; unset it)",
+                    kResumedEpochSaveDelay, value));
+  listeners.push_back(std::make_shared<DelayedSave>(std::chrono::milliseconds(milliseconds)));
+  return listeners;
 }
 
 }  // namespace
@@ -331,8 +372,10 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
     if (first_step > 0 && remaining > 0) {
       // The resumed epoch's remaining steps on their own, so that the saver's cadence (counted
       // from a session's first step) falls on the next epochs' ends.
-      est.train(training_input_fn(input),
-                {.hooks = {hook}, .steps = steps - first_step, .saving_listeners = listeners});
+      est.train(training_input_fn(input), {.hooks = {hook},
+                                           .steps = steps - first_step,
+                                           .saving_listeners = with_resumed_epoch_save_delay(
+                                               listeners, est.config().is_chief)});
       if (hook->pending()) hook->end_epoch();
       remaining = hook->epoch_begun() || stop_training ? 0 : remaining - (steps - first_step);
       // The next train() restores model_dir's latest checkpoint: the chief's save of the epoch's

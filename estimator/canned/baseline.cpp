@@ -54,53 +54,28 @@ canned::OptimizerFn baseline_optimizer(const canned::OptimizerArg& optimizer) {
   };
 }
 
-ModelFn classifier_model_fn(const BaselineClassifierOptions& options, nn::Reduction reduction) {
+}  // namespace
+
+ModelFn BaselineClassifierOptions::model_fn(nn::Reduction default_reduction) const {
   const char* kName = "BaselineClassifier";
-  auto head = canned::classifier_head_of(options, reduction, kName);
-  return canned::canned_model_fn(baseline_logit_fn(options.weight_column), std::move(head),
-                                 baseline_optimizer(options.optimizer), options.label_vocabulary);
+  auto head = canned::classifier_head_of(*this, default_reduction, kName);
+  return canned::canned_model_fn(baseline_logit_fn(weight_column), std::move(head),
+                                 baseline_optimizer(optimizer), label_vocabulary);
 }
 
-ModelFn regressor_model_fn(const BaselineRegressorOptions& options, nn::Reduction reduction) {
-  auto head = canned::regression_head_of(options, reduction);
-  return canned::canned_model_fn(baseline_logit_fn(options.weight_column), std::move(head),
-                                 baseline_optimizer(options.optimizer));
+ModelFn BaselineRegressorOptions::model_fn(nn::Reduction default_reduction) const {
+  auto head = canned::regression_head_of(*this, default_reduction);
+  return canned::canned_model_fn(baseline_logit_fn(weight_column), std::move(head),
+                                 baseline_optimizer(optimizer));
 }
 
-ModelFn estimator_model_fn(const BaselineEstimatorOptions& options) {
-  if (!options.head)
+ModelFn BaselineEstimatorOptions::model_fn(nn::Reduction) const {
+  if (!head)
     throw InvalidArgumentError(
         "BaselineEstimator: head is required; BaselineClassifier and BaselineRegressor choose "
         "theirs");
   // The head's weight column is not known here: every feature counts for the batch size.
-  return canned::canned_model_fn(baseline_logit_fn({}), options.head,
-                                 baseline_optimizer(options.optimizer));
+  return canned::canned_model_fn(baseline_logit_fn({}), head, baseline_optimizer(optimizer));
 }
-
-}  // namespace
-
-BaselineEstimator::BaselineEstimator(BaselineEstimatorOptions options)
-    : Estimator(estimator_model_fn(options), options.model_dir, std::move(options.config)) {}
-
-BaselineClassifier::BaselineClassifier(BaselineClassifierOptions options)
-    : BaselineClassifier(std::move(options), nn::Reduction::kSumOverBatchSize) {}
-
-BaselineClassifier::BaselineClassifier(BaselineClassifierOptions options, nn::Reduction reduction)
-    : Estimator(classifier_model_fn(options, reduction), options.model_dir,
-                std::move(options.config)) {}
-
-BaselineRegressor::BaselineRegressor(BaselineRegressorOptions options)
-    : BaselineRegressor(std::move(options), nn::Reduction::kSumOverBatchSize) {}
-
-BaselineRegressor::BaselineRegressor(BaselineRegressorOptions options, nn::Reduction reduction)
-    : Estimator(regressor_model_fn(options, reduction), options.model_dir,
-                std::move(options.config)) {}
-
-namespace compat::v1 {
-BaselineClassifier::BaselineClassifier(BaselineClassifierOptions options)
-    : est::BaselineClassifier(std::move(options), nn::Reduction::kSum) {}
-BaselineRegressor::BaselineRegressor(BaselineRegressorOptions options)
-    : est::BaselineRegressor(std::move(options), nn::Reduction::kSum) {}
-}  // namespace compat::v1
 
 }  // namespace est

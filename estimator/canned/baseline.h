@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "checkpoint/warm_start.h"
+#include "estimator/canned/canned_estimator.h"
 #include "estimator/canned/canned_util.h"
 #include "estimator/estimator.h"
 
@@ -30,7 +31,11 @@ struct BaselineClassifierOptions {
   canned::OptimizerArg optimizer = std::string("Ftrl");
   RunConfig config;
   std::optional<nn::Reduction> loss_reduction;  // none: the class's default
+
+  // The model_fn these options describe; default_reduction is loss_reduction's when unset.
+  ModelFn model_fn(nn::Reduction default_reduction) const;
 };
+using BaselineClassifier = canned::CannedEstimator<BaselineClassifierOptions>;
 
 struct BaselineRegressorOptions {
   std::string model_dir;
@@ -39,7 +44,11 @@ struct BaselineRegressorOptions {
   canned::OptimizerArg optimizer = std::string("Ftrl");
   RunConfig config;
   std::optional<nn::Reduction> loss_reduction;
+
+  // The model_fn these options describe; default_reduction is loss_reduction's when unset.
+  ModelFn model_fn(nn::Reduction default_reduction) const;
 };
+using BaselineRegressor = canned::CannedEstimator<BaselineRegressorOptions>;
 
 // tf.estimator.BaselineEstimator: the learned bias over any head.
 struct BaselineEstimatorOptions {
@@ -47,38 +56,15 @@ struct BaselineEstimatorOptions {
   std::string model_dir;
   canned::OptimizerArg optimizer = std::string("Ftrl");
   RunConfig config;
+
+  // The model_fn these options describe (the head carries its own loss_reduction).
+  ModelFn model_fn(nn::Reduction) const;
 };
-
-class BaselineEstimator : public Estimator {
- public:
-  explicit BaselineEstimator(BaselineEstimatorOptions options);
-};
-
-class BaselineClassifier : public Estimator {
- public:
-  explicit BaselineClassifier(BaselineClassifierOptions options);
-
- protected:
-  BaselineClassifier(BaselineClassifierOptions options, nn::Reduction default_reduction);
-};
-
-class BaselineRegressor : public Estimator {
- public:
-  explicit BaselineRegressor(BaselineRegressorOptions options);
-
- protected:
-  BaselineRegressor(BaselineRegressorOptions options, nn::Reduction default_reduction);
-};
+using BaselineEstimator = canned::CannedEstimator<BaselineEstimatorOptions>;
 
 namespace compat::v1 {
-class BaselineClassifier : public est::BaselineClassifier {
- public:
-  explicit BaselineClassifier(BaselineClassifierOptions options);
-};
-class BaselineRegressor : public est::BaselineRegressor {
- public:
-  explicit BaselineRegressor(BaselineRegressorOptions options);
-};
+using BaselineClassifier = canned::CompatV1<est::BaselineClassifier>;
+using BaselineRegressor = canned::CompatV1<est::BaselineRegressor>;
 }  // namespace compat::v1
 
 }  // namespace est

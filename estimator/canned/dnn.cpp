@@ -40,6 +40,23 @@ LogitFn dnn_logit_fn(DnnNetwork network) {
   };
 }
 
+// The DNN's model_fn: the network checked, then the head made (make_head), then the optimizer
+// name checked, in that order, so that the first bad argument is the one reported.
+template <class Options, class MakeHead>
+ModelFn dnn_model_fn(const Options& options, const char* estimator, MakeHead make_head,
+                     std::vector<std::string> label_vocabulary = {}) {
+  DnnNetwork network{options.hidden_units, options.feature_columns, options.activation_fn,
+                     options.dropout, options.batch_norm};
+  check_network(network, estimator);
+  std::shared_ptr<const Head> head = make_head();
+  OptimizerArg optimizer = options.optimizer;
+  get_optimizer_instance(optimizer, kDnnLearningRate);  // checks the name now
+  return canned_model_fn(
+      dnn_logit_fn(std::move(network)), std::move(head),
+      [optimizer] { return get_optimizer_instance(optimizer, kDnnLearningRate); },
+      std::move(label_vocabulary));
+}
+
 }  // namespace
 
 Tensor dnn_logits(const DnnNetwork& network, const Features& features, ModeKeys mode,
@@ -70,76 +87,24 @@ Tensor dnn_logits(const DnnNetwork& network, const Features& features, ModeKeys 
 
 }  // namespace canned
 
-namespace {
-
-ModelFn classifier_model_fn(const DNNClassifierOptions& options, nn::Reduction default_reduction) {
+ModelFn DNNClassifierOptions::model_fn(nn::Reduction default_reduction) const {
   const char* kName = "DNNClassifier";
-  canned::DnnNetwork network{options.hidden_units, options.feature_columns, options.activation_fn,
-                             options.dropout, options.batch_norm};
-  canned::check_network(network, kName);
-  auto head = canned::classifier_head_of(options, default_reduction, kName);
-  canned::OptimizerArg optimizer = options.optimizer;
-  canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate);  // checks the name now
-  return canned::canned_model_fn(
-      canned::dnn_logit_fn(std::move(network)), std::move(head),
-      [optimizer] { return canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate); },
-      options.label_vocabulary);
+  return canned::dnn_model_fn(
+      *this, kName, [&] { return canned::classifier_head_of(*this, default_reduction, kName); },
+      label_vocabulary);
 }
 
-ModelFn regressor_model_fn(const DNNRegressorOptions& options, nn::Reduction default_reduction) {
-  const char* kName = "DNNRegressor";
-  canned::DnnNetwork network{options.hidden_units, options.feature_columns, options.activation_fn,
-                             options.dropout, options.batch_norm};
-  canned::check_network(network, kName);
-  auto head = canned::regression_head_of(options, default_reduction);
-  canned::OptimizerArg optimizer = options.optimizer;
-  canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate);
-  return canned::canned_model_fn(
-      canned::dnn_logit_fn(std::move(network)), std::move(head),
-      [optimizer] { return canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate); });
+ModelFn DNNRegressorOptions::model_fn(nn::Reduction default_reduction) const {
+  return canned::dnn_model_fn(*this, "DNNRegressor",
+                              [&] { return canned::regression_head_of(*this, default_reduction); });
 }
 
-ModelFn estimator_model_fn(const DNNEstimatorOptions& options) {
-  const char* kName = "DNNEstimator";
-  if (!options.head)
+ModelFn DNNEstimatorOptions::model_fn(nn::Reduction) const {
+  if (!head)
     throw InvalidArgumentError(
         "DNNEstimator: head is required (e.g. canned::multi_label_head(3)); DNNClassifier and "
         "DNNRegressor choose theirs");
-  canned::DnnNetwork network{options.hidden_units, options.feature_columns, options.activation_fn,
-                             options.dropout, options.batch_norm};
-  canned::check_network(network, kName);
-  canned::OptimizerArg optimizer = options.optimizer;
-  canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate);
-  return canned::canned_model_fn(
-      canned::dnn_logit_fn(std::move(network)), options.head,
-      [optimizer] { return canned::get_optimizer_instance(optimizer, canned::kDnnLearningRate); });
+  return canned::dnn_model_fn(*this, "DNNEstimator", [&] { return head; });
 }
-
-}  // namespace
-
-DNNEstimator::DNNEstimator(DNNEstimatorOptions options)
-    : Estimator(estimator_model_fn(options), options.model_dir, std::move(options.config), {},
-                std::move(options.warm_start_from)) {}
-
-DNNClassifier::DNNClassifier(DNNClassifierOptions options)
-    : DNNClassifier(std::move(options), nn::Reduction::kSumOverBatchSize) {}
-
-DNNClassifier::DNNClassifier(DNNClassifierOptions options, nn::Reduction default_reduction)
-    : Estimator(classifier_model_fn(options, default_reduction), options.model_dir,
-                std::move(options.config), {}, std::move(options.warm_start_from)) {}
-
-DNNRegressor::DNNRegressor(DNNRegressorOptions options)
-    : DNNRegressor(std::move(options), nn::Reduction::kSumOverBatchSize) {}
-
-DNNRegressor::DNNRegressor(DNNRegressorOptions options, nn::Reduction default_reduction)
-    : Estimator(regressor_model_fn(options, default_reduction), options.model_dir,
-                std::move(options.config), {}, std::move(options.warm_start_from)) {}
-
-namespace compat::v1 {
-DNNClassifier::DNNClassifier(DNNClassifierOptions options)
-    : est::DNNClassifier(std::move(options), nn::Reduction::kSum) {}
-DNNRegressor::DNNRegressor(DNNRegressorOptions options)
-    : est::DNNRegressor(std::move(options), nn::Reduction::kSum) {}
-}  // namespace compat::v1
 
 }  // namespace est

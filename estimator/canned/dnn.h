@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "checkpoint/warm_start.h"
+#include "estimator/canned/canned_estimator.h"
 #include "estimator/canned/canned_util.h"
 #include "estimator/estimator.h"
 #include "feature_column/column.h"
@@ -63,7 +64,11 @@ struct DNNClassifierOptions {
   std::optional<checkpoint::WarmStartSettings> warm_start_from;
   std::optional<nn::Reduction> loss_reduction;  // none: the class's default
   bool batch_norm = false;
+
+  // The model_fn these options describe; default_reduction is loss_reduction's when unset.
+  ModelFn model_fn(nn::Reduction default_reduction) const;
 };
+using DNNClassifier = canned::CannedEstimator<DNNClassifierOptions>;
 
 struct DNNRegressorOptions {
   std::vector<int64_t> hidden_units;
@@ -78,7 +83,11 @@ struct DNNRegressorOptions {
   std::optional<checkpoint::WarmStartSettings> warm_start_from;
   std::optional<nn::Reduction> loss_reduction;
   bool batch_norm = false;
+
+  // The model_fn these options describe; default_reduction is loss_reduction's when unset.
+  ModelFn model_fn(nn::Reduction default_reduction) const;
 };
+using DNNRegressor = canned::CannedEstimator<DNNRegressorOptions>;
 
 // tf.estimator.DNNEstimator: the DNN over any head (multi_label_head, a regression head with
 // its own options, ...); the head carries weight_column and loss_reduction.
@@ -93,40 +102,16 @@ struct DNNEstimatorOptions {
   RunConfig config;
   std::optional<checkpoint::WarmStartSettings> warm_start_from;
   bool batch_norm = false;
+
+  // The model_fn these options describe (the head carries its own loss_reduction).
+  ModelFn model_fn(nn::Reduction) const;
 };
-
-class DNNEstimator : public Estimator {
- public:
-  explicit DNNEstimator(DNNEstimatorOptions options);
-};
-
-class DNNClassifier : public Estimator {
- public:
-  explicit DNNClassifier(DNNClassifierOptions options);
-
- protected:
-  // `default_reduction`: the loss_reduction when the options leave it unset (v1: SUM).
-  DNNClassifier(DNNClassifierOptions options, nn::Reduction default_reduction);
-};
-
-class DNNRegressor : public Estimator {
- public:
-  explicit DNNRegressor(DNNRegressorOptions options);
-
- protected:
-  DNNRegressor(DNNRegressorOptions options, nn::Reduction default_reduction);
-};
+using DNNEstimator = canned::CannedEstimator<DNNEstimatorOptions>;
 
 namespace compat::v1 {
 // tf.compat.v1.estimator.DNNClassifier / DNNRegressor: loss_reduction SUM by default.
-class DNNClassifier : public est::DNNClassifier {
- public:
-  explicit DNNClassifier(DNNClassifierOptions options);
-};
-class DNNRegressor : public est::DNNRegressor {
- public:
-  explicit DNNRegressor(DNNRegressorOptions options);
-};
+using DNNClassifier = canned::CompatV1<est::DNNClassifier>;
+using DNNRegressor = canned::CompatV1<est::DNNRegressor>;
 }  // namespace compat::v1
 
 }  // namespace est

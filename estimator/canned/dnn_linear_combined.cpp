@@ -18,24 +18,22 @@ double combined_linear_learning_rate(size_t n_columns) {
   return std::min(0.005, 1.0 / std::sqrt(static_cast<double>(std::max<size_t>(n_columns, 1))));
 }
 
-}  // namespace canned
-
 namespace {
 
 // What both classes share; the head is chosen by each.
 struct Combined {
   std::vector<feature_column::ColumnPtr> linear_columns;
-  canned::OptimizerArg linear_optimizer;
-  canned::DnnNetwork dnn;
-  canned::OptimizerArg dnn_optimizer;
+  OptimizerArg linear_optimizer;
+  DnnNetwork dnn;
+  OptimizerArg dnn_optimizer;
   feature_column::Combiner linear_sparse_combiner;
 };
 
 template <class Options>
 Combined combined(const Options& options) {
   return {options.linear_feature_columns, options.linear_optimizer,
-          canned::DnnNetwork{options.dnn_hidden_units, options.dnn_feature_columns,
-                             options.dnn_activation_fn, options.dnn_dropout, options.batch_norm},
+          DnnNetwork{options.dnn_hidden_units, options.dnn_feature_columns,
+                     options.dnn_activation_fn, options.dnn_dropout, options.batch_norm},
           options.dnn_optimizer, options.linear_sparse_combiner};
 }
 
@@ -63,28 +61,28 @@ void check(const Combined& model, const char* estimator) {
 optim::Optimizer two_optimizers(const Combined& model) {
   std::vector<std::pair<std::string, optim::Optimizer>> parts;
   if (!model.dnn.feature_columns.empty())
-    parts.emplace_back("dnn", canned::get_optimizer_instance(model.dnn_optimizer,
-                                                             canned::kCombinedDnnLearningRate));
+    parts.emplace_back("dnn",
+                       get_optimizer_instance(model.dnn_optimizer, kCombinedDnnLearningRate));
   if (!model.linear_columns.empty())
-    parts.emplace_back("linear", canned::get_optimizer_instance(
-                                     model.linear_optimizer, canned::combined_linear_learning_rate(
-                                                                 model.linear_columns.size())));
-  return canned::per_scope_optimizer(std::move(parts));
+    parts.emplace_back("linear", get_optimizer_instance(
+                                     model.linear_optimizer,
+                                     combined_linear_learning_rate(model.linear_columns.size())));
+  return per_scope_optimizer(std::move(parts));
 }
 
-ModelFn combined_model_fn(Combined model, std::shared_ptr<const canned::Head> head,
+ModelFn combined_model_fn(Combined model, std::shared_ptr<const Head> head,
                           std::vector<std::string> label_vocabulary, const char* estimator) {
   check(model, estimator);
   two_optimizers(model);  // checks the optimizer names now
   auto shared = std::make_shared<const Combined>(std::move(model));
-  return canned::canned_model_fn(
+  return canned_model_fn(
       [shared](const Features& features, ModeKeys mode, ModelContext& ctx, int64_t units) {
         Tensor logits;
         if (!shared->dnn.feature_columns.empty())
-          logits = canned::dnn_logits(shared->dnn, features, mode, ctx, units);
+          logits = dnn_logits(shared->dnn, features, mode, ctx, units);
         if (!shared->linear_columns.empty()) {
-          Tensor linear = canned::linear_logits(
-              shared->linear_columns, shared->linear_sparse_combiner, features, ctx, units);
+          Tensor linear = linear_logits(shared->linear_columns, shared->linear_sparse_combiner,
+                                        features, ctx, units);
           logits = logits.defined() ? ops::add(logits, linear) : linear;
         }
         return logits;
@@ -92,54 +90,29 @@ ModelFn combined_model_fn(Combined model, std::shared_ptr<const canned::Head> he
       std::move(head), [shared] { return two_optimizers(*shared); }, std::move(label_vocabulary));
 }
 
-ModelFn classifier_model_fn(const DNNLinearCombinedClassifierOptions& options,
-                            nn::Reduction reduction) {
+}  // namespace
+
+}  // namespace canned
+
+ModelFn DNNLinearCombinedClassifierOptions::model_fn(nn::Reduction default_reduction) const {
   const char* kName = "DNNLinearCombinedClassifier";
-  auto head = canned::classifier_head_of(options, reduction, kName);
-  return combined_model_fn(combined(options), std::move(head), options.label_vocabulary, kName);
+  auto head = canned::classifier_head_of(*this, default_reduction, kName);
+  return canned::combined_model_fn(canned::combined(*this), std::move(head), label_vocabulary,
+                                   kName);
 }
 
-ModelFn regressor_model_fn(const DNNLinearCombinedRegressorOptions& options,
-                           nn::Reduction reduction) {
-  auto head = canned::regression_head_of(options, reduction);
-  return combined_model_fn(combined(options), std::move(head), {}, "DNNLinearCombinedRegressor");
+ModelFn DNNLinearCombinedRegressorOptions::model_fn(nn::Reduction default_reduction) const {
+  auto head = canned::regression_head_of(*this, default_reduction);
+  return canned::combined_model_fn(canned::combined(*this), std::move(head), {},
+                                   "DNNLinearCombinedRegressor");
 }
 
-ModelFn estimator_model_fn(const DNNLinearCombinedEstimatorOptions& options) {
-  if (!options.head)
+ModelFn DNNLinearCombinedEstimatorOptions::model_fn(nn::Reduction) const {
+  if (!head)
     throw InvalidArgumentError(
         "DNNLinearCombinedEstimator: head is required; DNNLinearCombinedClassifier and "
         "DNNLinearCombinedRegressor choose theirs");
-  return combined_model_fn(combined(options), options.head, {}, "DNNLinearCombinedEstimator");
+  return canned::combined_model_fn(canned::combined(*this), head, {}, "DNNLinearCombinedEstimator");
 }
-
-}  // namespace
-
-DNNLinearCombinedEstimator::DNNLinearCombinedEstimator(DNNLinearCombinedEstimatorOptions options)
-    : Estimator(estimator_model_fn(options), options.model_dir, std::move(options.config), {},
-                std::move(options.warm_start_from)) {}
-
-DNNLinearCombinedClassifier::DNNLinearCombinedClassifier(DNNLinearCombinedClassifierOptions options)
-    : DNNLinearCombinedClassifier(std::move(options), nn::Reduction::kSumOverBatchSize) {}
-
-DNNLinearCombinedClassifier::DNNLinearCombinedClassifier(DNNLinearCombinedClassifierOptions options,
-                                                         nn::Reduction reduction)
-    : Estimator(classifier_model_fn(options, reduction), options.model_dir,
-                std::move(options.config), {}, std::move(options.warm_start_from)) {}
-
-DNNLinearCombinedRegressor::DNNLinearCombinedRegressor(DNNLinearCombinedRegressorOptions options)
-    : DNNLinearCombinedRegressor(std::move(options), nn::Reduction::kSumOverBatchSize) {}
-
-DNNLinearCombinedRegressor::DNNLinearCombinedRegressor(DNNLinearCombinedRegressorOptions options,
-                                                       nn::Reduction reduction)
-    : Estimator(regressor_model_fn(options, reduction), options.model_dir,
-                std::move(options.config), {}, std::move(options.warm_start_from)) {}
-
-namespace compat::v1 {
-DNNLinearCombinedClassifier::DNNLinearCombinedClassifier(DNNLinearCombinedClassifierOptions options)
-    : est::DNNLinearCombinedClassifier(std::move(options), nn::Reduction::kSum) {}
-DNNLinearCombinedRegressor::DNNLinearCombinedRegressor(DNNLinearCombinedRegressorOptions options)
-    : est::DNNLinearCombinedRegressor(std::move(options), nn::Reduction::kSum) {}
-}  // namespace compat::v1
 
 }  // namespace est

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "checkpoint/warm_start.h"
+#include "estimator/canned/canned_estimator.h"
 #include "estimator/canned/canned_util.h"
 #include "estimator/estimator.h"
 #include "feature_column/column.h"
@@ -48,7 +49,11 @@ struct DNNLinearCombinedClassifierOptions {
   std::optional<nn::Reduction> loss_reduction;  // none: the class's default
   bool batch_norm = false;
   feature_column::Combiner linear_sparse_combiner = feature_column::Combiner::kSum;
+
+  // The model_fn these options describe; default_reduction is loss_reduction's when unset.
+  ModelFn model_fn(nn::Reduction default_reduction) const;
 };
+using DNNLinearCombinedClassifier = canned::CannedEstimator<DNNLinearCombinedClassifierOptions>;
 
 struct DNNLinearCombinedRegressorOptions {
   std::string model_dir;
@@ -66,7 +71,11 @@ struct DNNLinearCombinedRegressorOptions {
   std::optional<nn::Reduction> loss_reduction;
   bool batch_norm = false;
   feature_column::Combiner linear_sparse_combiner = feature_column::Combiner::kSum;
+
+  // The model_fn these options describe; default_reduction is loss_reduction's when unset.
+  ModelFn model_fn(nn::Reduction default_reduction) const;
 };
+using DNNLinearCombinedRegressor = canned::CannedEstimator<DNNLinearCombinedRegressorOptions>;
 
 // tf.estimator.DNNLinearCombinedEstimator: wide & deep over any head.
 struct DNNLinearCombinedEstimatorOptions {
@@ -83,40 +92,15 @@ struct DNNLinearCombinedEstimatorOptions {
   bool batch_norm = false;
   feature_column::Combiner linear_sparse_combiner = feature_column::Combiner::kSum;
   std::optional<checkpoint::WarmStartSettings> warm_start_from;
+
+  // The model_fn these options describe (the head carries its own loss_reduction).
+  ModelFn model_fn(nn::Reduction) const;
 };
-
-class DNNLinearCombinedEstimator : public Estimator {
- public:
-  explicit DNNLinearCombinedEstimator(DNNLinearCombinedEstimatorOptions options);
-};
-
-class DNNLinearCombinedClassifier : public Estimator {
- public:
-  explicit DNNLinearCombinedClassifier(DNNLinearCombinedClassifierOptions options);
-
- protected:
-  DNNLinearCombinedClassifier(DNNLinearCombinedClassifierOptions options,
-                              nn::Reduction default_reduction);
-};
-
-class DNNLinearCombinedRegressor : public Estimator {
- public:
-  explicit DNNLinearCombinedRegressor(DNNLinearCombinedRegressorOptions options);
-
- protected:
-  DNNLinearCombinedRegressor(DNNLinearCombinedRegressorOptions options,
-                             nn::Reduction default_reduction);
-};
+using DNNLinearCombinedEstimator = canned::CannedEstimator<DNNLinearCombinedEstimatorOptions>;
 
 namespace compat::v1 {
-class DNNLinearCombinedClassifier : public est::DNNLinearCombinedClassifier {
- public:
-  explicit DNNLinearCombinedClassifier(DNNLinearCombinedClassifierOptions options);
-};
-class DNNLinearCombinedRegressor : public est::DNNLinearCombinedRegressor {
- public:
-  explicit DNNLinearCombinedRegressor(DNNLinearCombinedRegressorOptions options);
-};
+using DNNLinearCombinedClassifier = canned::CompatV1<est::DNNLinearCombinedClassifier>;
+using DNNLinearCombinedRegressor = canned::CompatV1<est::DNNLinearCombinedRegressor>;
 }  // namespace compat::v1
 
 }  // namespace est

@@ -31,8 +31,6 @@ optim::Optimizer linear_optimizer(const std::optional<OptimizerArg>& optimizer, 
   return get_optimizer_instance(*optimizer, kLinearLearningRate);
 }
 
-}  // namespace canned
-
 namespace {
 
 void check_columns(const std::vector<feature_column::ColumnPtr>& columns, const char* estimator) {
@@ -43,67 +41,43 @@ void check_columns(const std::vector<feature_column::ColumnPtr>& columns, const 
 }
 
 template <class Options>
-ModelFn linear_model_fn(const Options& options, std::shared_ptr<const canned::Head> head,
+ModelFn linear_model_fn(const Options& options, std::shared_ptr<const Head> head,
                         std::vector<std::string> label_vocabulary, const char* estimator) {
   check_columns(options.feature_columns, estimator);
-  const std::optional<canned::OptimizerArg> optimizer = options.optimizer;
+  const std::optional<OptimizerArg> optimizer = options.optimizer;
   const size_t n_columns = options.feature_columns.size();
-  canned::linear_optimizer(optimizer, n_columns);  // checks the name now
+  linear_optimizer(optimizer, n_columns);  // checks the name now
   auto columns = options.feature_columns;
   auto combiner = options.sparse_combiner;
-  return canned::canned_model_fn(
+  return canned_model_fn(
       [columns, combiner](const Features& features, ModeKeys, ModelContext& ctx, int64_t units) {
-        return canned::linear_logits(columns, combiner, features, ctx, units);
+        return linear_logits(columns, combiner, features, ctx, units);
       },
-      std::move(head),
-      [optimizer, n_columns] { return canned::linear_optimizer(optimizer, n_columns); },
+      std::move(head), [optimizer, n_columns] { return linear_optimizer(optimizer, n_columns); },
       std::move(label_vocabulary));
-}
-
-ModelFn classifier_model_fn(const LinearClassifierOptions& options, nn::Reduction reduction) {
-  const char* kName = "LinearClassifier";
-  auto head = canned::classifier_head_of(options, reduction, kName);
-  return linear_model_fn(options, std::move(head), options.label_vocabulary, kName);
-}
-
-ModelFn regressor_model_fn(const LinearRegressorOptions& options, nn::Reduction reduction) {
-  auto head = canned::regression_head_of(options, reduction);
-  return linear_model_fn(options, std::move(head), {}, "LinearRegressor");
-}
-
-ModelFn estimator_model_fn(const LinearEstimatorOptions& options) {
-  if (!options.head)
-    throw InvalidArgumentError(
-        "LinearEstimator: head is required (e.g. canned::regression_head(2)); LinearClassifier "
-        "and LinearRegressor choose theirs");
-  return linear_model_fn(options, options.head, {}, "LinearEstimator");
 }
 
 }  // namespace
 
-LinearEstimator::LinearEstimator(LinearEstimatorOptions options)
-    : Estimator(estimator_model_fn(options), options.model_dir, std::move(options.config), {},
-                std::move(options.warm_start_from)) {}
+}  // namespace canned
 
-LinearClassifier::LinearClassifier(LinearClassifierOptions options)
-    : LinearClassifier(std::move(options), nn::Reduction::kSumOverBatchSize) {}
+ModelFn LinearClassifierOptions::model_fn(nn::Reduction default_reduction) const {
+  const char* kName = "LinearClassifier";
+  auto head = canned::classifier_head_of(*this, default_reduction, kName);
+  return canned::linear_model_fn(*this, std::move(head), label_vocabulary, kName);
+}
 
-LinearClassifier::LinearClassifier(LinearClassifierOptions options, nn::Reduction reduction)
-    : Estimator(classifier_model_fn(options, reduction), options.model_dir,
-                std::move(options.config), {}, std::move(options.warm_start_from)) {}
+ModelFn LinearRegressorOptions::model_fn(nn::Reduction default_reduction) const {
+  auto head = canned::regression_head_of(*this, default_reduction);
+  return canned::linear_model_fn(*this, std::move(head), {}, "LinearRegressor");
+}
 
-LinearRegressor::LinearRegressor(LinearRegressorOptions options)
-    : LinearRegressor(std::move(options), nn::Reduction::kSumOverBatchSize) {}
-
-LinearRegressor::LinearRegressor(LinearRegressorOptions options, nn::Reduction reduction)
-    : Estimator(regressor_model_fn(options, reduction), options.model_dir,
-                std::move(options.config), {}, std::move(options.warm_start_from)) {}
-
-namespace compat::v1 {
-LinearClassifier::LinearClassifier(LinearClassifierOptions options)
-    : est::LinearClassifier(std::move(options), nn::Reduction::kSum) {}
-LinearRegressor::LinearRegressor(LinearRegressorOptions options)
-    : est::LinearRegressor(std::move(options), nn::Reduction::kSum) {}
-}  // namespace compat::v1
+ModelFn LinearEstimatorOptions::model_fn(nn::Reduction) const {
+  if (!head)
+    throw InvalidArgumentError(
+        "LinearEstimator: head is required (e.g. canned::regression_head(2)); LinearClassifier "
+        "and LinearRegressor choose theirs");
+  return canned::linear_model_fn(*this, head, {}, "LinearEstimator");
+}
 
 }  // namespace est

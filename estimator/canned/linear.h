@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "checkpoint/warm_start.h"
+#include "estimator/canned/canned_estimator.h"
 #include "estimator/canned/canned_util.h"
 #include "estimator/estimator.h"
 #include "feature_column/column.h"
@@ -52,7 +53,11 @@ struct LinearClassifierOptions {
   std::optional<checkpoint::WarmStartSettings> warm_start_from;
   std::optional<nn::Reduction> loss_reduction;  // none: the class's default
   feature_column::Combiner sparse_combiner = feature_column::Combiner::kSum;
+
+  // The model_fn these options describe; default_reduction is loss_reduction's when unset.
+  ModelFn model_fn(nn::Reduction default_reduction) const;
 };
+using LinearClassifier = canned::CannedEstimator<LinearClassifierOptions>;
 
 struct LinearRegressorOptions {
   std::vector<feature_column::ColumnPtr> feature_columns;
@@ -64,7 +69,11 @@ struct LinearRegressorOptions {
   std::optional<checkpoint::WarmStartSettings> warm_start_from;
   std::optional<nn::Reduction> loss_reduction;
   feature_column::Combiner sparse_combiner = feature_column::Combiner::kSum;
+
+  // The model_fn these options describe; default_reduction is loss_reduction's when unset.
+  ModelFn model_fn(nn::Reduction default_reduction) const;
 };
+using LinearRegressor = canned::CannedEstimator<LinearRegressorOptions>;
 
 // tf.estimator.LinearEstimator: the linear model over any head.
 struct LinearEstimatorOptions {
@@ -75,38 +84,15 @@ struct LinearEstimatorOptions {
   RunConfig config;
   feature_column::Combiner sparse_combiner = feature_column::Combiner::kSum;
   std::optional<checkpoint::WarmStartSettings> warm_start_from;
+
+  // The model_fn these options describe (the head carries its own loss_reduction).
+  ModelFn model_fn(nn::Reduction) const;
 };
-
-class LinearEstimator : public Estimator {
- public:
-  explicit LinearEstimator(LinearEstimatorOptions options);
-};
-
-class LinearClassifier : public Estimator {
- public:
-  explicit LinearClassifier(LinearClassifierOptions options);
-
- protected:
-  LinearClassifier(LinearClassifierOptions options, nn::Reduction default_reduction);
-};
-
-class LinearRegressor : public Estimator {
- public:
-  explicit LinearRegressor(LinearRegressorOptions options);
-
- protected:
-  LinearRegressor(LinearRegressorOptions options, nn::Reduction default_reduction);
-};
+using LinearEstimator = canned::CannedEstimator<LinearEstimatorOptions>;
 
 namespace compat::v1 {
-class LinearClassifier : public est::LinearClassifier {
- public:
-  explicit LinearClassifier(LinearClassifierOptions options);
-};
-class LinearRegressor : public est::LinearRegressor {
- public:
-  explicit LinearRegressor(LinearRegressorOptions options);
-};
+using LinearClassifier = canned::CompatV1<est::LinearClassifier>;
+using LinearRegressor = canned::CompatV1<est::LinearRegressor>;
 }  // namespace compat::v1
 
 }  // namespace est

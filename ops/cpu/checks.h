@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/element_bytes.h"
 #include "ops/tensor.h"
 
 namespace est::ops::cpu {
@@ -89,19 +90,9 @@ decltype(auto) dispatch_numeric(DType dtype, std::string_view op, Fn&& fn) {
 // Calls fn(U{}) with U an unsigned integer type of the dtype's element size: for ops that only
 // move elements (transpose, concat, slice, gather, broadcast_to) and so work for every dtype.
 template <class Fn>
-decltype(auto) dispatch_bytes(DType dtype, Fn&& fn) {
-  switch (dtype_size(dtype)) {
-    case 1:
-      return fn(uint8_t{});
-    case 2:
-      return fn(uint16_t{});
-    case 4:
-      return fn(uint32_t{});
-    case 8:
-      return fn(uint64_t{});
-    default:
-      throw InternalError(fmt::format("no element mover for dtype {}", dtype_name(dtype)));
-  }
+void dispatch_bytes(DType dtype, Fn&& fn) {
+  if (!dispatch_element_bytes(dtype_size(dtype), fn))
+    throw InternalError(fmt::format("no element mover for dtype {}", dtype_name(dtype)));
 }
 
 }  // namespace est::ops::cpu

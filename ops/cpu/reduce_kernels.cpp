@@ -11,6 +11,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "ops/axis_layout.h"
 #include "ops/cpu/checks.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/parallel.h"
@@ -143,50 +144,20 @@ void reduce_pass(const T* in, T* out, int64_t outer, int64_t r, int64_t inner) {
                });
 }
 
-struct Group {
-  int64_t size;
-  bool reduced;
-};
-
-// Reduces `x` over `axes` (normalised) with Op into `out` (the axes removed).
+// Reduces `x` over `axes` (normalised) with Op into `out` (the axes removed), pass by pass
+// (reduction_passes); the last pass writes into `out`.
 template <class Op>
 void reduce_into(const char* name, const Tensor& x, const std::vector<int>& axes, Tensor& out) {
-  std::vector<bool> reduced(x.shape().size(), false);
-  for (int a : axes) reduced[static_cast<size_t>(a)] = true;
-  std::vector<Group> groups;
-  for (size_t d = 0; d < x.shape().size(); ++d) {
-    int64_t size = x.shape()[d];
-    if (size == 1) continue;
-    if (!groups.empty() && groups.back().reduced == reduced[d])
-      groups.back().size *= size;
-    else
-      groups.push_back({size, reduced[d]});
-  }
-  // One pass per run of reduced axes, the last run first (at least one pass, so that a
-  // reduction over size-1 axes still copies); the last pass writes into `out`.
-  const int64_t passes = std::max<int64_t>(
-      1, std::count_if(groups.begin(), groups.end(), [](const Group& g) { return g.reduced; }));
+  const std::vector<AxisLayout> passes = reduction_passes(x.shape(), axes);
   dispatch_numeric(x.dtype(), name, [&](auto tag) {
     using T = decltype(tag);
     Tensor current = x;
-    for (int64_t pass = 0; pass < passes; ++pass) {
-      int64_t outer = 1, r = 1, inner = 1;
-      auto last =
-          std::find_if(groups.rbegin(), groups.rend(), [](const Group& g) { return g.reduced; });
-      size_t split =
-          last == groups.rend() ? groups.size() : static_cast<size_t>(groups.rend() - last) - 1;
-      for (size_t i = 0; i < groups.size(); ++i) {
-        if (i < split)
-          outer *= groups[i].size;
-        else if (i == split)
-          r = groups[i].size;
-        else
-          inner *= groups[i].size;
-      }
-      Tensor next = pass + 1 == passes ? out : Tensor::empty({outer * inner}, x.dtype());
-      if (outer * inner > 0) reduce_pass<Op>(current.data<T>(), next.data<T>(), outer, r, inner);
+    for (size_t pass = 0; pass < passes.size(); ++pass) {
+      const AxisLayout& p = passes[pass];
+      Tensor next = pass + 1 == passes.size() ? out : Tensor::empty({p.outer * p.inner}, x.dtype());
+      if (p.outer * p.inner > 0)
+        reduce_pass<Op>(current.data<T>(), next.data<T>(), p.outer, p.size, p.inner);
       current = next;
-      if (split < groups.size()) groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(split));
     }
   });
 }
@@ -202,11 +173,8 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, Tensor& 
 
 // The first maximum wins; a NaN counts as larger than any number.
 void argmax(const Tensor& x, int axis, Tensor& out) {
-  const Shape& shape = x.shape();
-  const int64_t r = shape[static_cast<size_t>(axis)];
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
-  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const AxisLayout layout = axis_layout(x.shape(), axis);
+  const int64_t outer = layout.outer, r = layout.size, inner = layout.inner;
   int64_t* result = out.data<int64_t>();
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);

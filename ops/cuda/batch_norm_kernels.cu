@@ -89,8 +89,7 @@ __device__ double blocks_total(const double* partial, int64_t blocks, int64_t ch
 template <class T>
 __global__ void mean_kernel(const double* partial, int64_t blocks, int64_t rows, int64_t channels,
                             double* center, T* mean) {
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < channels;
-       c += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+  EST_GRID_STRIDE_LOOP(c, channels) {
     const double m =
         blocks_total(partial, blocks, channels, c) / static_cast<double>(rows > 1 ? rows : 1);
     center[c] = m;
@@ -101,18 +100,17 @@ __global__ void mean_kernel(const double* partial, int64_t blocks, int64_t rows,
 template <class T>
 __global__ void variance_kernel(const double* partial, int64_t blocks, int64_t rows,
                                 int64_t channels, T* variance) {
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < channels;
-       c += static_cast<int64_t>(blockDim.x) * gridDim.x)
+  EST_GRID_STRIDE_LOOP(c, channels) {
     variance[c] = static_cast<T>(blocks_total(partial, blocks, channels, c) /
                                  static_cast<double>(rows > 1 ? rows : 1));
+  }
 }
 
 template <class T>
 __global__ void gradient_totals_kernel(const double* partial_dy, const double* partial_dy_xhat,
                                        int64_t blocks, int64_t channels, double* sums,
                                        T* grad_gamma, T* grad_beta) {
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < channels;
-       c += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+  EST_GRID_STRIDE_LOOP(c, channels) {
     const double sum_dy = blocks_total(partial_dy, blocks, channels, c);
     const double sum_dy_xhat = blocks_total(partial_dy_xhat, blocks, channels, c);
     sums[c] = sum_dy;
@@ -126,8 +124,7 @@ template <class T>
 __global__ void forward_kernel(const T* x, const T* gamma, const T* beta, const T* mean,
                                const T* variance, double epsilon, T* y, int64_t n,
                                int64_t channels) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+  EST_GRID_STRIDE_LOOP(i, n) {
     const int64_t c = i % channels;
     const double inv_std = 1.0 / sqrt(static_cast<double>(variance[c]) + epsilon);
     const double normalized = (static_cast<double>(x[i]) - static_cast<double>(mean[c])) * inv_std;
@@ -142,8 +139,7 @@ __global__ void grad_x_kernel(const T* x, const T* gamma, const T* mean, const T
                               const T* grad, const double* sums, double epsilon, bool training,
                               T* grad_x, int64_t n, int64_t rows, int64_t channels) {
   const double inv_rows = 1.0 / static_cast<double>(rows > 1 ? rows : 1);
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+  EST_GRID_STRIDE_LOOP(i, n) {
     const int64_t c = i % channels;
     const double inv_std = 1.0 / sqrt(static_cast<double>(variance[c]) + epsilon);
     const double scale = gamma != nullptr ? static_cast<double>(gamma[c]) : 1.0;
@@ -211,15 +207,13 @@ void batch_norm_forward(DType dtype, const void* x, const void* gamma, const voi
                         const void* mean, const void* variance, double epsilon, void* y,
                         int64_t rows, int64_t channels, Stream stream) {
   const int64_t n = rows * channels;
-  if (n == 0) return;
-  dispatch_floating(dtype, [&](auto tag) {
+  launch_floating(dtype, n, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
-    forward_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
+    forward_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
         static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
         static_cast<const T*>(mean), static_cast<const T*>(variance), epsilon, static_cast<T*>(y),
         n, channels);
   });
-  EST_CUDA_LAUNCHED();
 }
 
 void batch_norm_gradient_sums(DType dtype, const void* x, const void* mean, const void* variance,
@@ -249,15 +243,13 @@ void batch_norm_grad_x(DType dtype, const void* x, const void* gamma, const void
                        const void* variance, const void* grad, const double* sums, double epsilon,
                        bool training, void* grad_x, int64_t rows, int64_t channels, Stream stream) {
   const int64_t n = rows * channels;
-  if (n == 0) return;
-  dispatch_floating(dtype, [&](auto tag) {
+  launch_floating(dtype, n, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
-    grad_x_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
+    grad_x_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
         static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(mean),
         static_cast<const T*>(variance), static_cast<const T*>(grad), sums, epsilon, training,
         static_cast<T*>(grad_x), n, rows, channels);
   });
-  EST_CUDA_LAUNCHED();
 }
 
 }  // namespace est::ops::cuda

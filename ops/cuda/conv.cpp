@@ -41,6 +41,7 @@
 #include "ops/cuda/launch.h"
 #include "ops/cuda/nn_launch.h"
 #include "ops/cuda/runtime.h"
+#include "ops/cuda/window_geometry.h"
 #include "ops/logging.h"
 #include "ops/tensor_float_32.h"
 
@@ -221,26 +222,6 @@ bool ran(cudnnStatus_t status, Algorithm& algorithm, const char* call, const cha
   return false;
 }
 
-ConvGeometry geometry(const Window2D& w) {
-  ConvGeometry g;
-  g.batch = w.batch;
-  g.in_h = w.in_h;
-  g.in_w = w.in_w;
-  g.in_c = w.in_c;
-  g.kernel_h = w.kernel_h;
-  g.kernel_w = w.kernel_w;
-  g.out_h = w.out_h;
-  g.out_w = w.out_w;
-  g.out_c = w.out_c;
-  g.stride_h = w.stride_h;
-  g.stride_w = w.stride_w;
-  g.dilation_h = w.dilation_h;
-  g.dilation_w = w.dilation_w;
-  g.pad_top = w.pad_top;
-  g.pad_left = w.pad_left;
-  return g;
-}
-
 Algorithm& forward_algorithm(ConvPlan& plan, cudnnHandle_t handle, DType dtype, const Window2D& w,
                              bool timed) {
   if (plan.forward) return *plan.forward;
@@ -394,7 +375,7 @@ void conv2d(const Tensor& input, const Tensor& kernel, const Tensor& bias, const
     }
     if (!done)
       conv_direct_forward(dtype, input.raw_data(), kernel.raw_data(), output.raw_data(),
-                          geometry(w), stream);
+                          window_geometry(w), stream);
   }
   bias_activation(dtype, output.raw_data(), bias.defined() ? bias.raw_data() : nullptr, activation,
                   output.numel() / w.out_c, w.out_c, stream);
@@ -440,7 +421,7 @@ void conv2d_backward_data(const Tensor& grad_pre, const Tensor& kernel,
     }
   }
   conv_direct_backward_data(dtype, grad_pre.raw_data(), kernel.raw_data(), grad_input.raw_data(),
-                            geometry(w), stream);
+                            window_geometry(w), stream);
 }
 
 void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const Window2D& w,
@@ -479,7 +460,7 @@ void conv2d_backward_weights(const Tensor& input, const Tensor& grad_pre, const 
     }
   }
   conv_direct_backward_filter(dtype, input.raw_data(), grad_pre.raw_data(), grad_kernel.raw_data(),
-                              geometry(w), stream);
+                              window_geometry(w), stream);
 }
 void conv2d_weights_from_output(const Tensor& input, const Tensor& grad, const Tensor& y,
                                 const Window2D& w, Activation activation, bool has_bias,

@@ -4,20 +4,17 @@
 // kernel. One thread per output element of each direction, sums in double; slow for large
 // shapes, never chosen over a cuDNN algorithm.
 #include "ops/cuda/device_common.cuh"
+#include "ops/cuda/nhwc_index.cuh"
 #include "ops/cuda/nn_launch.h"
 
 namespace est::ops::cuda {
 namespace {
 
 template <class T>
-__global__ void forward_kernel(const T* in, const T* kernel, T* out, ConvGeometry g) {
+__global__ void forward_kernel(const T* in, const T* kernel, T* out, WindowGeometry g) {
   const int64_t total = g.batch * g.out_h * g.out_w * g.out_c;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const int64_t oc = i % g.out_c;
-    const int64_t ow = (i / g.out_c) % g.out_w;
-    const int64_t oh = (i / (g.out_c * g.out_w)) % g.out_h;
-    const int64_t n = i / (g.out_c * g.out_w * g.out_h);
+  EST_GRID_STRIDE_LOOP(i, total) {
+    const auto [n, oh, ow, oc] = nhwc_position(i, g.out_h, g.out_w, g.out_c);
     double sum = 0.0;
     for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
       const int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
@@ -25,8 +22,8 @@ __global__ void forward_kernel(const T* in, const T* kernel, T* out, ConvGeometr
       for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
         const int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
         if (iw < 0 || iw >= g.in_w) continue;
-        const T* x = in + ((n * g.in_h + ih) * g.in_w + iw) * g.in_c;
-        const T* k = kernel + (kh * g.kernel_w + kw) * g.in_c * g.out_c + oc;
+        const T* x = in + nhwc_index(n, ih, iw, 0, g.in_h, g.in_w, g.in_c);
+        const T* k = kernel + nhwc_index(kh, kw, 0, oc, g.kernel_w, g.in_c, g.out_c);
         for (int64_t c = 0; c < g.in_c; ++c)
           sum += static_cast<double>(x[c]) * static_cast<double>(k[c * g.out_c]);
       }
@@ -47,14 +44,10 @@ __device__ inline int64_t source_of(int64_t i, int64_t k, int64_t pad, int64_t s
 
 template <class T>
 __global__ void backward_data_kernel(const T* grad, const T* kernel, T* grad_input,
-                                     ConvGeometry g) {
+                                     WindowGeometry g) {
   const int64_t total = g.batch * g.in_h * g.in_w * g.in_c;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const int64_t c = i % g.in_c;
-    const int64_t iw = (i / g.in_c) % g.in_w;
-    const int64_t ih = (i / (g.in_c * g.in_w)) % g.in_h;
-    const int64_t n = i / (g.in_c * g.in_w * g.in_h);
+  EST_GRID_STRIDE_LOOP(i, total) {
+    const auto [n, ih, iw, c] = nhwc_position(i, g.in_h, g.in_w, g.in_c);
     double sum = 0.0;
     for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
       const int64_t oh = source_of(ih, kh, g.pad_top, g.stride_h, g.dilation_h, g.out_h);
@@ -62,8 +55,8 @@ __global__ void backward_data_kernel(const T* grad, const T* kernel, T* grad_inp
       for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
         const int64_t ow = source_of(iw, kw, g.pad_left, g.stride_w, g.dilation_w, g.out_w);
         if (ow < 0) continue;
-        const T* dy = grad + ((n * g.out_h + oh) * g.out_w + ow) * g.out_c;
-        const T* k = kernel + ((kh * g.kernel_w + kw) * g.in_c + c) * g.out_c;
+        const T* dy = grad + nhwc_index(n, oh, ow, 0, g.out_h, g.out_w, g.out_c);
+        const T* k = kernel + nhwc_index(kh, kw, c, 0, g.kernel_w, g.in_c, g.out_c);
         for (int64_t oc = 0; oc < g.out_c; ++oc)
           sum += static_cast<double>(dy[oc]) * static_cast<double>(k[oc]);
       }
@@ -73,14 +66,11 @@ __global__ void backward_data_kernel(const T* grad, const T* kernel, T* grad_inp
 }
 
 template <class T>
-__global__ void backward_filter_kernel(const T* in, const T* grad, T* grad_kernel, ConvGeometry g) {
+__global__ void backward_filter_kernel(const T* in, const T* grad, T* grad_kernel,
+                                       WindowGeometry g) {
   const int64_t total = g.kernel_h * g.kernel_w * g.in_c * g.out_c;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const int64_t oc = i % g.out_c;
-    const int64_t c = (i / g.out_c) % g.in_c;
-    const int64_t kw = (i / (g.out_c * g.in_c)) % g.kernel_w;
-    const int64_t kh = i / (g.out_c * g.in_c * g.kernel_w);
+  EST_GRID_STRIDE_LOOP(i, total) {
+    const auto [kh, kw, c, oc] = nhwc_position(i, g.kernel_w, g.in_c, g.out_c);  // HWIO
     double sum = 0.0;
     for (int64_t n = 0; n < g.batch; ++n)
       for (int64_t oh = 0; oh < g.out_h; ++oh) {
@@ -89,8 +79,8 @@ __global__ void backward_filter_kernel(const T* in, const T* grad, T* grad_kerne
         for (int64_t ow = 0; ow < g.out_w; ++ow) {
           const int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
           if (iw < 0 || iw >= g.in_w) continue;
-          sum += static_cast<double>(in[((n * g.in_h + ih) * g.in_w + iw) * g.in_c + c]) *
-                 static_cast<double>(grad[((n * g.out_h + oh) * g.out_w + ow) * g.out_c + oc]);
+          sum += static_cast<double>(in[nhwc_index(n, ih, iw, c, g.in_h, g.in_w, g.in_c)]) *
+                 static_cast<double>(grad[nhwc_index(n, oh, ow, oc, g.out_h, g.out_w, g.out_c)]);
         }
       }
     grad_kernel[i] = static_cast<T>(sum);
@@ -100,39 +90,33 @@ __global__ void backward_filter_kernel(const T* in, const T* grad, T* grad_kerne
 }  // namespace
 
 void conv_direct_forward(DType dtype, const void* in, const void* kernel, void* out,
-                         const ConvGeometry& g, Stream stream) {
+                         const WindowGeometry& g, Stream stream) {
   const int64_t total = g.batch * g.out_h * g.out_w * g.out_c;
-  if (total == 0) return;
-  dispatch_floating(dtype, [&](auto tag) {
+  launch_floating(dtype, total, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
-    forward_kernel<T><<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(
+    forward_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
         static_cast<const T*>(in), static_cast<const T*>(kernel), static_cast<T*>(out), g);
   });
-  EST_CUDA_LAUNCHED();
 }
 
 void conv_direct_backward_data(DType dtype, const void* grad, const void* kernel, void* grad_input,
-                               const ConvGeometry& g, Stream stream) {
+                               const WindowGeometry& g, Stream stream) {
   const int64_t total = g.batch * g.in_h * g.in_w * g.in_c;
-  if (total == 0) return;
-  dispatch_floating(dtype, [&](auto tag) {
+  launch_floating(dtype, total, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
-    backward_data_kernel<T><<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(
+    backward_data_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
         static_cast<const T*>(grad), static_cast<const T*>(kernel), static_cast<T*>(grad_input), g);
   });
-  EST_CUDA_LAUNCHED();
 }
 
 void conv_direct_backward_filter(DType dtype, const void* in, const void* grad, void* grad_kernel,
-                                 const ConvGeometry& g, Stream stream) {
+                                 const WindowGeometry& g, Stream stream) {
   const int64_t total = g.kernel_h * g.kernel_w * g.in_c * g.out_c;
-  if (total == 0) return;
-  dispatch_floating(dtype, [&](auto tag) {
+  launch_floating(dtype, total, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
-    backward_filter_kernel<T><<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(
+    backward_filter_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
         static_cast<const T*>(in), static_cast<const T*>(grad), static_cast<T*>(grad_kernel), g);
   });
-  EST_CUDA_LAUNCHED();
 }
 
 }  // namespace est::ops::cuda

@@ -2,6 +2,7 @@
 // HWIO filter format) and the extra bottom/right zero padding of TensorFlow's asymmetric SAME
 // windows (cuDNN pads both sides equally). Plain grid-stride loops over the output.
 #include "ops/cuda/device_common.cuh"
+#include "ops/cuda/nhwc_index.cuh"
 #include "ops/cuda/nn_launch.h"
 
 namespace est::ops::cuda {
@@ -10,40 +11,33 @@ namespace {
 template <class T>
 __global__ void transpose_kernel(const T* in, T* out, int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+  EST_GRID_STRIDE_LOOP(i, n) {
     const int64_t c = i / rows, r = i % rows;  // out[c, r]
     out[i] = in[r * cols + c];
   }
 }
 
-// Every element of the padded image: the input's where it has one, zero in the extra margin.
+// out [n, out_h, out_w, c] from in [n, in_h, in_w, c]: the top-left corner they share copied,
+// zero where the output reaches past the input. Padding at the bottom and right when the output
+// is the larger, cropping it off when the input is.
 template <class T>
-__global__ void pad_kernel(const T* in, T* out, int64_t n, int64_t h, int64_t w, int64_t c,
-                           int64_t padded_h, int64_t padded_w) {
-  const int64_t total = n * padded_h * padded_w * c;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const int64_t ch = i % c;
-    const int64_t x = (i / c) % padded_w;
-    const int64_t y = (i / (c * padded_w)) % padded_h;
-    const int64_t image = i / (c * padded_w * padded_h);
-    out[i] = y < h && x < w ? in[((image * h + y) * w + x) * c + ch] : T(0);
+__global__ void corner_copy_kernel(const T* in, T* out, int64_t n, int64_t in_h, int64_t in_w,
+                                   int64_t out_h, int64_t out_w, int64_t c) {
+  const int64_t total = n * out_h * out_w * c;
+  EST_GRID_STRIDE_LOOP(i, total) {
+    const auto [image, y, x, ch] = nhwc_position(i, out_h, out_w, c);
+    out[i] = y < in_h && x < in_w ? in[nhwc_index(image, y, x, ch, in_h, in_w, c)] : T(0);
   }
 }
 
-template <class T>
-__global__ void crop_kernel(const T* in, T* out, int64_t n, int64_t h, int64_t w, int64_t c,
-                            int64_t padded_h, int64_t padded_w) {
-  const int64_t total = n * h * w * c;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
-    const int64_t ch = i % c;
-    const int64_t x = (i / c) % w;
-    const int64_t y = (i / (c * w)) % h;
-    const int64_t image = i / (c * w * h);
-    out[i] = in[((image * padded_h + y) * padded_w + x) * c + ch];
-  }
+// corner_copy_kernel on a floating dtype.
+void corner_copy(DType dtype, const void* in, void* out, int64_t n, int64_t in_h, int64_t in_w,
+                 int64_t out_h, int64_t out_w, int64_t c, Stream stream) {
+  launch_floating(dtype, n * out_h * out_w * c, [&](auto tag, unsigned grid) {
+    using T = decltype(tag);
+    corner_copy_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
+        static_cast<const T*>(in), static_cast<T*>(out), n, in_h, in_w, out_h, out_w, c);
+  });
 }
 
 }  // namespace
@@ -51,37 +45,21 @@ __global__ void crop_kernel(const T* in, T* out, int64_t n, int64_t h, int64_t w
 void transpose_2d(DType dtype, const void* in, void* out, int64_t rows, int64_t cols,
                   Stream stream) {
   const int64_t n = rows * cols;
-  if (n == 0) return;
-  dispatch_floating(dtype, [&](auto tag) {
+  launch_floating(dtype, n, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
-    transpose_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
-        static_cast<const T*>(in), static_cast<T*>(out), rows, cols);
+    transpose_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(static_cast<const T*>(in),
+                                                                  static_cast<T*>(out), rows, cols);
   });
-  EST_CUDA_LAUNCHED();
 }
 
 void pad_bottom_right(DType dtype, const void* in, void* out, int64_t n, int64_t h, int64_t w,
                       int64_t c, int64_t extra_h, int64_t extra_w, Stream stream) {
-  const int64_t total = n * (h + extra_h) * (w + extra_w) * c;
-  if (total == 0) return;
-  dispatch_floating(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    pad_kernel<T><<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(
-        static_cast<const T*>(in), static_cast<T*>(out), n, h, w, c, h + extra_h, w + extra_w);
-  });
-  EST_CUDA_LAUNCHED();
+  corner_copy(dtype, in, out, n, h, w, h + extra_h, w + extra_w, c, stream);
 }
 
 void crop_bottom_right(DType dtype, const void* in, void* out, int64_t n, int64_t h, int64_t w,
                        int64_t c, int64_t extra_h, int64_t extra_w, Stream stream) {
-  const int64_t total = n * h * w * c;
-  if (total == 0) return;
-  dispatch_floating(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    crop_kernel<T><<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(
-        static_cast<const T*>(in), static_cast<T*>(out), n, h, w, c, h + extra_h, w + extra_w);
-  });
-  EST_CUDA_LAUNCHED();
+  corner_copy(dtype, in, out, n, h + extra_h, w + extra_w, h, w, c, stream);
 }
 
 }  // namespace est::ops::cuda

@@ -58,9 +58,6 @@ CudnnTypes cudnn_types(DType dtype, const char* op) {
 
 CudnnScaling::CudnnScaling(DType dtype) : use_double_(dtype == DType::kF64) {}
 
-TensorDescriptor::TensorDescriptor() { EST_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_)); }
-TensorDescriptor::~TensorDescriptor() { cudnnDestroyTensorDescriptor(desc_); }
-
 cudnnStatus_t TensorDescriptor::set_nhwc(cudnnDataType_t type, int64_t n, int64_t h, int64_t w,
                                          int64_t c) {
   const char* op = "cuDNN tensor";
@@ -68,20 +65,12 @@ cudnnStatus_t TensorDescriptor::set_nhwc(cudnnDataType_t type, int64_t n, int64_
                                     cudnn_int(c, op), cudnn_int(h, op), cudnn_int(w, op));
 }
 
-FilterDescriptor::FilterDescriptor() { EST_CUDNN_CHECK(cudnnCreateFilterDescriptor(&desc_)); }
-FilterDescriptor::~FilterDescriptor() { cudnnDestroyFilterDescriptor(desc_); }
-
 cudnnStatus_t FilterDescriptor::set_krsc(cudnnDataType_t type, int64_t out_c, int64_t kh,
                                          int64_t kw, int64_t in_c) {
   const char* op = "cuDNN filter";
   return cudnnSetFilter4dDescriptor(desc_, type, CUDNN_TENSOR_NHWC, cudnn_int(out_c, op),
                                     cudnn_int(in_c, op), cudnn_int(kh, op), cudnn_int(kw, op));
 }
-
-ConvolutionDescriptor::ConvolutionDescriptor() {
-  EST_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&desc_));
-}
-ConvolutionDescriptor::~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(desc_); }
 
 cudnnStatus_t ConvolutionDescriptor::set(const CudnnTypes& types, int64_t pad_h, int64_t pad_w,
                                          int64_t stride_h, int64_t stride_w, int64_t dilation_h,

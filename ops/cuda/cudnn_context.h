@@ -21,6 +21,13 @@ namespace est::ops::cuda {
 [[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
                                     int line);
 
+#define EST_CUDNN_CHECK(call)                                                            \
+  do {                                                                                   \
+    const cudnnStatus_t est_cudnn_status_ = (call);                                      \
+    if (est_cudnn_status_ != CUDNN_STATUS_SUCCESS)                                       \
+      ::est::ops::cuda::throw_cudnn_error(est_cudnn_status_, #call, __FILE__, __LINE__); \
+  } while (false)
+
 // The device's cuDNN handle and the mutex its users hold while they queue work on it (and read
 // or fill their per-shape caches).
 struct CudnnContext {
@@ -53,49 +60,46 @@ struct CudnnScaling {
   double d_[2] = {0.0, 1.0};
 };
 
-// Owning descriptors (not copyable; a per-shape plan holds them for the process's life).
-class TensorDescriptor {
+// An owning cuDNN descriptor: made by `create`, freed by `destroy` (not copyable; a per-shape
+// plan holds them for the process's life).
+template <class Handle, cudnnStatus_t (*create)(Handle*), cudnnStatus_t (*destroy)(Handle)>
+class CudnnDescriptor {
  public:
-  TensorDescriptor();
-  ~TensorDescriptor();
-  TensorDescriptor(const TensorDescriptor&) = delete;
-  TensorDescriptor& operator=(const TensorDescriptor&) = delete;
-  // A dense NHWC tensor of sizes [n, h, w, c]. The set functions return cuDNN's status (a
-  // dtype or layout it lacks is CUDNN_STATUS_NOT_SUPPORTED*); cudnn_usable() reads it.
-  cudnnStatus_t set_nhwc(cudnnDataType_t type, int64_t n, int64_t h, int64_t w, int64_t c);
-  cudnnTensorDescriptor_t get() const { return desc_; }
+  CudnnDescriptor() { EST_CUDNN_CHECK(create(&desc_)); }
+  ~CudnnDescriptor() { destroy(desc_); }
+  CudnnDescriptor(const CudnnDescriptor&) = delete;
+  CudnnDescriptor& operator=(const CudnnDescriptor&) = delete;
+  Handle get() const { return desc_; }
 
- private:
-  cudnnTensorDescriptor_t desc_ = nullptr;
+ protected:
+  Handle desc_ = nullptr;
 };
 
-class FilterDescriptor {
+// The set functions return cuDNN's status (a dtype or layout it lacks is
+// CUDNN_STATUS_NOT_SUPPORTED*); cudnn_usable() reads it.
+class TensorDescriptor
+    : public CudnnDescriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor,
+                             cudnnDestroyTensorDescriptor> {
  public:
-  FilterDescriptor();
-  ~FilterDescriptor();
-  FilterDescriptor(const FilterDescriptor&) = delete;
-  FilterDescriptor& operator=(const FilterDescriptor&) = delete;
+  // A dense NHWC tensor of sizes [n, h, w, c].
+  cudnnStatus_t set_nhwc(cudnnDataType_t type, int64_t n, int64_t h, int64_t w, int64_t c);
+};
+
+class FilterDescriptor
+    : public CudnnDescriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor,
+                             cudnnDestroyFilterDescriptor> {
+ public:
   // A KRSC filter ([out_c, kh, kw, in_c], cuDNN's NHWC filter format).
   cudnnStatus_t set_krsc(cudnnDataType_t type, int64_t out_c, int64_t kh, int64_t kw, int64_t in_c);
-  cudnnFilterDescriptor_t get() const { return desc_; }
-
- private:
-  cudnnFilterDescriptor_t desc_ = nullptr;
 };
 
-class ConvolutionDescriptor {
+class ConvolutionDescriptor
+    : public CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
+                             cudnnDestroyConvolutionDescriptor> {
  public:
-  ConvolutionDescriptor();
-  ~ConvolutionDescriptor();
-  ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
-  ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
   // Cross-correlation (TensorFlow's conv2d) with symmetric padding.
   cudnnStatus_t set(const CudnnTypes& types, int64_t pad_h, int64_t pad_w, int64_t stride_h,
                     int64_t stride_w, int64_t dilation_h, int64_t dilation_w);
-  cudnnConvolutionDescriptor_t get() const { return desc_; }
-
- private:
-  cudnnConvolutionDescriptor_t desc_ = nullptr;
 };
 
 // True when `status` is success, false when it is in cuDNN 9's "not supported" category (a
@@ -111,10 +115,3 @@ inline void* workspace_data(Tensor& t) { return t.defined() ? t.raw_data() : nul
 int cudnn_int(int64_t value, const char* op);
 
 }  // namespace est::ops::cuda
-
-#define EST_CUDNN_CHECK(call)                                                            \
-  do {                                                                                   \
-    const cudnnStatus_t est_cudnn_status_ = (call);                                      \
-    if (est_cudnn_status_ != CUDNN_STATUS_SUCCESS)                                       \
-      ::est::ops::cuda::throw_cudnn_error(est_cudnn_status_, #call, __FILE__, __LINE__); \
-  } while (false)

@@ -1,4 +1,4 @@
-// Helpers shared by the .cu files: the dtype switch, launch geometry of the grid-stride loops,
+// Helpers shared by the .cu files: the dtype switch, the grid-stride loop and its launch geometry,
 // broadcast offsets, and math that picks the float or double function.
 #pragma once
 
@@ -24,6 +24,12 @@ inline cudaStream_t as_stream(Stream stream) { return static_cast<cudaStream_t>(
 
 #define EST_CUDA_LAUNCHED() EST_CUDA_CHECK(cudaGetLastError())
 
+// for (int64_t i = ...; i < n; ...): this thread's share of [0, n) in a grid-stride loop (the
+// grid of blocks_for(n) blocks of kThreads, or any other).
+#define EST_GRID_STRIDE_LOOP(i, n)                                                       \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
 // Calls fn(T{}) with T the C++ type of a numeric dtype (bool: `with_bool`).
 template <class Fn>
 void dispatch_numeric(DType dtype, Fn&& fn) {
@@ -44,6 +50,16 @@ template <class Fn>
 void dispatch_floating(DType dtype, Fn&& fn) {
   if (dtype == DType::kF64) return fn(double{});
   return fn(float{});
+}
+
+// The host side of a grid-stride kernel over `total` elements of a floating dtype: nothing when
+// total is 0, else launch(T{}, grid) with T the dtype's C++ type, which queues the kernel as
+// kernel<T><<<grid, kThreads, 0, stream>>>(...); a failed launch throws.
+template <class Launch>
+void launch_floating(DType dtype, int64_t total, Launch&& launch) {
+  if (total == 0) return;
+  dispatch_floating(dtype, [&](auto tag) { launch(tag, blocks_for(total)); });
+  EST_CUDA_LAUNCHED();
 }
 
 // Element offset of `operand` for the output element at flat `index`.

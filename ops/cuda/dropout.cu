@@ -11,10 +11,6 @@
 namespace est::ops::cuda {
 namespace {
 
-#define EST_GRID_STRIDE_LOOP(i, n)                                                       \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-
 constexpr int64_t kDropoutRun = 128;
 
 template <class T>

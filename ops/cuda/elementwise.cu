@@ -100,23 +100,19 @@ __device__ T unary_gradient_value(UnaryOp op, UnaryParams p, T g, T s) {
   return T(0);
 }
 
-#define EST_GRID_STRIDE(i, n)                                                   \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; \
-       i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-
 template <class T>
 __global__ void fill_kernel(T* out, int64_t n, T value) {
-  EST_GRID_STRIDE(i, n) out[i] = value;
+  EST_GRID_STRIDE_LOOP(i, n) out[i] = value;
 }
 
 template <class From, class To>
 __global__ void cast_kernel(const From* x, To* out, int64_t n) {
-  EST_GRID_STRIDE(i, n) out[i] = static_cast<To>(x[i]);
+  EST_GRID_STRIDE_LOOP(i, n) out[i] = static_cast<To>(x[i]);
 }
 
 template <class From>
 __global__ void cast_to_bool_kernel(const From* x, bool* out, int64_t n) {
-  EST_GRID_STRIDE(i, n) out[i] = x[i] != From(0);
+  EST_GRID_STRIDE_LOOP(i, n) out[i] = x[i] != From(0);
 }
 
 // bfloat16 is stored as its 16 bits (uint16_t) and converted with the CPU's rounding
@@ -134,12 +130,12 @@ __device__ inline uint16_t float_to_bfloat16(float value) {
 
 template <class From>
 __global__ void cast_to_bfloat16_kernel(const From* x, uint16_t* out, int64_t n) {
-  EST_GRID_STRIDE(i, n) out[i] = float_to_bfloat16(static_cast<float>(x[i]));
+  EST_GRID_STRIDE_LOOP(i, n) out[i] = float_to_bfloat16(static_cast<float>(x[i]));
 }
 
 template <class To>
 __global__ void cast_from_bfloat16_kernel(const uint16_t* x, To* out, int64_t n) {
-  EST_GRID_STRIDE(i, n) {
+  EST_GRID_STRIDE_LOOP(i, n) {
     const float v = bfloat16_to_float(x[i]);
     if constexpr (std::is_same_v<To, bool>)
       out[i] = v != 0.0f;
@@ -151,7 +147,7 @@ __global__ void cast_from_bfloat16_kernel(const uint16_t* x, To* out, int64_t n)
 template <class T>
 __global__ void binary_kernel(BinaryOp op, const T* a, const T* b, T* out, int64_t n,
                               Broadcast bc) {
-  EST_GRID_STRIDE(i, n) {
+  EST_GRID_STRIDE_LOOP(i, n) {
     out[i] = binary_value(op, a[operand_offset(bc, 0, i)], b[operand_offset(bc, 1, i)]);
   }
 }
@@ -159,7 +155,7 @@ __global__ void binary_kernel(BinaryOp op, const T* a, const T* b, T* out, int64
 template <class T>
 __global__ void binary_gradient_kernel(BinaryOp op, int input, const T* g, const T* a, const T* b,
                                        T* out, int64_t n, Broadcast bc) {
-  EST_GRID_STRIDE(i, n) {
+  EST_GRID_STRIDE_LOOP(i, n) {
     out[i] = binary_gradient_value(op, input, g[operand_offset(bc, 0, i)],
                                    a[operand_offset(bc, 1, i)], b[operand_offset(bc, 2, i)]);
   }
@@ -168,7 +164,7 @@ __global__ void binary_gradient_kernel(BinaryOp op, int input, const T* g, const
 template <class T>
 __global__ void compare_kernel(CompareOp op, const T* a, const T* b, bool* out, int64_t n,
                                Broadcast bc) {
-  EST_GRID_STRIDE(i, n) {
+  EST_GRID_STRIDE_LOOP(i, n) {
     const T x = a[operand_offset(bc, 0, i)], y = b[operand_offset(bc, 1, i)];
     out[i] = op == CompareOp::kEqual ? x == y : (op == CompareOp::kGreater ? x > y : x < y);
   }
@@ -176,23 +172,23 @@ __global__ void compare_kernel(CompareOp op, const T* a, const T* b, bool* out, 
 
 template <class T>
 __global__ void broadcast_kernel(const T* x, T* out, int64_t n, Broadcast bc) {
-  EST_GRID_STRIDE(i, n) out[i] = x[operand_offset(bc, 0, i)];
+  EST_GRID_STRIDE_LOOP(i, n) out[i] = x[operand_offset(bc, 0, i)];
 }
 
 template <class T>
 __global__ void unary_kernel(UnaryOp op, UnaryParams p, const T* x, T* y, int64_t n) {
-  EST_GRID_STRIDE(i, n) y[i] = unary_value(op, p, x[i]);
+  EST_GRID_STRIDE_LOOP(i, n) y[i] = unary_value(op, p, x[i]);
 }
 
 template <class T>
 __global__ void unary_gradient_kernel(UnaryOp op, UnaryParams p, const T* g, const T* s, T* dx,
                                       int64_t n) {
-  EST_GRID_STRIDE(i, n) dx[i] = unary_gradient_value(op, p, g[i], s[i]);
+  EST_GRID_STRIDE_LOOP(i, n) dx[i] = unary_gradient_value(op, p, g[i], s[i]);
 }
 
 template <class T>
 __global__ void add_scaled_kernel(T* target, const T* x, T alpha, int64_t n) {
-  EST_GRID_STRIDE(i, n) target[i] = target[i] + x[i] * alpha;
+  EST_GRID_STRIDE_LOOP(i, n) target[i] = target[i] + x[i] * alpha;
 }
 
 }  // namespace
@@ -269,14 +265,12 @@ void binary(BinaryOp op, DType dtype, const void* a, const void* b, void* out, i
 void binary_gradient(BinaryOp op, int input, DType dtype, const void* grad, const void* a,
                      const void* b, void* out, int64_t n, const Broadcast& broadcast,
                      Stream stream) {
-  if (n == 0) return;
-  dispatch_floating(dtype, [&](auto tag) {
+  launch_floating(dtype, n, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
-    binary_gradient_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
+    binary_gradient_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
         op, input, static_cast<const T*>(grad), static_cast<const T*>(a),
         static_cast<const T*>(b), static_cast<T*>(out), n, broadcast);
   });
-  EST_CUDA_LAUNCHED();
 }
 
 void compare(CompareOp op, DType dtype, const void* a, const void* b, bool* out, int64_t n,
@@ -326,24 +320,20 @@ void unary(UnaryOp op, UnaryParams params, DType dtype, const void* x, void* y, 
 
 void unary_gradient(UnaryOp op, UnaryParams params, DType dtype, const void* grad,
                     const void* saved, void* dx, int64_t n, Stream stream) {
-  if (n == 0) return;
-  dispatch_floating(dtype, [&](auto tag) {
+  launch_floating(dtype, n, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
-    unary_gradient_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
+    unary_gradient_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
         op, params, static_cast<const T*>(grad), static_cast<const T*>(saved),
         static_cast<T*>(dx), n);
   });
-  EST_CUDA_LAUNCHED();
 }
 
 void add_scaled(DType dtype, void* target, const void* x, double alpha, int64_t n, Stream stream) {
-  if (n == 0) return;
-  dispatch_floating(dtype, [&](auto tag) {
+  launch_floating(dtype, n, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
-    add_scaled_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
+    add_scaled_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
         static_cast<T*>(target), static_cast<const T*>(x), static_cast<T>(alpha), n);
   });
-  EST_CUDA_LAUNCHED();
 }
 
 }  // namespace est::ops::cuda

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include "ops/axis_layout.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/launch.h"
 #include "ops/cuda/reduce_plan.h"
@@ -114,59 +115,26 @@ void broadcast_to(const Tensor& x, Tensor& out) {
                        make_broadcast(out.shape(), {&x.shape()}), compute_stream(device_of(out)));
 }
 
-// The input's dims are grouped into runs of kept and reduced axes (size-1 dims dropped); each
-// run of reduced axes is one [outer, r, inner] pass, the last run first; the last pass writes
-// into `out`.
+// One reduce_axis per pass of reduction_passes (axis_layout.h); the last pass writes into `out`.
 void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, Tensor& out) {
   const int device = device_of(x);
   DeviceGuard guard(device);
-  std::vector<bool> reduced(x.shape().size(), false);
-  for (int a : axes) reduced[static_cast<size_t>(a)] = true;
-  struct Group {
-    int64_t size;
-    bool reduced;
-  };
-  std::vector<Group> groups;
-  for (size_t d = 0; d < x.shape().size(); ++d) {
-    const int64_t size = x.shape()[d];
-    if (size == 1) continue;
-    if (!groups.empty() && groups.back().reduced == reduced[d])
-      groups.back().size *= size;
-    else
-      groups.push_back({size, reduced[d]});
-  }
-  const int64_t passes = std::max<int64_t>(
-      1, std::count_if(groups.begin(), groups.end(), [](const Group& g) { return g.reduced; }));
+  const std::vector<AxisLayout> passes = reduction_passes(x.shape(), axes);
   Tensor current = x;
-  for (int64_t pass = 0; pass < passes; ++pass) {
-    int64_t outer = 1, r = 1, inner = 1;
-    auto last =
-        std::find_if(groups.rbegin(), groups.rend(), [](const Group& g) { return g.reduced; });
-    const size_t split =
-        last == groups.rend() ? groups.size() : static_cast<size_t>(groups.rend() - last) - 1;
-    for (size_t i = 0; i < groups.size(); ++i) {
-      if (i < split)
-        outer *= groups[i].size;
-      else if (i == split)
-        r = groups[i].size;
-      else
-        inner *= groups[i].size;
-    }
-    Tensor next = pass + 1 == passes ? out : Tensor::empty({outer * inner}, x.dtype(), x.device());
-    reduce_axis(op, current, next, outer, r, inner);
+  for (size_t pass = 0; pass < passes.size(); ++pass) {
+    const AxisLayout& p = passes[pass];
+    Tensor next =
+        pass + 1 == passes.size() ? out : Tensor::empty({p.outer * p.inner}, x.dtype(), x.device());
+    reduce_axis(op, current, next, p.outer, p.size, p.inner);
     current = next;
-    if (split < groups.size()) groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(split));
   }
 }
 
 void argmax(const Tensor& x, int axis, Tensor& out) {
   DeviceGuard guard(device_of(x));
-  const Shape& shape = x.shape();
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
-  for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
-  cuda::argmax(x.dtype(), x.raw_data(), static_cast<int64_t*>(out.raw_data()), outer,
-               shape[static_cast<size_t>(axis)], inner, compute_stream(device_of(x)));
+  const AxisLayout layout = axis_layout(x.shape(), axis);
+  cuda::argmax(x.dtype(), x.raw_data(), static_cast<int64_t*>(out.raw_data()), layout.outer,
+               layout.size, layout.inner, compute_stream(device_of(x)));
 }
 
 void bias_add(const Tensor& x, const Tensor& bias, Tensor& out) {

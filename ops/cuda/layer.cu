@@ -30,8 +30,7 @@ __device__ T activation_derivative(Activation activation, T dy, T y) {
 template <class T>
 __global__ void bias_activation_kernel(T* x, const T* bias, Activation activation, int64_t n,
                                        int64_t channels) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+  EST_GRID_STRIDE_LOOP(i, n) {
     const T v = bias != nullptr ? x[i] + bias[i % channels] : x[i];
     x[i] = activate(activation, v);
   }
@@ -40,9 +39,7 @@ __global__ void bias_activation_kernel(T* x, const T* bias, Activation activatio
 template <class T>
 __global__ void activation_gradient_kernel(const T* dy, const T* y, T* dx, Activation activation,
                                            int64_t n) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-    dx[i] = activation_derivative(activation, dy[i], y[i]);
+  EST_GRID_STRIDE_LOOP(i, n) dx[i] = activation_derivative(activation, dy[i], y[i]);
 }
 
 }  // namespace
@@ -61,14 +58,12 @@ void bias_activation(DType dtype, void* x, const void* bias, Activation activati
 
 void activation_gradient(DType dtype, const void* grad, const void* y, void* dx,
                          Activation activation, int64_t n, Stream stream) {
-  if (n == 0) return;
-  dispatch_floating(dtype, [&](auto tag) {
+  launch_floating(dtype, n, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
-    activation_gradient_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
+    activation_gradient_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
         static_cast<const T*>(grad), static_cast<const T*>(y), static_cast<T*>(dx), activation,
         n);
   });
-  EST_CUDA_LAUNCHED();
 }
 
 }  // namespace est::ops::cuda

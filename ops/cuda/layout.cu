@@ -11,28 +11,10 @@
 
 #include "ops/cuda/device_common.cuh"
 #include "ops/cuda/layout.h"
+#include "ops/element_bytes.h"
 
 namespace est::ops::cuda {
 namespace {
-
-#define EST_GRID_STRIDE_LOOP(i, n)                                                       \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-
-// Calls fn(U{}) with U an unsigned integer of `element_size` bytes.
-template <class Fn>
-void dispatch_element(int element_size, Fn&& fn) {
-  switch (element_size) {
-    case 1:
-      return fn(uint8_t{});
-    case 2:
-      return fn(uint16_t{});
-    case 4:
-      return fn(uint32_t{});
-    case 8:
-      return fn(uint64_t{});
-  }
-}
 
 template <class Fn>
 void dispatch_index(DType index_dtype, Fn&& fn) {
@@ -116,7 +98,7 @@ __global__ void one_hot_kernel(const I* ids, T* out, int64_t n, int64_t depth, T
 void strided_gather(int element_size, const void* view, void* contiguous, int64_t n,
                     const StridedView& layout, Stream stream) {
   if (n == 0) return;
-  dispatch_element(element_size, [&](auto tag) {
+  dispatch_element_bytes(static_cast<size_t>(element_size), [&](auto tag) {
     using U = decltype(tag);
     strided_gather_kernel<U><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
         static_cast<const U*>(view), static_cast<U*>(contiguous), n, layout);
@@ -127,7 +109,7 @@ void strided_gather(int element_size, const void* view, void* contiguous, int64_
 void strided_scatter(int element_size, void* view, const void* contiguous, int64_t n,
                      const StridedView& layout, Stream stream) {
   if (n == 0) return;
-  dispatch_element(element_size, [&](auto tag) {
+  dispatch_element_bytes(static_cast<size_t>(element_size), [&](auto tag) {
     using U = decltype(tag);
     strided_scatter_kernel<U><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
         static_cast<U*>(view), static_cast<const U*>(contiguous), n, layout);
@@ -139,7 +121,7 @@ void copy_columns(int element_size, const void* in, void* out, int64_t outer, in
                   int64_t out_row, int64_t column, Stream stream) {
   const int64_t n = outer * chunk;
   if (n == 0) return;
-  dispatch_element(element_size, [&](auto tag) {
+  dispatch_element_bytes(static_cast<size_t>(element_size), [&](auto tag) {
     using U = decltype(tag);
     copy_columns_kernel<U><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
         static_cast<const U*>(in), static_cast<U*>(out), n, chunk, out_row, column);
@@ -161,7 +143,7 @@ int64_t gather(int element_size, const void* params, DType index_dtype, const vo
           static_cast<const I*>(indices), count, rows, flag);
       return;
     }
-    dispatch_element(element_size, [&](auto tag) {
+    dispatch_element_bytes(static_cast<size_t>(element_size), [&](auto tag) {
       using U = decltype(tag);
       gather_kernel<U, I><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
           static_cast<const U*>(params), static_cast<const I*>(indices), static_cast<U*>(out), n,

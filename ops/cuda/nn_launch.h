@@ -3,7 +3,7 @@
 // device pointers.
 //
 // Shared by g++ and nvcc like launch.h, so it includes only plain headers; the window is passed
-// as PoolGeometry (the fields of cpu::Window2D pooling reads) since window.h is C++20. Every
+// as WindowGeometry (the fields of cpu::Window2D the kernels read) since window.h is C++20. Every
 // function queues its kernels on `stream` and returns at once; a failed launch throws.
 #pragma once
 
@@ -27,35 +27,34 @@ void pad_bottom_right(DType dtype, const void* in, void* out, int64_t n, int64_t
 void crop_bottom_right(DType dtype, const void* in, void* out, int64_t n, int64_t h, int64_t w,
                        int64_t c, int64_t extra_h, int64_t extra_w, Stream stream);
 
-// conv_direct.cu: convolution by direct summation over NHWC data and an HWIO kernel, with the
-// window's own (asymmetric) padding; for what cuDNN has no algorithm for. Sums in double.
-struct ConvGeometry {
+// The window of conv_direct.cu and pool_kernels.cu: the fields of cpu::Window2D they read
+// (window_geometry.h fills it). Pooling reads in_c as its channels, never out_c or dilation.
+struct WindowGeometry {
   int64_t batch = 0, in_h = 0, in_w = 0, in_c = 0;
   int64_t kernel_h = 0, kernel_w = 0, out_h = 0, out_w = 0, out_c = 0;
   int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1, pad_top = 0, pad_left = 0;
 };
+
+// conv_direct.cu: convolution by direct summation over NHWC data and an HWIO kernel, with the
+// window's own (asymmetric) padding; for what cuDNN has no algorithm for. Sums in double.
 void conv_direct_forward(DType dtype, const void* in, const void* kernel, void* out,
-                         const ConvGeometry& g, Stream stream);
+                         const WindowGeometry& g, Stream stream);
 void conv_direct_backward_data(DType dtype, const void* grad, const void* kernel, void* grad_input,
-                               const ConvGeometry& g, Stream stream);
+                               const WindowGeometry& g, Stream stream);
 void conv_direct_backward_filter(DType dtype, const void* in, const void* grad, void* grad_kernel,
-                                 const ConvGeometry& g, Stream stream);
+                                 const WindowGeometry& g, Stream stream);
 
 // pool_kernels.cu --------------------------------------------------------------------------
-struct PoolGeometry {
-  int64_t batch = 0, in_h = 0, in_w = 0, channels = 0;
-  int64_t kernel_h = 0, kernel_w = 0, out_h = 0, out_w = 0;
-  int64_t stride_h = 1, stride_w = 1, pad_top = 0, pad_left = 0;
-};
 // output [N, OH, OW, C]; `argmax` (int64, the output's shape, may be null): the input position
 // h * W + w of the first maximum of each window in row-major order, as ops/cpu/pool_reference.
 void max_pool_forward(DType dtype, const void* in, void* out, int64_t* argmax,
-                      const PoolGeometry& g, Stream stream);
-void avg_pool_forward(DType dtype, const void* in, void* out, const PoolGeometry& g, Stream stream);
+                      const WindowGeometry& g, Stream stream);
+void avg_pool_forward(DType dtype, const void* in, void* out, const WindowGeometry& g,
+                      Stream stream);
 // grad_input [N, H, W, C], every element written (one thread gathers over its windows).
 void max_pool_backward(DType dtype, const void* grad, const int64_t* argmax, void* grad_input,
-                       const PoolGeometry& g, Stream stream);
-void avg_pool_backward(DType dtype, const void* grad, void* grad_input, const PoolGeometry& g,
+                       const WindowGeometry& g, Stream stream);
+void avg_pool_backward(DType dtype, const void* grad, void* grad_input, const WindowGeometry& g,
                        Stream stream);
 
 // batch_norm_kernels.cu: x is [rows, C], channels fastest; gamma/beta may be null. -------------

@@ -6,34 +6,15 @@
 #include "ops/cuda/launch.h"
 #include "ops/cuda/nn_launch.h"
 #include "ops/cuda/runtime.h"
+#include "ops/cuda/window_geometry.h"
 
 namespace est::ops::cuda {
-namespace {
-
-PoolGeometry geometry(const Window2D& w) {
-  PoolGeometry g;
-  g.batch = w.batch;
-  g.in_h = w.in_h;
-  g.in_w = w.in_w;
-  g.channels = w.in_c;
-  g.kernel_h = w.kernel_h;
-  g.kernel_w = w.kernel_w;
-  g.out_h = w.out_h;
-  g.out_w = w.out_w;
-  g.stride_h = w.stride_h;
-  g.stride_w = w.stride_w;
-  g.pad_top = w.pad_top;
-  g.pad_left = w.pad_left;
-  return g;
-}
-
-}  // namespace
 
 void pool2d(const Tensor& input, const Window2D& window, PoolKind kind, bool training,
             Tensor& output, Tensor& workspace) {
   const int device = input.device().index;
   DeviceGuard guard(device);
-  const PoolGeometry g = geometry(window);
+  const WindowGeometry g = window_geometry(window);
   if (kind == PoolKind::kAverage) {
     avg_pool_forward(input.dtype(), input.raw_data(), output.raw_data(), g, compute_stream(device));
     return;
@@ -51,7 +32,7 @@ void pool2d_gradient(const Tensor& grad, const Tensor& workspace, const Window2D
                      PoolKind kind, Tensor& grad_input) {
   const int device = grad_input.device().index;
   DeviceGuard guard(device);
-  const PoolGeometry g = geometry(window);
+  const WindowGeometry g = window_geometry(window);
   if (kind == PoolKind::kAverage) {
     avg_pool_backward(grad.dtype(), grad.raw_data(), grad_input.raw_data(), g,
                       compute_stream(device));

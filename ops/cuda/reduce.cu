@@ -95,8 +95,7 @@ template <class Op, class T>
 __global__ void combine_chunks_kernel(const typename Op::Acc* partials, T* out, int64_t columns,
                                       int64_t chunks) {
   using Acc = typename Op::Acc;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < columns;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+  EST_GRID_STRIDE_LOOP(i, columns) {
     Acc acc = Op::init();
     for (int64_t k = 0; k < chunks; ++k) acc = Op::combine(acc, partials[k * columns + i]);
     out[i] = static_cast<T>(acc);
@@ -106,8 +105,7 @@ __global__ void combine_chunks_kernel(const typename Op::Acc* partials, T* out, 
 template <class T>
 __global__ void argmax_kernel(const T* in, int64_t* out, int64_t outer, int64_t r, int64_t inner) {
   const int64_t n = outer * inner;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+  EST_GRID_STRIDE_LOOP(i, n) {
     const T* p = in + (i / inner) * r * inner + i % inner;
     T best = p[0];
     int64_t best_index = 0;

@@ -26,10 +26,6 @@
 namespace est::ops::cuda {
 namespace {
 
-#define EST_GRID_STRIDE_LOOP(i, n)                                                       \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-
 constexpr int kWarp = 32;
 
 template <class T>
@@ -407,13 +403,11 @@ void cross_entropy_gradient(DType dtype, const void* grad, const void* labels, c
 
 void sigmoid_cross_entropy(DType dtype, const void* labels, const void* logits, void* loss,
                            int64_t n, Stream stream) {
-  if (n == 0) return;
-  dispatch_floating(dtype, [&](auto tag) {
+  launch_floating(dtype, n, [&](auto tag, unsigned grid) {
     using T = decltype(tag);
-    sigmoid_cross_entropy_kernel<T><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(
+    sigmoid_cross_entropy_kernel<T><<<grid, kThreads, 0, as_stream(stream)>>>(
         static_cast<const T*>(labels), static_cast<const T*>(logits), static_cast<T*>(loss), n);
   });
-  EST_CUDA_LAUNCHED();
 }
 
 void sigmoid_cross_entropy_gradient(DType dtype, const void* grad, const void* labels,

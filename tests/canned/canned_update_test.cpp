@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <tuple>
 
 #include "checkpoint/reader.h"
@@ -84,6 +86,54 @@ TEST_CASE("LinearRegressor's first Ftrl step is TF's: a name at 0.2, None at min
       {.feature_columns = numeric_columns(1), .config = config(dir_v1.str())});
   v1.train(tiny_input(), {.steps = 1});
   CHECK(value(v1, "linear/linear_model/x0/weights") == Approx(ftrl_first_step(-14, 0.2)));
+}
+
+TEST_CASE("each compat::v1 class sums the loss where its TF2 class averages it") {
+  // Batch of 2, labels {1, 3}, zero variables, squared error: under SUM_OVER_BATCH_SIZE the bias
+  // gradient is -2 (1 + 3) / 2 = -4 and x0's -2 (1*1 + 3*2) / 2 = -7; under v1's SUM twice that.
+  struct Case {
+    const char* name;
+    std::function<std::unique_ptr<Estimator>(const std::string& dir)> make;
+    const char* variable;
+    double gradient;
+    double learning_rate;
+  };
+  const std::vector<Case> cases = {
+      {"BaselineRegressor",
+       [](const std::string& d) {
+         return std::make_unique<BaselineRegressor>(BaselineRegressorOptions{.config = config(d)});
+       },
+       "baseline/bias", -4, 0.3},
+      {"compat::v1::BaselineRegressor",
+       [](const std::string& d) {
+         return std::make_unique<compat::v1::BaselineRegressor>(
+             BaselineRegressorOptions{.config = config(d)});
+       },
+       "baseline/bias", -8, 0.3},
+      {"DNNLinearCombinedRegressor",
+       [](const std::string& d) {
+         return std::make_unique<DNNLinearCombinedRegressor>(DNNLinearCombinedRegressorOptions{
+             .linear_feature_columns = numeric_columns(1), .config = config(d)});
+       },
+       "linear/linear_model/x0/weights", -7, 0.005},
+      {"compat::v1::DNNLinearCombinedRegressor",
+       [](const std::string& d) {
+         return std::make_unique<compat::v1::DNNLinearCombinedRegressor>(
+             DNNLinearCombinedRegressorOptions{.linear_feature_columns = numeric_columns(1),
+                                               .config = config(d)});
+       },
+       "linear/linear_model/x0/weights", -14, 0.005},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(std::string(c.name));
+    TempDir dir;
+    auto estimator = c.make(dir.str());
+    estimator->train(tiny_input(), {.steps = 1});
+    CHECK(value(*estimator, c.variable) == Approx(ftrl_first_step(c.gradient, c.learning_rate)));
+    // Ftrl's accumulator holds 0.1 + g^2: the gradient itself, not only the saturating step.
+    CHECK(value(*estimator, std::string(c.variable) + "/Ftrl") ==
+          Approx(0.1 + c.gradient * c.gradient));
+  }
 }
 
 TEST_CASE("weight_column scales each example's loss") {

@@ -44,8 +44,8 @@ struct TempDir {
   ~TempDir() { std::filesystem::remove_all(path); }
 };
 
-// 8 features, 4 classes from fixed projections; 256 rows.
-data::Dataset global_batches(int64_t batch) {
+// 8 features, 4 classes from fixed projections; 256 rows, one example per element.
+data::Dataset examples() {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
   int64_t n = 256;
@@ -58,9 +58,10 @@ data::Dataset global_batches(int64_t batch) {
     y[i] = std::max_element(s, s + 4) - s;
   }
   return data::Dataset::from_tensor_slices(data::Features{{"x", Tensor::from_vector(x, {n, 8})}},
-                                           Tensor::from_vector(y, {n}))
-      .batch(batch);
+                                           Tensor::from_vector(y, {n}));
 }
+
+data::Dataset global_batches(int64_t batch) { return examples().batch(batch); }
 
 // The identity, recording the batch sizes it sees in training (the per-replica batch).
 class RowCounter : public K::Layer {
@@ -146,17 +147,64 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "keras fit under MirroredStrategy: a global batch not divisible by the replicas is an "
-    "error naming both") {
-  K::clear_session();
-  TempDir dir;
-  K::Sequential model({L::InputLayer({.shape = {8}}), L::Dense({.units = 4})});
-  model.config().model_dir = dir.path.string();
-  model.config().train_distribute =
-      std::make_shared<distribute::MirroredStrategy>(std::vector<std::string>{"/cpu:0", "/cpu:1"});
-  model.compile({.optimizer = "sgd", .loss = K::losses::SparseCategoricalCrossentropy(true)});
-  CHECK_THROWS_WITH_AS(model.fit(global_batches(33), {.verbose = 0}),
-                       doctest::Contains("global batch size 33 is not divisible by the 2"),
+    "keras fit under MirroredStrategy: a global batch of 33 splits 17 + 16 as tf.data does, with "
+    "Keras's loss scaling") {
+  // One SGD step on `dataset` (one batch), from the same seeded weights; the weights, the logged
+  // loss and accuracy, and the batch sizes the model saw.
+  auto step = [](const data::Dataset& dataset, std::shared_ptr<distribute::Strategy> strategy) {
+    K::clear_session();
+    TempDir dir;
+    auto counter = std::make_shared<RowCounter>();
+    K::Sequential model(
+        {L::InputLayer({.shape = {8}}), counter, L::Dense({.units = 4, .name = "dense"})});
+    model.config().model_dir = dir.path.string();
+    model.config().tf_random_seed = 7;
+    model.config().train_distribute = std::move(strategy);
+    model.compile({.optimizer = K::optimizers::SGD({.learning_rate = 0.5}),
+                   .loss = K::losses::SparseCategoricalCrossentropy(true),
+                   .metrics = {"accuracy"}});
+    Trained out;
+    out.history = model.fit(dataset, {.verbose = 0});
+    auto weights = model.get_weights();
+    out.weights["kernel"] = weights[0].to_vector<float>();
+    out.weights["bias"] = weights[1].to_vector<float>();
+    out.rows = counter->rows;
+    return out;
+  };
+  auto mirrored = [] {
+    return std::make_shared<distribute::MirroredStrategy>(
+        std::vector<std::string>{"/cpu:0", "/cpu:1"});
+  };
+  Trained replicated = step(examples().take(33).batch(33), mirrored());
+  CHECK(replicated.rows == std::set<int64_t>{16, 17});
+  // Keras: each replica's mean loss over its rows, divided by the 2 replicas in sync, so one
+  // SGD step is the mean of a step on rows [0, 17) and a step on rows [17, 33).
+  Trained first = step(examples().take(17).batch(17), nullptr);
+  Trained second = step(examples().skip(17).take(16).batch(16), nullptr);
+  Trained global = step(examples().take(33).batch(33), nullptr);
+  double from_global = 0;
+  for (const char* name : {"kernel", "bias"}) {
+    const auto& w = replicated.weights.at(name);
+    REQUIRE(w.size() == first.weights.at(name).size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      double mean =
+          0.5 * (static_cast<double>(first.weights.at(name)[i]) + second.weights.at(name)[i]);
+      CHECK(w[i] == doctest::Approx(mean).epsilon(1e-5));
+      from_global = std::max(
+          from_global, std::abs(static_cast<double>(w[i]) - global.weights.at(name)[i]));
+    }
+  }
+  CHECK(from_global > 1e-4);  // not the step on the global batch's mean
+  // The logged loss and accuracy are Keras's Means over all 33 rows: one process's.
+  for (const char* key : {"loss", "accuracy"})
+    CHECK(replicated.history[key][0] == doctest::Approx(global.history[key][0]).epsilon(1e-5));
+
+  // 256 rows in global batches of 33: 7 of 17 + 16, then 25 rows as 13 + 12.
+  Trained epoch = step(global_batches(33), mirrored());
+  CHECK(epoch.rows == std::set<int64_t>{12, 13, 16, 17});
+  // A global batch with fewer rows than replicas is an error naming both.
+  CHECK_THROWS_WITH_AS(step(examples().take(1).batch(1), mirrored()),
+                       doctest::Contains("a global batch of 1 rows has fewer rows than the 2"),
                        InvalidArgumentError);
 }
 

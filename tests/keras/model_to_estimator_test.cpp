@@ -119,8 +119,6 @@ TEST_CASE("model_to_estimator: a functional model's inputs by name, metric_names
   CHECK_THROWS_WITH_AS(K::model_to_estimator(model, {.checkpoint_format = "object"}),
                        doctest::Contains("must be one of \"checkpoint\" or \"saver\""),
                        InvalidArgumentError);
-  CHECK_THROWS_AS(K::model_to_estimator(model, {.checkpoint_format = "checkpoint"}),
-                  UnimplementedError);
   CHECK_THROWS_WITH_AS(K::model_to_estimator(model, {.metric_names_map = {{"acc", "my_accuracy"}}}),
                        doctest::Contains("'accuracy'] do not exist in the `metric_names_map`"),
                        InvalidArgumentError);

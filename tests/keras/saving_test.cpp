@@ -27,29 +27,8 @@ void compile_adam(K::Model& model) {
                  .metrics = {"accuracy"}});
 }
 
-// 3 epochs straight == 2 epochs, save, load, 1 epoch (each epoch one pass of a finite dataset).
 void check_resume(bool functional, const std::string& extension) {
-  Scratch scratch;
-  auto data = blobs(96, 16);
-  K::clear_session();
-  auto straight = small_model(functional, scratch / "straight", 5);
-  compile_adam(*straight);
-  straight->fit(data, {.epochs = 3, .verbose = 0});
-
-  K::clear_session();
-  auto first = small_model(functional, scratch / "first", 5);
-  compile_adam(*first);
-  first->fit(data, {.epochs = 2, .verbose = 0});
-  std::string path = scratch / ("model" + extension);
-  first->save(path);
-  auto loaded = K::load_model(path);
-  CHECK(loaded->is_sequential() == !functional);
-  CHECK(loaded->optimizer()->name == "Adam");
-  CHECK(loaded->read_state().global_step == 12);
-  check_close(loaded->get_weights(), first->get_weights(), 0);
-  loaded->fit(data, {.epochs = 1, .verbose = 0});
-  check_close(loaded->get_weights(), straight->get_weights(), 1e-6);
-  std::filesystem::remove_all(loaded->model_dir());  // a temporary directory
+  resumes_exactly(functional, extension, compile_adam, "Adam");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 
@@ -75,6 +76,38 @@ inline void check_close(const std::vector<Tensor>& a, const std::vector<Tensor>&
       worst = std::max(worst, std::abs(x.data<double>()[k] - y.data<double>()[k]));
     CHECK_MESSAGE(worst <= tolerance, "weight ", i, " differs by ", worst);
   }
+}
+
+// 3 epochs straight == 2 epochs, save (`extension`: ".keras" or ".h5"), load_model, 1 epoch
+// (each epoch one pass of a finite dataset), for models compiled by `compile` with the optimizer
+// `optimizer`; `on_loaded(loaded, saved)` checks more before the last epoch.
+inline void resumes_exactly(
+    bool functional, const std::string& extension, const std::function<void(K::Model&)>& compile,
+    const std::string& optimizer,
+    const std::function<void(K::Model& loaded, K::Model& saved)>& on_loaded = {}) {
+  Scratch scratch;
+  auto data = blobs(96, 16);
+  K::clear_session();
+  auto straight = small_model(functional, scratch / "straight", 5);
+  compile(*straight);
+  straight->fit(data, {.epochs = 3, .verbose = 0});
+
+  K::clear_session();
+  auto first = small_model(functional, scratch / "first", 5);
+  compile(*first);
+  first->fit(data, {.epochs = 2, .verbose = 0});
+  std::string path = scratch / ("model" + extension);
+  first->save(path);
+  auto loaded = K::load_model(path);
+  CHECK(loaded->is_sequential() == !functional);
+  REQUIRE(loaded->optimizer());
+  CHECK(loaded->optimizer()->name == optimizer);
+  CHECK(loaded->read_state().global_step == 12);
+  check_close(loaded->get_weights(), first->get_weights(), 0);
+  if (on_loaded) on_loaded(*loaded, *first);
+  loaded->fit(data, {.epochs = 1, .verbose = 0});
+  check_close(loaded->get_weights(), straight->get_weights(), 1e-6);
+  std::filesystem::remove_all(loaded->model_dir());  // a temporary directory
 }
 
 }  // namespace saving_test
