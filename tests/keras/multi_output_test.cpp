@@ -5,6 +5,8 @@
 // name no output.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -16,7 +18,9 @@
 
 #include "distribute/distribute.h"
 #include "estimator/estimator.h"
+#include "keras/h5_io.h"
 #include "keras/keras.h"
+#include "keras/zip_archive.h"
 #include "ops/error.h"
 #include "tests/keras/saving_util.h"
 
@@ -433,6 +437,30 @@ TEST_CASE("keras two outputs: save and load_model keep the per-output compile co
     CAPTURE(file);
     std::string path = dir / file;
     model->save(path);
+    // Where Keras keeps it: config.json's compile_config, the .h5 file's training_config.
+    std::string config_text, model_text;
+    if (path.ends_with(".keras")) {
+      for (const auto& [name, bytes] : K::read_zip(path))
+        if (name == "config.json") config_text = bytes;
+      model_text = config_text;
+      config_text = nlohmann::json::parse(config_text)["compile_config"].dump();
+    } else {
+      auto file = K::H5File::read(path);
+      config_text = file.read_string("/", "training_config").value_or("{}");
+      model_text = file.read_string("/", "model_config").value_or("");
+    }
+    auto config = nlohmann::json::parse(config_text);
+    CHECK(config["loss"]["cls"]["class_name"] == "SparseCategoricalCrossentropy");
+    CHECK(config["loss"]["reg"] == "mse");
+    CHECK(config["loss_weights"] == nlohmann::json{{"cls", 1.0}, {"reg", 0.5}});
+    CHECK(config["metrics"] == nlohmann::json{{"cls", {"accuracy"}}, {"reg", {"mae"}}});
+    // The trunk's kernel_regularizer in the model config, as regularizers.serialize writes it.
+    nlohmann::json regularizer;
+    const auto model_config = nlohmann::json::parse(model_text);
+    for (const auto& layer : model_config["config"]["layers"])
+      if (layer["config"]["name"] == "trunk") regularizer = layer["config"]["kernel_regularizer"];
+    CHECK(regularizer["class_name"] == "L2");
+    CHECK(regularizer["config"]["l2"] == 0.02);
     auto loaded = K::load_model(path);
     const auto& options = *loaded->compile_options();
     REQUIRE(std::holds_alternative<K::LossMap>(options.loss));
