@@ -191,6 +191,16 @@ Optimizer get_optimizer(const std::string& name) {
                   name));
 }
 
+std::vector<std::string> CompileMetrics::all_names() const {
+  if (const auto* list = std::get_if<MetricList>(&value_)) return *list;
+  std::vector<std::string> out;
+  if (const auto* lists = std::get_if<MetricLists>(&value_))
+    for (const auto& list : *lists) out.insert(out.end(), list.begin(), list.end());
+  if (const auto* map = std::get_if<MetricMap>(&value_))
+    for (const auto& [output, list] : *map) out.insert(out.end(), list.begin(), list.end());
+  return out;
+}
+
 void check_metric_name(const std::string& name) {
   static const char* const kNames[] = {
       "accuracy",           "acc", "sparse_categorical_accuracy", "categorical_accuracy",

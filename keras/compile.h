@@ -12,8 +12,11 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "nn/metrics.h"
@@ -104,5 +107,44 @@ struct Metric {
 Metric get_metric(const std::string& name, const ops::Shape& y_true, const ops::Shape& y_pred);
 // The same check without shapes, for compile() to fail early.
 void check_metric_name(const std::string& name);
+
+// compile()'s per-output structures (Keras 2.x keras/engine/compile_utils.py, LossesContainer and
+// MetricsContainer), for a model with several outputs; the names are the model's output names
+// (Model::output_names(): the output layers' names).
+// - loss: one name or Loss for every output, a LossList in output order, or a LossMap keyed by
+//   output name; std::nullopt (a list's entry) or a name missing from a map: no loss for that
+//   output (Keras's None). A map key that names no output is an InvalidArgumentError naming the
+//   output names.
+// - loss_weights: none (each loss counts once), a LossWeightList in output order or a
+//   LossWeightMap keyed by output name (missing: 1).
+// - metrics: a list of names for every output ({"accuracy"}), MetricLists in output order, or a
+//   MetricMap keyed by output name. With several outputs a metric is logged as
+//   "<output name>_<metric name>" (Keras's MetricsContainer._set_metric_names), and "accuracy"
+//   is resolved for each output from its own y_true and y_pred.
+using LossArg = std::optional<std::variant<std::string, Loss>>;
+using LossList = std::vector<LossArg>;
+using LossMap = std::map<std::string, LossArg>;
+using LossWeightList = std::vector<double>;
+using LossWeightMap = std::map<std::string, double>;
+using MetricList = std::vector<std::string>;
+using MetricLists = std::vector<MetricList>;
+using MetricMap = std::map<std::string, MetricList>;
+
+class CompileMetrics {
+ public:
+  CompileMetrics() = default;
+  CompileMetrics(std::initializer_list<std::string> names) : value_(MetricList(names)) {}
+  CompileMetrics(MetricList names) : value_(std::move(names)) {}
+  CompileMetrics(MetricLists per_output) : value_(std::move(per_output)) {}
+  CompileMetrics(MetricMap by_output) : value_(std::move(by_output)) {}
+
+  const std::variant<MetricList, MetricLists, MetricMap>& value() const { return value_; }
+  // Every name given, in order (empty: no metric).
+  std::vector<std::string> all_names() const;
+  friend bool operator==(const CompileMetrics&, const CompileMetrics&) = default;
+
+ private:
+  std::variant<MetricList, MetricLists, MetricMap> value_;
+};
 
 }  // namespace est::keras

@@ -4,6 +4,8 @@
 // training_config (keras/saving/legacy/saving_utils.py model_metadata, optimizer_v2 configs).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "keras/serialization.h"
 #include "ops/error.h"
 
@@ -107,6 +109,44 @@ Loss loss_from_config(const Json& config, const std::string& where) {
                   where, class_name));
 }
 
+Json loss_arg_config(const LossArg& arg, KerasVersion version) {
+  if (!arg) return nullptr;
+  if (const auto* name = std::get_if<std::string>(&*arg)) return *name;
+  return loss_config(std::get<Loss>(*arg), version);
+}
+
+// compile's loss as the user gave it (Keras saves the structure: one, a list, a dict).
+Json losses_config(const CompileOptions& options, KerasVersion version) {
+  if (const auto* name = std::get_if<std::string>(&options.loss)) return *name;
+  if (const auto* loss = std::get_if<Loss>(&options.loss)) return loss_config(*loss, version);
+  if (const auto* list = std::get_if<LossList>(&options.loss)) {
+    Json out = Json::array();
+    for (const auto& arg : *list) out.push_back(loss_arg_config(arg, version));
+    return out;
+  }
+  Json out = Json::object();
+  for (const auto& [output, arg] : std::get<LossMap>(options.loss))
+    out[output] = loss_arg_config(arg, version);
+  return out;
+}
+
+LossArg loss_arg_from_config(const Json& config, const std::string& where) {
+  if (config.is_null()) return std::nullopt;
+  if (config.is_string()) return config.get<std::string>();
+  return loss_from_config(config, where);
+}
+
+Json loss_weights_config(const CompileOptions& options) {
+  if (const auto* list = std::get_if<LossWeightList>(&options.loss_weights)) return *list;
+  if (const auto* map = std::get_if<LossWeightMap>(&options.loss_weights)) return *map;
+  return nullptr;
+}
+
+Json metrics_config(const CompileMetrics& metrics) {
+  if (metrics.all_names().empty()) return nullptr;
+  return std::visit([](const auto& value) { return Json(value); }, metrics.value());
+}
+
 std::vector<std::string> metrics_from_config(const Json& config) {
   std::vector<std::string> out;
   if (config.is_string()) out.push_back(config.get<std::string>());
@@ -118,24 +158,41 @@ std::vector<std::string> metrics_from_config(const Json& config) {
   return out;
 }
 
+// compile's metrics as saved: a list of names (or metric objects) for every output, a list per
+// output, or lists keyed by output name.
+CompileMetrics metrics_structure(const Json& config) {
+  bool nested = config.is_array() && std::any_of(config.begin(), config.end(),
+                                                 [](const Json& e) { return e.is_array(); });
+  if (nested) {
+    MetricLists lists;
+    for (const Json& entry : config) lists.push_back(metrics_from_config(entry));
+    return lists;
+  }
+  if (config.is_object() && !config.contains("class_name")) {
+    MetricMap map;
+    for (const auto& [output, entry] : config.items()) map[output] = metrics_from_config(entry);
+    return map;
+  }
+  return metrics_from_config(config);
+}
+
 }  // namespace
 
 Json compile_config(const Model& model, KerasVersion version) {
   const auto& options = model.compile_options();
   if (!options) return nullptr;
   Json out;
-  Json loss = std::holds_alternative<std::string>(options->loss)
-                  ? Json(std::get<std::string>(options->loss))
-                  : loss_config(std::get<Loss>(options->loss), version);
+  Json loss = losses_config(*options, version);
   Json optimizer =
       std::holds_alternative<std::string>(options->optimizer) && version == KerasVersion::k3
           ? Json(std::get<std::string>(options->optimizer))
           : optimizer_config(*model.optimizer(), version);
-  Json metrics = options->metrics.empty() ? Json(nullptr) : Json(options->metrics);
+  Json metrics = metrics_config(options->metrics);
+  Json loss_weights = loss_weights_config(*options);
   if (version == KerasVersion::k3) {
     out["optimizer"] = optimizer;
     out["loss"] = loss;
-    out["loss_weights"] = nullptr;
+    out["loss_weights"] = loss_weights;
     out["metrics"] = metrics;
     out["weighted_metrics"] = nullptr;
     out["run_eagerly"] = false;
@@ -146,7 +203,7 @@ Json compile_config(const Model& model, KerasVersion version) {
   out["loss"] = loss;
   out["metrics"] = metrics;
   out["weighted_metrics"] = nullptr;
-  out["loss_weights"] = nullptr;
+  out["loss_weights"] = loss_weights;
   out["optimizer_config"] = optimizer;
   return out;
 }
@@ -204,11 +261,29 @@ void compile_from_config(Model& model, const Json& config, const std::string& wh
   else
     options.optimizer = optimizer_from_config(optimizer, where);
   const Json loss = string_or(config, "loss", "");
-  if (loss.is_string())
+  if (loss.is_string()) {
     options.loss = loss.get<std::string>();
-  else
+  } else if (loss.is_array()) {
+    LossList list;
+    for (const Json& entry : loss) list.push_back(loss_arg_from_config(entry, where));
+    options.loss = std::move(list);
+  } else if (loss.is_object() && !loss.contains("class_name")) {  // keyed by output name
+    LossMap map;
+    for (const auto& [output, entry] : loss.items())
+      map[output] = loss_arg_from_config(entry, where);
+    options.loss = std::move(map);
+  } else {
     options.loss = loss_from_config(loss, where);
-  if (config.contains("metrics")) options.metrics = metrics_from_config(config["metrics"]);
+  }
+  const Json weights = config.value("loss_weights", Json());
+  if (weights.is_array())
+    options.loss_weights = weights.get<LossWeightList>();
+  else if (weights.is_object())
+    options.loss_weights = weights.get<LossWeightMap>();
+  else if (!weights.is_null())
+    throw DataLossError(
+        fmt::format("{}: loss_weights is neither a list nor a map: {}", where, weights.dump()));
+  if (config.contains("metrics")) options.metrics = metrics_structure(config["metrics"]);
   model.compile(std::move(options));
 }
 

@@ -14,7 +14,8 @@
 //
 // layers.h: the layers and the functional API (Input, layers called on KerasTensors);
 // model.h: Model / Sequential, summary, compile/fit/evaluate/predict (and how strategies,
-// callbacks and save/load_model plug in); compile.h: losses, optimizers, metrics;
+// callbacks and save/load_model plug in); compile.h: losses, optimizers, metrics (and their
+// per-output structures); data_adapter.h: (x, y) for several inputs or outputs;
 // callbacks.h: Callback, History, ProgbarLogger; early_stopping.h, model_checkpoint.h: those
 // callbacks; checkpoint.h: Checkpoint, CheckpointManager; progbar.h: Keras's progress output;
 // the callbacks BackupAndRestore, TensorBoard, ReduceLROnPlateau, LearningRateScheduler,
@@ -26,6 +27,7 @@
 #include "keras/checkpoint.h"
 #include "keras/compile.h"
 #include "keras/csv_logger.h"
+#include "keras/data_adapter.h"
 #include "keras/early_stopping.h"
 #include "keras/layers.h"
 #include "keras/learning_rate_scheduler.h"

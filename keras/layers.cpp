@@ -168,6 +168,38 @@ class DenseLayer : public ConfiguredLayer<layers::DenseOptions> {
                       .use_bias = options_.use_bias,
                       .name = name()});
   }
+  std::vector<Tensor> regularization_losses(nn::ModelContext& ctx,
+                                            const std::vector<Shape>& inputs) const override {
+    std::vector<Tensor> out;
+    auto specs = weights(inputs);
+    for (const auto& spec : specs) {
+      const auto& regularizer =
+          spec.name == "kernel" ? options_.kernel_regularizer : options_.bias_regularizer;
+      if (regularizer) out.push_back(penalty(ctx, spec, *regularizer));
+    }
+    return out;
+  }
+  std::map<std::string, Regularizer> regularizers() const override {
+    std::map<std::string, Regularizer> out;
+    if (options_.kernel_regularizer) out["kernel_regularizer"] = *options_.kernel_regularizer;
+    if (options_.bias_regularizer) out["bias_regularizer"] = *options_.bias_regularizer;
+    return out;
+  }
+
+ private:
+  // l1 * sum(|w|) + l2 * sum(w^2) of the variable call() made (regularizers.py's L1L2).
+  Tensor penalty(nn::ModelContext& ctx, const WeightSpec& spec,
+                 const Regularizer& regularizer) const {
+    Tensor w =
+        ctx.get_variable(name() + "/" + spec.name, spec.shape, ops::DType::kF32, nn::zeros());
+    Tensor out;
+    if (regularizer.l1 != 0) out = ops::mul(ops::sum(ops::abs(w)), regularizer.l1);
+    if (regularizer.l2 != 0) {
+      Tensor l2 = ops::mul(ops::sum(ops::square(w)), regularizer.l2);
+      out = out.defined() ? ops::add(out, l2) : l2;
+    }
+    return out.defined() ? out : ops::mul(ops::sum(w), 0.0);
+  }
 };
 
 class Conv2DLayer : public ConfiguredLayer<layers::Conv2DOptions> {

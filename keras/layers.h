@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +66,14 @@ void clear_session();
 // "(None, 26, 26, 32)", as Python prints a shape tuple ("(None,)" for one dimension).
 std::string shape_tuple(const Shape& shape);
 
+// keras.regularizers.L1(l1) / L2(l2) / L1L2(l1, l2) (keras/regularizers.py): the penalty
+// l1 * sum(|w|) + l2 * sum(w^2) of a weight, added to the model's total loss (and its "loss"
+// log) as Keras adds model.losses.
+struct Regularizer {
+  double l1 = 0.0;
+  double l2 = 0.0;
+};
+
 class Layer : public std::enable_shared_from_this<Layer> {
  public:
   // `name` empty: unique_object_name(snake_case of class_name).
@@ -83,6 +92,14 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual std::vector<WeightSpec> weights(const std::vector<Shape>& /*inputs*/) const { return {}; }
   // The computation on real tensors (batch first); variables through ctx.
   virtual Tensor call(nn::ModelContext& ctx, const std::vector<Tensor>& inputs) const = 0;
+  // Its weights' regularization penalties (scalars; Keras's layer.losses), after call() made
+  // its variables in ctx.
+  virtual std::vector<Tensor> regularization_losses(nn::ModelContext& /*ctx*/,
+                                                    const std::vector<Shape>& /*inputs*/) const {
+    return {};
+  }
+  // Its regularizers as get_config writes them ("kernel_regularizer" -> one), for saving.
+  virtual std::map<std::string, Regularizer> regularizers() const { return {}; }
   // How many inputs it takes (-1: two or more).
   virtual int arity() const { return 1; }
   // The class's own fields of Keras's get_config() as a JSON object ("units", "activation",
@@ -129,6 +146,8 @@ struct DenseOptions {
   std::string activation;  // "relu", "sigmoid", "tanh", "softmax"; empty or "linear": none
   bool use_bias = true;
   std::string name;
+  std::optional<Regularizer> kernel_regularizer;
+  std::optional<Regularizer> bias_regularizer;
 };
 LayerPtr Dense(DenseOptions options);
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <map>
 #include <set>
 
 #include "estimator/estimator.h"
@@ -72,6 +73,43 @@ void Model::set_graph(std::vector<KerasTensor> inputs, std::vector<KerasTensor> 
   inputs_ = std::move(inputs);
   outputs_ = std::move(outputs);
   nodes_ = std::move(order);
+}
+
+std::vector<Tensor> Model::regularization_losses(nn::ModelContext& ctx) const {
+  std::vector<Tensor> out;
+  std::set<const Layer*> done;
+  for (const auto& node : nodes_) {
+    if (!done.insert(node->layer.get()).second) continue;  // a shared layer's weights once
+    std::vector<Shape> shapes;
+    for (const auto& x : node->inputs) shapes.push_back(x.shape);
+    for (auto& loss : node->layer->regularization_losses(ctx, shapes)) out.push_back(loss);
+  }
+  return out;
+}
+
+std::vector<std::string> Model::input_names() const {
+  std::vector<std::string> names;
+  for (const auto& input : inputs_) names.push_back(input.node->layer->name());
+  return names;
+}
+
+std::vector<std::string> Model::output_names() const {
+  // functional.py's _set_output_names: a repeated layer name gets "_1", "_2", ... (counted per
+  // layer name) until it is unique.
+  std::vector<std::string> names;
+  std::set<std::string> taken;
+  std::map<std::string, int> suffix;
+  for (const auto& output : outputs_) {
+    const std::string& layer = output.node->layer->name();
+    std::string proposal = layer;
+    while (taken.count(proposal)) {
+      int& count = suffix.try_emplace(layer, 1).first->second;
+      proposal = fmt::format("{}_{}", layer, count++);
+    }
+    taken.insert(proposal);
+    names.push_back(proposal);
+  }
+  return names;
 }
 
 std::vector<LayerPtr> Model::layers() const {

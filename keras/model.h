@@ -59,10 +59,13 @@ class Session;
 
 namespace est::keras {
 
+// Model.compile's arguments; with several outputs, loss, loss_weights and metrics take Keras's
+// per-output structures (compile.h, "compile()'s per-output structures").
 struct CompileOptions {
   std::variant<std::string, Optimizer> optimizer = std::string("rmsprop");
-  std::variant<std::string, Loss> loss;
-  std::vector<std::string> metrics;
+  std::variant<std::string, Loss, LossList, LossMap> loss;
+  std::variant<std::monostate, LossWeightList, LossWeightMap> loss_weights;
+  CompileMetrics metrics;
 };
 
 struct FitOptions {
@@ -91,6 +94,7 @@ struct EvaluateOptions {
 };
 
 class StepStatistics;
+class CompiledLossesAndMetrics;
 
 class Model {
  public:
@@ -114,14 +118,23 @@ class Model {
   // Runs the graph on real inputs (batch first), in the order of the model's inputs.
   // InvalidArgumentError when an input's shape does not match its Input's.
   std::vector<Tensor> call(nn::ModelContext& ctx, const std::vector<Tensor>& inputs) const;
+  // Keras's model.losses after call() in the same ctx: each layer's regularization penalties
+  // (layers::DenseOptions' kernel_regularizer, bias_regularizer), in layer order.
+  std::vector<Tensor> regularization_losses(nn::ModelContext& ctx) const;
 
   // The Estimator settings fit/evaluate/predict use (model_dir, tf_random_seed, strategies);
   // set them before compile().
   RunConfig& config() { return config_; }
 
+  // InvalidArgumentError for an unknown loss or metric name; for a built model also for a
+  // per-output structure that does not fit its outputs (else at the first fit or evaluate).
   void compile(CompileOptions options);
+  // The dataset yields (x, y) batches: features keyed by the Input names and labels, or Keras's
+  // structures of x and y for several inputs or outputs (keras::pack_x_y, data_adapter.h). The
+  // logs are Keras's: "loss", "<output>_loss" per output with a loss (several outputs), the
+  // metrics ("<output>_<metric>" with several outputs), and "val_" ones.
   History fit(const data::Dataset& dataset, FitOptions options = {});
-  // "loss" and every metric, Keras's names.
+  // "loss" and every metric, Keras's names (as fit's logs).
   std::map<std::string, double> evaluate(const data::Dataset& dataset,
                                          EvaluateOptions options = {});
   // fit / evaluate on tensors (Keras's NumPy arrays): x [N, ...] (one input) and y [N, ...],
@@ -129,7 +142,8 @@ class Model {
   History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
   std::map<std::string, double> evaluate(const Tensor& x, const Tensor& y,
                                          EvaluateOptions options = {}, int64_t batch_size = 32);
-  // The outputs for every example, concatenated over batches (one tensor per output).
+  // The outputs for every example, concatenated over batches (one tensor per output, in the
+  // order of outputs()).
   std::vector<Tensor> predict(const data::Dataset& dataset, std::optional<int64_t> steps = {});
 
   // Set by a callback to end fit: after the current batch (on_train_batch_end, as Keras's
@@ -174,6 +188,11 @@ class Model {
   // What saving reads.
   const std::vector<KerasTensor>& inputs() const { return inputs_; }
   const std::vector<KerasTensor>& outputs() const { return outputs_; }
+  // Keras's model.input_names (the Input layers' names) and model.output_names (the output
+  // layers' names, made unique as functional.py's _set_output_names does: a layer giving a
+  // second output is "<name>_1"): the keys of y maps, per-output compile arguments, predict.
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> output_names() const;
   const std::optional<CompileOptions>& compile_options() const { return compile_options_; }
   const std::optional<Optimizer>& optimizer() const { return optimizer_; }
   // The model directory (a temporary one unless config().model_dir is set).
@@ -200,13 +219,16 @@ class Model {
 
  private:
   std::vector<Tensor> inputs_of(const data::Features& features) const;
+  // compile()'s losses and metrics for the built model's outputs (made at the first use after
+  // compile, or by compile when the model is built).
+  const CompiledLossesAndMetrics& compiled();
   // The Estimator over config() (built on first use; evaluate and predict take whichever exists).
   est::Estimator& estimator();
   // fit's: one saving every `save_steps` steps (its epoch ends) instead of config()'s cadence,
   // or on config()'s cadence (unset); rebuilt when the one there saves otherwise.
   est::Estimator& training_estimator(std::optional<int64_t> save_steps);
   void check_compiled(const char* what) const;
-  std::vector<std::string> metric_names_with_loss() const;
+  std::vector<std::string> metric_names_with_loss();
   void ensure_built(const data::Dataset& dataset);
 
   std::string name_;
@@ -215,9 +237,8 @@ class Model {
   std::vector<std::shared_ptr<const Node>> nodes_;  // run order
   RunConfig config_;
   std::optional<Optimizer> optimizer_;
-  std::optional<Loss> loss_;
-  std::vector<std::string> metric_names_;
   std::optional<CompileOptions> compile_options_;
+  std::shared_ptr<const CompiledLossesAndMetrics> compiled_;
   est::Session* training_session_ = nullptr;
   std::unique_ptr<est::Estimator> estimator_;
   // While fit runs: where the training model_fn records each replica's loss and metrics.

@@ -14,9 +14,9 @@
 #include "checkpoint/state_file.h"
 #include "checkpoint/tf_resume.h"
 #include "checkpoint/writer.h"
+#include "keras/compile_utils.h"
 #include "keras/object_checkpoint.h"
 #include "nn/variable_store.h"
-#include "ops/autograd.h"
 #include "ops/error.h"
 #include "ops/logging.h"
 
@@ -37,7 +37,15 @@ std::string joined(const std::set<std::string>& names) {
 
 // _convert_estimator_io_to_keras: the model's inputs in order, from a dict of features keyed by
 // the Input names (extra keys allowed), or the one feature of a one-input model.
-std::vector<Tensor> model_inputs(const Model& model, const Features& features) {
+std::vector<Tensor> model_inputs(const Model& model, const Features& batch) {
+  Features features;  // x alone: without the y that keras::pack_x_y keys by output
+  bool tuple = false;
+  for (const auto& [key, value] : batch)
+    if (is_x_feature(key)) {
+      features.emplace(key, value);
+      tuple = tuple || key.starts_with('#');
+    }
+  if (tuple) return unpack_x(features, model.input_names(), model.name());
   const auto& inputs = model.inputs();
   if (inputs.size() == 1 && features.size() == 1) return {features.begin()->second};
   std::vector<Tensor> out;
@@ -59,41 +67,29 @@ std::vector<Tensor> model_inputs(const Model& model, const Features& features) {
   return out;
 }
 
-// _create_keras_model_fn's model_fn: the model's graph, its compiled loss and metrics.
-ModelFn keras_model_fn(Model& model, Loss loss, nn::optim::Optimizer optimizer,
+// _create_keras_model_fn's model_fn: the model's graph, its compiled total loss (the weighted sum
+// over the outputs) and metrics; labels as _convert_estimator_io_to_keras takes them: one tensor,
+// or y keyed by output name or in output order (keras::pack_x_y).
+ModelFn keras_model_fn(Model& model, std::shared_ptr<const CompiledLossesAndMetrics> compiled,
+                       nn::optim::Optimizer optimizer,
                        std::map<std::string, std::string> metric_keys) {
-  return [&model, loss = std::move(loss), optimizer = std::move(optimizer),
+  return [&model, compiled = std::move(compiled), optimizer = std::move(optimizer),
           metric_keys = std::move(metric_keys)](const Features& features, const Tensor& labels,
                                                 ModeKeys mode, ModelContext& ctx) {
     std::vector<Tensor> outputs = model.call(ctx, model_inputs(model, features));
+    const std::vector<std::string> names = model.output_names();
     Predictions predictions;
-    for (size_t i = 0; i < outputs.size(); ++i)
-      predictions[model.outputs()[i].node->layer->name()] = outputs[i];
+    for (size_t i = 0; i < outputs.size(); ++i) predictions[names[i]] = outputs[i];
     if (mode == ModeKeys::kPredict) return EstimatorSpec::predict(std::move(predictions));
-    if (outputs.size() != 1)
-      throw UnimplementedError(fmt::format(
-          "model_to_estimator: model \"{}\" has {} outputs; train and evaluate support one "
-          "output for now (predict supports several)",
-          model.name(), outputs.size()));
-    if (!labels.defined())
-      throw InvalidArgumentError(fmt::format(
-          "model_to_estimator: model \"{}\": train and evaluate need labels: an input_fn "
-          "whose dataset yields (features, labels)",
-          model.name()));
-    Tensor total_loss = loss.fn(labels, outputs[0]);
-    MetricOps eval_metric_ops;
-    {
-      ops::NoGradGuard no_grad;
-      const Tensor y_pred = outputs[0].detach();
-      // Keras's loss metric: the mean over examples (each batch weighted by its size).
-      eval_metric_ops["loss"] = nn::metrics::mean(
-          total_loss.detach(), Tensor::scalar(static_cast<double>(y_pred.shape()[0])));
-      for (const auto& [name, key] : metric_keys)
-        eval_metric_ops[key] = get_metric(name, labels.shape(), y_pred.shape()).fn(labels, y_pred);
-    }
+    auto step = (*compiled)(unpack_y(features, labels, names, model.name()), outputs,
+                            model.regularization_losses(ctx));
+    // Keras's loss metric (the mean over examples, each batch weighted by its size) and the
+    // compiled metrics under their keys.
+    MetricOps eval_metric_ops{{"loss", step.ops.at("loss")}};
+    for (const auto& [name, key] : metric_keys) eval_metric_ops[key] = step.ops.at(name);
     EstimatorSpec spec = mode == ModeKeys::kTrain
-                             ? EstimatorSpec::train(total_loss, optimizer.minimize(total_loss, ctx))
-                             : EstimatorSpec::eval(total_loss, {});
+                             ? EstimatorSpec::train(step.loss, optimizer.minimize(step.loss, ctx))
+                             : EstimatorSpec::eval(step.loss, {});
     spec.eval_metric_ops = std::move(eval_metric_ops);
     spec.predictions = std::move(predictions);
     return spec;
@@ -214,10 +210,9 @@ Estimator model_to_estimator(Model& model, ModelToEstimatorOptions options) {
         "model_to_estimator: model \"{}\" has no weights yet; give it an Input/InputLayer, "
         "call build(shape), or fit it first",
         model.name()));
-  auto keys = metric_keys(compiled->metrics, options.metric_names_map);
-  Loss loss = std::holds_alternative<std::string>(compiled->loss)
-                  ? get_loss(std::get<std::string>(compiled->loss))
-                  : std::get<Loss>(compiled->loss);
+  auto losses_and_metrics =
+      std::make_shared<CompiledLossesAndMetrics>(*compiled, model.output_names(), model.name());
+  auto keys = metric_keys(losses_and_metrics->metric_names(), options.metric_names_map);
   // The optimizer as configured now: a constant learning rate is the model's current one.
   nn::optim::Optimizer optimizer = model.optimizer()->optimizer;
   const auto* given = std::get_if<Optimizer>(&compiled->optimizer);
@@ -248,8 +243,9 @@ Estimator model_to_estimator(Model& model, ModelToEstimatorOptions options) {
     else
       save_first_checkpoint(model, config.model_dir, model.get_weights());
   }
-  return Estimator(keras_model_fn(model, std::move(loss), std::move(optimizer), std::move(keys)),
-                   config);
+  return Estimator(
+      keras_model_fn(model, std::move(losses_and_metrics), std::move(optimizer), std::move(keys)),
+      config);
 }
 
 }  // namespace est::keras

@@ -1,7 +1,10 @@
 // keras.estimator.model_to_estimator (tensorflow_estimator/python/estimator/keras_lib.py): a
 // compiled Keras model as an est::Estimator, whose train / evaluate / predict take an input_fn
 // of the dataset the model takes (features keyed by the Input names, or the one feature of a
-// one-input model; labels for train and evaluate).
+// one-input model; labels for train and evaluate: one tensor, or for several outputs y keyed by
+// output name as keras::pack_x_y packs it, data_adapter.h). The loss is the compiled total (the
+// weighted sum over the outputs, compile_utils.h); a y key that names no output is an error
+// (TF ignores extra keys).
 //
 // As TF's: the estimator's variables carry the Keras names (`dense/kernel`, `conv2d/bias`); the
 // model's current weights (model.get_weights(): a fitted model's, else its seeded initial

@@ -33,13 +33,39 @@ std::string keras_dtype_name(ops::DType dtype) {
   }
 }
 
-Json initializer(const std::string& class_name, Json config, KerasVersion version) {
+// A Keras object of `module` as serialize_keras_object writes it (Keras 3: with its module).
+Json keras_object(const char* module, const std::string& class_name, Json config,
+                  KerasVersion version) {
   Json out;
-  if (version == KerasVersion::k3) out["module"] = "keras.initializers";
+  if (version == KerasVersion::k3) out["module"] = module;
   out["class_name"] = class_name;
   out["config"] = std::move(config);
   if (version == KerasVersion::k3) out["registered_name"] = nullptr;
   return out;
+}
+
+Json initializer(const std::string& class_name, Json config, KerasVersion version) {
+  return keras_object("keras.initializers", class_name, std::move(config), version);
+}
+
+// regularizers.py's L1, L2 or L1L2, by which factors are set.
+Json regularizer(const Regularizer& r, KerasVersion version) {
+  if (r.l1 != 0 && r.l2 == 0)
+    return keras_object("keras.regularizers", "L1", {{"l1", r.l1}}, version);
+  if (r.l1 == 0) return keras_object("keras.regularizers", "L2", {{"l2", r.l2}}, version);
+  return keras_object("keras.regularizers", "L1L2", {{"l1", r.l1}, {"l2", r.l2}}, version);
+}
+
+std::optional<Regularizer> regularizer_from(const Json& c, const char* key,
+                                            const std::string& where) {
+  if (!c.contains(key) || c[key].is_null()) return std::nullopt;
+  const Json& r = c[key];
+  std::string class_name = r.is_object() ? r.value("class_name", "") : "";
+  Json config = r.is_object() ? r.value("config", Json::object()) : Json::object();
+  if (class_name != "L1" && class_name != "L2" && class_name != "L1L2")
+    throw InvalidArgumentError(fmt::format(
+        "{}: {} {} is not a regularizer est::keras has (L1, L2, L1L2)", where, key, r.dump()));
+  return Regularizer{.l1 = config.value("l1", 0.0), .l2 = config.value("l2", 0.0)};
 }
 
 // The layer's get_config(): the common fields, its own, and (Dense, Conv2D, Embedding) its
@@ -72,6 +98,7 @@ Json layer_config(const Layer& layer, const Shape& batch_input_shape, KerasVersi
     config["bias_initializer"] = initializer("Zeros", Json::object(), version);
     config["kernel_regularizer"] = nullptr;
     config["bias_regularizer"] = nullptr;
+    for (const auto& [key, r] : layer.regularizers()) config[key] = regularizer(r, version);
     if (version == KerasVersion::k2) config["activity_regularizer"] = nullptr;  // not in Keras 3
     config["kernel_constraint"] = nullptr;
     config["bias_constraint"] = nullptr;
@@ -259,7 +286,9 @@ LayerPtr layer_from_config(const Json& entry, const std::string& where) {
     return layers::Dense({.units = c["units"].get<int64_t>(),
                           .activation = activation_from(c),
                           .use_bias = c.value("use_bias", true),
-                          .name = name});
+                          .name = name,
+                          .kernel_regularizer = regularizer_from(c, "kernel_regularizer", where),
+                          .bias_regularizer = regularizer_from(c, "bias_regularizer", where)});
   if ((cls == "Conv2D" || cls == "MaxPooling2D") &&
       c.value("data_format", "channels_last") != "channels_last")
     throw UnimplementedError(

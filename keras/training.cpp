@@ -1,6 +1,11 @@
 // compile / fit / evaluate / predict on the Estimator (Keras 2.x keras/engine/training.py;
 // see model.h for the design).
 //
+// The model_fn takes a batch's x and y apart (data_adapter.h: y may be keyed by output name or a
+// tuple) and computes the total loss and the logged values with compile()'s losses, loss weights
+// and metrics conformed to the outputs (compile_utils.h, CompiledLossesAndMetrics, made once the
+// model is built); predictions are keyed by Model::output_names().
+//
 // fit: one Estimator::train over all its epochs on the model's model_dir, continuing from its
 // latest checkpoint (variables, optimizer slots, RNG states, input position); fit_loop.h's
 // EpochHook cuts the session into epochs by step count, calls the callbacks and validates (every
@@ -32,6 +37,7 @@
 // pipeline is the same (Keras starts a new iterator per fit call).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -42,6 +48,7 @@
 #include "data/cardinality.h"
 #include "distribute/strategy.h"
 #include "estimator/estimator.h"
+#include "keras/compile_utils.h"
 #include "keras/distributed_input.h"
 #include "keras/fit_loop.h"
 #include "keras/model.h"
@@ -138,17 +145,28 @@ void Model::compile(CompileOptions options) {
     optimizer_ = get_optimizer(*name);
   else
     optimizer_ = std::get<Optimizer>(options.optimizer);
-  if (const auto* name = std::get_if<std::string>(&options.loss)) {
-    if (name->empty())
+  // The names are checked now; the structures against the outputs once the model is built.
+  std::vector<std::string> loss_names;
+  if (const auto* name = std::get_if<std::string>(&options.loss)) loss_names.push_back(*name);
+  auto add_name = [&](const LossArg& arg) {
+    if (arg && std::holds_alternative<std::string>(*arg))
+      loss_names.push_back(std::get<std::string>(*arg));
+  };
+  if (const auto* list = std::get_if<LossList>(&options.loss))
+    for (const auto& arg : *list) add_name(arg);
+  if (const auto* map = std::get_if<LossMap>(&options.loss))
+    for (const auto& [output, arg] : *map) add_name(arg);
+  for (const auto& name : loss_names) {
+    if (name.empty())
       throw InvalidArgumentError(
           "compile: no loss; pass .loss = \"sparse_categorical_crossentropy\" (or another "
           "name) or a loss object such as keras::losses::SparseCategoricalCrossentropy(true)");
-    loss_ = get_loss(*name);
-  } else {
-    loss_ = std::get<Loss>(options.loss);
+    get_loss(name);
   }
-  for (const auto& metric : options.metrics) check_metric_name(metric);
-  metric_names_ = options.metrics;
+  for (const auto& metric : options.metrics.all_names()) check_metric_name(metric);
+  compiled_.reset();
+  if (built())
+    compiled_ = std::make_shared<CompiledLossesAndMetrics>(options, output_names(), name_);
   // A constant learning rate becomes a value that callbacks can change between steps.
   learning_rate_.reset();
   if (optimizer_->optimizer.learning_rate().is_constant()) {
@@ -185,14 +203,18 @@ void Model::set_learning_rate(double learning_rate) {
     optimizer_->config["learning_rate"] = learning_rate;
 }
 
-std::vector<std::string> Model::metric_names_with_loss() const {
-  std::vector<std::string> names{"loss"};
-  names.insert(names.end(), metric_names_.begin(), metric_names_.end());
-  return names;
+const CompiledLossesAndMetrics& Model::compiled() {
+  check_compiled("training/testing. Use `model.compile(optimizer, loss)`");
+  std::vector<std::string> names = output_names();
+  if (!compiled_ || compiled_->output_names() != names)  // made, or a Sequential grown since
+    compiled_ = std::make_shared<CompiledLossesAndMetrics>(*compile_options_, names, name_);
+  return *compiled_;
 }
 
+std::vector<std::string> Model::metric_names_with_loss() { return compiled().names(); }
+
 void Model::check_compiled(const char* what) const {
-  if (!loss_ || !optimizer_)
+  if (!compile_options_ || !optimizer_)
     throw FailedPreconditionError(
         fmt::format("You must compile your model before {} (model \"{}\"): call "
                     "model.compile({{.optimizer = ..., .loss = ..., .metrics = {{...}}}}) first",
@@ -200,33 +222,21 @@ void Model::check_compiled(const char* what) const {
 }
 
 std::vector<Tensor> Model::inputs_of(const data::Features& features) const {
-  if (inputs_.size() == 1 && features.size() == 1) return {features.begin()->second};
-  std::vector<Tensor> out;
-  for (const auto& input : inputs_) {
-    const std::string& name = input.node->layer->name();
-    auto it = features.find(name);
-    if (it == features.end()) {
-      std::string given;
-      for (const auto& [key, value] : features) given += (given.empty() ? "" : ", ") + key;
-      throw InvalidArgumentError(fmt::format(
-          "Model \"{}\": no feature named \"{}\" for its input of that name (the batch has: {}); "
-          "name the dataset's features after the model's Input names",
-          name_, name, given));
-    }
-    out.push_back(it->second);
-  }
-  return out;
+  return unpack_x(features, input_names(), name_);
 }
 
 void Model::ensure_built(const data::Dataset& dataset) {
   if (built()) return;
   auto iterator = dataset.iterator();
   auto first = iterator.next();
-  if (!first || first->features.empty())
+  auto x = first ? std::find_if(first->features.begin(), first->features.end(),
+                                [](const auto& feature) { return is_x_feature(feature.first); })
+                 : data::Features::const_iterator();
+  if (!first || x == first->features.end())
     throw InvalidArgumentError(fmt::format(
         "Model \"{}\": the dataset yields no (features, labels) batch to build the model from",
         name_));
-  build_from_batch(first->features.begin()->second.shape());
+  build_from_batch(x->second.shape());
 }
 
 est::Estimator& Model::estimator() {
@@ -247,40 +257,23 @@ est::Estimator& Model::training_estimator(std::optional<int64_t> save_steps) {
   ModelFn model_fn = [this](const Features& features, const Tensor& labels, ModeKeys mode,
                             ModelContext& ctx) {
     std::vector<Tensor> outputs = call(ctx, inputs_of(features));
+    const std::vector<std::string> names = output_names();
     if (mode == ModeKeys::kPredict) {
       Predictions predictions;
-      for (size_t i = 0; i < outputs.size(); ++i)
-        predictions[outputs_[i].node->layer->name()] = outputs[i];
+      for (size_t i = 0; i < outputs.size(); ++i) predictions[names[i]] = outputs[i];
       return EstimatorSpec::predict(std::move(predictions));
     }
-    if (outputs.size() != 1)
-      throw UnimplementedError(
-          fmt::format("Model \"{}\" has {} outputs: fit and evaluate support one output for now",
-                      name_, outputs.size()));
-    if (!labels.defined())
-      throw InvalidArgumentError(fmt::format(
-          "Model \"{}\": fit and evaluate need labels: a dataset of (features, labels)", name_));
-    const Tensor& y_pred = outputs[0];
-    Tensor loss = loss_->fn(labels, y_pred);
-    MetricOps ops;
-    {
-      ops::NoGradGuard no_grad;
-      Tensor batch = Tensor::scalar(static_cast<double>(y_pred.shape()[0]));
-      ops["loss"] = nn::metrics::mean(loss.detach(), batch);
-      for (const auto& name : metric_names_)
-        ops[name] = get_metric(name, labels.shape(), y_pred.shape()).fn(labels, y_pred.detach());
-    }
-    if (mode == ModeKeys::kTrain && step_statistics_) {
-      std::vector<double> means;
-      for (const auto& name : metric_names_with_loss()) means.push_back(ops.at(name).result());
-      step_statistics_->record(&ctx, means, static_cast<double>(y_pred.shape()[0]));
-    }
+    std::vector<Tensor> targets = unpack_y(features, labels, names, name_);
+    auto step = compiled()(targets, outputs, regularization_losses(ctx));
+    if (mode == ModeKeys::kTrain && step_statistics_)
+      step_statistics_->record(&ctx, step.means, step.rows);
     if (mode == ModeKeys::kTrain) {
-      EstimatorSpec spec = EstimatorSpec::train(loss, optimizer_->optimizer.minimize(loss, ctx));
-      spec.eval_metric_ops = std::move(ops);
+      EstimatorSpec spec =
+          EstimatorSpec::train(step.loss, optimizer_->optimizer.minimize(step.loss, ctx));
+      spec.eval_metric_ops = std::move(step.ops);
       return spec;
     }
-    return EstimatorSpec::eval(loss, std::move(ops));
+    return EstimatorSpec::eval(step.loss, std::move(step.ops));
   };
   estimator_ = std::make_unique<est::Estimator>(std::move(model_fn), config);
   config_.model_dir = estimator_->model_dir();  // the temporary one, when none was set
@@ -445,9 +438,10 @@ std::vector<Tensor> Model::predict(const data::Dataset& dataset, std::optional<i
         "predict: the dataset is infinite (it ends in repeat()); pass steps or give a finite "
         "dataset");
   std::vector<std::vector<Tensor>> rows(outputs_.size());
+  const std::vector<std::string> names = output_names();
   estimator().predict(input_fn_of(input), [&](Predictions prediction) {
     for (size_t i = 0; i < outputs_.size(); ++i)
-      rows[i].push_back(ops::expand_dims(prediction.at(outputs_[i].node->layer->name()), 0));
+      rows[i].push_back(ops::expand_dims(prediction.at(names[i]), 0));
     return true;
   });
   std::vector<Tensor> out;
