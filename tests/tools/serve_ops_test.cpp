@@ -1,7 +1,8 @@
 // est-serve's operational flags as tensorflow_model_server's: --monitoring_config_file (TF
 // Serving's metrics on the REST port, scraped by Debian's real Prometheus and queried through
 // its HTTP API; REST and gRPC requests counted), --batching_parameters_file (the batcher's
-// options; a bad file refused at startup naming the field), --enable_model_warmup (the
+// options; a bad file refused at startup naming the field; enable_large_batch_splitting answers
+// a request larger than a batch in parts), --enable_model_warmup (the
 // TFRecord of PredictionLogs a Python script writes with protoc's classes, run before the
 // version is served; a corrupt file fails that version's load), --file_system_poll_wait_seconds
 // 0 (versions loaded once), --rest_api_num_threads (connections served at once) and
@@ -234,6 +235,59 @@ TEST_CASE("est-serve --batching_parameters_file: TF Serving's BatchingParameters
   CHECK(sample(page,
                ":tensorflow:serving:batching_session:queuing_latency_count{thread_pool_name="
                "\"est_test_pool\"}") == 1);
+}
+
+TEST_CASE("est-serve --batching_parameters_file: enable_large_batch_splitting as TF Serving's") {
+  if (!have_curl()) return;
+  testing::ScratchDir dir;
+  export_half_plus_two(dir / "model", dir / "base");
+  const std::string body = predict_body({1, 2, 3, 4, 5}).dump();
+  Reply unbatched;  // the answer to compare with
+  {
+    Server plain(dir / "base", dir, {});
+    unbatched = http(plain, "/v1/models/half_plus_two:predict", body, &dir);
+    REQUIRE(unbatched.status == 200);
+  }
+  // Without splitting, batches of 2 rows refuse a request of 5 with TF's message.
+  write(dir / "batching.config",
+        "max_batch_size { value: 2 }\nbatch_timeout_micros { value: 0 }\n");
+  {
+    Server server =
+        restart(dir, {"--enable_batching", "--batching_parameters_file", dir / "batching.config"});
+    const Reply refused = http(server, "/v1/models/half_plus_two:predict", body, &dir);
+    INFO(refused.text);
+    CHECK(refused.status == 400);
+    CHECK(refused.body["error"] == "Task size 5 is larger than maximum input batch size 2");
+  }
+  // With splitting, the same batches of 2 rows (max_execution_batch_size) answer it in parts.
+  write(dir / "batching.config",
+        "max_batch_size { value: 8 }\nbatch_timeout_micros { value: 0 }\n"
+        "enable_large_batch_splitting { value: true }\nmax_execution_batch_size { value: 2 }\n");
+  Server server =
+      restart(dir, {"--enable_batching", "--batching_parameters_file", dir / "batching.config",
+                    "--monitoring_config_file", monitoring_config(dir)});
+  const Reply split = http(server, "/v1/models/half_plus_two:predict", body, &dir);
+  INFO(split.text);
+  CHECK(split.status == 200);
+  CHECK(split.body == unbatched.body);
+  const std::string page = scrape(server);
+  INFO(page);
+  // Batches of 2, 2 and 1 rows.
+  const std::string batches = ":tensorflow:serving:batching_session:padding_size_count{";
+  CHECK(sample(page, batches + "execution_batch_size=\"2\"}") == 2);
+  CHECK(sample(page, batches + "execution_batch_size=\"1\"}") == 1);
+  // max_execution_batch_size above max_batch_size is refused at startup, naming the field.
+  write(dir / "batching.config",
+        "max_batch_size { value: 2 }\nenable_large_batch_splitting { value: true }\n"
+        "max_execution_batch_size { value: 4 }\n");
+  const auto result =
+      start_failing({"--model_base_path", dir / "base", "--port", "0", "--rest_api_port",
+                     std::to_string(testing::free_port()), "--enable_batching",
+                     "--batching_parameters_file", dir / "batching.config"});
+  INFO(result.output);
+  CHECK(result.exit_code == 1);
+  CHECK(result.output.find("BatchingParameters.max_execution_batch_size must be at most "
+                           "max_batch_size") != std::string::npos);
 }
 
 TEST_CASE("est-serve --enable_model_warmup: the warmup file runs before the version is served") {
