@@ -311,31 +311,29 @@ TEST_CASE("est-serve --enable_model_warmup: the warmup file runs before the vers
     CHECK(http(server, "/v1/models/half_plus_two").status == 200);
     CHECK(server.log().find("Finished reading warmup data for model at") != std::string::npos);
   }
+  // A version whose warmup fails is not served; the model's status has it END with the error
+  // (TF Serving's GetModelStatus), and the log says why.
+  auto failed_with = [&](const Server& server, const std::string& error) {
+    INFO(server.log());
+    CHECK(http(server, "/v1/models/half_plus_two:predict", predict_body({1}).dump(), &dir).status ==
+          404);
+    const json status = http(server, "/v1/models/half_plus_two").body["model_version_status"];
+    INFO(status.dump());
+    CHECK(status.size() == 1);
+    CHECK(status[0]["state"] == "END");
+    CHECK(status[0]["status"]["error_message"].get<std::string>().find(error) != std::string::npos);
+    CHECK(server.log().find(error) != std::string::npos);
+  };
   // A record that is not TFRecord: the version does not load, with TF Serving's message.
   write_warmup(dir, version, {{{"predict", request}}, {{"raw_hex", "0badf00d0badf00d0badf00d"}}});
-  {
-    Server server = restart(dir, {"--enable_model_warmup"});
-    INFO(server.log());
-    CHECK(http(server, "/v1/models/half_plus_two").status == 404);
-    CHECK(server.log().find("Please verify your warmup data is in TFRecord format") !=
-          std::string::npos);
-  }
+  failed_with(restart(dir, {"--enable_model_warmup"}),
+              "Please verify your warmup data is in TFRecord format");
   // A record that is not a PredictionLog, and one whose request is bad.
   write_warmup(dir, version, {{{"bytes_hex", "ffffffff"}}});
-  {
-    Server server = restart(dir, {"--enable_model_warmup"});
-    INFO(server.log());
-    CHECK(http(server, "/v1/models/half_plus_two").status == 404);
-    CHECK(server.log().find("Failed to parse warmup record 0") != std::string::npos);
-  }
+  failed_with(restart(dir, {"--enable_model_warmup"}), "Failed to parse warmup record 0");
   request["inputs"]["y"] = request["inputs"]["x"];
   write_warmup(dir, version, {{{"predict", request}}});
-  {
-    Server server = restart(dir, {"--enable_model_warmup"});
-    INFO(server.log());
-    CHECK(http(server, "/v1/models/half_plus_two").status == 404);
-    CHECK(server.log().find("input size does not match signature") != std::string::npos);
-  }
+  failed_with(restart(dir, {"--enable_model_warmup"}), "input size does not match signature");
   // Without --enable_model_warmup the file is not read.
   Server server = restart(dir, {});
   CHECK(http(server, "/v1/models/half_plus_two").status == 200);
