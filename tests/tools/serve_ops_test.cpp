@@ -65,6 +65,21 @@ void write_warmup(const testing::ScratchDir& dir, const fs::path& version_dir,
   REQUIRE(result.exit_code == 0);
 }
 
+// est-serve on dir/base with --batching_parameters_file of `text` stops at startup (status 1),
+// its message naming the file and `named`.
+void refused_batching(const testing::ScratchDir& dir, const std::string& text,
+                      const std::string& named) {
+  write(dir / "batching.config", text);
+  const auto result =
+      start_failing({"--model_base_path", dir / "base", "--port", "0", "--rest_api_port",
+                     std::to_string(testing::free_port()), "--enable_batching",
+                     "--batching_parameters_file", dir / "batching.config"});
+  INFO(result.output);
+  CHECK(result.exit_code == 1);
+  CHECK(result.output.find(named) != std::string::npos);
+  CHECK(result.output.find("batching.config") != std::string::npos);
+}
+
 // Another est-serve on dir/base, after one that ran there (whose log, and port, it must not
 // read).
 Server restart(const testing::ScratchDir& dir, const std::vector<std::string>& extra) {
@@ -191,22 +206,14 @@ TEST_CASE("est-serve --batching_parameters_file: TF Serving's BatchingParameters
   if (!have_curl()) return;
   testing::ScratchDir dir;
   export_half_plus_two(dir / "model", dir / "base");
-  auto refused = [&](const std::string& text, const std::string& named) {
-    write(dir / "batching.config", text);
-    const auto result =
-        start_failing({"--model_base_path", dir / "base", "--port", "0", "--rest_api_port",
-                       std::to_string(testing::free_port()), "--enable_batching",
-                       "--batching_parameters_file", dir / "batching.config"});
-    INFO(result.output);
-    CHECK(result.exit_code == 1);
-    CHECK(result.output.find(named) != std::string::npos);
-    CHECK(result.output.find("batching.config") != std::string::npos);
-  };
-  refused("max_batch_size { value: 0 }\n", "BatchingParameters.max_batch_size must be positive");
-  refused("max_batch_size { value: 4 }\nallowed_batch_sizes: 2\n",
-          "BatchingParameters.allowed_batch_sizes last entry must match max_batch_size");
-  refused("num_batch_threads { value: -1 }\n", "BatchingParameters.num_batch_threads");
-  refused("max_batch_size: 4\n", "line 1, column");  // a wrapper is a message, not a number
+  refused_batching(dir, "max_batch_size { value: 0 }\n",
+                   "BatchingParameters.max_batch_size must be positive");
+  refused_batching(dir, "max_batch_size { value: 4 }\nallowed_batch_sizes: 2\n",
+                   "BatchingParameters.allowed_batch_sizes last entry must match max_batch_size");
+  refused_batching(dir, "num_batch_threads { value: -1 }\n",
+                   "BatchingParameters.num_batch_threads");
+  refused_batching(dir, "max_batch_size: 4\n",
+                   "line 1, column");  // a wrapper is a message, not a number
   // Without --enable_batching the file is an error, as in TF Serving.
   const auto alone = start_failing(
       {"--model_base_path", dir / "base", "--batching_parameters_file", dir / "batching.config"});
@@ -277,17 +284,10 @@ TEST_CASE("est-serve --batching_parameters_file: enable_large_batch_splitting as
   CHECK(sample(page, batches + "execution_batch_size=\"2\"}") == 2);
   CHECK(sample(page, batches + "execution_batch_size=\"1\"}") == 1);
   // max_execution_batch_size above max_batch_size is refused at startup, naming the field.
-  write(dir / "batching.config",
-        "max_batch_size { value: 2 }\nenable_large_batch_splitting { value: true }\n"
-        "max_execution_batch_size { value: 4 }\n");
-  const auto result =
-      start_failing({"--model_base_path", dir / "base", "--port", "0", "--rest_api_port",
-                     std::to_string(testing::free_port()), "--enable_batching",
-                     "--batching_parameters_file", dir / "batching.config"});
-  INFO(result.output);
-  CHECK(result.exit_code == 1);
-  CHECK(result.output.find("BatchingParameters.max_execution_batch_size must be at most "
-                           "max_batch_size") != std::string::npos);
+  refused_batching(dir,
+                   "max_batch_size { value: 2 }\nenable_large_batch_splitting { value: true }\n"
+                   "max_execution_batch_size { value: 4 }\n",
+                   "BatchingParameters.max_execution_batch_size must be at most max_batch_size");
 }
 
 TEST_CASE("est-serve --enable_model_warmup: the warmup file runs before the version is served") {
