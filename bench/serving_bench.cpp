@@ -12,7 +12,10 @@
 // Without --est_serve only the in-process runners and server_overhead run (for profiling the
 // interpreter, or comparing two builds of it back to back).
 // Lines: `<runner> clients=C p50_ms=... p99_ms=... requests_per_sec=...`, `server_overhead
-// p50_ms=... p99_ms=...`, `model_onnx=PATH` for the onnxruntime comparison,
+// p50_ms=... p99_ms=...`, the CPU time per request of the clients and of est-serve after each
+// est-serve line (`client_cpu_us_per_request=... server_cpu_us_per_request=...`; both share the
+// machine's cores) and of the interpreter after each of its lines, `model_onnx=PATH` for the
+// onnxruntime comparison,
 // `interpreter_logits=` (hex floats) to check that two builds give the same bits, and issue
 // 31's targets, each `target NAME=VALUE BOUND met=yes|no` (ratios of this run's requests/s).
 #include <arpa/inet.h>
@@ -27,11 +30,14 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -107,6 +113,44 @@ double run_clients(const std::string& runner, int clients, int requests,
   for (const auto& each : latencies) all.insert(all.end(), each.begin(), each.end());
   if (failed > 0) fmt::print("{} clients={} failed_requests={}\n", runner, clients, failed.load());
   return all.empty() ? 0.0 : report(runner, clients, all, wall);
+}
+
+// CPU seconds `pid` has run, its threads that ended included (utime and stime of
+// /proc/PID/stat, in clock ticks): the server's own cost, apart from the clients' on the same
+// cores. gRPC's sync server starts and ends threads as requests come, so the threads alive at
+// the end do not hold it all.
+double cpu_seconds_of(pid_t pid) {
+  std::ifstream file(fmt::format("/proc/{}/stat", static_cast<int>(pid)));
+  std::string text((std::istreambuf_iterator<char>(file)), {});
+  // The fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+  std::istringstream fields(text.substr(std::min(text.size(), text.rfind(')') + 1)));
+  std::string field;
+  double ticks = 0;
+  for (int index = 3; index <= 15 && fields >> field; ++index)
+    if (index >= 14) ticks += std::stod(field);
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// CPU seconds of this process (the clients, with gRPC's threads) so far.
+double own_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// `run()` (the requests of one line, `requests` of them), followed by the CPU time per request
+// of the clients (this process) and of the server: on two cores shared by both, a client's
+// cost is time the server does not get.
+double with_cpu_costs(const std::string& runner, int clients, int requests, pid_t server,
+                      const std::function<double()>& run) {
+  const double client_before = own_cpu_seconds(), server_before = cpu_seconds_of(server);
+  const double per_second = run();
+  const double client = own_cpu_seconds() - client_before;
+  const double served = cpu_seconds_of(server) - server_before;
+  fmt::print("{} clients={} client_cpu_us_per_request={:.1f} server_cpu_us_per_request={:.1f}\n",
+             runner, clients, client * 1e6 / requests, served * 1e6 / requests);
+  std::fflush(stdout);
+  return per_second;
 }
 
 struct ServerProcess {
@@ -216,6 +260,14 @@ int main(int argc, char** argv) try {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--dir", dir, "working directory (default: a new one under /tmp)");
+  std::vector<int> levels{1, 8, 64};
+  app.add_option("--clients", levels,
+                 "concurrency levels to time (default 1 8 64; the targets need 1 and 64)")
+      ->check(CLI::PositiveNumber);
+  std::string api = "both";
+  app.add_option("--api", api, "est-serve's APIs to time: rest, grpc or both")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"rest", "grpc", "both"}));
   CLI11_PARSE(app, argc, argv);
   if (dir.empty()) {
     char pattern[] = "/tmp/serving_bench_XXXXXX";
@@ -275,10 +327,14 @@ int main(int argc, char** argv) try {
     fmt::print("interpreter_logits={}\n", bits);
   }
   std::map<int, double> interpreter, rest, grpc;  // requests/s by clients
-  for (int clients : {1, 8, 64})
+  for (int clients : levels) {
+    const double before = own_cpu_seconds();
     interpreter[clients] = run_clients("onnx_interpreter", clients, requests, [&](int) {
       return servable->model.run({{"image", image}}).count("logits") == 1;
     });
+    fmt::print("onnx_interpreter clients={} cpu_us_per_request={:.1f}\n", clients,
+               (own_cpu_seconds() - before) * 1e6 / requests);
+  }
   // The server's own work per request: handle_rest minus the model's run, in-process.
   double overhead_p50 = 0;
   {
@@ -302,25 +358,31 @@ int main(int argc, char** argv) try {
   if (est_serve.empty()) return 0;
   ServerProcess server;
   start_server(server, est_serve, base, dir + "/est-serve.log");
-  for (int clients : {1, 8, 64}) {
-    rest[clients] = time_rest(server.port, body, clients, requests);
+  for (int clients : levels) {
+    if (api != "grpc")
+      rest[clients] = with_cpu_costs("est_serve_rest", clients, requests, server.pid,
+                                   [&] { return time_rest(server.port, body, clients, requests); });
 #if EST_SERVE_GRPC
+    if (api == "rest") continue;
     // One channel (one connection) a client, as `clients` client processes would hold them.
     std::vector<std::unique_ptr<est::bench::GrpcPredictClient>> channels;
     for (int c = 0; c < clients; ++c)
       channels.push_back(
           std::make_unique<est::bench::GrpcPredictClient>(server.grpc_port, "cnn", "image", image));
     std::string first_error;
-    grpc[clients] = run_clients("est_serve_grpc", clients, requests, [&](int c) {
-      return channels[static_cast<size_t>(c)]->predict(&first_error);
+    grpc[clients] = with_cpu_costs("est_serve_grpc", clients, requests, server.pid, [&] {
+      return run_clients("est_serve_grpc", clients, requests, [&](int c) {
+        return channels[static_cast<size_t>(c)]->predict(&first_error);
+      });
     });
     if (!first_error.empty())
       fmt::print("est_serve_grpc clients={} first_error={}\n", clients, first_error);
 #endif
   }
-  // Issue 31's targets, each a ratio of this run's figures.
+  // Issue 31's targets, each a ratio of this run's figures (those this run has).
   auto target = [](const std::string& name, double value, const std::string& bound, bool met) {
-    fmt::print("target {}={:.3f} {} met={}\n", name, value, bound, met ? "yes" : "no");
+    if (std::isfinite(value) && value > 0)
+      fmt::print("target {}={:.3f} {} met={}\n", name, value, bound, met ? "yes" : "no");
   };
   target("server_overhead_p50_ms", overhead_p50, "<=0.05", overhead_p50 <= 0.05);
   target("rest_1_over_interpreter_1", rest[1] / interpreter[1], ">=0.8",

@@ -116,6 +116,21 @@ Batcher::Batcher(Options options) : options_(std::move(options)) {
         "Last entry in allowed_batch_sizes must match max_batch_size; last entry was {}; "
         "expected {}",
         allowed.back(), options_.max_batch_size));
+  if (options_.max_execution_batch_size < 0)
+    throw InvalidArgumentError(fmt::format("max_execution_batch_size must be positive; was {}",
+                                           options_.max_execution_batch_size));
+  if (options_.enable_large_batch_splitting &&
+      options_.max_execution_batch_size > options_.max_batch_size)
+    throw InvalidArgumentError(fmt::format(
+        "When enable_large_batch_splitting is true, input_batch_size_limit must be greater than "
+        "or equal to max_execution_batch_size (max_batch_size is {}, max_execution_batch_size {})",
+        options_.max_batch_size, options_.max_execution_batch_size));
+}
+
+int64_t Batcher::batch_limit() const {
+  return options_.enable_large_batch_splitting && options_.max_execution_batch_size > 0
+             ? options_.max_execution_batch_size
+             : options_.max_batch_size;
 }
 
 std::string Batcher::rows_key(const NamedTensors& inputs) const {
@@ -209,20 +224,78 @@ void Batcher::run_batch(std::vector<std::shared_ptr<Request>> batch, const RunFn
 }
 
 NamedTensors Batcher::run(const std::string& key, const NamedTensors& inputs, const RunFn& fn) {
-  auto request = std::make_shared<Request>();
-  request->inputs = inputs;
-  request->rows = rows_of(inputs);
-  request->enqueued_at = now_micros();
-  std::unique_lock lock(mutex_);
-  if (request->rows == 0 || request->rows >= options_.max_batch_size) {
-    run_on_thread({request}, fn, lock, nullptr);
-    if (request->error) std::rethrow_exception(request->error);
-    return std::move(request->outputs);
+  const int64_t rows = rows_of(inputs);
+  if (rows > options_.max_batch_size)
+    throw InvalidArgumentError(fmt::format(
+        "Task size {} is larger than maximum input batch size {}", rows, options_.max_batch_size));
+  if (!options_.enable_large_batch_splitting) return run_request(key, inputs, rows, fn);
+  const int64_t limit = batch_limit();
+  int64_t room = limit;  // in the batch being gathered
+  {
+    std::lock_guard lock(mutex_);
+    if (auto found = queues_.find(key); found != queues_.end() && found->second->leader_waiting)
+      room = std::max<int64_t>(0, limit - found->second->rows);
   }
+  if (rows <= room) return run_request(key, inputs, rows, fn);
+  // TF's InputSplitMetadata: the room left in the batch being gathered, then full batches, then
+  // the rest.
+  std::vector<int64_t> sizes;
+  int64_t left = rows;
+  if (room > 0) {
+    sizes.push_back(room);
+    left -= room;
+  }
+  for (; left > 0; left -= sizes.back()) sizes.push_back(std::min(left, limit));
+  return run_split(key, inputs, sizes, fn);
+}
+
+NamedTensors Batcher::run_split(const std::string& key, const NamedTensors& inputs,
+                                const std::vector<int64_t>& sizes, const RunFn& fn) {
+  std::vector<NamedTensors> parts;
+  int64_t begin = 0;
+  for (const int64_t size : sizes) {
+    NamedTensors part;
+    for (const auto& [name, tensor] : inputs) part[name] = slice_rows(tensor, begin, size);
+    parts.push_back(run_request(key, part, size, fn));
+    begin += size;
+  }
+  NamedTensors outputs;
+  for (const auto& [name, first] : parts.front()) {
+    std::vector<Tensor> pieces;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const Tensor& piece = parts[i].at(name);
+      if (piece.rank() == 0 || piece.dim(0) != sizes[i]) {
+        // Outputs not per row (a model reducing over its batch): the request runs whole.
+        return run_own_batch(std::make_shared<Request>(Request{
+                                 .inputs = inputs, .rows = begin, .enqueued_at = now_micros()}),
+                             fn);
+      }
+      pieces.push_back(piece);
+    }
+    outputs[name] = concat_rows(pieces);
+  }
+  return outputs;
+}
+
+NamedTensors Batcher::run_own_batch(const std::shared_ptr<Request>& request, const RunFn& fn) {
+  std::unique_lock lock(mutex_);
+  run_on_thread({request}, fn, lock, nullptr);
+  lock.unlock();
+  if (request->error) std::rethrow_exception(request->error);
+  return std::move(request->outputs);
+}
+
+NamedTensors Batcher::run_request(const std::string& key, const NamedTensors& inputs, int64_t rows,
+                                  const RunFn& fn) {
+  auto request = std::make_shared<Request>(
+      Request{.inputs = inputs, .rows = rows, .enqueued_at = now_micros()});
+  const int64_t limit = batch_limit();
+  if (rows == 0 || rows >= limit) return run_own_batch(request, fn);
+  std::unique_lock lock(mutex_);
   std::shared_ptr<Queue>& slot = queues_[key];
   if (!slot) slot = std::make_shared<Queue>();
   std::shared_ptr<Queue> queue = slot;
-  if (queue->rows + request->rows > options_.max_batch_size) {
+  if (queue->rows + request->rows > limit) {
     // This request would overflow the batch being gathered: wake its leader, wait for it.
     queue->changed.notify_all();
     queue->changed.wait(lock, [&] { return queue->waiting.empty(); });
@@ -241,8 +314,7 @@ NamedTensors Batcher::run(const std::string& key, const NamedTensors& inputs, co
     queue->leader_waiting = true;
     ++queue->enqueued;
     const auto deadline = std::chrono::steady_clock::now() + options_.batch_timeout;
-    queue->changed.wait_until(lock, deadline,
-                              [&] { return queue->rows >= options_.max_batch_size; });
+    queue->changed.wait_until(lock, deadline, [&] { return queue->rows >= limit; });
     std::vector<std::shared_ptr<Request>> batch;
     batch.swap(queue->waiting);
     queue->rows = 0;

@@ -1,15 +1,23 @@
 // Batcher: runs concurrent predict requests together (TF Serving's --enable_batching, with its
 // max_batch_size and batch_timeout_micros, and the rest of its BatchingParameters:
-// max_enqueued_batches, num_batch_threads, allowed_batch_sizes).
+// max_enqueued_batches, num_batch_threads, allowed_batch_sizes, enable_large_batch_splitting
+// with max_execution_batch_size).
 //
 // Requests with the same key (the servable version, signature, and every input's dtype and row
-// shape) join a queue; the first waits until the queue holds max_batch_size rows or
-// batch_timeout has passed since it arrived, then runs the whole queue as one batch
-// (inputs concatenated along the first dimension) and hands every request its own rows of each
-// output. A request larger than max_batch_size runs alone. When an output does not have the
-// batch's rows first (a model that reduces over the batch), every request of that batch is run
-// on its own instead, so batching never changes an answer. Batches are counted in TF Serving's
-// batching_session metrics (serving_metrics.h).
+// shape) join a queue; the first waits until the queue holds a full batch (max_batch_size rows,
+// or max_execution_batch_size with splitting) or batch_timeout has passed since it arrived, then
+// runs the whole queue as one batch (inputs concatenated along the first dimension) and hands
+// every request its own rows of each output. A request of a full batch runs alone; one larger
+// than max_batch_size is refused with TF's message (InvalidArgumentError "Task size N is larger
+// than maximum input batch size M", TF's shared_batch_scheduler.h). With
+// enable_large_batch_splitting a request larger than what the batch being gathered has room for
+// is split as TF's SplitInputTask splits it (batching_session.cc, InputSplitMetadata): its first
+// part fills that batch, the rest go in parts of max_execution_batch_size rows, the last joining
+// the queue like any request; the parts run one after another on the request's thread, and its
+// answer is their outputs concatenated. When an output does not have the batch's rows first (a
+// model that reduces over the batch), every request of that batch is run on its own instead, and
+// a split request is run whole, so batching never changes an answer. Batches are counted in TF
+// Serving's batching_session metrics (serving_metrics.h).
 #pragma once
 
 #include <chrono>
@@ -47,11 +55,17 @@ class Batcher {
     // end of every dimension to the batch's largest with its first element (TF's
     // batching_util.cc); the outputs keep the padded shape.
     bool pad_variable_length_inputs = false;
+    // Requests of more rows than a batch has room for are split (above), batches running at
+    // most max_execution_batch_size rows (0: max_batch_size; above max_batch_size is refused,
+    // as TF's SharedBatchScheduler::AddQueue refuses it).
+    bool enable_large_batch_splitting = false;
+    int64_t max_execution_batch_size = 0;
   };
   using RunFn = std::function<NamedTensors(const NamedTensors&)>;
 
   // InvalidArgumentError for options TF Serving refuses (max_batch_size below 1, allowed batch
-  // sizes not increasing or whose last is not max_batch_size), naming the field.
+  // sizes not increasing or whose last is not max_batch_size, max_execution_batch_size below 0
+  // or above max_batch_size with splitting), naming the field.
   explicit Batcher(Options options);
 
   // fn(inputs), possibly as part of a larger batch of concurrent calls with the same `key`
@@ -70,6 +84,18 @@ class Batcher {
  private:
   struct Request;
   struct Queue;
+
+  // The largest batch run: max_execution_batch_size with splitting, else max_batch_size.
+  int64_t batch_limit() const;
+  // run() of a request of `rows` rows (at most max_batch_size): alone when it fills a batch,
+  // else through its key's queue.
+  NamedTensors run_request(const std::string& key, const NamedTensors& inputs, int64_t rows,
+                           const RunFn& fn);
+  // `request` run as a batch of its own (when one of num_batch_threads is free).
+  NamedTensors run_own_batch(const std::shared_ptr<Request>& request, const RunFn& fn);
+  // run() of a request split into parts of `sizes` rows (splitting; see above).
+  NamedTensors run_split(const std::string& key, const NamedTensors& inputs,
+                         const std::vector<int64_t>& sizes, const RunFn& fn);
 
   void run_batch(std::vector<std::shared_ptr<Request>> batch, const RunFn& fn);
 

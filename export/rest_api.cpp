@@ -92,20 +92,18 @@ json tensor_info_json(const TensorInfo& info) {
           {"name", info.name}};
 }
 
-// The status of the version the route names, or of every version served (TF Serving's
-// get_model_status_impl.cc).
+// The status of the version the route names, or of every version served or failed (TF
+// Serving's get_model_status_impl.cc; a failed load is END with its error).
 json status_json(const ModelLookup& models, const Route& route) {
-  std::vector<std::shared_ptr<const Servable>> servables;
-  if (route.version || route.label)
-    servables.push_back(find_servable(models, route));
-  else if (auto model = models(route.model))
-    servables = model->served();
-  if (servables.empty()) servables.push_back(find_servable(models, route));  // NOT_FOUND
   json statuses = json::array();
-  for (auto it = servables.rbegin(); it != servables.rend(); ++it)
-    statuses.push_back({{"version", std::to_string((*it)->version)},
-                        {"state", "AVAILABLE"},
-                        {"status", {{"error_code", "OK"}, {"error_message", ""}}}});
+  for (const VersionStatus& status :
+       version_statuses(models(route.model).get(), route.model, route.version, route.label))
+    statuses.push_back(
+        {{"version", std::to_string(status.version)},
+         {"state", status.error ? "END" : "AVAILABLE"},
+         {"status",
+          {{"error_code", status.error ? std::string(status_code_name(*status.error)) : "OK"},
+           {"error_message", status.error_message}}}});
   return {{"model_version_status", statuses}};
 }
 

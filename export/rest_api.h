@@ -1,6 +1,7 @@
 // TensorFlow Serving's REST API (tensorflow_serving/g3doc/api_rest.md) over a ModelManager,
 // independent of the HTTP library (tools/est_serve.cpp puts it behind cpp-httplib):
-//   GET  /v1/models/NAME[/versions/V]            -> {"model_version_status": [...]}
+//   GET  /v1/models/NAME[/versions/V]            -> {"model_version_status": [...]} (AVAILABLE,
+//        or END with the error of a version whose load failed)
 //   GET  /v1/models/NAME[/versions/V]/metadata   -> {"model_spec": ..., "metadata":
 //                                                    {"signature_def": ...}}
 //   POST /v1/models/NAME[/versions/V]:predict    with {"signature_name"?, "instances": [...]}

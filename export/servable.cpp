@@ -193,10 +193,10 @@ bool ModelManager::load(int64_t number, const std::string& path) {
   } catch (const Error& error) {
     if (!servable) record_load(path, false, micros_since(start));
     std::lock_guard lock(mutex_);
-    if (!failed_[number])
+    if (!failed_.count(number))
       log::error("Loading servable {} version {} failed (retrying at the next poll): {}", name_,
                  number, error.what());
-    failed_[number] = true;
+    failed_[number] = {.version = number, .error = error.code(), .error_message = error.what()};
     return false;
   }
   std::lock_guard lock(mutex_);
@@ -222,6 +222,15 @@ std::vector<std::shared_ptr<const Servable>> ModelManager::served() const {
   std::vector<std::shared_ptr<const Servable>> all;
   for (const auto& [number, servable] : served_) all.push_back(servable);
   return all;
+}
+
+std::vector<VersionStatus> ModelManager::statuses() const {
+  std::lock_guard lock(mutex_);
+  std::map<int64_t, VersionStatus> all = failed_;
+  for (const auto& [number, servable] : served_) all[number] = {.version = number};
+  std::vector<VersionStatus> newest_first;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) newest_first.push_back(it->second);
+  return newest_first;
 }
 
 std::optional<int64_t> ModelManager::label(const std::string& label) const {

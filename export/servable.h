@@ -10,8 +10,10 @@
 // Serving's default policy changes them (core/availability_preserving_policy.cc): a new version
 // is loaded and warmed up before the old one is unloaded, so one is always served. A version
 // that fails to load (half copied, an op est does not run) is logged and retried at the next
-// poll while the old version keeps serving. Each load is counted in serving_metrics.h's
-// load_attempt_count.
+// poll while the old version keeps serving; until a retry succeeds the model's status reports
+// it as TF Serving's ServableStateMonitor does (state END, the load's error code and message;
+// core/servable_state_monitor.cc, model_servers/get_model_status_impl.cc). Each load is counted
+// in serving_metrics.h's load_attempt_count.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,7 @@
 #include "export/lookup_step.h"
 #include "export/onnx_model.h"
 #include "export/parse_example_step.h"
+#include "ops/error.h"
 
 namespace est::serving {
 
@@ -66,6 +69,14 @@ std::optional<std::pair<int64_t, std::string>> newest_version(const std::string&
 // Every version directory under `base_path` holding a model.onnx, by version.
 std::map<int64_t, std::string> versions_on_disk(const std::string& base_path);
 
+// A version's state as TF Serving's GetModelStatus reports it (ModelVersionStatus): AVAILABLE
+// when served, END with the error of its last load when that failed.
+struct VersionStatus {
+  int64_t version = 0;
+  std::optional<StatusCode> error;  // none: AVAILABLE
+  std::string error_message;
+};
+
 // TF Serving's ServableVersionPolicy (file_system_storage_path_source.proto).
 struct VersionPolicy {
   enum class Kind { kLatest, kAll, kSpecific };
@@ -89,6 +100,8 @@ class ModelManager {
   std::shared_ptr<const Servable> version(int64_t version) const;
   // Every version served, oldest first.
   std::vector<std::shared_ptr<const Servable>> served() const;
+  // The state of every version served or whose last load failed, newest first (TF's order).
+  std::vector<VersionStatus> statuses() const;
   // The version `label` names (TF Serving's version_labels), or nullopt.
   std::optional<int64_t> label(const std::string& label) const;
   // A new policy and labels (the next poll() applies the policy).
@@ -108,7 +121,7 @@ class ModelManager {
   VersionPolicy policy_;
   std::map<std::string, int64_t> labels_;
   std::map<int64_t, std::shared_ptr<const Servable>> served_;
-  std::map<int64_t, bool> failed_;  // versions whose load failed (logged once)
+  std::map<int64_t, VersionStatus> failed_;  // versions whose last load failed (logged once)
   LoadHook on_load_;
 };
 

@@ -100,6 +100,21 @@ std::shared_ptr<const Servable> find_servable(const ModelManager* model, const s
   return servable;
 }
 
+std::vector<VersionStatus> version_statuses(const ModelManager* model, const std::string& name,
+                                            std::optional<int64_t> version,
+                                            const std::optional<std::string>& label) {
+  if (model) {
+    std::vector<VersionStatus> statuses = model->statuses();
+    if (!version && !label && !statuses.empty()) return statuses;
+    const std::optional<int64_t> asked = label ? model->label(*label) : version;
+    for (const VersionStatus& status : statuses)
+      if (asked && status.version == *asked) return {status};
+  }
+  // None: find_servable's NOT_FOUND (INVALID_ARGUMENT for an unknown label); a version served
+  // since the look above is reported as served.
+  return {{.version = find_servable(model, name, version, label)->version}};
+}
+
 std::shared_ptr<const Servable> ServerCore::find(const std::string& name,
                                                  std::optional<int64_t> version,
                                                  const std::optional<std::string>& label) const {

@@ -72,5 +72,11 @@ class ServerCore {
 std::shared_ptr<const Servable> find_servable(const ModelManager* model, const std::string& name,
                                               std::optional<int64_t> version,
                                               const std::optional<std::string>& label);
+// The states a model status request reports (TF Serving's GetModelStatusImpl): of `version`, or
+// of the version `label` names, served or failed; without either, of every version served or
+// failed (ModelManager::statuses). find_servable()'s errors when there is none.
+std::vector<VersionStatus> version_statuses(const ModelManager* model, const std::string& name,
+                                            std::optional<int64_t> version,
+                                            const std::optional<std::string>& label);
 
 }  // namespace est::serving

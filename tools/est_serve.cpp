@@ -31,6 +31,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 
@@ -281,6 +282,12 @@ int main(int argc, char** argv) {
   // Answers leave at once: with Nagle's algorithm, the body that follows the headers on a
   // kept-alive connection waited for the client's delayed ACK (40 ms and more a request).
   server->set_tcp_nodelay(true);
+  // A kept-alive connection's requests are served one after another on the thread that took the
+  // connection, but Debian's cpp-httplib (0.11) closes it after 5: the client reconnects and its
+  // next request waits for the new connection to be accepted and handed to a thread (one request
+  // in five paid for it). 100, the default of later cpp-httplib releases, still hands the
+  // threads round when more connections than threads are open.
+  server->set_keep_alive_max_count(100);
   // cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, compiled into Debian's
   // library): with more clients connecting at once, their SYNs are dropped and retried a second
   // later (serving_bench's p99 at 8 clients was 1 s). Linux raises the backlog of a listening
@@ -310,7 +317,8 @@ int main(int argc, char** argv) {
                                    result.error ? est::status_code_name(*result.error) : "OK",
                                    labels->api, "REST", est::serving::micros_since(start));
     response.status = result.status;
-    response.set_content(result.body, "application/json");
+    response.body = std::move(result.body);  // set_content would copy it
+    response.set_header("Content-Type", "application/json");
   };
   // Every path (a decoded %0A included, which '.' would not match) goes to handle_rest.
   server->Get(R"(/[\s\S]*)", [&answer, &in_flight, &metrics_path](const httplib::Request& request,
@@ -324,9 +332,9 @@ int main(int argc, char** argv) {
   // The body is the JSON request whatever its Content-Type, as TF Serving reads it: curl -d
   // sends application/x-www-form-urlencoded, which cpp-httplib would otherwise parse as a form
   // (refused over 8 KB). A multipart form is no JSON request: its parts are read and refused.
-  server->Post(R"(/[\s\S]*)", [&answer, &in_flight](const httplib::Request& request,
-                                                    httplib::Response& response,
-                                                    const httplib::ContentReader& read) {
+  server->Post(R"(/[\s\S]*)", [&answer, &in_flight, max_request_bytes](
+                                  const httplib::Request& request, httplib::Response& response,
+                                  const httplib::ContentReader& read) {
     InFlight counted(in_flight);
     std::string body;
     bool read_all = false;  // as JSON
@@ -340,6 +348,11 @@ int main(int argc, char** argv) {
             "application/json");
       }
     } else {
+      const std::string declared = request.get_header_value("Content-Length");
+      size_t length = 0;
+      std::from_chars(declared.data(), declared.data() + declared.size(), length);
+      // One allocation rather than one per doubling (at most 1 MB before the bytes arrive).
+      body.reserve(std::min<size_t>({length, max_request_bytes, size_t{1} << 20}));
       read_all = read([&body](const char* data, size_t size) {
         body.append(data, size);
         return true;

@@ -14,11 +14,15 @@ namespace {
 
 namespace tfs = tensorflow::serving;
 
-void add_status(tfs::GetModelStatusResponse& response, int64_t version) {
+// A version's state: AVAILABLE, or END with the error of its failed load.
+void add_status(tfs::GetModelStatusResponse& response, const VersionStatus& version) {
   auto* status = response.add_model_version_status();
-  status->set_version(version);
-  status->set_state(tfs::ModelVersionStatus::AVAILABLE);
-  status->mutable_status()->set_error_code(tensorflow::error::OK);
+  status->set_version(version.version);
+  status->set_state(version.error ? tfs::ModelVersionStatus::END
+                                  : tfs::ModelVersionStatus::AVAILABLE);
+  status->mutable_status()->set_error_code(
+      version.error ? static_cast<tensorflow::error::Code>(*version.error) : tensorflow::error::OK);
+  status->mutable_status()->set_error_message(version.error_message);
 }
 
 void model_status(const ServerCore& core, const tfs::GetModelStatusRequest& request,
@@ -26,23 +30,19 @@ void model_status(const ServerCore& core, const tfs::GetModelStatusRequest& requ
   require_model_spec(request.has_model_spec());
   const tfs::ModelSpec& spec = request.model_spec();
   const std::string name = printable(spec.name());
-  if (spec.version_choice_case() != tfs::ModelSpec::VERSION_CHOICE_NOT_SET) {
-    std::shared_ptr<const Servable> servable;
-    try {
-      servable = find_servable(core, spec);
-    } catch (const NotFoundError&) {
-      throw NotFoundError(fmt::format("Could not find version {} of model {}",
-                                      spec.has_version() ? std::to_string(spec.version().value())
-                                                         : printable(spec.version_label()),
-                                      name));
-    }
-    add_status(response, servable->version);
-    return;
+  std::optional<int64_t> version;
+  std::optional<std::string> label;
+  if (spec.version_choice_case() == tfs::ModelSpec::kVersion) version = spec.version().value();
+  if (spec.version_choice_case() == tfs::ModelSpec::kVersionLabel) label = spec.version_label();
+  std::vector<VersionStatus> statuses;
+  try {
+    statuses = version_statuses(core.model(spec.name()).get(), spec.name(), version, label);
+  } catch (const NotFoundError&) {
+    if (!version && !label) throw NotFoundError("Could not find any versions of model " + name);
+    throw NotFoundError(fmt::format("Could not find version {} of model {}",
+                                    version ? std::to_string(*version) : printable(*label), name));
   }
-  auto model = core.model(spec.name());
-  const auto served = model ? model->served() : std::vector<std::shared_ptr<const Servable>>{};
-  if (served.empty()) throw NotFoundError("Could not find any versions of model " + name);
-  for (auto it = served.rbegin(); it != served.rend(); ++it) add_status(response, (*it)->version);
+  for (const VersionStatus& status : statuses) add_status(response, status);
 }
 
 class ModelService final : public tfs::ModelService::Service {

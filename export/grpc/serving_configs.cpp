@@ -97,10 +97,20 @@ Batcher::Options read_batching_parameters_file(const std::string& path) {
         fmt::format("must be positive; was {}", options.num_batch_threads));
   if (parameters.has_thread_pool_name())
     options.thread_pool_name = parameters.thread_pool_name().value();
-  check(!(parameters.has_enable_large_batch_splitting() &&
-          parameters.enable_large_batch_splitting().value()),
-        path, "enable_large_batch_splitting",
-        "is not supported by est-serve (a request larger than max_batch_size runs alone)");
+  // TF Serving's GetQueueOptions (servables/tensorflow/bundle_factory_util.h): with splitting,
+  // max_execution_batch_size defaults to max_batch_size; it may not exceed it (AddQueue).
+  options.enable_large_batch_splitting = parameters.has_enable_large_batch_splitting() &&
+                                         parameters.enable_large_batch_splitting().value();
+  if (options.enable_large_batch_splitting && parameters.has_max_execution_batch_size()) {
+    options.max_execution_batch_size = parameters.max_execution_batch_size().value();
+    check(options.max_execution_batch_size > 0, path, "max_execution_batch_size",
+          fmt::format("must be positive; was {}", options.max_execution_batch_size));
+    check(options.max_execution_batch_size <= options.max_batch_size, path,
+          "max_execution_batch_size",
+          fmt::format("must be at most max_batch_size when enable_large_batch_splitting is true "
+                      "(TF's input_batch_size_limit); was {}, max_batch_size {}",
+                      options.max_execution_batch_size, options.max_batch_size));
+  }
   options.allowed_batch_sizes.assign(parameters.allowed_batch_sizes().begin(),
                                      parameters.allowed_batch_sizes().end());
   for (size_t i = 1; i < options.allowed_batch_sizes.size(); ++i)

@@ -5,8 +5,9 @@
 // (BatchingParameters as the Batcher's options; a field left out takes the default of TF's
 // SharedBatchScheduler / BatchingSession: max_batch_size 1000, batch_timeout_micros 0,
 // max_enqueued_batches 10, num_batch_threads the machine's cores, thread_pool_name
-// "batch_threads"). enable_large_batch_splitting is refused (not implemented). A file that does not
-// parse, or a value TF Serving refuses, is an InvalidArgumentError naming the file and the field.
+// "batch_threads"; with enable_large_batch_splitting, max_execution_batch_size defaults to
+// max_batch_size). A file that does not parse, or a value TF Serving refuses, is an
+// InvalidArgumentError naming the file and the field.
 #pragma once
 
 #include <google/protobuf/message.h>

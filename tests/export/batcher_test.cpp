@@ -63,16 +63,16 @@ TEST_CASE("Batcher: a model whose outputs mix rows runs each request alone") {
     CHECK(answers[static_cast<size_t>(i)].get().at("sum").item() == doctest::Approx(11.0 * i));
 }
 
-TEST_CASE("Batcher: an error reaches every request of the batch; a large request runs alone") {
+TEST_CASE("Batcher: an error reaches every request of the batch; a full request runs alone") {
   Batcher batcher({.max_batch_size = 4, .batch_timeout = std::chrono::seconds(30)});
   auto failing = [](const NamedTensors&) -> NamedTensors {
     throw est::InvalidArgumentError("bad batch");
   };
   auto answers = four_requests(batcher, failing);
   for (auto& answer : answers) CHECK_THROWS_AS(answer.get(), est::InvalidArgumentError);
-  NamedTensors big{{"x", Tensor::zeros({5, 2})}};
+  NamedTensors full{{"x", Tensor::zeros({4, 2})}};
   auto identity = [](const NamedTensors& inputs) { return inputs; };
-  CHECK(batcher.run("key", big, identity).at("x").dim(0) == 5);
+  CHECK(batcher.run("key", full, identity).at("x").dim(0) == 4);
 }
 
 TEST_CASE("Batcher: string inputs and outputs (raw features, string classes) batch by rows") {

@@ -1,7 +1,8 @@
 // ModelManager's version transitions as TF Serving's default policy makes them
 // (core/availability_preserving_policy.cc): while a new version loads (its load hook held on a
 // latch the test releases), the old one is still served and answers; it is unloaded only once
-// the new one is; a new version that fails to load leaves the old one serving; and with several
+// the new one is; a new version that fails to load leaves the old one serving (and is END with
+// its error in the model's status, as TF Serving reports it); and with several
 // old versions served, all but the newest go before the new one loads.
 #include <doctest/doctest.h>
 
@@ -104,12 +105,34 @@ TEST_CASE("ModelManager: a new version that fails to load leaves the old one ser
   std::ofstream(fs::path(base) / "3" / "model.onnx") << "not a model";
   CHECK_FALSE(model.poll());
   CHECK(served_versions(model) == std::vector<int64_t>{1});
+  // The failed versions are in the model's status as TF Serving's monitor keeps them: END, with
+  // their load's error, newest first.
+  std::vector<VersionStatus> statuses = model.statuses();
+  REQUIRE(statuses.size() == 3);
+  CHECK(statuses[0].version == 3);
+  CHECK(statuses[0].error == StatusCode::kDataLoss);
+  CHECK(statuses[0].error_message.find("is not an ONNX model") != std::string::npos);
+  CHECK(statuses[1].version == 2);
+  CHECK(statuses[1].error == StatusCode::kDataLoss);
+  CHECK(statuses[1].error_message == "warmup failed");
+  CHECK(statuses[2].version == 1);
+  CHECK_FALSE(statuses[2].error);
+  const RestResponse status = handle_rest(model, "GET", "/v1/models/half_plus_two/versions/2", "");
+  CHECK(status.status == 200);
+  CHECK(json::parse(status.body) ==
+        json::parse(R"({"model_version_status": [{"version": "2", "state": "END",
+            "status": {"error_code": "DATA_LOSS", "error_message": "warmup failed"}}]})"));
   // With 3 gone and the warmup fixed, the next poll retries version 2: it loads, then 1 goes.
   fs::remove_all(fs::path(base) / "3");
   warmup_fails = false;
   CHECK(model.poll());
   CHECK(served_versions(model) == std::vector<int64_t>{2});
   CHECK(seen == std::vector<std::vector<int64_t>>{{}, {1}, {1}});
+  statuses = model.statuses();
+  REQUIRE(statuses.size() == 2);  // 3 stays END, as in TF Serving; 2 is now AVAILABLE
+  CHECK(statuses[0].error == StatusCode::kDataLoss);
+  CHECK(statuses[1].version == 2);
+  CHECK_FALSE(statuses[1].error);
 }
 
 TEST_CASE(

@@ -4,7 +4,9 @@
 // that is loaded (model_servers/server_core.cc, UpdateModelVersionLabelMap), unless
 // --allow_version_labels_for_unavailable_models: a config that breaks this is refused with
 // TF Serving's FAILED_PRECONDITION and message at start, on a file poll (the last good config
-// kept) and on HandleReloadConfigRequest. Everything on 127.0.0.1 and free ports; waits are
+// kept) and on HandleReloadConfigRequest. A version whose load failed is in the model's status
+// over gRPC and REST as TF Serving reports it (state END, the load's error code and message;
+// model_servers/get_model_status_impl.cc). Everything on 127.0.0.1 and free ports; waits are
 // bounded; est-serve is stopped by its pid.
 #include <doctest/doctest.h>
 
@@ -109,4 +111,48 @@ TEST_CASE("est-serve: a version label of a version not loaded is refused, as TF 
         "Request to assign label to version 3 of model half_plus_two, which is not currently "
         "available for inference");
   CHECK(floats(answers[1].at("response")["outputs"]["y"]) == std::vector<double>{2.5});
+}
+
+TEST_CASE("est-serve: a version that failed to load is END with its error in the model status") {
+  if (!have_grpc_tools()) return;
+  testing::ScratchDir dir;
+  export_half_plus_two_versions(dir, dir / "half_plus_two");
+  // Version 2's model does not parse; version 1 serves.
+  std::ofstream(dir / "half_plus_two/2/model.onnx", std::ios::trunc) << "not a model";
+  write(dir / "models.config",
+        config_text("  config { name: 'half_plus_two' base_path: '" + (dir / "half_plus_two") +
+                    "' model_version_policy { all {} } }\n"));
+  const int port = testing::free_port();
+  const int rest_port = testing::free_port();
+  Server server =
+      start(dir, dir / "models.config", port, {"--rest_api_port", std::to_string(rest_port)});
+  const std::string message = "OnnxModel: " + (dir / "half_plus_two/2/model.onnx") +
+                              " is not an ONNX model (no ModelProto parses)";
+  json version_2 = status_of("half_plus_two");
+  version_2["request"]["model_spec"]["version"] = "2";
+  const auto answers = call(dir, port, {status_of("half_plus_two"), version_2});
+  for (const json& answer : answers) INFO(answer.dump());
+  const json failed = {{"version", "2"},
+                       {"state", "END"},
+                       {"status", {{"error_code", "DATA_LOSS"}, {"error_message", message}}}};
+  CHECK(answers[0].at("response")["model_version_status"] ==
+        json::array(
+            {failed, {{"version", "1"}, {"state", "AVAILABLE"}, {"status", json::object()}}}));
+  CHECK(answers[1].at("response")["model_version_status"] == json::array({failed}));
+  // REST answers the same, its default fields written out as TF Serving's REST API writes them.
+  auto rest = [&](const std::string& path) {
+    auto result = testing::run_program(
+        "curl -s -m 30 http://127.0.0.1:" + std::to_string(rest_port) + path, 60);
+    INFO(result.output);
+    return json::parse(result.output)["model_version_status"];
+  };
+  CHECK(rest("/v1/models/half_plus_two") ==
+        json::array({failed,
+                     {{"version", "1"},
+                      {"state", "AVAILABLE"},
+                      {"status", {{"error_code", "OK"}, {"error_message", ""}}}}}));
+  CHECK(rest("/v1/models/half_plus_two/versions/2") == json::array({failed}));
+  // Predict still says the version is not served.
+  CHECK(call(dir, port, {predict_x("half_plus_two", {1}, {{"version", "2"}})})[0].at(
+            "error")["code"] == "NOT_FOUND");
 }

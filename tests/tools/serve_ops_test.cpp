@@ -1,7 +1,8 @@
 // est-serve's operational flags as tensorflow_model_server's: --monitoring_config_file (TF
 // Serving's metrics on the REST port, scraped by Debian's real Prometheus and queried through
 // its HTTP API; REST and gRPC requests counted), --batching_parameters_file (the batcher's
-// options; a bad file refused at startup naming the field), --enable_model_warmup (the
+// options; a bad file refused at startup naming the field; enable_large_batch_splitting answers
+// a request larger than a batch in parts), --enable_model_warmup (the
 // TFRecord of PredictionLogs a Python script writes with protoc's classes, run before the
 // version is served; a corrupt file fails that version's load), --file_system_poll_wait_seconds
 // 0 (versions loaded once), --rest_api_num_threads (connections served at once) and
@@ -62,6 +63,21 @@ void write_warmup(const testing::ScratchDir& dir, const fs::path& version_dir,
   auto result = testing::run_program(command, 120);
   INFO(result.output);
   REQUIRE(result.exit_code == 0);
+}
+
+// est-serve on dir/base with --batching_parameters_file of `text` stops at startup (status 1),
+// its message naming the file and `named`.
+void refused_batching(const testing::ScratchDir& dir, const std::string& text,
+                      const std::string& named) {
+  write(dir / "batching.config", text);
+  const auto result =
+      start_failing({"--model_base_path", dir / "base", "--port", "0", "--rest_api_port",
+                     std::to_string(testing::free_port()), "--enable_batching",
+                     "--batching_parameters_file", dir / "batching.config"});
+  INFO(result.output);
+  CHECK(result.exit_code == 1);
+  CHECK(result.output.find(named) != std::string::npos);
+  CHECK(result.output.find("batching.config") != std::string::npos);
 }
 
 // Another est-serve on dir/base, after one that ran there (whose log, and port, it must not
@@ -190,22 +206,14 @@ TEST_CASE("est-serve --batching_parameters_file: TF Serving's BatchingParameters
   if (!have_curl()) return;
   testing::ScratchDir dir;
   export_half_plus_two(dir / "model", dir / "base");
-  auto refused = [&](const std::string& text, const std::string& named) {
-    write(dir / "batching.config", text);
-    const auto result =
-        start_failing({"--model_base_path", dir / "base", "--port", "0", "--rest_api_port",
-                       std::to_string(testing::free_port()), "--enable_batching",
-                       "--batching_parameters_file", dir / "batching.config"});
-    INFO(result.output);
-    CHECK(result.exit_code == 1);
-    CHECK(result.output.find(named) != std::string::npos);
-    CHECK(result.output.find("batching.config") != std::string::npos);
-  };
-  refused("max_batch_size { value: 0 }\n", "BatchingParameters.max_batch_size must be positive");
-  refused("max_batch_size { value: 4 }\nallowed_batch_sizes: 2\n",
-          "BatchingParameters.allowed_batch_sizes last entry must match max_batch_size");
-  refused("num_batch_threads { value: -1 }\n", "BatchingParameters.num_batch_threads");
-  refused("max_batch_size: 4\n", "line 1, column");  // a wrapper is a message, not a number
+  refused_batching(dir, "max_batch_size { value: 0 }\n",
+                   "BatchingParameters.max_batch_size must be positive");
+  refused_batching(dir, "max_batch_size { value: 4 }\nallowed_batch_sizes: 2\n",
+                   "BatchingParameters.allowed_batch_sizes last entry must match max_batch_size");
+  refused_batching(dir, "num_batch_threads { value: -1 }\n",
+                   "BatchingParameters.num_batch_threads");
+  refused_batching(dir, "max_batch_size: 4\n",
+                   "line 1, column");  // a wrapper is a message, not a number
   // Without --enable_batching the file is an error, as in TF Serving.
   const auto alone = start_failing(
       {"--model_base_path", dir / "base", "--batching_parameters_file", dir / "batching.config"});
@@ -236,6 +244,52 @@ TEST_CASE("est-serve --batching_parameters_file: TF Serving's BatchingParameters
                "\"est_test_pool\"}") == 1);
 }
 
+TEST_CASE("est-serve --batching_parameters_file: enable_large_batch_splitting as TF Serving's") {
+  if (!have_curl()) return;
+  testing::ScratchDir dir;
+  export_half_plus_two(dir / "model", dir / "base");
+  const std::string body = predict_body({1, 2, 3, 4, 5}).dump();
+  Reply unbatched;  // the answer to compare with
+  {
+    Server plain(dir / "base", dir, {});
+    unbatched = http(plain, "/v1/models/half_plus_two:predict", body, &dir);
+    REQUIRE(unbatched.status == 200);
+  }
+  // Without splitting, batches of 2 rows refuse a request of 5 with TF's message.
+  write(dir / "batching.config",
+        "max_batch_size { value: 2 }\nbatch_timeout_micros { value: 0 }\n");
+  {
+    Server server =
+        restart(dir, {"--enable_batching", "--batching_parameters_file", dir / "batching.config"});
+    const Reply refused = http(server, "/v1/models/half_plus_two:predict", body, &dir);
+    INFO(refused.text);
+    CHECK(refused.status == 400);
+    CHECK(refused.body["error"] == "Task size 5 is larger than maximum input batch size 2");
+  }
+  // With splitting, the same batches of 2 rows (max_execution_batch_size) answer it in parts.
+  write(dir / "batching.config",
+        "max_batch_size { value: 8 }\nbatch_timeout_micros { value: 0 }\n"
+        "enable_large_batch_splitting { value: true }\nmax_execution_batch_size { value: 2 }\n");
+  Server server =
+      restart(dir, {"--enable_batching", "--batching_parameters_file", dir / "batching.config",
+                    "--monitoring_config_file", monitoring_config(dir)});
+  const Reply split = http(server, "/v1/models/half_plus_two:predict", body, &dir);
+  INFO(split.text);
+  CHECK(split.status == 200);
+  CHECK(split.body == unbatched.body);
+  const std::string page = scrape(server);
+  INFO(page);
+  // Batches of 2, 2 and 1 rows.
+  const std::string batches = ":tensorflow:serving:batching_session:padding_size_count{";
+  CHECK(sample(page, batches + "execution_batch_size=\"2\"}") == 2);
+  CHECK(sample(page, batches + "execution_batch_size=\"1\"}") == 1);
+  // max_execution_batch_size above max_batch_size is refused at startup, naming the field.
+  refused_batching(dir,
+                   "max_batch_size { value: 2 }\nenable_large_batch_splitting { value: true }\n"
+                   "max_execution_batch_size { value: 4 }\n",
+                   "BatchingParameters.max_execution_batch_size must be at most max_batch_size");
+}
+
 TEST_CASE("est-serve --enable_model_warmup: the warmup file runs before the version is served") {
   if (!have_curl() || !have_grpc_tools()) return;
   testing::ScratchDir dir;
@@ -257,31 +311,29 @@ TEST_CASE("est-serve --enable_model_warmup: the warmup file runs before the vers
     CHECK(http(server, "/v1/models/half_plus_two").status == 200);
     CHECK(server.log().find("Finished reading warmup data for model at") != std::string::npos);
   }
+  // A version whose warmup fails is not served; the model's status has it END with the error
+  // (TF Serving's GetModelStatus), and the log says why.
+  auto failed_with = [&](const Server& server, const std::string& error) {
+    INFO(server.log());
+    CHECK(http(server, "/v1/models/half_plus_two:predict", predict_body({1}).dump(), &dir).status ==
+          404);
+    const json status = http(server, "/v1/models/half_plus_two").body["model_version_status"];
+    INFO(status.dump());
+    CHECK(status.size() == 1);
+    CHECK(status[0]["state"] == "END");
+    CHECK(status[0]["status"]["error_message"].get<std::string>().find(error) != std::string::npos);
+    CHECK(server.log().find(error) != std::string::npos);
+  };
   // A record that is not TFRecord: the version does not load, with TF Serving's message.
   write_warmup(dir, version, {{{"predict", request}}, {{"raw_hex", "0badf00d0badf00d0badf00d"}}});
-  {
-    Server server = restart(dir, {"--enable_model_warmup"});
-    INFO(server.log());
-    CHECK(http(server, "/v1/models/half_plus_two").status == 404);
-    CHECK(server.log().find("Please verify your warmup data is in TFRecord format") !=
-          std::string::npos);
-  }
+  failed_with(restart(dir, {"--enable_model_warmup"}),
+              "Please verify your warmup data is in TFRecord format");
   // A record that is not a PredictionLog, and one whose request is bad.
   write_warmup(dir, version, {{{"bytes_hex", "ffffffff"}}});
-  {
-    Server server = restart(dir, {"--enable_model_warmup"});
-    INFO(server.log());
-    CHECK(http(server, "/v1/models/half_plus_two").status == 404);
-    CHECK(server.log().find("Failed to parse warmup record 0") != std::string::npos);
-  }
+  failed_with(restart(dir, {"--enable_model_warmup"}), "Failed to parse warmup record 0");
   request["inputs"]["y"] = request["inputs"]["x"];
   write_warmup(dir, version, {{{"predict", request}}});
-  {
-    Server server = restart(dir, {"--enable_model_warmup"});
-    INFO(server.log());
-    CHECK(http(server, "/v1/models/half_plus_two").status == 404);
-    CHECK(server.log().find("input size does not match signature") != std::string::npos);
-  }
+  failed_with(restart(dir, {"--enable_model_warmup"}), "input size does not match signature");
   // Without --enable_model_warmup the file is not read.
   Server server = restart(dir, {});
   CHECK(http(server, "/v1/models/half_plus_two").status == 200);
