@@ -106,7 +106,7 @@ class SlicesIterator final : public IteratorBase, public RandomAccess {
   }
 
   int64_t skip(int64_t count) override {
-    arrived(std::min(rows_, row_ + std::max<int64_t>(count, 0)));
+    arrived(count >= rows_ - row_ ? rows_ : row_ + std::max<int64_t>(count, 0));
     return skip_rows(row_, rows_, count);
   }
 
