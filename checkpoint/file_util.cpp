@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -153,6 +154,27 @@ int remove_stale_temporaries(const std::filesystem::path& directory, std::string
     if (std::filesystem::remove(entry.path(), error)) ++removed;
   }
   return removed;
+}
+
+int64_t read_file_range(int fd, int64_t offset, int64_t size, char* out,
+                        const std::function<void(const char* piece, size_t bytes)>& each_piece) {
+  constexpr int64_t kPiece = int64_t{8} << 20;
+  int64_t done = 0;
+  while (done < size) {
+    const int64_t piece = std::min(size - done, kPiece);
+    int64_t got = 0;
+    while (got < piece) {
+      const ssize_t n = ::pread(fd, out + done + got, static_cast<size_t>(piece - got),
+                                static_cast<off_t>(offset + done + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += n;
+    }
+    if (got != piece) return done + got;
+    if (each_piece) each_piece(out + done, static_cast<size_t>(piece));
+    done += piece;
+  }
+  return done;
 }
 
 }  // namespace est::checkpoint

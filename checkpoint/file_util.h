@@ -7,7 +7,10 @@
 // remove_stale_temporaries() cleans up later.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,6 +47,14 @@ void ensure_directory(const std::filesystem::path& directory);
 // written by one chief at a time (model_dir_lock.h), other tasks write their own
 // subdirectories.
 int remove_stale_temporaries(const std::filesystem::path& directory, std::string_view prefix);
+
+// Reads bytes [offset, offset + size) of the file open as `fd` into `out` (a tensor's storage:
+// no intermediate buffer) with pread(2) in 8 MB pieces, large enough for the kernel's readahead
+// and small enough to stay in the cache, handing each piece to `each_piece` as it arrives (a
+// checksum then costs no second pass over memory). Returns the bytes read: fewer than `size`
+// only when the file ends first or a read fails; the caller names what came up short.
+int64_t read_file_range(int fd, int64_t offset, int64_t size, char* out,
+                        const std::function<void(const char* piece, size_t bytes)>& each_piece);
 
 // Throws the est error matching errno `error` (ENOENT: NotFound, EACCES: PermissionDenied,
 // ENOSPC: ResourceExhausted, ...) with `what` and the system's message.

@@ -3,14 +3,23 @@
 // InvalidArgumentError; newer format -> UnimplementedError.
 #include "checkpoint/reader.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <numeric>
+#include <optional>
 
 #include "checkpoint/checksum.h"
+#include "checkpoint/file_util.h"
 #include "checkpoint/hdf5_util.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/state_file.h"
+#include "checkpoint/verified_checkpoint.h"
 
 namespace est::checkpoint {
 namespace {
@@ -53,7 +62,15 @@ class CheckpointFile {
       throw UnimplementedError(fmt::format(
           "Checkpoint {} has format version {}; this build reads versions 1 to {}: upgrade est",
           path_, format_version_, layout::kFormatVersion));
+    // Tensor data is read past HDF5 where it can be (raw_offset): large sequential reads.
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ >= 0) ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   }
+  ~CheckpointFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  CheckpointFile(const CheckpointFile&) = delete;
+  CheckpointFile& operator=(const CheckpointFile&) = delete;
 
   const std::string& path() const { return path_; }
   hid_t file() const { return file_.get(); }
@@ -102,28 +119,78 @@ class CheckpointFile {
     return info;
   }
 
-  // Reads a dataset described by `info` into `out` (numel * dtype bytes) and checks its CRC.
+  // Reads a dataset into `out` (numel * dtype bytes) and checks its CRC. Stored as checkpoints
+  // store it (raw_offset), its bytes are read straight from the file into `out` in large
+  // pieces, each checksummed while still in the cache; anything else goes through H5Dread.
   void read_into(const std::string& path, const std::string& label, ops::DType dtype,
                  uint32_t stored_crc, void* out, size_t bytes) const {
     Hid dataset = open_dataset(path);
+    uint32_t computed = 0;
     if (bytes > 0) {
-      Hid memory = detail::memory_type(dtype);
-      check_status<DataLossError>(
-          H5Dread(dataset.get(), memory.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out),
-          fmt::format("{}: reading {}; {}", where(), label, kRestoreHint));
+      if (std::optional<uint64_t> offset = raw_offset(dataset.get(), dtype, bytes)) {
+        read_raw(label, *offset, bytes, static_cast<char*>(out),
+                 [&](const char* piece, size_t size) { computed = crc32(piece, size, computed); });
+      } else {
+        Hid memory = detail::memory_type(dtype);
+        check_status<DataLossError>(
+            H5Dread(dataset.get(), memory.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out),
+            fmt::format("{}: reading {}; {}", where(), label, kRestoreHint));
+        computed = crc32(out, bytes);
+      }
     }
-    uint32_t computed = crc32(out, bytes);
-    if (computed != stored_crc)
-      throw DataLossError(
-          fmt::format("{}: {} fails its checksum (stored crc32 {:08x}, computed {:08x}); {}",
-                      where(), label, stored_crc, computed, kRestoreHint));
+    check_crc(label, stored_crc, computed);
+  }
+
+  // Where a tensor's bytes start in the file, for reading them in file order; the end of
+  // the address space when HDF5 cannot say (they are then read last).
+  uint64_t data_position(const TensorInfo& info) const {
+    Hid dataset = open_dataset(dataset_path(info));
+    haddr_t offset = H5Dget_offset(dataset.get());
+    return offset == HADDR_UNDEF ? UINT64_MAX : static_cast<uint64_t>(offset);
+  }
+
+  // Where tensor `info`'s bytes lie in the file when they can be read past HDF5 (raw_offset).
+  std::optional<uint64_t> raw_location(const TensorInfo& info) const {
+    Hid dataset = open_dataset(dataset_path(info));
+    return raw_offset(dataset.get(), info.dtype, tensor_bytes(info));
+  }
+
+  // Checks the CRC of the tensor at raw `offset`, reading it through `buffer` in 8 MB pieces.
+  void verify_raw(const TensorInfo& info, uint64_t offset, std::vector<char>& buffer) const {
+    constexpr size_t kPiece = size_t{8} << 20;
+    const size_t bytes = tensor_bytes(info);
+    if (buffer.size() < std::min(bytes, kPiece)) buffer.resize(std::min(bytes, kPiece));
+    uint32_t computed = 0;
+    for (size_t done = 0; done < bytes;) {
+      const size_t piece = std::min(kPiece, bytes - done);
+      read_raw(label_of(info), offset + done, piece, buffer.data(),
+               [&](const char* data, size_t size) { computed = crc32(data, size, computed); });
+      done += piece;
+    }
+    check_crc(label_of(info), info.crc32, computed);
+  }
+
+  // `bytes` at raw `offset` into `out`, each piece handed to `each_piece` (may be empty).
+  void read_raw(const std::string& label, uint64_t offset, size_t bytes, char* out,
+                const std::function<void(const char*, size_t)>& each_piece) const {
+    const int64_t done = read_file_range(fd_, static_cast<int64_t>(offset),
+                                         static_cast<int64_t>(bytes), out, each_piece);
+    if (done != static_cast<int64_t>(bytes))
+      throw DataLossError(fmt::format("{}: reading {} ({} bytes at offset {}) came up short; {}",
+                                      where(), label, bytes, offset, kRestoreHint));
+  }
+
+  // The file's size and modification time, which a restore in two passes checks did not move.
+  std::pair<int64_t, int64_t> stamp() const {
+    struct stat info {};
+    if (fd_ < 0 || ::fstat(fd_, &info) != 0) return {-1, -1};
+    return {static_cast<int64_t>(info.st_size),
+            static_cast<int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec};
   }
 
   Tensor read_tensor(const TensorInfo& info) const {
-    std::string path = fmt::format(
-        "{}/{}", info.kind == EntryKind::kVariable ? layout::kVariablesGroup : layout::kSlotsGroup,
-        info.name);
-    std::string label = fmt::format("{} \"{}\"", kind_label(info.kind), info.name);
+    std::string path = dataset_path(info);
+    std::string label = label_of(info);
     Tensor tensor = detail::allocate_for_read(
         static_cast<uint64_t>(ops::num_elements(info.shape)) * ops::dtype_size(info.dtype),
         fmt::format("{}: {}; {}", where(), label, kRestoreHint),
@@ -179,6 +246,40 @@ class CheckpointFile {
   }
 
  private:
+  static size_t tensor_bytes(const TensorInfo& info) {
+    return static_cast<size_t>(ops::num_elements(info.shape)) * ops::dtype_size(info.dtype);
+  }
+  static std::string label_of(const TensorInfo& info) {
+    return fmt::format("{} \"{}\"", kind_label(info.kind), info.name);
+  }
+  void check_crc(const std::string& label, uint32_t stored, uint32_t computed) const {
+    if (computed != stored)
+      throw DataLossError(
+          fmt::format("{}: {} fails its checksum (stored crc32 {:08x}, computed {:08x}); {}",
+                      where(), label, stored, computed, kRestoreHint));
+  }
+
+  static std::string dataset_path(const TensorInfo& info) {
+    return fmt::format(
+        "{}/{}", info.kind == EntryKind::kVariable ? layout::kVariablesGroup : layout::kSlotsGroup,
+        info.name);
+  }
+
+  // The file offset of a dataset's bytes when they can be read without HDF5: stored
+  // contiguously (as the writer stores them: no filters, no chunks), allocated, exactly `bytes`
+  // long, inside the file, and in `dtype`'s memory layout already (no conversion).
+  std::optional<uint64_t> raw_offset(hid_t dataset, ops::DType dtype, size_t bytes) const {
+    if (fd_ < 0) return std::nullopt;
+    const haddr_t offset = H5Dget_offset(dataset);
+    if (offset == HADDR_UNDEF || H5Dget_storage_size(dataset) != bytes || offset > file_bytes_ ||
+        bytes > file_bytes_ - offset)
+      return std::nullopt;
+    Hid type(H5Dget_type(dataset));
+    Hid memory = detail::memory_type(dtype);
+    if (!type.valid() || H5Tequal(type.get(), memory.get()) <= 0) return std::nullopt;
+    return static_cast<uint64_t>(offset);
+  }
+
   // The declared size of a dataset against the file's (hdf5_util.h), before any allocation.
   void check_size(hid_t dataset, size_t element_size, const std::string& label) const {
     try {
@@ -197,16 +298,34 @@ class CheckpointFile {
   Hid file_;
   uint64_t file_bytes_ = 0;  // what any dataset's declared size is checked against
   int64_t format_version_ = 0;
+  int fd_ = -1;  // the same file, for raw_offset's reads
 };
+
+// The indices of `tensors` in the order their bytes lie in the file (the writer's, not the
+// listing's sorted one), so that reading them is one sequential pass the kernel's readahead
+// keeps ahead of.
+std::vector<size_t> file_order(const CheckpointFile& file, const std::vector<TensorInfo>& tensors) {
+  std::vector<uint64_t> positions;
+  for (const TensorInfo& tensor : tensors) positions.push_back(file.data_position(tensor));
+  std::vector<size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return positions[a] < positions[b]; });
+  return order;
+}
 
 TensorBundle load_file(const std::string& path) {
   CheckpointFile file(path);
   CheckpointInfo info = file.info();
   TensorBundle bundle;
   bundle.global_step = info.global_step;
-  for (const TensorInfo& tensor : info.tensors)
-    bundle.tensors.push_back(
-        {tensor.name, file.read_tensor(tensor), tensor.kind, tensor.trainable});
+  std::vector<size_t> order = file_order(file, info.tensors);
+  std::vector<Tensor> values(info.tensors.size());
+  for (size_t i : order) values[i] = file.read_tensor(info.tensors[i]);
+  for (size_t i = 0; i < info.tensors.size(); ++i) {
+    const TensorInfo& tensor = info.tensors[i];
+    bundle.tensors.push_back({tensor.name, std::move(values[i]), tensor.kind, tensor.trainable});
+  }
   for (const BlobInfo& blob : info.blobs) bundle.blobs.push_back({blob.name, file.read_blob(blob)});
   return bundle;
 }
@@ -274,5 +393,63 @@ Tensor load_variable(const std::string& path_or_dir, std::string_view name) {
 }
 
 void verify(const std::string& path_or_dir) { (void)load(path_or_dir); }
+
+struct VerifiedCheckpoint::State {
+  explicit State(const std::string& path) : file(path), info(file.info()), stamp(file.stamp()) {}
+  CheckpointFile file;
+  CheckpointInfo info;
+  std::pair<int64_t, int64_t> stamp;         // size and mtime when opened
+  std::vector<std::optional<uint64_t>> raw;  // per tensor: where its verified bytes lie
+  std::vector<Tensor> staged;                // per tensor without a raw location: its value
+  std::vector<Blob> blobs;
+};
+
+VerifiedCheckpoint::VerifiedCheckpoint(const std::string& path) {
+  detail::Hdf5Quiet quiet;
+  state_ = with_file_context(path, [&] {
+    auto state = std::make_unique<State>(path);
+    const std::vector<TensorInfo>& tensors = state->info.tensors;
+    state->raw.resize(tensors.size());
+    state->staged.resize(tensors.size());
+    std::vector<char> buffer;
+    for (size_t i : file_order(state->file, tensors)) {
+      state->raw[i] = state->file.raw_location(tensors[i]);
+      if (state->raw[i])
+        state->file.verify_raw(tensors[i], *state->raw[i], buffer);
+      else
+        state->staged[i] = state->file.read_tensor(tensors[i]);
+    }
+    for (const BlobInfo& blob : state->info.blobs)
+      state->blobs.push_back({blob.name, state->file.read_blob(blob)});
+    return state;
+  });
+}
+
+VerifiedCheckpoint::~VerifiedCheckpoint() = default;
+
+const CheckpointInfo& VerifiedCheckpoint::info() const { return state_->info; }
+
+std::vector<Blob> VerifiedCheckpoint::blobs() const { return state_->blobs; }
+
+void VerifiedCheckpoint::read_into(size_t index, Tensor& target) const {
+  if (state_->staged[index].defined()) {
+    target.copy_from(state_->staged[index]);
+    return;
+  }
+  const TensorInfo& info = state_->info.tensors[index];
+  Tensor host = target.device().is_cpu() ? target : Tensor::empty(info.shape, info.dtype);
+  state_->file.read_raw(fmt::format("\"{}\"", info.name), *state_->raw[index], host.nbytes(),
+                        static_cast<char*>(host.raw_data()), {});
+  if (!host.shares_storage(target)) target.copy_from(host);
+}
+
+void VerifiedCheckpoint::check_unchanged() const {
+  if (state_->file.stamp() != state_->stamp)
+    throw DataLossError(fmt::format(
+        "Checkpoint {} changed on disk while it was being restored (its size or modification "
+        "time moved after its checksums were verified); checkpoints are written under a "
+        "temporary name and renamed into place, so something else rewrote it: restore again",
+        state_->info.path));
+}
 
 }  // namespace est::checkpoint

@@ -4,12 +4,15 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "checkpoint/log.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/state_file.h"
 #include "checkpoint/tf_resume.h"
+#include "checkpoint/verified_checkpoint.h"
 
 namespace est::checkpoint {
 namespace {
@@ -31,14 +34,15 @@ TensorBundle load_either(const std::string& path) {
   return is_tf_prefix(path) ? load_tf_checkpoint(path) : load(path);
 }
 
-}  // namespace
-
-TensorBundle load_with_fallback(const std::string& path_or_dir, std::string* loaded_path,
-                                std::vector<std::string>* skipped) {
+// The newest checkpoint `open` accepts: `path_or_dir` itself, or the candidates of a directory
+// newest first, skipping with a warning those that are unreadable or fail their checksums.
+template <class Open>
+auto open_with_fallback(const std::string& path_or_dir, std::string* loaded_path,
+                        std::vector<std::string>* skipped, const Open& open) {
   std::error_code error;
   if (!std::filesystem::is_directory(path_or_dir, error)) {
     if (loaded_path) *loaded_path = path_or_dir;
-    return load_either(path_or_dir);
+    return open(path_or_dir);
   }
   std::vector<std::string> candidates = checkpoint_candidates(path_or_dir);
   if (candidates.empty())
@@ -50,9 +54,9 @@ TensorBundle load_with_fallback(const std::string& path_or_dir, std::string* loa
   for (size_t i = 0; i < candidates.size(); ++i) {
     const std::string& candidate = candidates[i];
     try {
-      TensorBundle bundle = load_either(candidate);
+      auto opened = open(candidate);
       if (loaded_path) *loaded_path = candidate;
-      return bundle;
+      return opened;
     } catch (const DataLossError& failure) {
       failures.push_back(fmt::format("{}: {}", file_name(candidate), failure.what()));
     } catch (const NotFoundError& failure) {
@@ -71,32 +75,45 @@ TensorBundle load_with_fallback(const std::string& path_or_dir, std::string* loa
       path_or_dir, candidates.size(), fmt::join(failures, "; "), path_or_dir));
 }
 
-RestoreResult assign_into(const TensorBundle& loaded, const std::string& loaded_path,
-                          TensorBundle& into, const RestoreOptions& options) {
-  RestoreResult result;
+// A checkpoint tensor as the checks before a restore see it.
+struct SourceTensor {
+  std::string_view name;
+  const ops::Shape& shape;
+  ops::DType dtype;
+};
+
+// Pairs every tensor of `into` with its checkpoint tensor (an index into `sources`) after the
+// checks whose failure leaves the model untouched: InvalidArgumentError for a shape or dtype
+// that does not match, NotFoundError for a missing tensor (unless allowed). Fills `result`'s
+// path, global step, missing and unused.
+std::vector<std::pair<TensorEntry*, size_t>> match_targets(const std::vector<SourceTensor>& sources,
+                                                           const std::string& loaded_path,
+                                                           int64_t global_step, TensorBundle& into,
+                                                           const RestoreOptions& options,
+                                                           RestoreResult& result) {
   result.path = loaded_path;
-  result.global_step = loaded.global_step;
-  std::unordered_map<std::string_view, const TensorEntry*> by_name;
-  for (const TensorEntry& entry : loaded.tensors) by_name[entry.name] = &entry;
+  result.global_step = global_step;
+  std::unordered_map<std::string_view, size_t> by_name;
+  for (size_t i = 0; i < sources.size(); ++i) by_name[sources[i].name] = i;
 
   std::vector<std::string> mismatches;
-  std::vector<std::pair<TensorEntry*, const TensorEntry*>> copies;
+  std::vector<std::pair<TensorEntry*, size_t>> pairs;
   for (TensorEntry& target : into.tensors) {
     auto found = by_name.find(target.name);
     if (found == by_name.end()) {
       result.missing.push_back(target.name);
       continue;
     }
-    const Tensor& source = found->second->value;
+    const SourceTensor& source = sources[found->second];
     if (!target.value.defined()) {
       mismatches.push_back(fmt::format("\"{}\" is undefined in the model", target.name));
-    } else if (source.shape() != target.value.shape() || source.dtype() != target.value.dtype()) {
+    } else if (source.shape != target.value.shape() || source.dtype != target.value.dtype()) {
       mismatches.push_back(
           fmt::format("\"{}\" is {} {} in the checkpoint but {} {} in the model", target.name,
-                      ops::dtype_name(source.dtype()), ops::shape_str(source.shape()),
+                      ops::dtype_name(source.dtype), ops::shape_str(source.shape),
                       ops::dtype_name(target.value.dtype()), ops::shape_str(target.value.shape())));
     }
-    copies.emplace_back(&target, found->second);
+    pairs.emplace_back(&target, found->second);
     by_name.erase(found);
   }
   if (!mismatches.empty())
@@ -110,22 +127,77 @@ RestoreResult assign_into(const TensorBundle& loaded, const std::string& loaded_
         "RestoreOptions::allow_missing to keep their initial values, or warm-start with a name "
         "map",
         loaded_path, quoted_list(result.missing), into.tensors.size()));
-  for (const TensorEntry& entry : loaded.tensors)
-    if (by_name.count(entry.name)) result.unused.push_back(entry.name);
+  for (const SourceTensor& source : sources)
+    if (by_name.count(source.name)) result.unused.emplace_back(source.name);
+  return pairs;
+}
 
-  for (auto& [target, source] : copies) target->value.copy_from(source->value);
-  result.blobs = loaded.blobs;
-  into.blobs = loaded.blobs;
-  into.global_step = loaded.global_step;
+void take_blobs(std::vector<Blob> blobs, int64_t global_step, TensorBundle& into,
+                RestoreResult& result) {
+  result.blobs = blobs;
+  into.blobs = std::move(blobs);
+  into.global_step = global_step;
+}
+
+// A checkpoint opened for restore_into: est's verified in place, or TensorFlow's loaded whole.
+struct Opened {
+  std::unique_ptr<VerifiedCheckpoint> file;
+  std::optional<TensorBundle> bundle;
+};
+
+Opened open_for_restore(const std::string& path) {
+  Opened opened;
+  if (is_tf_prefix(path))
+    opened.bundle = load_tf_checkpoint(path);
+  else
+    opened.file = std::make_unique<VerifiedCheckpoint>(path);
+  return opened;
+}
+
+}  // namespace
+
+TensorBundle load_with_fallback(const std::string& path_or_dir, std::string* loaded_path,
+                                std::vector<std::string>* skipped) {
+  return open_with_fallback(path_or_dir, loaded_path, skipped,
+                            [](const std::string& path) { return load_either(path); });
+}
+
+RestoreResult assign_into(const TensorBundle& loaded, const std::string& loaded_path,
+                          TensorBundle& into, const RestoreOptions& options) {
+  RestoreResult result;
+  std::vector<SourceTensor> sources;
+  for (const TensorEntry& entry : loaded.tensors)
+    sources.push_back({entry.name, entry.value.shape(), entry.value.dtype()});
+  for (auto [target, source] :
+       match_targets(sources, loaded_path, loaded.global_step, into, options, result))
+    target->value.copy_from(loaded.tensors[source].value);
+  take_blobs(loaded.blobs, loaded.global_step, into, result);
   return result;
 }
 
+// An est file is verified first (every checksum, through one small buffer), then read straight
+// into the targets: a damaged file fails before the model is touched, and no staging copy of
+// the model's size is made (verified_checkpoint.h).
 RestoreResult restore_into(const std::string& path_or_dir, TensorBundle& into,
                            const RestoreOptions& options) {
   std::string path;
   std::vector<std::string> skipped;
-  TensorBundle loaded = load_with_fallback(path_or_dir, &path, &skipped);
-  RestoreResult result = assign_into(loaded, path, into, options);
+  Opened opened = open_with_fallback(path_or_dir, &path, &skipped, open_for_restore);
+  RestoreResult result;
+  if (opened.bundle) {
+    result = assign_into(*opened.bundle, path, into, options);
+  } else {
+    const VerifiedCheckpoint& file = *opened.file;
+    const CheckpointInfo& info = file.info();
+    std::vector<SourceTensor> sources;
+    for (const TensorInfo& tensor : info.tensors)
+      sources.push_back({tensor.name, tensor.shape, tensor.dtype});
+    auto pairs = match_targets(sources, path, info.global_step, into, options, result);
+    file.check_unchanged();
+    for (auto [target, source] : pairs) file.read_into(source, target->value);
+    file.check_unchanged();
+    take_blobs(file.blobs(), info.global_step, into, result);
+  }
   result.skipped = std::move(skipped);
   return result;
 }

@@ -1,8 +1,10 @@
 // Restoring a checkpoint into existing tensors, in place, with fallback to older checkpoints.
 //
-// restore_into() assigns by name (Tensor::copy_from, so every alias of a variable sees the
-// new value). Everything is loaded and checked first, then copied: a damaged file or a
-// mismatch never leaves the model half-restored. Given a directory, it tries the newest
+// restore_into() assigns by name, in place (every alias of a variable sees the new value).
+// Everything is checked first, then written: names, shapes and dtypes from the metadata, and
+// every checksum of an est file in a first pass through one 8 MB buffer; only then is each
+// tensor read straight into the model's (verified_checkpoint.h). A damaged file or a mismatch
+// never leaves the model half-restored. TensorFlow checkpoints are loaded whole, then copied. Given a directory, it tries the newest
 // checkpoint its state file lists and, when that one is unreadable or fails its checksums,
 // logs a warning naming it and falls back to the previous one. Bad files are never deleted.
 #pragma once

@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/file_util.h"
 #include "checkpoint/state_file.h"
 #include "checkpoint/tf_bundle_table.h"
 #include "checkpoint/tf_slice_key.h"
@@ -118,28 +119,14 @@ void check_shard_range(int fd, const std::string& path, std::string_view key, in
         path, key, offset, offset, size, file_size));
 }
 
-// Reads bytes [offset, offset + size) of the data shard open as `fd` into `out` (straight into
-// the tensor's storage: no intermediate buffer) with pread(2) in 8 MB pieces; with `crc`, their
-// CRC32C too, each piece while it is still in the cache.
+// Reads bytes [offset, offset + size) of the data shard open as `fd` into `out`
+// (read_file_range); with `crc`, their CRC32C too, each piece while it is still in the cache.
 void read_shard_range(int fd, const std::string& path, std::string_view key, int64_t offset,
                       int64_t size, char* out, uint32_t* crc = nullptr) {
-  constexpr int64_t kPiece = int64_t{8} << 20;
   if (crc) *crc = 0;
-  int64_t done = 0;
-  while (done < size) {
-    const int64_t piece = std::min(size - done, kPiece);
-    int64_t got = 0;
-    while (got < piece) {
-      const ssize_t n = ::pread(fd, out + done + got, static_cast<size_t>(piece - got),
-                                static_cast<off_t>(offset + done + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += n;
-    }
-    if (got != piece) break;
-    if (crc) *crc = data::crc32c_extend(*crc, out + done, static_cast<size_t>(piece));
-    done += piece;
-  }
+  const int64_t done = read_file_range(fd, offset, size, out, [&](const char* piece, size_t bytes) {
+    if (crc) *crc = data::crc32c_extend(*crc, piece, bytes);
+  });
   if (done != size)
     throw DataLossError(
         fmt::format("TensorFlow checkpoint data shard {}: reading \"{}\" ({} bytes "

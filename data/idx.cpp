@@ -4,7 +4,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <utility>
 
+#include "data/background_read.h"
 #include "data/file_stream.h"
 #include "data/stages.h"
 
@@ -107,10 +110,22 @@ std::string find_idx_file(const std::string& directory, const std::string& name)
                       "dataset-fashion-mnist, or pass the directory holding the IDX files");
 }
 
-Tensor read_checked(const std::string& path, uint32_t expected_magic, const char* what) {
-  InputStream stream(path, detect_compression(path));
+// An IDX file opened past its header: magic, type and dimensions checked, and the dimensions
+// against what the file can still hold; the stream stands at the first value.
+struct IdxHeader {
+  std::unique_ptr<InputStream> stream;
+  std::string path;
+  uint8_t code = 0;
+  IdxType type;
+  Shape shape;
+  size_t bytes = 0;   // of the values, as stored
+  std::string field;  // names the header's dimensions in messages
+};
+
+IdxHeader open_checked(const std::string& path, uint32_t expected_magic, const char* what) {
+  auto stream = std::make_unique<InputStream>(path, detect_compression(path));
   unsigned char header[4];
-  if (stream.read(header, 4) < 4)
+  if (stream->read(header, 4) < 4)
     throw DataLossError("truncated IDX file '" + path + "': shorter than its 4-byte magic number");
   uint32_t magic = (uint32_t{header[0]} << 24) | (uint32_t{header[1]} << 16) |
                    (uint32_t{header[2]} << 8) | header[3];
@@ -126,7 +141,7 @@ Tensor read_checked(const std::string& path, uint32_t expected_magic, const char
   Shape shape(rank);
   for (size_t i = 0; i < rank; ++i) {
     unsigned char dim[4];
-    if (stream.read(dim, 4) < 4)
+    if (stream->read(dim, 4) < 4)
       throw DataLossError("truncated IDX file '" + path + "': the header promises " +
                           std::to_string(rank) + " dimensions but ends after " + std::to_string(i));
     shape[i] = (int64_t{dim[0]} << 24) | (int64_t{dim[1]} << 16) | (int64_t{dim[2]} << 8) | dim[3];
@@ -137,9 +152,9 @@ Tensor read_checked(const std::string& path, uint32_t expected_magic, const char
   // double product only decides, the exact size is computed once it is known to fit.
   long double product = static_cast<long double>(type.file_size);
   for (int64_t d : shape) product *= static_cast<long double>(d);
-  const uint64_t available = stream.max_remaining();
+  const uint64_t available = stream->max_remaining();
   if (product > static_cast<long double>(available)) {
-    std::string holds = stream.compression() == Compression::kNone
+    std::string holds = stream->compression() == Compression::kNone
                             ? "the file holds " + std::to_string(available)
                             : "the compressed file can hold at most " + std::to_string(available);
     throw DataLossError("truncated IDX file '" + path + "': its header's dimensions " +
@@ -147,17 +162,15 @@ Tensor read_checked(const std::string& path, uint32_t expected_magic, const char
                         fmt_bytes(product) + " bytes after the header, but " + holds +
                         "; the header is damaged or the file is cut short");
   }
-  int64_t count = ops::num_elements(shape);
-  size_t bytes = static_cast<size_t>(count) * type.file_size;
-  const std::string field = "IDX file '" + path + "': the header's dimensions " +
-                            ops::shape_str(shape) + " of " + type.name;
-  Tensor out = allocate_declared(bytes, field, [&] { return Tensor::empty(shape, type.dtype); });
-  // uint8 data is read straight into the tensor; other types go through a big-endian buffer.
-  std::vector<unsigned char> raw = allocate_declared(
-      bytes, field, [&] { return std::vector<unsigned char>(header[2] == 0x08 ? 0 : bytes); });
-  unsigned char* target =
-      header[2] == 0x08 ? static_cast<unsigned char*>(out.raw_data()) : raw.data();
-  size_t got = stream.read(target, bytes);
+  size_t bytes = static_cast<size_t>(ops::num_elements(shape)) * type.file_size;
+  std::string field = "IDX file '" + path + "': the header's dimensions " + ops::shape_str(shape) +
+                      " of " + type.name;
+  return {std::move(stream), path, header[2], type, std::move(shape), bytes, std::move(field)};
+}
+
+// After the values: `got` of them read; the file must hold all of them and nothing more.
+void check_end(InputStream& stream, const std::string& path, const IdxType& type,
+               const Shape& shape, size_t bytes, size_t got) {
   if (got < bytes)
     throw DataLossError("truncated IDX file '" + path + "': shape " + ops::shape_str(shape) +
                         " of " + type.name + " needs " + std::to_string(bytes) +
@@ -166,8 +179,37 @@ Tensor read_checked(const std::string& path, uint32_t expected_magic, const char
   if (stream.read(&extra, 1) != 0)
     throw DataLossError("IDX file '" + path + "' has bytes after the " + std::to_string(bytes) +
                         " that its header " + ops::shape_str(shape) + " describes; it is damaged");
-  if (header[2] != 0x08) convert(raw.data(), out, header[2]);
+}
+
+Tensor read_checked(const std::string& path, uint32_t expected_magic, const char* what) {
+  IdxHeader idx = open_checked(path, expected_magic, what);
+  const bool bytes_as_they_are = idx.code == 0x08;
+  Tensor out = allocate_declared(idx.bytes, idx.field,
+                                 [&] { return Tensor::empty(idx.shape, idx.type.dtype); });
+  // uint8 data is read straight into the tensor; other types go through a big-endian buffer.
+  std::vector<unsigned char> raw = allocate_declared(idx.bytes, idx.field, [&] {
+    return std::vector<unsigned char>(bytes_as_they_are ? 0 : idx.bytes);
+  });
+  unsigned char* target =
+      bytes_as_they_are ? static_cast<unsigned char*>(out.raw_data()) : raw.data();
+  check_end(*idx.stream, path, idx.type, idx.shape, idx.bytes, idx.stream->read(target, idx.bytes));
+  if (!bytes_as_they_are) convert(raw.data(), out, idx.code);
   return out;
+}
+
+// The images file [n, rows, cols] (uint8, as its magic number 0x803 says), read into a tensor
+// by a background thread: the first images can be used while the rest is still inflated.
+std::pair<Tensor, std::shared_ptr<const ArrivingRows>> read_images_in_background(
+    const std::string& path) {
+  IdxHeader idx = open_checked(path, 0x00000803, "uint8 images, 3 dimensions");
+  Tensor images =
+      allocate_declared(idx.bytes, idx.field, [&] { return Tensor::empty(idx.shape, DType::kU8); });
+  auto finish = [path, type = idx.type, shape = idx.shape, bytes = idx.bytes](InputStream& stream,
+                                                                              size_t got) {
+    check_end(stream, path, type, shape, bytes, got);
+  };
+  auto arriving = std::make_shared<BackgroundRead>(std::move(idx.stream), images, finish);
+  return {images, std::move(arriving)};
 }
 
 }  // namespace
@@ -184,8 +226,10 @@ Dataset mnist(const std::string& directory, const std::string& split) {
     throw InvalidArgumentError("mnist: unknown split '" + split + "'; use \"train\" or \"test\"");
   std::string images_path = find_idx_file(directory, prefix + "-images-idx3-ubyte");
   std::string labels_path = find_idx_file(directory, prefix + "-labels-idx1-ubyte");
+  // The images arrive in the background (most of the time to a first batch was inflating
+  // them whole); the labels, 1/784 of the bytes, are read at once.
   auto load = [images_path, labels_path] {
-    Tensor images = read_checked(images_path, 0x00000803, "uint8 images, 3 dimensions");
+    auto [images, arriving] = read_images_in_background(images_path);
     Tensor labels = read_checked(labels_path, 0x00000801, "uint8 labels, 1 dimension");
     if (images.dim(0) != labels.dim(0))
       throw DataLossError("'" + images_path + "' holds " + std::to_string(images.dim(0)) +
@@ -196,12 +240,14 @@ Dataset mnist(const std::string& directory, const std::string& split) {
     const uint8_t* in = labels.data<uint8_t>();
     int64_t* out = labels64.data<int64_t>();
     for (int64_t i = 0; i < labels.dim(0); ++i) out[i] = in[i];
-    return Element(
-        Features{{"image", images.reshape({images.dim(0), images.dim(1), images.dim(2), 1})}},
-        labels64);
+    return LoadedColumns{
+        Element(
+            Features{{"image", images.reshape({images.dim(0), images.dim(1), images.dim(2), 1})}},
+            labels64),
+        std::move(arriving)};
   };
-  return Dataset(
-      make_slices_node(load, "mnist(" + directory + ", " + split + ")", /*reloadable=*/true));
+  return Dataset(make_arriving_slices_node(load, "mnist(" + directory + ", " + split + ")",
+                                           /*reloadable=*/true));
 }
 
 Dataset fashion_mnist(const std::string& split, const std::string& directory) {

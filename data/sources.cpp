@@ -10,15 +10,21 @@ namespace {
 
 // --- Slices: rows of an element whose tensors share their first dimension ---
 
+// The loaded rows, and (for a source decoding in the background) how far they have arrived.
+struct LoadedRows {
+  RowStore store;
+  std::shared_ptr<const ArrivingRows> arriving;
+};
+
 class SlicesNode final : public DatasetNode {
  public:
-  SlicesNode(std::function<Element()> load, std::string what, bool reloadable)
+  SlicesNode(std::function<LoadedColumns()> load, std::string what, bool reloadable)
       : load_(std::move(load)), what_(std::move(what)), reloadable_(reloadable) {}
 
   std::unique_ptr<IteratorBase> make_iterator(const IteratorContext&) const override;
   std::string name() const override { return what_; }
   // Loads the rows (which the iterators then share).
-  int64_t cardinality() const override { return data()->rows; }
+  int64_t cardinality() const override { return data()->store.rows; }
 
   void release_reloadable() const override {
     if (!reloadable_) return;
@@ -28,10 +34,11 @@ class SlicesNode final : public DatasetNode {
 
   // Loads on first use (again after release_reloadable()); every iterator shares the loaded
   // tensors.
-  std::shared_ptr<const RowStore> data() const {
+  std::shared_ptr<const LoadedRows> data() const {
     std::lock_guard lock(mutex_);
     if (!data_) {
-      Element columns = load_();
+      LoadedColumns loaded = load_();
+      const Element& columns = loaded.columns;
       int64_t rows = -1;
       std::string first;
       for_each_component(columns, [&](std::string_view name, const Tensor& t) {
@@ -54,52 +61,76 @@ class SlicesNode final : public DatasetNode {
           throw UnimplementedError(what_ + ": component '" + std::string(name) + "' is on " +
                                    t.device().str() + "; input pipelines read host tensors");
       });
-      data_ = std::make_shared<const RowStore>(
-          RowStore::from_columns(columns, std::max<int64_t>(rows, 0)));
+      data_ = std::make_shared<const LoadedRows>(LoadedRows{
+          RowStore::from_columns(columns, std::max<int64_t>(rows, 0)), std::move(loaded.arriving)});
     }
     return data_;
   }
 
  private:
-  std::function<Element()> load_;
+  std::function<LoadedColumns()> load_;
   std::string what_;
   bool reloadable_;
   mutable std::mutex mutex_;
-  mutable std::shared_ptr<const RowStore> data_;
+  mutable std::shared_ptr<const LoadedRows> data_;
 };
 
 class SlicesIterator final : public IteratorBase, public RandomAccess {
  public:
-  explicit SlicesIterator(std::shared_ptr<const RowStore> data) : data_(std::move(data)) {}
+  explicit SlicesIterator(std::shared_ptr<const LoadedRows> data)
+      : data_(std::move(data)), rows_(data_->store.rows), arrived_(data_->arriving ? -1 : rows_) {}
 
   std::optional<Element> next() override {
-    if (row_ >= data_->rows) return std::nullopt;
-    return at(row_++);
+    if (row_ >= rows_) {
+      arrived(rows_);  // the end is reported once the whole file is decoded and checked
+      return std::nullopt;
+    }
+    arrived(row_ + 1);
+    return data_->store.row(row_++);
   }
 
   const RandomAccess* random_access() const override { return this; }
   int64_t position() const override { return row_; }
-  const RowStore* row_store() const override { return data_.get(); }
+  const RowStore* row_store() const override { return &data_->store; }
   std::optional<int64_t> next_row() override {
-    if (row_ >= data_->rows) return std::nullopt;
+    if (row_ >= rows_) {
+      arrived(rows_);
+      return std::nullopt;
+    }
+    arrived(row_ + 1);
     return row_++;
   }
-  Element at(int64_t row) const override { return data_->row(row); }
+  Element at(int64_t row) const override {
+    arrived(row + 1);
+    return data_->store.row(row);
+  }
 
-  int64_t skip(int64_t count) override { return skip_rows(row_, data_->rows, count); }
+  int64_t skip(int64_t count) override {
+    arrived(count >= rows_ - row_ ? rows_ : row_ + std::max<int64_t>(count, 0));
+    return skip_rows(row_, rows_, count);
+  }
 
   void save(StateWriter& writer) override { save_row(writer, "slices", row_); }
 
   void restore(StateReader& reader) override {
-    row_ = restore_row(reader, "slices", data_->rows, [&](int64_t row) {
+    row_ = restore_row(reader, "slices", rows_, [&](int64_t row) {
       return "saved position " + std::to_string(row) + " of a source with " +
-             std::to_string(data_->rows) + " rows";
+             std::to_string(rows_) + " rows";
     });
+    arrived(row_);  // a restored shuffle buffer may name any row before the position
   }
 
  private:
-  std::shared_ptr<const RowStore> data_;
+  // Waits until the first `rows` rows are there (at once for tensors loaded whole).
+  void arrived(int64_t rows) const {
+    if (rows <= arrived_ || !data_->arriving) return;
+    arrived_ = data_->arriving->wait_for(rows);
+  }
+
+  std::shared_ptr<const LoadedRows> data_;
+  int64_t rows_;
   int64_t row_ = 0;
+  mutable int64_t arrived_;  // rows known to be there (-1: not even the end of an empty file)
 };
 
 std::unique_ptr<IteratorBase> SlicesNode::make_iterator(const IteratorContext&) const {
@@ -365,6 +396,15 @@ NodePtr make_file_source_node(std::vector<std::string> paths, OpenFileFn open, s
 }
 
 NodePtr make_slices_node(std::function<Element()> load, std::string what, bool reloadable) {
+  return std::make_shared<SlicesNode>(
+      [load = std::move(load)] {
+        return LoadedColumns{load(), nullptr};
+      },
+      std::move(what), reloadable);
+}
+
+NodePtr make_arriving_slices_node(std::function<LoadedColumns()> load, std::string what,
+                                  bool reloadable) {
   return std::make_shared<SlicesNode>(std::move(load), std::move(what), reloadable);
 }
 

@@ -18,6 +18,25 @@ namespace est::data {
 // `reloadable` (a file source): release_reloadable() frees the loaded tensors, and the next
 // iterator calls `load` again.
 NodePtr make_slices_node(std::function<Element()> load, std::string what, bool reloadable = false);
+// Rows that arrive over time: a source whose file is decoded in the background while its first
+// rows are already read. wait_for(rows) blocks until the first `rows` rows of the loaded
+// tensors hold their values (all of them: until the whole file is decoded and checked) and
+// returns how many rows are there now; it rethrows the error that stopped the decoding once a
+// row it did not reach is asked for.
+class ArrivingRows {
+ public:
+  virtual ~ArrivingRows() = default;
+  virtual int64_t wait_for(int64_t rows) const = 0;
+};
+struct LoadedColumns {
+  Element columns;                               // full-size tensors, filled as rows arrive
+  std::shared_ptr<const ArrivingRows> arriving;  // null: every row is there already
+};
+// make_slices_node over columns that fill in the background: an iterator never moves past a
+// row that has not arrived (next, skip, restore wait for it), so the stages after it (shuffle's
+// buffer of row numbers, batch's copies from the columns) only see rows that are there.
+NodePtr make_arriving_slices_node(std::function<LoadedColumns()> load, std::string what,
+                                  bool reloadable);
 // `what`: "from_tensors" or "from_strings", for messages.
 NodePtr make_elements_node(std::vector<Element> elements, std::string what = "from_tensors");
 NodePtr make_range_node(int64_t start, int64_t stop, int64_t step);
