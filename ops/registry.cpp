@@ -235,13 +235,17 @@ namespace detail {
 
 Choice choose(OpId id, const char* name, Device device, DType dtype) {
   if (!device.is_cpu()) return choose_on(id, name, device, Backend::kCuda, dtype);
-  const KernelRegistry& registry = KernelRegistry::global();
   const std::optional<OpKind> kind = op_info(id).kind;
   apply_thread_count();
   const std::optional<Backend> forced = forced_cpu_backend();
   const Backend backend = forced ? *forced
                           : kind ? preferred_cpu_backend(*kind)
                                  : Backend::kReference;
+  return choose_cpu(id, name, device, dtype, backend);
+}
+
+Choice choose_cpu(OpId id, const char* name, Device device, DType dtype, Backend backend) {
+  const KernelRegistry& registry = KernelRegistry::global();
   void (*reference)() = registry.find_erased(id, kReferenceTarget, dtype);
   if (reference == nullptr) no_kernel(id, name, device, dtype, "CPU");
   if (backend != Backend::kReference) {
@@ -249,6 +253,23 @@ Choice choose(OpId id, const char* name, Device device, DType dtype) {
     if (void (*fn)() = registry.find_erased(id, target, dtype)) return {fn, target, reference};
   }
   return {reference, kReferenceTarget, nullptr};
+}
+
+bool calibration_applies(OpId id, Device device, DType dtype) {
+  if (!device.is_cpu() || !op_info(id).kind || forced_cpu_backend() ||
+      !kernel_calibration_enabled())
+    return false;
+  const KernelRegistry& registry = KernelRegistry::global();
+  return registry.find_erased(id, kReferenceTarget, dtype) != nullptr &&
+         registry.find_erased(id, {DeviceType::kCPU, Backend::kOneDnn}, dtype) != nullptr;
+}
+
+Backend calibrate(OpId id, const std::string& key, const std::function<double(Backend)>& seconds) {
+  apply_thread_count();
+  const std::vector<Backend> candidates{Backend::kReference, Backend::kOneDnn};
+  return calibrated_backend(KernelChoiceCache::global(), key, candidates,
+                            preferred_cpu_backend(*op_info(id).kind),
+                            [&](size_t index) { return seconds(candidates[index]); });
 }
 
 Choice choose_on(OpId id, const char* name, Device device, Backend backend, DType dtype) {
