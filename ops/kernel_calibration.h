@@ -56,8 +56,11 @@ inline constexpr int64_t kCalibrationMinBytes = 256 << 10;
 // Another backend replaces the table's only when its best time is below this fraction of the
 // table's.
 inline constexpr double kCalibrationMargin = 0.9;
-// Timed calls of each candidate (after one untimed warm-up call each); the best one counts.
+// Timed calls of each candidate (after one untimed warm-up call each); the best one counts. A
+// candidate whose first timed call is over kCalibrationDropout times the fastest's is not timed
+// again.
 inline constexpr int kCalibrationRuns = 3;
+inline constexpr double kCalibrationDropout = 2.0;
 
 // Whether calibration is on: set_kernel_calibration's value, else EST_KERNEL_CALIBRATION
 // ("0"/"false"/"off" turn it off; unset or anything else leaves it on).

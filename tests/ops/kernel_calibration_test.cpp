@@ -109,6 +109,10 @@ TEST_CASE("calibration: the faster of two candidates wins, past the table's marg
   CHECK(timer.calls == 2 * (1 + 3));  // one warm-up and three timed calls each
   CHECK(best == std::vector<double>{2e-3, 1e-3});
   // The preferred (the table's) candidate stays unless another beats it by the margin.
+  // A candidate over twice the fastest after the first round is not timed again.
+  FakeTimer slow{{5e-3, 1e-3}};
+  CHECK(fastest_candidate(2, 0, 3, slow.timer()) == 1);
+  CHECK(slow.calls == 2 + 2 + 2);  // warm-ups, the first round, then the fast one twice
   FakeTimer close{{1e-3, 0.95e-3}};
   CHECK(fastest_candidate(2, 0, 3, close.timer()) == 0);
   FakeTimer far{{1e-3, 0.5e-3}};
