@@ -3,7 +3,6 @@
 #include "ops/kernel_calibration.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -13,21 +12,21 @@
 #include <fmt/format.h>
 
 #include "ops/cpu/isa.h"
+#include "ops/environment_switch.h"
 #include "ops/logging.h"
 
 namespace est::ops {
 namespace {
 
-// -1: not read yet, 0 off, 1 on.
-std::atomic<int>& calibration_state() {
-  static std::atomic<int> state{-1};
-  return state;
-}
-
 bool environment_enables_calibration() {
   const char* value = std::getenv("EST_KERNEL_CALIBRATION");
   const std::string text = value == nullptr ? "" : value;
   return !(text == "0" || text == "false" || text == "FALSE" || text == "False" || text == "off");
+}
+
+EnvironmentSwitch& calibration_switch() {
+  static EnvironmentSwitch state(environment_enables_calibration);
+  return state;
 }
 
 // The model string made safe as part of a file name.
@@ -47,23 +46,11 @@ std::optional<Backend> parse_backend(const std::string& name) {
 
 }  // namespace
 
-bool kernel_calibration_enabled() {
-  int state = calibration_state().load(std::memory_order_relaxed);
-  if (state < 0) {
-    int expected = -1;
-    calibration_state().compare_exchange_strong(expected, environment_enables_calibration());
-    state = calibration_state().load();
-  }
-  return state == 1;
-}
+bool kernel_calibration_enabled() { return calibration_switch().on(); }
 
-void set_kernel_calibration(bool enabled) { calibration_state().store(enabled ? 1 : 0); }
+void set_kernel_calibration(bool enabled) { calibration_switch().set(enabled); }
 
-bool set_kernel_calibration_from_environment() {
-  const bool on = environment_enables_calibration();
-  calibration_state().store(on ? 1 : 0);
-  return on;
-}
+bool set_kernel_calibration_from_environment() { return calibration_switch().reload(); }
 
 std::string cpu_model() {
   std::string model = "unknown cpu";

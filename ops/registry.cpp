@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "ops/environment_switch.h"
 #include "ops/logging.h"
 
 namespace est::ops {
@@ -36,27 +37,19 @@ std::array<std::atomic<int64_t>, kNumOpIds * kNumTargets>& counters() {
   return values;
 }
 
-// -1: not decided yet (read EST_LOG_DEVICE_PLACEMENT on first use), 0 off, 1 on.
-std::atomic<int>& placement_logging() {
-  static std::atomic<int> state{-1};
-  return state;
-}
-
 bool environment_asks_for_placement() {
   const char* value = std::getenv("EST_LOG_DEVICE_PLACEMENT");
   const std::string text = value == nullptr ? "" : value;
   return text == "1" || text == "true" || text == "TRUE" || text == "True";
 }
 
-bool placement_logging_on() {
-  int state = placement_logging().load(std::memory_order_relaxed);
-  if (state < 0) {
-    int expected = -1;
-    placement_logging().compare_exchange_strong(expected, environment_asks_for_placement());
-    state = placement_logging().load();
-  }
-  return state == 1;
+// Off unless EST_LOG_DEVICE_PLACEMENT asks, read on first use.
+EnvironmentSwitch& placement_logging() {
+  static EnvironmentSwitch state(environment_asks_for_placement);
+  return state;
 }
+
+bool placement_logging_on() { return placement_logging().on(); }
 
 void log_placement_once(OpId id, const char* name, Device device, KernelTarget target) {
   static std::mutex mutex;
@@ -215,14 +208,10 @@ Device common_device(std::string_view op, std::initializer_list<const Tensor*> i
   return first->device();
 }
 
-void set_log_device_placement(bool enabled) { placement_logging().store(enabled ? 1 : 0); }
+void set_log_device_placement(bool enabled) { placement_logging().set(enabled); }
 bool log_device_placement() { return placement_logging_on(); }
 
-bool set_log_device_placement_from_environment() {
-  const bool on = environment_asks_for_placement();
-  placement_logging().store(on ? 1 : 0);
-  return on;
-}
+bool set_log_device_placement_from_environment() { return placement_logging().reload(); }
 
 int64_t kernel_dispatch_count(OpId id, KernelTarget target) {
   const int index = target_index(target);
