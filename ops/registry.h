@@ -190,23 +190,31 @@ Backend calibrate(OpId id, const std::string& key, const std::function<double(Ba
 // the table's backend).
 Choice choose_cpu(OpId id, const char* name, Device device, DType dtype, Backend backend);
 
-// One argument's part of a calibration key and its bytes: tensor shapes, a window's geometry,
-// matmul dims and scalars; other arguments (parameter structs of elementwise ops) add nothing.
+// One argument's bytes (tensors: their elements' bytes; anything else: none) and its part of a
+// calibration key: tensor shapes, a window's geometry, matmul dims and scalars; other arguments
+// (parameter structs of elementwise ops) add nothing.
 template <class T>
-void add_to_key(std::string& key, int64_t& bytes, const T& value) {
+int64_t argument_bytes(const T& value) {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (std::is_pointer_v<U>) {
+    return value != nullptr ? argument_bytes(*value) : 0;
+  } else if constexpr (std::is_same_v<U, Tensor>) {
+    return value.defined() ? value.numel() * static_cast<int64_t>(dtype_size(value.dtype())) : 0;
+  } else {
+    return 0;
+  }
+}
+
+template <class T>
+void add_to_key(std::string& key, const T& value) {
   using U = std::remove_cvref_t<T>;
   if constexpr (std::is_pointer_v<U>) {
     if (value != nullptr)
-      add_to_key(key, bytes, *value);
+      add_to_key(key, *value);
     else
       key += "null;";
   } else if constexpr (std::is_same_v<U, Tensor>) {
-    if (!value.defined()) {
-      key += "undefined;";
-      return;
-    }
-    key += fmt::format("{};", fmt::join(value.shape(), "x"));
-    bytes += value.numel() * static_cast<int64_t>(dtype_size(value.dtype()));
+    key += value.defined() ? fmt::format("{};", fmt::join(value.shape(), "x")) : "undefined;";
   } else if constexpr (std::is_same_v<U, cpu::Window2D>) {
     for (int64_t v :
          {value.kernel_h, value.kernel_w, value.stride_h, value.stride_w, value.dilation_h,
@@ -223,15 +231,16 @@ void add_to_key(std::string& key, int64_t& bytes, const T& value) {
 }
 
 // The choice for this call: choose()'s, or the calibrated one where calibration applies and the
-// call's tensors hold at least kCalibrationMinBytes. Calibration runs the kernels on the call's
-// own arguments (their outputs are written again by the chosen kernel afterwards).
+// call's tensors hold at least kCalibrationMinBytes (summed before any key is built, so small
+// ops pay a few comparisons). Calibration runs the kernels on the call's own arguments (their
+// outputs are written again by the chosen kernel afterwards).
 template <OpId id, class... Args>
 Choice choose_for_call(const char* name, Device device, DType dtype, Args&... args) {
-  if (!calibration_applies(id, device, dtype)) return choose(id, name, device, dtype);
+  if (!calibration_applies(id, device, dtype) ||
+      (argument_bytes(args) + ... + int64_t{0}) < kCalibrationMinBytes)
+    return choose(id, name, device, dtype);
   std::string key = fmt::format("{} {} ", op_info(id).name, dtype_name(dtype));
-  int64_t bytes = 0;
-  (add_to_key(key, bytes, args), ...);
-  if (bytes < kCalibrationMinBytes) return choose(id, name, device, dtype);
+  (add_to_key(key, args), ...);
   const Backend backend = calibrate(id, key, [&](Backend candidate) {
     const auto fn = KernelRegistry::global().find<id>({DeviceType::kCPU, candidate}, dtype);
     const auto start = std::chrono::steady_clock::now();
