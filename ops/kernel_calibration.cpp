@@ -70,20 +70,31 @@ size_t fastest_candidate(size_t count, size_t preferred, int runs, const Candida
                          std::vector<double>* best_seconds) {
   constexpr double kNever = std::numeric_limits<double>::infinity();
   std::vector<double> best(count, kNever);
-  for (size_t i = 0; i < count; ++i) timer(i);  // warm-up: primitives, allocator, caches
-  for (int r = 0; r < runs; ++r) {  // interleaved, so that a passing load slows every candidate
-    const double fastest = *std::min_element(best.begin(), best.end());
-    for (size_t i = 0; i < count; ++i)
-      // After the first round, a candidate more than twice the fastest is out: timing it again
-      // would only lengthen the first step (a slow reference convolution at batch 1000).
-      if (r == 0 || best[i] <= kCalibrationDropout * fastest) best[i] = std::min(best[i], timer(i));
-  }
+  // `runs` rounds over `which`, interleaved, so that a passing load slows every candidate.
+  auto rounds = [&](const std::vector<size_t>& which) {
+    for (int r = 0; r < runs; ++r)
+      for (size_t i : which) best[i] = std::min(best[i], timer(i));
+  };
   if (preferred >= count) preferred = 0;
-  size_t chosen = preferred;
-  for (size_t i = 0; i < count; ++i)
-    if (i != preferred && best[i] < kCalibrationMargin * best[preferred] &&
-        (chosen == preferred || best[i] < best[chosen]))
-      chosen = i;
+  auto pick = [&] {
+    size_t chosen = preferred;
+    for (size_t i = 0; i < count; ++i)
+      if (i != preferred && best[i] < kCalibrationMargin * best[preferred] &&
+          (chosen == preferred || best[i] < best[chosen]))
+        chosen = i;
+    return chosen;
+  };
+  std::vector<size_t> all(count);
+  for (size_t i = 0; i < count; ++i) all[i] = i;
+  for (size_t i : all) timer(i);  // warm-up: primitives, allocator, caches
+  rounds(all);
+  size_t chosen = pick();
+  // Leaving the table is the choice a preempted timing can get wrong (a loaded machine stalls one
+  // call for milliseconds): time both again before it stands.
+  if (chosen != preferred) {
+    rounds({preferred, chosen});
+    chosen = pick();
+  }
   if (best_seconds != nullptr) *best_seconds = best;
   return chosen;
 }

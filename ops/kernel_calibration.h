@@ -56,11 +56,8 @@ inline constexpr int64_t kCalibrationMinBytes = 256 << 10;
 // Another backend replaces the table's only when its best time is below this fraction of the
 // table's.
 inline constexpr double kCalibrationMargin = 0.9;
-// Timed calls of each candidate (after one untimed warm-up call each); the best one counts. A
-// candidate whose first timed call is over kCalibrationDropout times the fastest's is not timed
-// again.
+// Timed calls of each candidate (after one untimed warm-up call each); the best one counts.
 inline constexpr int kCalibrationRuns = 3;
-inline constexpr double kCalibrationDropout = 2.0;
 
 // Whether calibration is on: set_kernel_calibration's value, else EST_KERNEL_CALIBRATION
 // ("0"/"false"/"off" turn it off; unset or anything else leaves it on).
@@ -81,7 +78,8 @@ using CandidateTimer = std::function<double(size_t index)>;
 
 // The index among `count` candidates with the smallest best-of-`runs` time (after one untimed
 // call each), keeping `preferred` unless another's best is below kCalibrationMargin times
-// preferred's. `best_seconds`, when given, receives each candidate's best time.
+// preferred's; a candidate that beats `preferred` so is timed `runs` more times beside it before
+// it wins. `best_seconds`, when given, receives each candidate's best time.
 size_t fastest_candidate(size_t count, size_t preferred, int runs, const CandidateTimer& timer,
                          std::vector<double>* best_seconds = nullptr);
 
