@@ -5,8 +5,10 @@
 // system or built a kernel primitive (it should do neither).
 //
 //   cnn_bench [--threads T] [--repeats R] [--examples N] [--policy mixed_bfloat16]
-// First line: `est roofline threads=<T> gemm=<kind> sgemm_gflops=<G> triad_gb_per_s=<B>`, this
-// machine's bounds measured in the same run (bench/roofline.h). Then `est <train|eval> batch=<B>
+// First line: `est roofline threads=<T> gemm=<kind> sgemm_gflops=<G> triad_gb_per_s=<B>
+// kernel_calibration=<on|off>`, this machine's bounds measured in the same run
+// (bench/roofline.h), and whether kernels are chosen by calibration (ops/kernel_calibration.h;
+// EST_KERNEL_CALIBRATION=0: the static table). Then `est <train|eval> batch=<B>
 // examples_per_sec=<median> bound=<flops|bytes> roofline_fraction=<F>` (the step's roofline
 // bound, max(FLOPs / sgemm rate, bytes / bandwidth), over its median time; `bound` names the
 // larger term) and `est steady_state ...`; under another policy
@@ -28,6 +30,7 @@
 #include "bench/fashion_mnist_memory.h"
 #include "bench/roofline.h"
 #include "examples/cnn_model.h"
+#include "ops/kernel_calibration.h"
 
 namespace {
 
@@ -72,8 +75,11 @@ int main(int argc, char** argv) {
   bench::InMemoryData train = bench::load_fashion_mnist("train");
   bench::InMemoryData test = bench::load_fashion_mnist("test");
   const bench::Roofline roofline = bench::measure_roofline(threads);
-  fmt::print("est roofline threads={} gemm={} sgemm_gflops={:.1f} triad_gb_per_s={:.1f}\n", threads,
-             roofline.gemm, roofline.gflops, roofline.gbytes_s);
+  fmt::print(
+      "est roofline threads={} gemm={} sgemm_gflops={:.1f} triad_gb_per_s={:.1f} "
+      "kernel_calibration={}\n",
+      threads, roofline.gemm, roofline.gflops, roofline.gbytes_s,
+      est::ops::kernel_calibration_enabled() ? "on" : "off");
   // " bound=<term> roofline_fraction=<F>" for a step at `batch` run at `examples_per_sec`.
   auto fraction = [&](int64_t batch, bool training, double examples_per_sec) {
     bench::StepCost cost = bench::tutorial_cnn_cost(batch, training);

@@ -5,7 +5,9 @@
 // (ops/registry.h: op x device x backend). On the CPU, each op kind with a kernel on both CPU
 // backends runs on the backend that a small table (ops/backend_table.h, measured by
 // bench/op_backend_bench) prefers for that kind, falling back to the reference where oneDNN is
-// not built or has no kernel for the case (another dtype than float32, an empty tensor). A
+// not built or has no kernel for the case (another dtype than float32, an empty tensor); work
+// large enough to time runs on the backend calibrated for its shape on this machine instead
+// (ops/kernel_calibration.h; EST_KERNEL_CALIBRATION=0 keeps the table everywhere). A
 // BackendGuard forces one CPU backend for every kind on the current thread: the op harness runs
 // every case once per backend this way. The registry counts which backend each kind ran on
 // (dispatch_count), so tests can see the table in use.

@@ -3,7 +3,10 @@
 // Each entry is whichever backend ran that kind faster on the tutorial CNN's shapes
 // (examples/cnn_model.h at batch 64) in bench/op_backend_bench, on the portable (default) build;
 // the figures are in bench/README.md. Re-measure and edit here when a kernel changes. A kind
-// whose preferred backend is not built (oneDNN disabled) runs on the reference.
+// whose preferred backend is not built (oneDNN disabled) runs on the reference. The table is
+// the choice for small work and when calibration is off; larger work is timed on the machine
+// that runs it (ops/kernel_calibration.h), which keeps this table's backend unless the other is
+// clearly faster there.
 #pragma once
 
 #include <array>

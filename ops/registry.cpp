@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "ops/environment_switch.h"
 #include "ops/logging.h"
 
 namespace est::ops {
@@ -36,27 +37,19 @@ std::array<std::atomic<int64_t>, kNumOpIds * kNumTargets>& counters() {
   return values;
 }
 
-// -1: not decided yet (read EST_LOG_DEVICE_PLACEMENT on first use), 0 off, 1 on.
-std::atomic<int>& placement_logging() {
-  static std::atomic<int> state{-1};
-  return state;
-}
-
 bool environment_asks_for_placement() {
   const char* value = std::getenv("EST_LOG_DEVICE_PLACEMENT");
   const std::string text = value == nullptr ? "" : value;
   return text == "1" || text == "true" || text == "TRUE" || text == "True";
 }
 
-bool placement_logging_on() {
-  int state = placement_logging().load(std::memory_order_relaxed);
-  if (state < 0) {
-    int expected = -1;
-    placement_logging().compare_exchange_strong(expected, environment_asks_for_placement());
-    state = placement_logging().load();
-  }
-  return state == 1;
+// Off unless EST_LOG_DEVICE_PLACEMENT asks, read on first use.
+EnvironmentSwitch& placement_logging() {
+  static EnvironmentSwitch state(environment_asks_for_placement);
+  return state;
 }
+
+bool placement_logging_on() { return placement_logging().on(); }
 
 void log_placement_once(OpId id, const char* name, Device device, KernelTarget target) {
   static std::mutex mutex;
@@ -215,14 +208,10 @@ Device common_device(std::string_view op, std::initializer_list<const Tensor*> i
   return first->device();
 }
 
-void set_log_device_placement(bool enabled) { placement_logging().store(enabled ? 1 : 0); }
+void set_log_device_placement(bool enabled) { placement_logging().set(enabled); }
 bool log_device_placement() { return placement_logging_on(); }
 
-bool set_log_device_placement_from_environment() {
-  const bool on = environment_asks_for_placement();
-  placement_logging().store(on ? 1 : 0);
-  return on;
-}
+bool set_log_device_placement_from_environment() { return placement_logging().reload(); }
 
 int64_t kernel_dispatch_count(OpId id, KernelTarget target) {
   const int index = target_index(target);
@@ -235,13 +224,17 @@ namespace detail {
 
 Choice choose(OpId id, const char* name, Device device, DType dtype) {
   if (!device.is_cpu()) return choose_on(id, name, device, Backend::kCuda, dtype);
-  const KernelRegistry& registry = KernelRegistry::global();
   const std::optional<OpKind> kind = op_info(id).kind;
   apply_thread_count();
   const std::optional<Backend> forced = forced_cpu_backend();
   const Backend backend = forced ? *forced
                           : kind ? preferred_cpu_backend(*kind)
                                  : Backend::kReference;
+  return choose_cpu(id, name, device, dtype, backend);
+}
+
+Choice choose_cpu(OpId id, const char* name, Device device, DType dtype, Backend backend) {
+  const KernelRegistry& registry = KernelRegistry::global();
   void (*reference)() = registry.find_erased(id, kReferenceTarget, dtype);
   if (reference == nullptr) no_kernel(id, name, device, dtype, "CPU");
   if (backend != Backend::kReference) {
@@ -249,6 +242,23 @@ Choice choose(OpId id, const char* name, Device device, DType dtype) {
     if (void (*fn)() = registry.find_erased(id, target, dtype)) return {fn, target, reference};
   }
   return {reference, kReferenceTarget, nullptr};
+}
+
+bool calibration_applies(OpId id, Device device, DType dtype) {
+  if (!device.is_cpu() || !op_info(id).kind || forced_cpu_backend() ||
+      !kernel_calibration_enabled())
+    return false;
+  const KernelRegistry& registry = KernelRegistry::global();
+  return registry.find_erased(id, kReferenceTarget, dtype) != nullptr &&
+         registry.find_erased(id, {DeviceType::kCPU, Backend::kOneDnn}, dtype) != nullptr;
+}
+
+Backend calibrate(OpId id, const std::string& key, const std::function<double(Backend)>& seconds) {
+  apply_thread_count();
+  const std::vector<Backend> candidates{Backend::kReference, Backend::kOneDnn};
+  return calibrated_backend(KernelChoiceCache::global(), key, candidates,
+                            preferred_cpu_backend(*op_info(id).kind),
+                            [&](size_t index) { return seconds(candidates[index]); });
 }
 
 Choice choose_on(OpId id, const char* name, Device device, Backend backend, DType dtype) {

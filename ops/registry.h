@@ -26,15 +26,22 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "ops/backend.h"
 #include "ops/device.h"
+#include "ops/kernel_calibration.h"
 #include "ops/kernel_ops.h"
 
 namespace est::ops {
@@ -174,6 +181,79 @@ Choice choose_on(OpId id, const char* name, Device device, Backend backend, DTyp
 // Counts a kernel that ran and logs its placement (once per op name, device and backend).
 void ran(OpId id, const char* name, Device device, KernelTarget target);
 
+// Calibration (ops/kernel_calibration.h): whether this call may be calibrated (a CPU op of a
+// kind with kernels for `dtype` on more than one CPU backend, no BackendGuard, calibration on),
+// and the choice for `key` among those backends, `seconds(backend)` timing one call on one.
+bool calibration_applies(OpId id, Device device, DType dtype);
+Backend calibrate(OpId id, const std::string& key, const std::function<double(Backend)>& seconds);
+// The kernel of `backend` on the CPU, with the reference as fallback (what choose() gives for
+// the table's backend).
+Choice choose_cpu(OpId id, const char* name, Device device, DType dtype, Backend backend);
+
+// One argument's bytes (tensors: their elements' bytes; anything else: none) and its part of a
+// calibration key: tensor shapes, a window's geometry, matmul dims and scalars; other arguments
+// (parameter structs of elementwise ops) add nothing.
+template <class T>
+int64_t argument_bytes(const T& value) {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (std::is_pointer_v<U>) {
+    return value != nullptr ? argument_bytes(*value) : 0;
+  } else if constexpr (std::is_same_v<U, Tensor>) {
+    return value.defined() ? value.numel() * static_cast<int64_t>(dtype_size(value.dtype())) : 0;
+  } else {
+    return 0;
+  }
+}
+
+template <class T>
+void add_to_key(std::string& key, const T& value) {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (std::is_pointer_v<U>) {
+    if (value != nullptr)
+      add_to_key(key, *value);
+    else
+      key += "null;";
+  } else if constexpr (std::is_same_v<U, Tensor>) {
+    key += value.defined() ? fmt::format("{};", fmt::join(value.shape(), "x")) : "undefined;";
+  } else if constexpr (std::is_same_v<U, cpu::Window2D>) {
+    for (int64_t v :
+         {value.kernel_h, value.kernel_w, value.stride_h, value.stride_w, value.dilation_h,
+          value.dilation_w, value.pad_top, value.pad_left, value.pad_bottom, value.pad_right})
+      key += std::to_string(v) + ',';
+    key += ';';
+  } else if constexpr (std::is_same_v<U, cpu::MatmulDims>) {
+    key += fmt::format("{}x{}x{}x{},{}{}{}{};", value.batch, value.m, value.n, value.k,
+                       int(value.a_batched), int(value.b_batched), int(value.transpose_a),
+                       int(value.transpose_b));
+  } else if constexpr (std::is_enum_v<U> || std::is_arithmetic_v<U>) {
+    key += fmt::format("{};", static_cast<double>(value));
+  }
+}
+
+// The choice for this call: choose()'s, or the calibrated one where calibration applies and the
+// call's tensors hold at least kCalibrationMinBytes (summed before any key is built, so small
+// ops pay a few comparisons). Calibration runs the kernels on the call's own arguments (their
+// outputs are written again by the chosen kernel afterwards).
+template <OpId id, class... Args>
+Choice choose_for_call(const char* name, Device device, DType dtype, Args&... args) {
+  if (!calibration_applies(id, device, dtype) ||
+      (argument_bytes(args) + ... + int64_t{0}) < kCalibrationMinBytes)
+    return choose(id, name, device, dtype);
+  std::string key = fmt::format("{} {} ", op_info(id).name, dtype_name(dtype));
+  (add_to_key(key, args), ...);
+  const Backend backend = calibrate(id, key, [&](Backend candidate) {
+    const auto fn = KernelRegistry::global().find<id>({DeviceType::kCPU, candidate}, dtype);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      fn(args...);
+    } catch (const UnimplementedError&) {
+      return std::numeric_limits<double>::infinity();  // this backend lacks the case
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  });
+  return choose_cpu(id, name, device, dtype, backend);
+}
+
 template <OpId id, class... Args>
 KernelTarget call(const Choice& choice, const char* name, Device device, Args&... args) {
   if (choice.fallback == nullptr) {
@@ -199,8 +279,8 @@ KernelTarget call(const Choice& choice, const char* name, Device device, Args&..
 // it ran. Arguments are passed to the kernel as they are (outputs by reference).
 template <OpId id, class... Args>
 KernelTarget run_kernel(const char* name, Device device, DType dtype, Args&&... args) {
-  const KernelTarget target =
-      detail::call<id>(detail::choose(id, name, device, dtype), name, device, args...);
+  const KernelTarget target = detail::call<id>(
+      detail::choose_for_call<id>(name, device, dtype, args...), name, device, args...);
   if (KernelObserver* observer = kernel_observer()) detail::observe<id>(*observer, name, args...);
   return target;
 }

@@ -9,6 +9,11 @@
 // processes they start) unless the environment says otherwise: results that depend on the
 // thread count (the order of a sum) must not depend on how busy the machine is. The thread
 // governor has its own tests (tests/ops/thread_governor_test.cpp).
+// Suites also keep the static kernel table (EST_KERNEL_CALIBRATION=0, and no calibration cache
+// file under $HOME: EST_KERNEL_CALIBRATION_CACHE=0), inherited likewise, unless the environment
+// says otherwise: tests that compare two processes' results bit for bit must not see each
+// process time the backends on its own. Calibration has its own tests
+// (tests/ops/kernel_calibration_test.cpp), which turn it on.
 // The GPU suites compare GPU results with the float32 reference, so they turn TensorFloat-32 off
 // first, as TensorFlow's test cases do: it is on by default (ops/tensor_float_32.h) and rounds
 // float32 GEMM and convolution inputs to 10 mantissa bits (the op harness turns it off in its
@@ -96,6 +101,8 @@ void skip(const std::string& reason) { g_skip_reason = reason; }
 
 int main(int argc, char** argv) {
   ::setenv("EST_ADAPTIVE_THREADS", "0", /*overwrite=*/0);
+  ::setenv("EST_KERNEL_CALIBRATION", "0", /*overwrite=*/0);
+  ::setenv("EST_KERNEL_CALIBRATION_CACHE", "0", /*overwrite=*/0);
 #ifdef EST_TEST_REQUIRES_GPU
   est::ops::enable_tensor_float_32_execution(false);
   if (!est::ops::backend_available(est::ops::Backend::kCuda)) {
