@@ -82,8 +82,8 @@ class GradientPath {
   // ReplicaContext::gradient_transform() (TrainOp::run's transform). Combines them as this
   // path combines gradients (all-reduce: the sum over replicas, no further scale; the loss
   // already carries 1/num_replicas_in_sync), takes replica.model_context()'s deferred
-  // moving averages with them, and marks each entry as handled
-  // (entry.summed_by = &replica) so that a later apply_gradients does not combine it twice.
+  // moving averages with them. What follows applies them as aggregated
+  // (ApplyOptions::experimental_aggregate_gradients false), so nothing combines them twice.
   // A parameter server pushes them here, and the owners apply the update.
   virtual void combine(ReplicaContext& replica, std::vector<nn::GradAndVar>& grads_and_vars) = 0;
 

@@ -24,10 +24,11 @@
 //     return loss;
 //   }, inputs);
 //   double total = strategy.reduce(ReduceOp::kSum, losses).item();
-// Inside the step, optimizer.apply_gradients (and so TrainOp::run) goes through the same
-// gradient path: the replica context hands it the gradients first, as in TF's replica context.
-// The step's replica reaches the optimizer through the replica's ModelContext (which run()
-// gives it for the step) and through the gradients it combined (GradAndVar::summed_by).
+// Inside the step, optimizer.apply_gradients with the replica's ModelContext (and so TrainOp::run)
+// goes through the same gradient path: the replica context hands it the gradients first, as in
+// TF's replica context. The step's replica reaches the optimizer through that ModelContext
+// (which run() gives it for the step); gradients the step summed itself (all_reduce_gradients)
+// go to apply_gradients(ctx, sums, {.experimental_aggregate_gradients = false}), as in TF2.
 #pragma once
 
 #include <cstdint>
@@ -155,15 +156,14 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   void all_reduce(ReduceOp op, std::vector<Tensor>& tensors);
   // The same with a factor per entry: entry i becomes the sum over replicas times factors[i].
   void reduce_scaled(std::vector<Tensor>& tensors, const std::vector<double>& factors);
-  // Sums the gradients (times `scale`; they then carry this replica as summed_by) and averages
-  // the values of `updates` over replicas, in one collective. `extra` (optional) is summed in
-  // the same collective. Applies nothing.
+  // Sums the gradients (times `scale`) and averages the values of `updates` over replicas, in
+  // one collective. `extra` (optional) is summed in the same collective. Applies nothing.
   void sync_step(std::vector<nn::GradAndVar>& grads_and_vars, double scale,
                  std::vector<nn::MovingAverageUpdate>& updates, Tensor* extra = nullptr);
   // Sums the gradients over replicas (the loss is already scaled by the global batch) and
   // averages the moving statistics model_context() deferred, applying them where the placement
-  // applies updates. The sums carry this replica (GradAndVar::summed_by): apply_gradients
-  // then applies them as they are (no second sum).
+  // applies updates. Apply the sums with apply_gradients(model_context(), sums,
+  // {.experimental_aggregate_gradients = false}) (no second sum).
   void all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars);
   // Several workers: the chief's `value` of variable `name` (which every worker must be
   // creating: InvalidArgumentError otherwise) in every replica's `value`; nothing in one
@@ -198,9 +198,9 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   bool applies_updates() const;
 
   // nn::CrossReplicaSync, called by Optimizer::apply_gradients and ModelContext::get_variable:
-  // the gradient path's combine (unless combined already), applies_updates and after_update;
+  // the gradient path's combine (when `aggregate`), applies_updates and after_update;
   // the variable home's initialize_variable and read_variable.
-  bool synchronize(std::vector<nn::GradAndVar>& grads_and_vars) override;
+  bool synchronize(std::vector<nn::GradAndVar>& grads_and_vars, bool aggregate) override;
   void after_update() override;
   void initialize_variable(const std::string& name, Tensor& value) override;
   void read_variable(const std::string& name, Tensor& value, const Tensor* rows) override;

@@ -90,36 +90,20 @@ TrainOp Optimizer::minimize(const Tensor& loss, ModelContext& ctx) const {
   return TrainOp(*this, loss, ctx, std::move(variables));
 }
 
-namespace {
-
-// The replica that summed the gradients (inside strategy.run), or null.
-CrossReplicaSync* summing_replica(const std::vector<GradAndVar>& grads_and_vars) {
-  for (const GradAndVar& entry : grads_and_vars)
-    if (entry.summed_by) return entry.summed_by;
-  return nullptr;
-}
-
-}  // namespace
-
 void Optimizer::apply_gradients(VariableStore& store,
                                 std::vector<GradAndVar> grads_and_vars) const {
-  CrossReplicaSync* sync = summing_replica(grads_and_vars);
-  apply_through(sync, store, std::move(grads_and_vars));
+  apply_here(store, std::move(grads_and_vars));
 }
 
-void Optimizer::apply_gradients(ModelContext& ctx, std::vector<GradAndVar> grads_and_vars) const {
-  CrossReplicaSync* sync = summing_replica(grads_and_vars);
-  if (!sync) sync = ContextControl(ctx).replica_sync();
-  apply_through(sync, ctx.store(), std::move(grads_and_vars));
-}
-
-void Optimizer::apply_through(CrossReplicaSync* sync, VariableStore& store,
-                              std::vector<GradAndVar> grads_and_vars) const {
+void Optimizer::apply_gradients(ModelContext& ctx, std::vector<GradAndVar> grads_and_vars,
+                                ApplyOptions options) const {
+  CrossReplicaSync* sync = ContextControl(ctx).replica_sync();
   if (!sync) {
-    apply_here(store, std::move(grads_and_vars));
+    apply_here(ctx.store(), std::move(grads_and_vars));
     return;
   }
-  if (sync->synchronize(grads_and_vars)) apply_here(store, std::move(grads_and_vars));
+  if (sync->synchronize(grads_and_vars, options.experimental_aggregate_gradients))
+    apply_here(ctx.store(), std::move(grads_and_vars));
   sync->after_update();
 }
 
@@ -213,8 +197,8 @@ void Optimizer::apply_gradients(VariableStore& store, const std::vector<Tensor>&
 }
 
 void Optimizer::apply_gradients(ModelContext& ctx, const std::vector<Tensor>& gradients,
-                                const std::vector<Tensor>& variables) const {
-  apply_gradients(ctx, pair_up(name(), ctx.store(), gradients, variables));
+                                const std::vector<Tensor>& variables, ApplyOptions options) const {
+  apply_gradients(ctx, pair_up(name(), ctx.store(), gradients, variables), options);
 }
 
 Tensor get_slot(VariableStore& store, const GradAndVar& entry, std::string_view slot,

@@ -48,11 +48,12 @@ class TrainOp {
   // the backward pass (ops::gradients' callback), so that a strategy can start reducing it;
   // every gradient dense.
   std::vector<GradAndVar> compute_gradients(const ops::GradientReady& on_ready) const;
-  // Steps 3-5: clipping, update, global step (the optimizer's apply_gradients with context():
-  // inside strategy.run, synchronized by its replica).
-  void apply(std::vector<GradAndVar> grads_and_vars) const;
+  // Steps 3-5: clipping, update, global step (the optimizer's apply_gradients with context()
+  // and `options`: inside strategy.run, synchronized by its replica).
+  void apply(std::vector<GradAndVar> grads_and_vars, optim::ApplyOptions options = {}) const;
   // The whole step. Each call differentiates the same recorded forward pass, so a training
-  // loop runs it once per model_fn call.
+  // loop runs it once per model_fn call. With a transform (the strategy's all-reduce) the
+  // gradients it leaves are applied as aggregated (no second sum inside strategy.run).
   void run() const;
   void run(const GradientTransform& transform) const;
 
