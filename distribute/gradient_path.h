@@ -108,4 +108,9 @@ class GradientPath {
 // the strategy's placement says. Stateless: a strategy may share it with others.
 std::shared_ptr<GradientPath> all_reduce_path();
 
+// The gradient_scale of a TF1 train op whose loss was computed with `loss_reduction`, stepping
+// with num_replicas_in_sync replicas (the Estimator's steps; gradient_path.cpp says why):
+// 1 / num_replicas_in_sync unless the reduction is kSum, 1 with one replica.
+double loss_reduction_scale(nn::Reduction loss_reduction, int num_replicas_in_sync);
+
 }  // namespace est::distribute

@@ -181,8 +181,8 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   // the shared copy (central storage, after which every replica waits until it is done)).
   // `ctx` defaults to this replica's model_context(); with several replicas in sync it must
   // defer its moving averages (FailedPreconditionError). The custom loop scales the loss by the
-  // global batch itself (gradient_scale 1); the Estimator passes 1/num_replicas_in_sync unless
-  // the loss's reduction was kSum (TF's rule, estimator/replicas.h).
+  // global batch itself (gradient_scale 1); the Estimator passes loss_reduction_scale of the
+  // train op's loss reduction (TF1's rule, decided in gradient_path.cpp).
   // `loss_sum`, when given, afterwards holds the sum of the train op's loss over every replica
   // that stepped with this one (all-reduce: of every worker, in the same collective), for the
   // loss a log reports.

@@ -84,9 +84,12 @@ ModelFn keras_model_fn(Model& model, Loss loss, nn::optim::Optimizer optimizer,
       for (const auto& [name, key] : metric_keys)
         eval_metric_ops[key] = get_metric(name, labels.shape(), y_pred.shape()).fn(labels, y_pred);
     }
-    EstimatorSpec spec = mode == ModeKeys::kTrain
-                             ? EstimatorSpec::train(total_loss, optimizer.minimize(total_loss, ctx))
-                             : EstimatorSpec::eval(total_loss, {});
+    EstimatorSpec spec =
+        mode == ModeKeys::kTrain
+            ? EstimatorSpec::train(
+                  total_loss,
+                  optimizer.minimize(total_loss, ctx, {.loss_reduction = loss.reduction}))
+            : EstimatorSpec::eval(total_loss, {});
     spec.eval_metric_ops = std::move(eval_metric_ops);
     spec.predictions = std::move(predictions);
     return spec;

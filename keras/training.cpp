@@ -235,7 +235,8 @@ est::Estimator& Model::training_estimator(std::optional<int64_t> save_steps) {
       step_statistics_->record(&ctx, means, static_cast<double>(y_pred.shape()[0]));
     }
     if (mode == ModeKeys::kTrain) {
-      EstimatorSpec spec = EstimatorSpec::train(loss, optimizer_->optimizer.minimize(loss, ctx));
+      EstimatorSpec spec = EstimatorSpec::train(
+          loss, optimizer_->optimizer.minimize(loss, ctx, {.loss_reduction = loss_->reduction}));
       spec.eval_metric_ops = std::move(ops);
       return spec;
     }

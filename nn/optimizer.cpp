@@ -67,7 +67,7 @@ Optimizer Optimizer::clip_by_global_norm(double clip_norm) const {
   return copy;
 }
 
-TrainOp Optimizer::minimize(const Tensor& loss, ModelContext& ctx) const {
+TrainOp Optimizer::minimize(const Tensor& loss, ModelContext& ctx, MinimizeOptions options) const {
   if (ctx.mode() != Mode::kTrain) return TrainOp();  // EVAL/PREDICT ignore the train op
   if (!loss.defined())
     throw InvalidArgumentError(fmt::format("{}.minimize: the loss is undefined", name()));
@@ -87,7 +87,9 @@ TrainOp Optimizer::minimize(const Tensor& loss, ModelContext& ctx) const {
         "{}.minimize: the loss does not depend on any trainable variable (was it computed "
         "under a NoGradGuard, or from detached values?)",
         name()));
-  return TrainOp(*this, loss, ctx, std::move(variables));
+  // Unset: the reduction a loss function recorded (TF1's fallback; model_fns as written).
+  Reduction reduction = options.loss_reduction ? *options.loss_reduction : nn::loss_reduction(loss);
+  return TrainOp(*this, loss, ctx, std::move(variables), reduction);
 }
 
 void Optimizer::apply_gradients(VariableStore& store,

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nn/losses.h"
 #include "nn/schedules.h"
 #include "nn/variable_store.h"
 #include "ops/indexed_slices.h"
@@ -110,6 +111,16 @@ struct ApplyOptions {
   bool experimental_aggregate_gradients = true;
 };
 
+// The keyword arguments of Optimizer::minimize.
+struct MinimizeOptions {
+  // The reduction the loss was computed with, which decides what scales its gradients under a
+  // distribution strategy (distribute/gradient_path.cpp, TF1's Optimizer._scale_loss). The
+  // canned heads and Keras pass theirs. Unset: the reduction a loss function of nn/losses.h
+  // recorded on the loss (nn::loss_reduction, as TF1 reads the graph's last loss reduction), so
+  // that TF1 model_fns work as written.
+  std::optional<Reduction> loss_reduction;
+};
+
 class Optimizer {
  public:
   Optimizer(std::shared_ptr<const UpdateRule> rule, LearningRate learning_rate);
@@ -129,7 +140,7 @@ class Optimizer {
   // TrainOp: TF1 model_fns build their train op in every mode and the Estimator ignores it
   // there (tf.estimator.EstimatorSpec drops train_op unless mode is TRAIN), so neither an
   // update nor an error may come of it; the loss may then even be undefined.
-  TrainOp minimize(const Tensor& loss, ModelContext& ctx) const;
+  TrainOp minimize(const Tensor& loss, ModelContext& ctx, MinimizeOptions options = {}) const;
 
   // The update alone: each pair checked, a row-sparse gradient's duplicates summed (or the
   // gradient densified, for a rule that does not update rows), clipping by the global norm

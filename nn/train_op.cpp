@@ -8,12 +8,12 @@
 namespace est::nn {
 
 TrainOp::TrainOp(optim::Optimizer optimizer, Tensor loss, ModelContext& context,
-                 std::vector<Variable> variables)
+                 std::vector<Variable> variables, Reduction reduction)
     : optimizer_(std::move(optimizer)),
       loss_(std::move(loss)),
       context_(&context),
       variables_(std::move(variables)),
-      loss_reduction_(nn::loss_reduction(loss_)) {}
+      loss_reduction_(reduction) {}
 
 void TrainOp::check_defined(const char* what) const {
   if (!defined())
