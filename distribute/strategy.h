@@ -311,6 +311,14 @@ class Strategy {
   // Copies the chief's bytes of `values` into every worker's (a collective under several
   // workers; nothing in one process).
   void broadcast_from_chief(std::vector<Tensor>& values, const std::string& what);
+  // Every worker of the job waits here until all have arrived (nothing in one process): what
+  // comes after a barrier on one worker sees what came before it on every other (the chief's
+  // checkpoint on disk before the others read it). Every worker must call it, in the same
+  // order. It never waits forever: a worker that does not arrive in time, or a job that fails
+  // meanwhile (a peer that died or reported an error), ends it with an error naming `what`.
+  // MultiWorkerMirroredStrategy meets at the coordination service; this default sums a token
+  // across the workers (bounded as the cross-device ops' collectives are).
+  virtual void barrier(std::string_view what);
 
   // Tells the other workers that this one failed (multi-worker; nothing in one process), so
   // that they stop at once with its error. Never throws.

@@ -345,7 +345,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
       remaining = hook->epoch_begun() || stop_training ? 0 : remaining - (steps - first_step);
       // The next train() restores model_dir's latest checkpoint: the chief's save of the epoch's
       // end must be on disk before another worker reads it (it would restore the backup's step).
-      wait_for_workers(strategy, "fit's resumed epoch's checkpoint");
+      if (strategy) strategy->barrier("fit's resumed epoch's checkpoint");
     }
     if (remaining > 0)
       est.train(training_input_fn(input),
