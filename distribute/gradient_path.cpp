@@ -15,10 +15,19 @@
 // What scales it? `gradient_scale`, the explicit factor that ReplicaContext::run_train_op
 // passes down, multiplied into every gradient inside the same collective (the sum is
 // scale x the sum of the replicas' gradients). The custom loop passes 1 (its loss is already
-// divided by the global batch); the Estimator (estimator/replicas.cpp, run_train_ops) passes
-// 1/num_replicas_in_sync unless the train op's loss reduction is kSum
-// (TrainOp::loss_reduction, TF's Optimizer._scale_loss). Gradients a step hands over itself
-// (apply_gradients, gradient_transform: combine) are summed with scale 1.
+// divided by the global batch, TF2's way). The Estimator (estimator/replicas.cpp) passes
+// loss_reduction_scale(train_op.loss_reduction(), num_replicas_in_sync), TF1's rule, decided
+// below: tf.compat.v1's Optimizer._scale_loss (tensorflow/python/training/optimizer.py)
+// multiplies the loss by 1/num_replicas_in_sync when distribute_lib's get_loss_reduction()
+// says MEAN, which it says for every reduction but SUM (nn::is_mean_reduction; kNone too, since
+// TF cannot tell how the user reduced the per-example losses). The reduction is the one
+// minimize was given (MinimizeOptions::loss_reduction: the canned heads and Keras pass theirs),
+// else the one a loss function recorded on the loss (nn::loss_reduction, as TF1's
+// compute_weighted_loss records `_last_loss_reduction` on the graph,
+// tensorflow/python/ops/losses/losses_impl.py). Gradients a step hands over itself
+// (apply_gradients, gradient_transform: combine) are summed with scale 1; gradients the step
+// summed itself go to apply_gradients with experimental_aggregate_gradients false and are
+// not summed again.
 #include "distribute/gradient_path.h"
 
 #include <memory>
@@ -158,5 +167,10 @@ class AllReducePath final : public GradientPath {
 }  // namespace
 
 std::shared_ptr<GradientPath> all_reduce_path() { return std::make_shared<AllReducePath>(); }
+
+double loss_reduction_scale(nn::Reduction loss_reduction, int num_replicas_in_sync) {
+  if (num_replicas_in_sync <= 1 || !nn::is_mean_reduction(loss_reduction)) return 1.0;
+  return 1.0 / num_replicas_in_sync;
+}
 
 }  // namespace est::distribute

@@ -82,8 +82,8 @@ class GradientPath {
   // ReplicaContext::gradient_transform() (TrainOp::run's transform). Combines them as this
   // path combines gradients (all-reduce: the sum over replicas, no further scale; the loss
   // already carries 1/num_replicas_in_sync), takes replica.model_context()'s deferred
-  // moving averages with them, and marks each entry as handled
-  // (entry.summed_by = &replica) so that a later apply_gradients does not combine it twice.
+  // moving averages with them. What follows applies them as aggregated
+  // (ApplyOptions::experimental_aggregate_gradients false), so nothing combines them twice.
   // A parameter server pushes them here, and the owners apply the update.
   virtual void combine(ReplicaContext& replica, std::vector<nn::GradAndVar>& grads_and_vars) = 0;
 
@@ -107,5 +107,10 @@ class GradientPath {
 // The all-reduce path: sum over the replicas (of every worker), then the update applied where
 // the strategy's placement says. Stateless: a strategy may share it with others.
 std::shared_ptr<GradientPath> all_reduce_path();
+
+// The gradient_scale of a TF1 train op whose loss was computed with `loss_reduction`, stepping
+// with num_replicas_in_sync replicas (the Estimator's steps; gradient_path.cpp says why):
+// 1 / num_replicas_in_sync unless the reduction is kSum, 1 with one replica.
+double loss_reduction_scale(nn::Reduction loss_reduction, int num_replicas_in_sync);
 
 }  // namespace est::distribute

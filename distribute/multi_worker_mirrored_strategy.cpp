@@ -153,7 +153,11 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Setup setup)
                setup.local_tasks),
       config_(std::move(setup.config)),
       communication_(setup.communication),
-      runtime_(std::move(setup.runtime)) {
+      runtime_(std::move(setup.runtime)),
+      barrier_timeout_(communication_.timeout_seconds
+                           ? std::chrono::milliseconds(
+                                 static_cast<int64_t>(*communication_.timeout_seconds * 1000))
+                           : setup.options.session_creation_timeout) {
   std::string devices;
   for (const Device& device : this->devices())
     devices += (devices.empty() ? "" : ", ") + device.str();
@@ -187,6 +191,20 @@ std::string MultiWorkerMirroredStrategy::description() const {
 void MultiWorkerMirroredStrategy::report_error(const std::exception& error) noexcept {
   failed_ = true;
   if (runtime_) runtime_->report_error(error);
+}
+
+void MultiWorkerMirroredStrategy::barrier(std::string_view what) {
+  if (!runtime_) return;
+  // Each call its own barrier: the service remembers who reached a barrier id.
+  std::string id = fmt::format("{} #{}", what, ++barriers_);
+  try {
+    runtime_->coordination().barrier(id, barrier_timeout_);
+  } catch (const Error& error) {
+    throw_error(error.code(),
+                fmt::format("{}: the barrier '{}' did not complete: {} (every worker must reach "
+                            "the same barriers in the same order)",
+                            runtime_->task_name(), what, error.what()));
+  }
 }
 
 void MultiWorkerMirroredStrategy::shutdown() {

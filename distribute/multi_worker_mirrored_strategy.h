@@ -69,6 +69,12 @@ class MultiWorkerMirroredStrategy : public Strategy {
   ClusterRuntime* runtime() const { return runtime_.get(); }
 
   void report_error(const std::exception& error) noexcept override;
+  // At the coordination service (a barrier of its own for each call, numbered in call order),
+  // waiting at most CommunicationOptions::timeout_seconds, else
+  // MultiWorkerOptions::session_creation_timeout (the time a task waits for the others to join).
+  // DeadlineExceededError naming `what` and the missing workers when that runs out; the job's
+  // error, prefixed with `what`, when a worker dies or fails meanwhile.
+  void barrier(std::string_view what) override;
   // The orderly end of the job: waits until every worker gets here (the destructor calls it
   // when no error was seen). Idempotent.
   void shutdown();
@@ -80,6 +86,8 @@ class MultiWorkerMirroredStrategy : public Strategy {
   TfConfig config_;
   CommunicationOptions communication_;
   std::shared_ptr<ClusterRuntime> runtime_;
+  std::chrono::milliseconds barrier_timeout_;
+  int64_t barriers_ = 0;  // barrier() calls so far
   bool failed_ = false;
 };
 

@@ -160,20 +160,15 @@ void ReplicaContext::sync_step(std::vector<nn::GradAndVar>& grads_and_vars, doub
     factors.push_back(1.0);
   }
   reduce_scaled(tensors, factors);
-  for (size_t i = 0; i < grads_and_vars.size(); ++i) {
-    grads_and_vars[i].gradient = tensors[i];
-    grads_and_vars[i].summed_by = this;
-  }
+  for (size_t i = 0; i < grads_and_vars.size(); ++i) grads_and_vars[i].gradient = tensors[i];
   for (size_t i = 0; i < updates.size(); ++i) updates[i].value = tensors[grads_and_vars.size() + i];
   if (extra) *extra = tensors.back();
 }
 
 bool ReplicaContext::applies_updates() const { return gradient_path_->applies_updates(*this); }
 
-bool ReplicaContext::synchronize(std::vector<nn::GradAndVar>& grads_and_vars) {
-  bool combined = std::any_of(grads_and_vars.begin(), grads_and_vars.end(),
-                              [](const nn::GradAndVar& entry) { return entry.summed_by; });
-  if (!combined) gradient_path_->combine(*this, grads_and_vars);
+bool ReplicaContext::synchronize(std::vector<nn::GradAndVar>& grads_and_vars, bool aggregate) {
+  if (aggregate) gradient_path_->combine(*this, grads_and_vars);
   return gradient_path_->applies_updates(*this);
 }
 

@@ -26,8 +26,8 @@ bool gather_moves_fewer_bytes(int64_t total_rows, int64_t row_elements, int64_t 
 
 // Every replica calls it with its gradients, in the same order (a collective when any is
 // row-sparse). Afterwards each row-sparse gradient is either every replica's rows concatenated,
-// values times `scale`, still row-sparse (summed_by is left to the caller), or made dense for
-// the caller's dense all-reduce (which applies `scale`).
+// values times `scale`, still row-sparse, or made dense for the caller's dense all-reduce
+// (which applies `scale`).
 void gather_row_sparse_gradients(ReplicaContext& replica, std::vector<nn::GradAndVar>& grads,
                                  double scale);
 

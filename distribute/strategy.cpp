@@ -327,6 +327,12 @@ void Strategy::sum_across_workers(std::vector<Tensor>& values, const std::string
     });
 }
 
+void Strategy::barrier(std::string_view what) {
+  if (num_workers() < 2) return;
+  std::vector<Tensor> token{Tensor::from_vector(std::vector<double>{1.0}, {1})};
+  sum_across_workers(token, "the barrier '" + std::string(what) + "'");
+}
+
 std::vector<std::string> Strategy::all_gather_workers(const std::string& mine,
                                                       const std::string& what) {
   return cross_device_ops_->all_gather_across_workers(mine, what);

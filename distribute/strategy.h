@@ -24,10 +24,11 @@
 //     return loss;
 //   }, inputs);
 //   double total = strategy.reduce(ReduceOp::kSum, losses).item();
-// Inside the step, optimizer.apply_gradients (and so TrainOp::run) goes through the same
-// gradient path: the replica context hands it the gradients first, as in TF's replica context.
-// The step's replica reaches the optimizer through the replica's ModelContext (which run()
-// gives it for the step) and through the gradients it combined (GradAndVar::summed_by).
+// Inside the step, optimizer.apply_gradients with the replica's ModelContext (and so TrainOp::run)
+// goes through the same gradient path: the replica context hands it the gradients first, as in
+// TF's replica context. The step's replica reaches the optimizer through that ModelContext
+// (which run() gives it for the step); gradients the step summed itself (all_reduce_gradients)
+// go to apply_gradients(ctx, sums, {.experimental_aggregate_gradients = false}), as in TF2.
 #pragma once
 
 #include <cstdint>
@@ -155,15 +156,14 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   void all_reduce(ReduceOp op, std::vector<Tensor>& tensors);
   // The same with a factor per entry: entry i becomes the sum over replicas times factors[i].
   void reduce_scaled(std::vector<Tensor>& tensors, const std::vector<double>& factors);
-  // Sums the gradients (times `scale`; they then carry this replica as summed_by) and averages
-  // the values of `updates` over replicas, in one collective. `extra` (optional) is summed in
-  // the same collective. Applies nothing.
+  // Sums the gradients (times `scale`) and averages the values of `updates` over replicas, in
+  // one collective. `extra` (optional) is summed in the same collective. Applies nothing.
   void sync_step(std::vector<nn::GradAndVar>& grads_and_vars, double scale,
                  std::vector<nn::MovingAverageUpdate>& updates, Tensor* extra = nullptr);
   // Sums the gradients over replicas (the loss is already scaled by the global batch) and
   // averages the moving statistics model_context() deferred, applying them where the placement
-  // applies updates. The sums carry this replica (GradAndVar::summed_by): apply_gradients
-  // then applies them as they are (no second sum).
+  // applies updates. Apply the sums with apply_gradients(model_context(), sums,
+  // {.experimental_aggregate_gradients = false}) (no second sum).
   void all_reduce_gradients(std::vector<nn::GradAndVar>& grads_and_vars);
   // Several workers: the chief's `value` of variable `name` (which every worker must be
   // creating: InvalidArgumentError otherwise) in every replica's `value`; nothing in one
@@ -181,8 +181,8 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   // the shared copy (central storage, after which every replica waits until it is done)).
   // `ctx` defaults to this replica's model_context(); with several replicas in sync it must
   // defer its moving averages (FailedPreconditionError). The custom loop scales the loss by the
-  // global batch itself (gradient_scale 1); the Estimator passes 1/num_replicas_in_sync unless
-  // the loss's reduction was kSum (TF's rule, estimator/replicas.h).
+  // global batch itself (gradient_scale 1); the Estimator passes loss_reduction_scale of the
+  // train op's loss reduction (TF1's rule, decided in gradient_path.cpp).
   // `loss_sum`, when given, afterwards holds the sum of the train op's loss over every replica
   // that stepped with this one (all-reduce: of every worker, in the same collective), for the
   // loss a log reports.
@@ -198,9 +198,9 @@ class ReplicaContext final : public nn::CrossReplicaSync {
   bool applies_updates() const;
 
   // nn::CrossReplicaSync, called by Optimizer::apply_gradients and ModelContext::get_variable:
-  // the gradient path's combine (unless combined already), applies_updates and after_update;
+  // the gradient path's combine (when `aggregate`), applies_updates and after_update;
   // the variable home's initialize_variable and read_variable.
-  bool synchronize(std::vector<nn::GradAndVar>& grads_and_vars) override;
+  bool synchronize(std::vector<nn::GradAndVar>& grads_and_vars, bool aggregate) override;
   void after_update() override;
   void initialize_variable(const std::string& name, Tensor& value) override;
   void read_variable(const std::string& name, Tensor& value, const Tensor* rows) override;
@@ -311,6 +311,14 @@ class Strategy {
   // Copies the chief's bytes of `values` into every worker's (a collective under several
   // workers; nothing in one process).
   void broadcast_from_chief(std::vector<Tensor>& values, const std::string& what);
+  // Every worker of the job waits here until all have arrived (nothing in one process): what
+  // comes after a barrier on one worker sees what came before it on every other (the chief's
+  // checkpoint on disk before the others read it). Every worker must call it, in the same
+  // order. It never waits forever: a worker that does not arrive in time, or a job that fails
+  // meanwhile (a peer that died or reported an error), ends it with an error naming `what`.
+  // MultiWorkerMirroredStrategy meets at the coordination service; this default sums a token
+  // across the workers (bounded as the cross-device ops' collectives are).
+  virtual void barrier(std::string_view what);
 
   // Tells the other workers that this one failed (multi-worker; nothing in one process), so
   // that they stop at once with its error. Never throws.

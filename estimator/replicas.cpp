@@ -174,12 +174,13 @@ void Replicas::run_train_ops(const std::vector<EstimatorSpec>& specs, EstimatorS
   if (specs.size() != static_cast<size_t>(size()))
     throw InternalError(
         fmt::format("run_train_ops: {} specs for {} replicas", specs.size(), size()));
-  double replicas = static_cast<double>(strategy_->num_replicas_in_sync());
+  const int replicas = strategy_->num_replicas_in_sync();
   bool job_loss = spec && strategy_->num_workers() > 1;
   Tensor loss_sum;  // replica 0's copy of the sum over the job
   strategy_->run(*set_, [&](distribute::ReplicaContext& replica) {
     auto r = static_cast<size_t>(replica.replica_id());
-    double scale = scales_loss(specs[r].train_op) ? 1.0 / replicas : 1.0;
+    // TF1's loss scaling, decided by the gradient path from the train op's loss reduction.
+    double scale = distribute::loss_reduction_scale(specs[r].train_op.loss_reduction(), replicas);
     Tensor sum;
     replica.run_train_op(specs[r].train_op, scale, &context(replica.replica_id()),
                          job_loss ? &sum : nullptr);
@@ -190,14 +191,15 @@ void Replicas::run_train_ops(const std::vector<EstimatorSpec>& specs, EstimatorS
     // As step_spec: the mean over replicas when the gradients were divided, else the sum.
     double total = loss_sum.item();
     if (scales_loss(specs.front().train_op) && nn::is_mean_reduction(reductions_.front()))
-      total /= replicas;
+      total /= static_cast<double>(replicas);
     spec->loss = Tensor::scalar(total, spec->loss.dtype());
   }
 }
 
 bool Replicas::scales_loss(const nn::TrainOp& train_op) const {
-  return strategy_ && strategy_->num_replicas_in_sync() > 1 && train_op.defined() &&
-         nn::is_mean_reduction(train_op.loss_reduction());
+  return strategy_ && train_op.defined() &&
+         distribute::loss_reduction_scale(train_op.loss_reduction(),
+                                          strategy_->num_replicas_in_sync()) != 1.0;
 }
 
 EstimatorSpec Replicas::step_spec(const std::vector<EstimatorSpec>& specs) const {

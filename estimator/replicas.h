@@ -15,8 +15,10 @@
 // - loss scaling follows tf.compat.v1's Optimizer._scale_loss under the Estimator
 //   (tensorflow/python/training/optimizer.py, distribute_lib.py's get_loss_reduction): with
 //   more than one replica, each replica's gradients are divided by num_replicas_in_sync
-//   before the cross-replica sum UNLESS the loss reduction the train op carries (that of the
-//   loss minimize was given, nn::loss_reduction) is kSum. A loss computed with kNone and then
+//   before the cross-replica sum UNLESS the loss reduction the train op carries
+//   (MinimizeOptions::loss_reduction, else the one recorded on the loss, nn::loss_reduction)
+//   is kSum. The gradient path decides (distribute/gradient_path.cpp, loss_reduction_scale);
+//   this file passes the train op's reduction along. A loss computed with kNone and then
 //   reduced by the user (the multi-worker tutorial's reduce_sum(losses) / global_batch) is divided
 //   too, as in TF, so such a loss already scaled by the global batch makes an update
 //   1/num_replicas_in_sync of one replica's on the global batch; compute it with kSum to sum
@@ -91,8 +93,9 @@ class Replicas {
   // Runs the specs' train ops (one per replica; every replica must have one) through the
   // strategy's gradient path (ReplicaContext::run_train_op; all-reduce: gradients,
   // cross-replica sum, moving averages, the update). TF's loss scaling: replica r's gradients
-  // are multiplied by 1/num_replicas_in_sync unless specs[r].train_op.loss_reduction() is
-  // kSum (kNone included: TF divides a user-reduced per-example loss as well).
+  // are multiplied by distribute::loss_reduction_scale(specs[r].train_op.loss_reduction()):
+  // 1/num_replicas_in_sync unless it is kSum (kNone included: TF divides a user-reduced
+  // per-example loss as well).
   // Under several workers the step's loss over every replica of the job comes back in the same
   // collective, and `spec` (from step_spec) takes it, so every worker logs the job's loss.
   void run_train_ops(const std::vector<EstimatorSpec>& specs, EstimatorSpec* spec = nullptr);

@@ -56,12 +56,6 @@ std::string write_filepath(const std::string& filepath, bool is_chief, int task_
   return (dir / path.filename()).string();
 }
 
-// Every worker waits here until all have arrived (a sum over the workers; nothing alone).
-void barrier(est::distribute::Strategy& strategy, const std::string& what) {
-  std::vector<est::Tensor> token{est::Tensor::from_vector(std::vector<double>{1.0}, {1})};
-  strategy.sum_across_workers(token, what);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -109,7 +103,7 @@ int main(int argc, char** argv) try {
   // task_type, task_id = (strategy.cluster_resolver.task_type, strategy.cluster_resolver.task_id)
   bool is_chief = strategy->is_chief();
   int task_id = strategy->worker_index();
-  barrier(*strategy, "fit's last checkpoint");  // the chief's is on disk before anyone reads it
+  strategy->barrier("fit's last checkpoint");  // the chief's is on disk before anyone reads it
 
   // write_model_path = write_filepath(model_path, task_type, task_id)
   // multi_worker_model.save(write_model_path)
@@ -117,7 +111,7 @@ int main(int argc, char** argv) try {
   std::string write_model_path = write_filepath(model_path, is_chief, task_id);
   multi_worker_model->save(write_model_path);
   if (!is_chief) std::filesystem::remove_all(std::filesystem::path(write_model_path).parent_path());
-  barrier(*strategy, "model.save");  // the chief's file exists before the workers load it
+  strategy->barrier("model.save");  // the chief's file exists before the workers load it
 
   // loaded_model = tf.keras.models.load_model(model_path)
   // loaded_model.fit(single_worker_dataset, epochs=2, steps_per_epoch=20)  (alone, no strategy)
@@ -141,7 +135,7 @@ int main(int argc, char** argv) try {
   // (the tutorial removes write_checkpoint_dir and leaves its empty workertemp_<id>; here both go)
   if (!is_chief)
     std::filesystem::remove_all(std::filesystem::path(write_checkpoint_dir).parent_path());
-  barrier(*strategy, "checkpoint_manager.save");
+  strategy->barrier("checkpoint_manager.save");
 
   // latest_checkpoint = tf.train.latest_checkpoint(checkpoint_dir)
   // checkpoint.restore(latest_checkpoint)
@@ -149,7 +143,7 @@ int main(int argc, char** argv) try {
   if (!latest_checkpoint)
     throw est::NotFoundError("no checkpoint in " + checkpoint_dir + " after the chief's save");
   if (is_chief) checkpoint.restore(*latest_checkpoint);
-  barrier(*strategy, "checkpoint.restore");
+  strategy->barrier("checkpoint.restore");
 
   if (strategy->is_chief())
     fmt::print(

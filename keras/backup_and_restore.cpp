@@ -8,8 +8,8 @@
 
 #include "checkpoint/backup_and_restore.h"
 #include "checkpoint/reader.h"
+#include "distribute/strategy.h"
 #include "estimator/hooks/session_run_hook.h"
-#include "keras/fit_loop.h"
 #include "keras/model.h"
 #include "ops/error.h"
 
@@ -68,7 +68,8 @@ void BackupAndRestore::on_train_begin(const Logs&) {
   batches_since_save_ = 0;
   restore();
   // Every worker's train() restores from model_dir: the chief's copy of the backup goes first.
-  wait_for_workers(model()->config().train_distribute.get(), "BackupAndRestore's restore");
+  if (distribute::Strategy* strategy = model()->config().train_distribute.get())
+    strategy->barrier("BackupAndRestore's restore");
 }
 
 void BackupAndRestore::restore() {

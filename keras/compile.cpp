@@ -56,9 +56,15 @@ nn::metrics::MetricOp accuracy_of(const Tensor& labels, const Tensor& prediction
   return nn::metrics::accuracy(labels, predictions);
 }
 
+// Keras's losses reduce SUM_OVER_BATCH_SIZE, and say so to minimize.
+Loss over_batch_loss(Loss loss) {
+  loss.reduction = Reduction::kSumOverBatchSize;
+  return loss;
+}
+
 Loss with_logits(bool from_logits, Loss loss) {
   loss.from_logits = from_logits;
-  return loss;
+  return over_batch_loss(std::move(loss));
 }
 
 }  // namespace
@@ -112,12 +118,13 @@ Loss BinaryCrossentropy(bool from_logits) {
 }
 
 Loss MeanSquaredError() {
-  return {"mean_squared_error", [](const Tensor& y_true, const Tensor& y_pred) {
-            Tensor labels = as_float(y_true, y_pred);
-            if (labels.shape().size() + 1 == y_pred.shape().size())
-              labels = ops::expand_dims(labels, -1);
-            return over_batch(ops::mean(ops::squared_difference(y_pred, labels), {-1}));
-          }};
+  return over_batch_loss({"mean_squared_error", [](const Tensor& y_true, const Tensor& y_pred) {
+                            Tensor labels = as_float(y_true, y_pred);
+                            if (labels.shape().size() + 1 == y_pred.shape().size())
+                              labels = ops::expand_dims(labels, -1);
+                            return over_batch(
+                                ops::mean(ops::squared_difference(y_pred, labels), {-1}));
+                          }});
 }
 
 }  // namespace losses

@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "nn/losses.h"
 #include "nn/metrics.h"
 #include "nn/optimizer.h"
 #include "ops/tensor.h"
@@ -27,12 +28,15 @@ namespace est::keras {
 
 using ops::Tensor;
 
-// loss(y_true, y_pred) -> scalar (SUM_OVER_BATCH_SIZE), recording its reduction for the
-// strategies' loss scaling (nn::loss_reduction).
+// loss(y_true, y_pred) -> scalar (SUM_OVER_BATCH_SIZE for Keras's losses).
 struct Loss {
   std::string name;  // "sparse_categorical_crossentropy", ...
   std::function<Tensor(const Tensor& y_true, const Tensor& y_pred)> fn;
   bool from_logits = false;  // for the saved config (keras/saving.h)
+  // The reduction fn applies, passed to minimize (MinimizeOptions::loss_reduction) for the
+  // strategies' loss scaling; Keras's losses set SUM_OVER_BATCH_SIZE. Unset (a loss of one's
+  // own): the reduction its nn loss function recorded (nn::loss_reduction).
+  std::optional<nn::Reduction> reduction;
 };
 
 namespace losses {

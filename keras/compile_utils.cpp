@@ -164,6 +164,9 @@ CompiledLossesAndMetrics::Step CompiledLossesAndMetrics::operator()(
     if (step.rows == 0) step.rows = static_cast<double>(y_true[i].shape().at(0));
     if (!output.loss) continue;
     output_losses[i] = output.loss->fn(y_true[i], y_pred.at(i));
+    const bool first = !step.loss.defined();
+    if (first || step.reduction != output.loss->reduction)
+      step.reduction = first ? output.loss->reduction : std::nullopt;
     Tensor weighted = output.weight ? ops::mul(output_losses[i], *output.weight) : output_losses[i];
     step.loss = step.loss.defined() ? ops::add(step.loss, weighted) : weighted;
   }

@@ -45,6 +45,9 @@ class CompiledLossesAndMetrics {
     MetricOps ops;              // keyed by names()
     std::vector<double> means;  // the ops' batch values in names() order
     double rows = 0;            // the batch size
+    // The reduction for minimize (MinimizeOptions::loss_reduction): the one every output's
+    // loss sets when they agree; unset otherwise (minimize then reads the loss's record).
+    std::optional<nn::Reduction> reduction;
   };
   // y_true[i] (undefined where the output has no y) and y_pred[i] for each output, and the
   // model's regularization losses (Model::regularization_losses), added to the total.

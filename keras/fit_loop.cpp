@@ -58,12 +58,6 @@ void EpochHook::reset_epoch() {
   logs_.clear();
 }
 
-void wait_for_workers(distribute::Strategy* strategy, const char* what) {
-  if (!strategy || strategy->num_workers() < 2) return;
-  std::vector<Tensor> token{Tensor::from_vector(std::vector<double>{1.0}, {1})};
-  strategy->sum_across_workers(token, what);
-}
-
 void EpochHook::sum_across_workers(std::vector<double>& values, const char* what) {
   if (!strategy_ || strategy_->num_workers() < 2) return;
   std::vector<Tensor> tensors{Tensor::from_vector(values, {static_cast<int64_t>(values.size())})};

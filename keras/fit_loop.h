@@ -41,10 +41,6 @@ namespace est::keras {
 
 class Model;
 
-// Every worker of `strategy` waits here until all have arrived (a sum over the workers); nothing
-// without a strategy or with one worker. `what` names the meeting in a collective's error.
-void wait_for_workers(distribute::Strategy* strategy, const char* what);
-
 class StepStatistics {
  public:
   explicit StepStatistics(size_t names) : names_(names) {}

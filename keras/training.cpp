@@ -268,8 +268,9 @@ est::Estimator& Model::training_estimator(std::optional<int64_t> save_steps) {
     if (mode == ModeKeys::kTrain && step_statistics_)
       step_statistics_->record(&ctx, step.means, step.rows);
     if (mode == ModeKeys::kTrain) {
-      EstimatorSpec spec =
-          EstimatorSpec::train(step.loss, optimizer_->optimizer.minimize(step.loss, ctx));
+      EstimatorSpec spec = EstimatorSpec::train(
+          step.loss,
+          optimizer_->optimizer.minimize(step.loss, ctx, {.loss_reduction = step.reduction}));
       spec.eval_metric_ops = std::move(step.ops);
       return spec;
     }
@@ -380,7 +381,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions options) {
       remaining = hook->epoch_begun() || stop_training ? 0 : remaining - (steps - first_step);
       // The next train() restores model_dir's latest checkpoint: the chief's save of the epoch's
       // end must be on disk before another worker reads it (it would restore the backup's step).
-      wait_for_workers(strategy, "fit's resumed epoch's checkpoint");
+      if (strategy) strategy->barrier("fit's resumed epoch's checkpoint");
     }
     if (remaining > 0)
       est.train(training_input_fn(input),

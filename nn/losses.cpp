@@ -72,9 +72,27 @@ Tensor div_no_nan(const Tensor& numerator, const Tensor& denominator) {
   return ops::div(numerator, ops::add(denominator, is_zero));
 }
 
-// Records `reduction` on the loss's autograd node (nothing to record without one).
+// The record of a loss function's reduction on its result, kept by nn (TF1 keeps it on the graph,
+// `_last_loss_reduction`, not on an op): the result's gradient function is wrapped in this
+// object, which calls it unchanged and carries the reduction; std::function::target finds it
+// again. ops' autograd knows nothing of it.
+struct ReducedLossBackward {
+  ops::BackwardFn backward;
+  Reduction reduction;
+  std::vector<Tensor> operator()(const Tensor& grad_output, const ops::NeedsGrad& needs) const {
+    return backward(grad_output, needs);
+  }
+};
+
+// Records `reduction` on the loss's autograd node (nothing to record without one; a node
+// recorded already takes the latest reduction).
 Tensor with_reduction(Tensor loss, Reduction reduction) {
-  if (const auto& node = loss.grad_node()) node->loss_reduction = static_cast<int>(reduction);
+  const auto& node = loss.grad_node();
+  if (!node) return loss;
+  if (auto* recorded = node->backward.target<ReducedLossBackward>())
+    recorded->reduction = reduction;
+  else
+    node->backward = ReducedLossBackward{std::move(node->backward), reduction};
   return loss;
 }
 
@@ -87,7 +105,8 @@ Reduction loss_reduction(const Tensor& loss) {
   std::unordered_set<const ops::GradNode*> seen;
   if (const auto& node = loss.grad_node()) queue.push_back(node.get());
   for (size_t i = 0; i < queue.size(); ++i) {
-    if (queue[i]->loss_reduction >= 0) return static_cast<Reduction>(queue[i]->loss_reduction);
+    if (const auto* recorded = queue[i]->backward.target<ReducedLossBackward>())
+      return recorded->reduction;
     for (const Tensor& input : queue[i]->inputs)
       if (const auto& node = input.grad_node(); node && seen.insert(node.get()).second)
         queue.push_back(node.get());

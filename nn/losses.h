@@ -41,10 +41,12 @@ class LossWeights {
 
 // The reduction recorded on `loss`: tf.compat.v1's compute_weighted_loss records the "last loss
 // reduction" on the graph, kNone included; here every loss function records it on its result
-// (its autograd node), and a loss computed from such results (reduce_sum(losses) / batch, or a
-// loss plus a regularizer) has the reduction of the nearest one in its autograd graph (breadth
-// first from `loss`). Optimizer::minimize reads it into the TrainOp it builds, where the
-// Estimator's strategy scaling reads it (see TrainOp::loss_reduction). kSumByNonzeroWeights
+// (nn wraps the gradient function of the result's autograd node; ops holds no field for it), and
+// a loss computed from such results (reduce_sum(losses) / batch, or a loss plus a regularizer)
+// has the reduction of the nearest one in its autograd graph (breadth first from `loss`).
+// Optimizer::minimize reads it into the TrainOp it builds when MinimizeOptions::loss_reduction
+// is unset (the TF1 fallback; heads and Keras pass theirs), where the Estimator's strategy
+// scaling reads it (see TrainOp::loss_reduction). kSumByNonzeroWeights
 // (TF's graph starts with None, which also counts as a mean) when no loss function took part,
 // or when `loss` records no gradient (computed under NoGradGuard, or from constants only).
 Reduction loss_reduction(const Tensor& loss);

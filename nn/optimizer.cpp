@@ -67,7 +67,7 @@ Optimizer Optimizer::clip_by_global_norm(double clip_norm) const {
   return copy;
 }
 
-TrainOp Optimizer::minimize(const Tensor& loss, ModelContext& ctx) const {
+TrainOp Optimizer::minimize(const Tensor& loss, ModelContext& ctx, MinimizeOptions options) const {
   if (ctx.mode() != Mode::kTrain) return TrainOp();  // EVAL/PREDICT ignore the train op
   if (!loss.defined())
     throw InvalidArgumentError(fmt::format("{}.minimize: the loss is undefined", name()));
@@ -87,39 +87,25 @@ TrainOp Optimizer::minimize(const Tensor& loss, ModelContext& ctx) const {
         "{}.minimize: the loss does not depend on any trainable variable (was it computed "
         "under a NoGradGuard, or from detached values?)",
         name()));
-  return TrainOp(*this, loss, ctx, std::move(variables));
+  // Unset: the reduction a loss function recorded (TF1's fallback; model_fns as written).
+  Reduction reduction = options.loss_reduction ? *options.loss_reduction : nn::loss_reduction(loss);
+  return TrainOp(*this, loss, ctx, std::move(variables), reduction);
 }
-
-namespace {
-
-// The replica that summed the gradients (inside strategy.run), or null.
-CrossReplicaSync* summing_replica(const std::vector<GradAndVar>& grads_and_vars) {
-  for (const GradAndVar& entry : grads_and_vars)
-    if (entry.summed_by) return entry.summed_by;
-  return nullptr;
-}
-
-}  // namespace
 
 void Optimizer::apply_gradients(VariableStore& store,
                                 std::vector<GradAndVar> grads_and_vars) const {
-  CrossReplicaSync* sync = summing_replica(grads_and_vars);
-  apply_through(sync, store, std::move(grads_and_vars));
+  apply_here(store, std::move(grads_and_vars));
 }
 
-void Optimizer::apply_gradients(ModelContext& ctx, std::vector<GradAndVar> grads_and_vars) const {
-  CrossReplicaSync* sync = summing_replica(grads_and_vars);
-  if (!sync) sync = ContextControl(ctx).replica_sync();
-  apply_through(sync, ctx.store(), std::move(grads_and_vars));
-}
-
-void Optimizer::apply_through(CrossReplicaSync* sync, VariableStore& store,
-                              std::vector<GradAndVar> grads_and_vars) const {
+void Optimizer::apply_gradients(ModelContext& ctx, std::vector<GradAndVar> grads_and_vars,
+                                ApplyOptions options) const {
+  CrossReplicaSync* sync = ContextControl(ctx).replica_sync();
   if (!sync) {
-    apply_here(store, std::move(grads_and_vars));
+    apply_here(ctx.store(), std::move(grads_and_vars));
     return;
   }
-  if (sync->synchronize(grads_and_vars)) apply_here(store, std::move(grads_and_vars));
+  if (sync->synchronize(grads_and_vars, options.experimental_aggregate_gradients))
+    apply_here(ctx.store(), std::move(grads_and_vars));
   sync->after_update();
 }
 
@@ -213,8 +199,8 @@ void Optimizer::apply_gradients(VariableStore& store, const std::vector<Tensor>&
 }
 
 void Optimizer::apply_gradients(ModelContext& ctx, const std::vector<Tensor>& gradients,
-                                const std::vector<Tensor>& variables) const {
-  apply_gradients(ctx, pair_up(name(), ctx.store(), gradients, variables));
+                                const std::vector<Tensor>& variables, ApplyOptions options) const {
+  apply_gradients(ctx, pair_up(name(), ctx.store(), gradients, variables), options);
 }
 
 Tensor get_slot(VariableStore& store, const GradAndVar& entry, std::string_view slot,

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nn/losses.h"
 #include "nn/schedules.h"
 #include "nn/variable_store.h"
 #include "ops/indexed_slices.h"
@@ -34,9 +35,6 @@ struct GradAndVar {
   std::string name;
   Tensor gradient;  // dense; undefined when the gradient is sparse_gradient, or None
   Tensor variable;
-  // Inside strategy.run: the replica that summed this gradient over the replicas, which then
-  // decides where it is applied (null: not summed). Valid during that step only.
-  CrossReplicaSync* summed_by = nullptr;
   ops::IndexedSlices sparse_gradient;  // defined instead of `gradient` for a row-sparse one
 
   bool has_gradient() const { return gradient.defined() || sparse_gradient.defined(); }
@@ -52,22 +50,24 @@ struct GradAndVar {
   }
 };
 
-// Rewrites gradients before the update: the distribution strategy's all-reduce.
+// Rewrites gradients before the update: the distribution strategy's all-reduce
+// (ReplicaContext::gradient_transform()). TrainOp::run applies what it leaves as aggregated
+// (ApplyOptions::experimental_aggregate_gradients false: no second sum inside strategy.run).
 using GradientTransform = std::function<void(std::vector<GradAndVar>&)>;
 
 // A replica's side of its distribution strategy while a step runs (TF's replica context). The
 // strategy gives it to the replica's ModelContext for the step (ContextControl::replica_sync(),
-// nn/context_control.h), and gradients it summed carry it (GradAndVar::summed_by):
-// Optimizer::apply_gradients hands it the gradients first, so that an update inside strategy.run is
-// synchronized however the step was written (TrainOp::run, apply_gradients with gradients from
-// ops::gradients, ...). nn only declares the interface; distribute/ implements it.
+// nn/context_control.h): Optimizer::apply_gradients with that context hands it the gradients
+// first, so that an update inside strategy.run is synchronized however the step was written
+// (TrainOp::run, apply_gradients with gradients from ops::gradients, ...). nn only declares the
+// interface; distribute/ implements it.
 class CrossReplicaSync {
  public:
   virtual ~CrossReplicaSync() = default;
-  // Sums the gradients over replicas in place (unless they are summed already: summed_by) and
-  // says whether this replica applies the update (mirrored variables: every replica; central
-  // storage: replica 0 only).
-  virtual bool synchronize(std::vector<GradAndVar>& grads_and_vars) = 0;
+  // Sums the gradients over replicas in place when `aggregate` (false: the caller summed them
+  // already, ApplyOptions::experimental_aggregate_gradients) and says whether this replica
+  // applies the update (mirrored variables: every replica; central storage: replica 0 only).
+  virtual bool synchronize(std::vector<GradAndVar>& grads_and_vars, bool aggregate) = 0;
   // After the update (or instead of it, on replicas that do not apply it): central storage
   // waits here until the shared variables are updated.
   virtual void after_update() = 0;
@@ -101,6 +101,26 @@ class UpdateRule {
   virtual bool updates_rows() const { return false; }
 };
 
+// The keyword arguments of Optimizer::apply_gradients with a ModelContext, by TF2's names
+// (tf.keras.optimizers.Optimizer.apply_gradients, keras/optimizer_v2/optimizer_v2.py).
+struct ApplyOptions {
+  // Inside strategy.run: true sums the gradients over the replicas first (TF's default); false
+  // takes them as summed already (ReplicaContext::all_reduce_gradients, all_reduce) and applies
+  // them as the strategy places the variables (central storage: once, by replica 0, while the
+  // others wait), without another sum. Outside strategy.run it changes nothing.
+  bool experimental_aggregate_gradients = true;
+};
+
+// The keyword arguments of Optimizer::minimize.
+struct MinimizeOptions {
+  // The reduction the loss was computed with, which decides what scales its gradients under a
+  // distribution strategy (distribute/gradient_path.cpp, TF1's Optimizer._scale_loss). The
+  // canned heads and Keras pass theirs. Unset: the reduction a loss function of nn/losses.h
+  // recorded on the loss (nn::loss_reduction, as TF1 reads the graph's last loss reduction), so
+  // that TF1 model_fns work as written.
+  std::optional<Reduction> loss_reduction;
+};
+
 class Optimizer {
  public:
   Optimizer(std::shared_ptr<const UpdateRule> rule, LearningRate learning_rate);
@@ -120,7 +140,7 @@ class Optimizer {
   // TrainOp: TF1 model_fns build their train op in every mode and the Estimator ignores it
   // there (tf.estimator.EstimatorSpec drops train_op unless mode is TRAIN), so neither an
   // update nor an error may come of it; the loss may then even be undefined.
-  TrainOp minimize(const Tensor& loss, ModelContext& ctx) const;
+  TrainOp minimize(const Tensor& loss, ModelContext& ctx, MinimizeOptions options = {}) const;
 
   // The update alone: each pair checked, a row-sparse gradient's duplicates summed (or the
   // gradient densified, for a rule that does not update rows), clipping by the global norm
@@ -130,25 +150,22 @@ class Optimizer {
   // the step count (apply_gradients below, a GradientPath, a ps task).
   void update(VariableStore& store, std::vector<GradAndVar> grads_and_vars, int64_t step) const;
 
-  // update() at the store's global step, then global_step += 1. For custom training loops and
-  // for TrainOp. Gradients a replica summed
-  // inside strategy.run (GradAndVar::summed_by) are applied as its strategy places the
-  // variables (central storage: once, by replica 0, while the others wait).
+  // update() at the store's global step, then global_step += 1, here, unsynchronized: for
+  // custom training loops outside strategy.run (inside it, use the ModelContext overloads).
   void apply_gradients(VariableStore& store, std::vector<GradAndVar> grads_and_vars) const;
   // The same with parallel lists; variables are looked up in the store by their storage.
   void apply_gradients(VariableStore& store, const std::vector<Tensor>& gradients,
                        const std::vector<Tensor>& variables) const;
-  // The same on ctx's store. Inside strategy.run the gradients are first summed over replicas
-  // by the replica that ctx computes for (ContextControl::replica_sync(), nn/context_control.h), so
-  // clipping sees the global gradient.
-  void apply_gradients(ModelContext& ctx, std::vector<GradAndVar> grads_and_vars) const;
+  // The same on ctx's store. Inside strategy.run it goes through the replica that ctx computes
+  // for (ContextControl::replica_sync(), nn/context_control.h): the gradients are summed over
+  // the replicas first, unless `options` says they are summed already, so clipping sees the
+  // global gradient, and the update is applied as the strategy places the variables.
+  void apply_gradients(ModelContext& ctx, std::vector<GradAndVar> grads_and_vars,
+                       ApplyOptions options = {}) const;
   void apply_gradients(ModelContext& ctx, const std::vector<Tensor>& gradients,
-                       const std::vector<Tensor>& variables) const;
+                       const std::vector<Tensor>& variables, ApplyOptions options = {}) const;
 
  private:
-  // Through `sync` (null: here, unsynchronized).
-  void apply_through(CrossReplicaSync* sync, VariableStore& store,
-                     std::vector<GradAndVar> grads_and_vars) const;
   void apply_here(VariableStore& store, std::vector<GradAndVar> grads_and_vars) const;
   // update()'s first half: the gradients present, checked, deduplicated or densified, clipped.
   std::vector<GradAndVar> prepare(std::vector<GradAndVar> grads_and_vars) const;

@@ -23,7 +23,7 @@ void update_rows(const std::vector<GradAndVar>& grads,
     if (rows.num_rows() == 0) continue;
     view_of[i] = views.size();
     sparse.push_back(i);
-    GradAndVar view{entry.name, rows.values, ops::gather(entry.variable, rows.indices), nullptr};
+    GradAndVar view{entry.name, rows.values, ops::gather(entry.variable, rows.indices)};
     views.push_back(std::move(view));
     for (size_t s = 0; s < slots.size(); ++s)
       view_slots[s].push_back(ops::gather(slots[s][i], rows.indices));

@@ -8,12 +8,12 @@
 namespace est::nn {
 
 TrainOp::TrainOp(optim::Optimizer optimizer, Tensor loss, ModelContext& context,
-                 std::vector<Variable> variables)
+                 std::vector<Variable> variables, Reduction reduction)
     : optimizer_(std::move(optimizer)),
       loss_(std::move(loss)),
       context_(&context),
       variables_(std::move(variables)),
-      loss_reduction_(nn::loss_reduction(loss_)) {}
+      loss_reduction_(reduction) {}
 
 void TrainOp::check_defined(const char* what) const {
   if (!defined())
@@ -67,9 +67,9 @@ std::vector<GradAndVar> TrainOp::compute_gradients(const ops::GradientReady& on_
   return out;
 }
 
-void TrainOp::apply(std::vector<GradAndVar> grads_and_vars) const {
+void TrainOp::apply(std::vector<GradAndVar> grads_and_vars, optim::ApplyOptions options) const {
   check_defined("apply");
-  optimizer_->apply_gradients(*context_, std::move(grads_and_vars));
+  optimizer_->apply_gradients(*context_, std::move(grads_and_vars), options);
 }
 
 void TrainOp::run() const { run(transform_); }
@@ -83,6 +83,8 @@ void TrainOp::run(const GradientTransform& transform) const {
       throw InternalError(fmt::format(
           "TrainOp::run: the gradient transform changed the number of gradients from {} to {}",
           count, grads.size()));
+    apply(std::move(grads), {.experimental_aggregate_gradients = false});
+    return;
   }
   apply(std::move(grads));
 }

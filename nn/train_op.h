@@ -23,15 +23,17 @@ class TrainOp {
  public:
   TrainOp() = default;  // empty: defined() is false (eval and predict specs)
   // `context`: the model_fn call's context (minimize's), which must outlive the train op.
+  // `reduction`: the reduction the loss was computed with (minimize's options).
   TrainOp(optim::Optimizer optimizer, Tensor loss, ModelContext& context,
-          std::vector<Variable> variables);
+          std::vector<Variable> variables, Reduction reduction);
 
   bool defined() const { return optimizer_.has_value(); }
   const Tensor& loss() const { return loss_; }
-  // The reduction the loss carries (nn::loss_reduction(loss), read when minimize built this
-  // train op): what tf.compat.v1's Optimizer._scale_loss reads
-  // (tensorflow/python/training/optimizer.py). Under a strategy the Estimator divides the
-  // gradients by num_replicas_in_sync unless it is kSum.
+  // The reduction the loss was computed with: MinimizeOptions::loss_reduction, else the one the
+  // loss carries (nn::loss_reduction(loss), read when minimize built this train op). What
+  // tf.compat.v1's Optimizer._scale_loss reads (tensorflow/python/training/optimizer.py): under
+  // a strategy the Estimator's gradients are divided by num_replicas_in_sync unless it is kSum
+  // (distribute/gradient_path.h, loss_reduction_scale).
   Reduction loss_reduction() const { return loss_reduction_; }
   const optim::Optimizer& optimizer() const;
   VariableStore& store() const;
@@ -48,11 +50,12 @@ class TrainOp {
   // the backward pass (ops::gradients' callback), so that a strategy can start reducing it;
   // every gradient dense.
   std::vector<GradAndVar> compute_gradients(const ops::GradientReady& on_ready) const;
-  // Steps 3-5: clipping, update, global step (the optimizer's apply_gradients with context():
-  // inside strategy.run, synchronized by its replica).
-  void apply(std::vector<GradAndVar> grads_and_vars) const;
+  // Steps 3-5: clipping, update, global step (the optimizer's apply_gradients with context()
+  // and `options`: inside strategy.run, synchronized by its replica).
+  void apply(std::vector<GradAndVar> grads_and_vars, optim::ApplyOptions options = {}) const;
   // The whole step. Each call differentiates the same recorded forward pass, so a training
-  // loop runs it once per model_fn call.
+  // loop runs it once per model_fn call. With a transform (the strategy's all-reduce) the
+  // gradients it leaves are applied as aggregated (no second sum inside strategy.run).
   void run() const;
   void run(const GradientTransform& transform) const;
 

@@ -36,9 +36,6 @@ struct GradNode {
   std::string name;            // the op, for error messages and profiles
   std::vector<Tensor> inputs;  // the tensors the op read (only their autograd links are used)
   BackwardFn backward;
-  // The nn::Reduction (nn/losses.h) a loss function applied to this node's result, -1 for any
-  // other op: the loss carries its reduction to Optimizer::minimize (TF records it on the graph).
-  int loss_reduction = -1;
   // Set by ops that read rows of input 0: its gradient as slices. backward() then asks
   // `backward` only for the other inputs (needs[0] false) when input 0 is a source that
   // row_sparse_gradients() hands on as slices.

@@ -195,7 +195,6 @@ void PsGradientPath::apply(ReplicaContext& replica, const nn::TrainOp& train_op,
 }
 
 void PsGradientPath::combine(ReplicaContext& replica, std::vector<nn::GradAndVar>& grads_and_vars) {
-  for (nn::GradAndVar& entry : grads_and_vars) entry.summed_by = &replica;
   std::vector<nn::GradAndVar> present = gradients_to_push(grads_and_vars, 1.0, std::nullopt);
   std::lock_guard lock(mutex_);
   push(replica.store(), present,

@@ -91,7 +91,9 @@ EstimatorSpec Head::create_estimator_spec(const Features& features, ModeKeys mod
         "{}: create_estimator_spec in TRAIN needs an optimizer (e.g. optim::adagrad(0.05))",
         kind()));
   Tensor train_loss = loss(labels, logits, features, regularization_losses);
-  nn::TrainOp train_op = optimizer->minimize(train_loss, ctx);
+  // The head's reduction, passed explicitly: it decides the loss scaling under a strategy.
+  nn::TrainOp train_op =
+      optimizer->minimize(train_loss, ctx, {.loss_reduction = options_.loss_reduction});
   return EstimatorSpec({.mode = ModeKeys::kTrain,
                         .predictions = std::move(predicted),
                         .loss = train_loss,

@@ -167,3 +167,15 @@ TEST_CASE("distribute: the all-reduce path is every built-in strategy's") {
   for (Strategy* strategy : std::vector<Strategy*>{&mirrored, &central, &one})
     CHECK(strategy->gradient_path().name() == "all-reduce");
 }
+
+TEST_CASE("distribute: TF1's loss scaling divides by the replicas unless the reduction is SUM") {
+  // tf.compat.v1 Optimizer._scale_loss with get_loss_reduction: every reduction but SUM counts
+  // as a mean (NONE too: TF cannot tell how the user reduced it); one replica scales nothing.
+  for (Reduction mean : {Reduction::kNone, Reduction::kMean, Reduction::kSumOverBatchSize,
+                         Reduction::kSumByNonzeroWeights}) {
+    CHECK(loss_reduction_scale(mean, 4) == 0.25);
+    CHECK(loss_reduction_scale(mean, 1) == 1.0);
+  }
+  CHECK(loss_reduction_scale(Reduction::kSum, 4) == 1.0);
+  CHECK(loss_reduction_scale(Reduction::kSum, 1) == 1.0);
+}

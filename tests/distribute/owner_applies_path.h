@@ -44,7 +44,8 @@ class OwnerAppliesPath final : public distribute::GradientPath, public distribut
         nn::ContextControl(ctx).take_moving_average_updates();
     if (loss_sum) *loss_sum = train_op.loss().detach().clone();
     push(replica, grads, gradient_scale, updates, loss_sum);
-    train_op.apply(std::move(grads));  // only the owner's store: applies_updates
+    train_op.apply(std::move(grads),  // only the owner's store: applies_updates
+                   {.experimental_aggregate_gradients = false});
   }
 
   void combine(distribute::ReplicaContext& replica,

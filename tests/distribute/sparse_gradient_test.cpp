@@ -68,7 +68,8 @@ VariableStore& train(MirroredStrategy& strategy, int64_t vocabulary, Path path, 
             else
               entry.gradient = ops::mul(entry.gradient, 0.5);
           }
-          optim::adagrad(0.5).apply_gradients(ctx.store(), grads);
+          optim::adagrad(0.5).apply_gradients(ctx, grads,
+                                              {.experimental_aggregate_gradients = false});
           return loss;
         },
         split_batch(id_batch(vocabulary, step), 2));

@@ -89,7 +89,8 @@ void train_and_compare(Strategy& strategy, const Model& model, const MakeOptimiz
               for (size_t i = 0; i < variables.size(); ++i)
                 entries.push_back({ctx.store().name_of(variables[i]), gradients[i], variables[i]});
               replica.all_reduce_gradients(entries);
-              make_optimizer().apply_gradients(ctx.store(), entries);
+              make_optimizer().apply_gradients(ctx, entries,
+                                               {.experimental_aggregate_gradients = false});
             }
             return loss;
           }

@@ -345,6 +345,41 @@ TEST_CASE("a TrainOp carries the reduction of the loss minimize was given") {
         Reduction::kNone);
 }
 
+TEST_CASE("minimize's loss_reduction option overrides the reduction recorded on the loss") {
+  // TF2's explicit style (the canned heads and Keras pass theirs): the option wins over the
+  // record; unset, the record is the TF1 fallback.
+  VariableStore store;
+  ModelContext ctx(store);
+  Tensor w = ctx.get_variable("w", {2}, DType::kF64, constant(1.0));
+  Tensor target = Tensor::from_vector<double>({0, 1});
+  Tensor mean = mean_squared_error(target, w, 1.0, Reduction::kMean);
+  CHECK(optim::sgd(0.1).minimize(mean, ctx, {.loss_reduction = Reduction::kSum}).loss_reduction() ==
+        Reduction::kSum);
+  CHECK(optim::sgd(0.1)
+            .minimize(ops::sum(w), ctx, {.loss_reduction = Reduction::kSum})
+            .loss_reduction() == Reduction::kSum);  // no loss function took part
+  CHECK(optim::sgd(0.1).minimize(mean, ctx, {}).loss_reduction() == Reduction::kMean);
+}
+
+TEST_CASE("the recorded reduction leaves the loss's gradient as it was") {
+  // nn records a loss function's reduction by wrapping its result's gradient function: the
+  // gradient through it must be the unwrapped one, bit for bit.
+  VariableStore store;
+  ModelContext ctx(store);
+  Tensor w = ctx.get_variable("w", {3}, DType::kF64, constant(0.5));
+  Tensor target = Tensor::from_vector<double>({0, 1, 3});
+  Tensor recorded = mean_squared_error(target, w, 1.0, Reduction::kSum);
+  Tensor plain = ops::sum(ops::squared_difference(w, target));
+  CHECK(recorded.item() == plain.item());
+  CHECK(ops::gradients(recorded, {w})[0].to_vector<double>() ==
+        ops::gradients(plain, {w})[0].to_vector<double>());
+  // A later record takes the latest reduction, and the gradient stays the same.
+  Tensor again = compute_weighted_loss(recorded, 1.0, Reduction::kNone);
+  CHECK(loss_reduction(again) == Reduction::kNone);
+  CHECK(ops::gradients(again, {w})[0].to_vector<double>() ==
+        ops::gradients(plain, {w})[0].to_vector<double>());
+}
+
 TEST_CASE("minimize and an empty TrainOp report misuse") {
   VariableStore store;
   ModelContext ctx(store);
