@@ -138,15 +138,6 @@ Json inbound_nodes(const Node& node, KerasVersion version) {
   return Json::array({{{"args", args}, {"kwargs", Json::object()}}});
 }
 
-Json wrap(const std::string& class_name, Json config, KerasVersion version, const char* module) {
-  Json out;
-  if (version == KerasVersion::k3) out["module"] = module;
-  out["class_name"] = class_name;
-  out["config"] = std::move(config);
-  if (version == KerasVersion::k3) out["registered_name"] = nullptr;
-  return out;
-}
-
 // Nodes of the model graph by layer (each layer is called once).
 std::map<const Layer*, const Node*> nodes_by_layer(const Model& model) {
   std::map<const Layer*, const Node*> out;
@@ -222,11 +213,11 @@ Json serialize_model(const Model& model, KerasVersion version) {
     const Layer& input = *model.inputs()[0].node->layer;
     Json first = layer_config(input, input_shape, version);
     if (!dynamic_cast<const layers::InputLayerImpl*>(&input)) first["name"] = "input_layer";
-    layer_list.push_back(wrap("InputLayer", first, version, "keras.layers"));
+    layer_list.push_back(keras_object("keras.layers", "InputLayer", first, version));
     for (const auto& layer : model.layers()) {
       const Node* node = nodes.at(layer.get());
       Json entry =
-          wrap(layer->class_name(), layer_config(*layer, {}, version), version, "keras.layers");
+          keras_object("keras.layers", layer->class_name(), layer_config(*layer, {}, version), version);
       if (k3) entry["build_config"] = {{"input_shape", shape_json(node->inputs[0].shape)}};
       layer_list.push_back(entry);
     }
@@ -235,8 +226,8 @@ Json serialize_model(const Model& model, KerasVersion version) {
   } else {
     for (const auto& layer : model.layers()) {
       const Node* node = nodes.at(layer.get());
-      Json entry = wrap(layer->class_name(), layer_config(*layer, node->output_shape, version),
-                        version, "keras.layers");
+      Json entry = keras_object("keras.layers", layer->class_name(),
+                                layer_config(*layer, node->output_shape, version), version);
       if (k3 && !node->inputs.empty())
         entry["build_config"] = {
             {"input_shape", node->inputs.size() == 1 ? shape_json(node->inputs[0].shape) : [&] {

@@ -83,7 +83,7 @@ inline void check_close(const std::vector<Tensor>& a, const std::vector<Tensor>&
 // `optimizer`; `on_loaded(loaded, saved)` checks more before the last epoch.
 inline void resumes_exactly(
     bool functional, const std::string& extension, const std::function<void(K::Model&)>& compile,
-    const std::string& optimizer,
+    [[maybe_unused]] const std::string& optimizer,  // unused where doctest is disabled
     const std::function<void(K::Model& loaded, K::Model& saved)>& on_loaded = {}) {
   Scratch scratch;
   auto data = blobs(96, 16);
