@@ -50,6 +50,7 @@
 #include "estimator/run_config.h"
 #include "keras/callbacks.h"
 #include "keras/compile.h"
+#include "keras/data_adapter.h"
 #include "keras/layers.h"
 
 namespace est {
@@ -142,6 +143,12 @@ class Model {
   History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
   std::map<std::string, double> evaluate(const Tensor& x, const Tensor& y,
                                          EvaluateOptions options = {}, int64_t batch_size = 32);
+  // The same for several inputs or outputs: x and y as Keras's structures (data_adapter.h: x by
+  // Input name or in input order, y by output name, in output order, or one tensor for every
+  // output), all with the same number of rows.
+  History fit(XStructure x, YStructure y, FitOptions options = {});
+  std::map<std::string, double> evaluate(XStructure x, YStructure y, EvaluateOptions options = {},
+                                         int64_t batch_size = 32);
   // The outputs for every example, concatenated over batches (one tensor per output, in the
   // order of outputs()).
   std::vector<Tensor> predict(const data::Dataset& dataset, std::optional<int64_t> steps = {});
@@ -219,6 +226,10 @@ class Model {
 
  private:
   std::vector<Tensor> inputs_of(const data::Features& features) const;
+  // fit / evaluate on tensors (keras/arrays.cpp): (x, y) as one element of whole tensors.
+  History fit_rows(const data::Element& xy, FitOptions options);
+  std::map<std::string, double> evaluate_rows(const data::Element& xy, EvaluateOptions options,
+                                              int64_t batch_size);
   // compile()'s losses and metrics for the built model's outputs (made at the first use after
   // compile, or by compile when the model is built).
   const CompiledLossesAndMetrics& compiled();

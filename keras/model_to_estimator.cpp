@@ -89,8 +89,8 @@ ModelFn keras_model_fn(Model& model, std::shared_ptr<const CompiledLossesAndMetr
     for (const auto& [name, key] : metric_keys) eval_metric_ops[key] = step.ops.at(name);
     EstimatorSpec spec =
         mode == ModeKeys::kTrain
-            ? EstimatorSpec::train(step.loss, optimizer.minimize(step.loss, ctx,
-                                                                 {.loss_reduction = step.reduction}))
+            ? EstimatorSpec::train(
+                  step.loss, optimizer.minimize(step.loss, ctx, {.loss_reduction = step.reduction}))
             : EstimatorSpec::eval(step.loss, {});
     spec.eval_metric_ops = std::move(eval_metric_ops);
     spec.predictions = std::move(predictions);

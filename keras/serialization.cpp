@@ -216,8 +216,8 @@ Json serialize_model(const Model& model, KerasVersion version) {
     layer_list.push_back(keras_object("keras.layers", "InputLayer", first, version));
     for (const auto& layer : model.layers()) {
       const Node* node = nodes.at(layer.get());
-      Json entry =
-          keras_object("keras.layers", layer->class_name(), layer_config(*layer, {}, version), version);
+      Json entry = keras_object("keras.layers", layer->class_name(),
+                                layer_config(*layer, {}, version), version);
       if (k3) entry["build_config"] = {{"input_shape", shape_json(node->inputs[0].shape)}};
       layer_list.push_back(entry);
     }

@@ -297,6 +297,48 @@ TEST_CASE("keras two outputs: evaluate, predict, validation logs; y as a map or 
   CHECK(logs["reg_loss"] == doctest::Approx(mse).epsilon(1e-5));
 }
 
+TEST_CASE("keras two outputs: fit and evaluate on tensors equal the same rows as a dataset") {
+  Data train = make_data(48, 4), test = make_data(20, 5);
+  TempDir dir_a, dir_b;
+  auto on_dataset = two_outputs(dir_a.root.string(), 8);
+  auto on_tensors = two_outputs(dir_b.root.string(), 8);
+  compile_weighted(*on_dataset, 0.05);
+  compile_weighted(*on_tensors, 0.05);
+  // Keras's fit(x=[a, b], y={"cls": ..., "reg": ...}, batch_size=16, shuffle=False,
+  // validation_split=0.25): the last 12 rows are the validation data.
+  auto history = on_tensors->fit(
+      std::vector<Tensor>{train.ta(), train.tb()},
+      K::Targets{{"cls", train.tcls()}, {"reg", train.treg()}},
+      {.epochs = 2, .verbose = 0, .batch_size = 16, .validation_split = 0.25, .shuffle = false});
+  auto take = [](const Data& d, int64_t begin, int64_t count) {
+    Data out{count, {}, {}, {}, {}};
+    out.a.assign(d.a.begin() + begin * 2, d.a.begin() + (begin + count) * 2);
+    out.b.assign(d.b.begin() + begin * 3, d.b.begin() + (begin + count) * 3);
+    out.cls.assign(d.cls.begin() + begin, d.cls.begin() + begin + count);
+    out.reg.assign(d.reg.begin() + begin, d.reg.begin() + begin + count);
+    return out;
+  };
+  auto expected = on_dataset->fit(
+      by_name(take(train, 0, 36), 16),
+      {.epochs = 2, .validation_data = by_name(take(train, 36, 12), 16), .verbose = 0});
+  for (const char* key : {"loss", "cls_loss", "reg_loss", "val_loss", "val_cls_accuracy"}) {
+    REQUIRE(history[key].size() == 2);
+    for (size_t e = 0; e < 2; ++e)
+      CHECK(history[key][e] == doctest::Approx(expected[key][e]).epsilon(1e-6));
+  }
+  // evaluate: x by Input name, y as a tuple in output order.
+  auto logs =
+      on_tensors->evaluate(data::Features{{"a", test.ta()}, {"b", test.tb()}},
+                           std::vector<Tensor>{test.tcls(), test.treg()}, {.verbose = 0}, 8);
+  auto want = on_tensors->evaluate(by_name(test, 8), {.verbose = 0});
+  for (const auto& [key, value] : want) CHECK(logs.at(key) == doctest::Approx(value).epsilon(1e-6));
+  // Tensors whose rows differ: an error naming the shapes.
+  CHECK_THROWS_WITH_AS(
+      on_tensors->evaluate(std::vector<Tensor>{train.ta(), test.tb()},
+                           K::Targets{{"cls", test.tcls()}, {"reg", test.treg()}}, {.verbose = 0}),
+      doctest::Contains("the same number of rows"), InvalidArgumentError);
+}
+
 TEST_CASE("keras two outputs: 'accuracy' for every output picks each one's accuracy") {
   TempDir dir;
   K::clear_session();
