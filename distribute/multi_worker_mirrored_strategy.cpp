@@ -200,6 +200,7 @@ void MultiWorkerMirroredStrategy::barrier(std::string_view what) {
   try {
     runtime_->coordination().barrier(id, barrier_timeout_);
   } catch (const Error& error) {
+    failed_ = true;  // the job cannot end in order: the destructor must not wait for a shutdown
     throw_error(error.code(),
                 fmt::format("{}: the barrier '{}' did not complete: {} (every worker must reach "
                             "the same barriers in the same order)",
