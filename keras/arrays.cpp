@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "keras/compile_utils.h"
 #include "keras/data_adapter.h"
 #include "keras/model.h"
 #include "ops/array_ops.h"
@@ -44,26 +45,16 @@ int64_t check_rows(const data::Element& xy, const char* what) {
   std::optional<int64_t> n;
   bool same = !xy.features.empty();
   std::string shapes;
-  auto visit = [&](const std::string& name, const Tensor& t) {
-    // pack_x_y's names (data_adapter.h) as the user wrote the structures: x[0], y['cls'], y[1].
-    std::string shown = name;
-    if (name.starts_with("labels##"))
-      shown = fmt::format("y[{}]", name.substr(8));
-    else if (name.starts_with("labels#"))
-      shown = fmt::format("y['{}']", name.substr(7));
-    else if (name.starts_with("#"))
-      shown = fmt::format("x[{}]", name.substr(1));
-    else if (name != "x" && name != "y")
-      shown = fmt::format("x['{}']", name);
+  auto visit = [&](const std::string& shown, const Tensor& t) {
     shapes += fmt::format("{}{} {}", shapes.empty() ? "" : ", ", shown,
                           t.defined() ? ops::shape_str(t.shape()) : "undefined");
     if (!t.defined() || t.rank() < 1 || (n && *n != t.dim(0))) same = false;
     if (t.defined() && t.rank() >= 1 && !n) n = t.dim(0);
   };
-  for (const auto& [name, x] : xy.features) visit(name, x);
-  const bool y_in_features = std::any_of(xy.features.begin(), xy.features.end(), [](const auto& f) {
-    return f.first.starts_with("labels#");
-  });
+  // element(x, y)'s one x tensor is "x"; pack_x_y's features are shown as their user wrote them.
+  for (const auto& [name, x] : xy.features) visit(name == "x" ? name : structure_name(name), x);
+  const bool y_in_features = !std::all_of(xy.features.begin(), xy.features.end(),
+                                          [](const auto& f) { return is_x_feature(f.first); });
   if (xy.labels.defined() || !y_in_features) visit("y", xy.labels);
   if (!same)
     throw InvalidArgumentError(fmt::format(

@@ -84,5 +84,8 @@ std::vector<Tensor> unpack_y(const data::Features& features, const Tensor& label
 std::string quoted_list(const std::vector<std::string>& names);
 // Whether a feature is part of x (not a y that pack_x_y put among the features).
 bool is_x_feature(const std::string& key);
+// The part of Keras's (x, y) that a pack_x_y feature holds, as its user wrote it, for error
+// messages: "x[0]", "x['image']", "y['cls']", "y[1]".
+std::string structure_name(const std::string& key);
 
 }  // namespace est::keras

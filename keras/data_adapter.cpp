@@ -84,6 +84,13 @@ data::Dataset from_tensor_slices(XStructure x, YStructure y) {
 
 bool is_x_feature(const std::string& key) { return key.compare(0, kTarget.size(), kTarget) != 0; }
 
+std::string structure_name(const std::string& key) {
+  if (auto i = position(key, kTargetAt)) return fmt::format("y[{}]", *i);
+  if (!is_x_feature(key)) return fmt::format("y['{}']", key.substr(kTarget.size()));
+  if (auto i = position(key, kPosition)) return fmt::format("x[{}]", *i);
+  return fmt::format("x['{}']", key);
+}
+
 std::vector<Tensor> unpack_x(const data::Features& features,
                              const std::vector<std::string>& input_names,
                              const std::string& model) {
