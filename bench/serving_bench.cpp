@@ -6,9 +6,12 @@
 // in-process (one call per image: it restores the checkpoint each call, as TF's does) and est's
 // ONNX interpreter in-process (what est-serve runs). The server's own cost per request (JSON parse,
 // tensor conversion, the response) is timed apart: handle_rest in-process minus the interpreter's
-// run of the same tensor. bench/serving_ort.js times onnxruntime-node on the same model.onnx.
+// run of the same tensor. bench/serving_ort.js times onnxruntime-node on the same model.onnx;
+// with --ort_http, the same REST clients also time onnxruntime-node behind Node's HTTP server
+// (bench/serving_ort_http.js), the peer that pays HTTP and JSON as est-serve does.
 //
 //   serving_bench [--est_serve build/tools/est-serve] [--requests N] [--dir DIR]
+//                 [--ort_http bench/serving_ort_http.js --node_path build/npm/node_modules]
 // Without --est_serve only the in-process runners and server_overhead run (for profiling the
 // interpreter, or comparing two builds of it back to back).
 // Lines: `<runner> clients=C p50_ms=... p99_ms=... requests_per_sec=...`, `server_overhead
@@ -43,6 +46,7 @@
 
 #include <est/est.h>
 
+#include "bench/serving_peer.h"
 #include "examples/cnn_model.h"
 #include "export/rest_api.h"
 #if EST_SERVE_GRPC
@@ -141,12 +145,14 @@ double own_cpu_seconds() {
 // `run()` (the requests of one line, `requests` of them), followed by the CPU time per request
 // of the clients (this process) and of the server: on two cores shared by both, a client's
 // cost is time the server does not get.
+// `server_cpu` gives the server's CPU seconds so far (by default cpu_seconds_of(server)).
 double with_cpu_costs(const std::string& runner, int clients, int requests, pid_t server,
-                      const std::function<double()>& run) {
-  const double client_before = own_cpu_seconds(), server_before = cpu_seconds_of(server);
+                      const std::function<double()>& run,
+                      std::function<double(pid_t)> server_cpu = cpu_seconds_of) {
+  const double client_before = own_cpu_seconds(), server_before = server_cpu(server);
   const double per_second = run();
   const double client = own_cpu_seconds() - client_before;
-  const double served = cpu_seconds_of(server) - server_before;
+  const double served = server_cpu(server) - server_before;
   fmt::print("{} clients={} client_cpu_us_per_request={:.1f} server_cpu_us_per_request={:.1f}\n",
              runner, clients, client * 1e6 / requests, served * 1e6 / requests);
   std::fflush(stdout);
@@ -218,7 +224,8 @@ void start_server(ServerProcess& server, const std::string& binary, const std::s
 // opens the next), closed once its thread is done: a connection left open would hold one of
 // est-serve's threads for cpp-httplib's keep-alive timeout (5 s) while other clients wait.
 // Returns the requests/s.
-double time_rest(int port, const std::string& body, int clients, int requests) {
+double time_rest(const std::string& runner, int port, const std::string& body, int clients,
+                 int requests) {
   std::vector<std::unique_ptr<httplib::Client>> connections(static_cast<size_t>(clients));
   std::mutex mutex;
   std::string first_error;
@@ -239,12 +246,37 @@ double time_rest(int port, const std::string& body, int clients, int requests) {
     }
     return ok;
   };
-  const double per_second = run_clients("est_serve_rest", clients, requests, send, [&](int c) {
-    connections[static_cast<size_t>(c)].reset();
-  });
+  const double per_second = run_clients(
+      runner, clients, requests, send, [&](int c) { connections[static_cast<size_t>(c)].reset(); });
   if (!first_error.empty())
-    fmt::print("est_serve_rest clients={} first_error={}\n", clients, first_error);
+    fmt::print("{} clients={} first_error={}\n", runner, clients, first_error);
   return per_second;
+}
+
+// Throws unless the peer answers `body` as est-serve does: the same outputs, classes equal and
+// logits within 1e-4 (two runtimes: not bit for bit). Prints `ort_http_matches_est_serve=yes`.
+void check_same_predictions(int est_serve_port, int peer_port, const std::string& body) {
+  auto predictions = [&](int port) {
+    httplib::Client client("127.0.0.1", port);
+    auto result = client.Post("/v1/models/cnn:predict", body, "application/json");
+    if (!result || result->status != 200)
+      throw est::InternalError(
+          fmt::format("predict on port {}: {}", port,
+                      result ? result->body : httplib::to_string(result.error())));
+    return nlohmann::json::parse(result->body).at("predictions").at(0);
+  };
+  const nlohmann::json ours = predictions(est_serve_port), theirs = predictions(peer_port);
+  bool same = ours.size() == theirs.size() && ours.at("classes") == theirs.at("classes");
+  const auto& a = ours.at("logits");
+  const auto& b = theirs.at("logits");
+  same = same && a.size() == b.size();
+  for (size_t i = 0; same && i < a.size(); ++i)
+    same = std::abs(a[i].get<double>() - b[i].get<double>()) <=
+           1e-4 * std::max(1.0, std::abs(a[i].get<double>()));
+  if (!same)
+    throw est::InternalError("the onnxruntime peer answers differently: est-serve " + ours.dump() +
+                             ", peer " + theirs.dump());
+  fmt::print("ort_http_matches_est_serve=yes\n");
 }
 
 }  // namespace
@@ -268,6 +300,11 @@ int main(int argc, char** argv) try {
   app.add_option("--api", api, "est-serve's APIs to time: rest, grpc or both")
       ->capture_default_str()
       ->check(CLI::IsMember({"rest", "grpc", "both"}));
+  std::string ort_http, node_path;
+  app.add_option("--ort_http", ort_http,
+                 "bench/serving_ort_http.js: also time onnxruntime-node behind Node's HTTP "
+                 "server, with the same REST clients (needs --node_path)");
+  app.add_option("--node_path", node_path, "the node_modules directory holding onnxruntime-node");
   CLI11_PARSE(app, argc, argv);
   if (dir.empty()) {
     char pattern[] = "/tmp/serving_bench_XXXXXX";
@@ -360,8 +397,9 @@ int main(int argc, char** argv) try {
   start_server(server, est_serve, base, dir + "/est-serve.log");
   for (int clients : levels) {
     if (api != "grpc")
-      rest[clients] = with_cpu_costs("est_serve_rest", clients, requests, server.pid,
-                                   [&] { return time_rest(server.port, body, clients, requests); });
+      rest[clients] = with_cpu_costs("est_serve_rest", clients, requests, server.pid, [&] {
+        return time_rest("est_serve_rest", server.port, body, clients, requests);
+      });
 #if EST_SERVE_GRPC
     if (api == "rest") continue;
     // One channel (one connection) a client, as `clients` client processes would hold them.
@@ -379,6 +417,19 @@ int main(int argc, char** argv) try {
       fmt::print("est_serve_grpc clients={} first_error={}\n", clients, first_error);
 #endif
   }
+  // The peer over the same protocol: onnxruntime-node behind Node's HTTP server, the same
+  // body, clients and kept-alive connections (REST only: it has no gRPC API).
+  std::map<int, double> peer;
+  if (!ort_http.empty() && api != "grpc") {
+    const std::string model = fs::path(exported) / "model.onnx";
+    est::bench::OrtHttpPeer node(node_path, ort_http, model, free_port(), dir + "/ort-http.log");
+    check_same_predictions(server.port, node.port(), body);
+    for (int clients : levels)
+      peer[clients] = with_cpu_costs(
+          "ort_http_rest", clients, requests, node.pid(),
+          [&] { return time_rest("ort_http_rest", node.port(), body, clients, requests); },
+          est::bench::process_tree_cpu_seconds);
+  }
   // Issue 31's targets, each a ratio of this run's figures (those this run has).
   auto target = [](const std::string& name, double value, const std::string& bound, bool met) {
     if (std::isfinite(value) && value > 0)
@@ -394,6 +445,13 @@ int main(int argc, char** argv) try {
   }
   target("rest_64_over_interpreter_64", rest[64] / interpreter[64], ">=0.8",
          rest[64] >= 0.8 * interpreter[64]);
+  // The same bounds against the peer over the same protocol, the clients on the same cores.
+  if (!peer.empty()) {
+    target("rest_1_over_ort_http_1", rest[1] / peer[1], ">=0.8", rest[1] >= 0.8 * peer[1]);
+    target("rest_64_over_ort_http_64", rest[64] / peer[64], ">=0.8", rest[64] >= 0.8 * peer[64]);
+    if (EST_SERVE_GRPC)
+      target("grpc_64_over_ort_http_64", grpc[64] / peer[64], ">=0.8", grpc[64] >= 0.8 * peer[64]);
+  }
   return 0;
 } catch (const std::exception& error) {
   fmt::print(stderr, "serving_bench: {}\n", error.what());

@@ -56,7 +56,7 @@ const std::vector<Program> kPrograms = {
     {"bench/op_backend_bench", {"--batch", "--rounds", "--threads"}},
     {"bench/threads_bench", {"--seconds", "--rounds"}},
     {"bench/memory_bench", {"--steps", "--batch", "--estimator_steps", "--limit"}},
-    {"bench/serving_bench", {"--est_serve", "--requests", "--dir"}},
+    {"bench/serving_bench", {"--est_serve", "--requests", "--dir", "--ort_http", "--node_path"}},
 };
 
 }  // namespace
