@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -151,11 +152,21 @@ bool plain_host_tensor(const Tensor& t) {
 
 namespace detail {
 
+namespace {
+thread_local int64_t t_fence_ns = 0;
+}  // namespace
+
 void fence_storage(Storage& storage) {
   if (!storage.fenced().load(std::memory_order_acquire)) return;
+  const auto start = std::chrono::steady_clock::now();
   Registry& r = registry();
-  std::unique_lock lock(r.mutex);
-  finish_pair_of_locked(r, storage, lock);
+  {
+    std::unique_lock lock(r.mutex);
+    finish_pair_of_locked(r, storage, lock);
+  }
+  t_fence_ns +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
 }
 
 }  // namespace detail
@@ -206,6 +217,8 @@ std::vector<Tensor> fenced_copies(const std::vector<Tensor>& sources,
   r.work.notify_one();
   return copies;
 }
+
+int64_t fence_nanoseconds_on_this_thread() { return detail::t_fence_ns; }
 
 bool lazy_copies() { return g_lazy.load(std::memory_order_relaxed); }
 void set_lazy_copies(bool lazy) { g_lazy.store(lazy, std::memory_order_relaxed); }

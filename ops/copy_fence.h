@@ -48,6 +48,9 @@ void set_lazy_copies(bool lazy);
 int64_t pending_fenced_copies();
 // Blocks until no copy is pending (tests and benches).
 void wait_for_fenced_copies();
+// Nanoseconds the calling thread has spent in the fence (copying a pair it met, or waiting for
+// the copier to finish one), since it started: the time a snapshot blocked it after the call.
+int64_t fence_nanoseconds_on_this_thread();
 // Tests: while paused, the copier takes no new pair, so only accesses finish copies.
 void pause_fenced_copier(bool paused);
 

@@ -65,8 +65,10 @@ TEST_CASE("a snapshot keeps the values of snapshot time through every kind of wr
     const std::vector<float> at_snapshot = values_of(kernel);
     TensorBundle snapshot = bundle.snapshot();
     CHECK(ops::pending_fenced_copies() == 2);
+    const int64_t fenced_ns = ops::fence_nanoseconds_on_this_thread();
     write();
     CHECK(ops::pending_fenced_copies() == 1);  // the kernel's pair, made by this thread
+    CHECK(ops::fence_nanoseconds_on_this_thread() > fenced_ns);
     CHECK(values_of(snapshot.find("dense/kernel")->value) == at_snapshot);
     CHECK(values_of(snapshot.find("dense/bias")->value) == bias_before);
     CHECK(ops::pending_fenced_copies() == 0);
