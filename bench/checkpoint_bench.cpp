@@ -12,7 +12,22 @@
 // at least 50 % of the plain rate. Then a 200 MB TensorFlow checkpoint (run_tf) read through est's
 // TF reader against a plain read of its data shard, both cold: target at least 80 % (issue 30).
 // After the 200 MB est line, a `target` line with issue 32's: restore over read >= 0.80, the
-// snapshot blocking training <= 5 ms.
+// asynchronous save blocking training <= 5 ms.
+//
+// "Async save blocks training" is measured on the training thread, not as the snapshot call
+// alone (the snapshot's copies are fenced, ops/copy_fence.h: made by a background thread, or by
+// the thread that touches a tensor first). One step of a model holding the 200 MB (variables +
+// Adam-like slots): a compute phase of about 30 ms that reads every variable in order with
+// arithmetic between them (a forward pass), then an in-place update of every variable and
+// slot (an optimizer's apply). Each round runs a plain step, then an eager save (the old deep
+// copy, set_lazy_copies(false)) followed by the step, then a fenced save followed by the step,
+// waiting for the file after each outside the timing. Two medians per kind of save: the time
+// the training thread spent inside CheckpointManager::save (snapshot + submit) and inside the
+// fence during the step (ops::fence_nanoseconds_on_this_thread: copies it made itself, waits
+// for the copier) -- the `target` figure; and the step's extra wall time over the plain step,
+// which also counts the background copy and file write taking cores and memory bandwidth from
+// the step (large on a loaded 2-core machine, the same for both kinds). The old figure, the
+// eager snapshot call alone, is printed beside them.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -26,6 +41,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/tf_bundle_reader.h"
+#include "ops/copy_fence.h"
 #include "tests/checkpoint/tf_bundle_helpers.h"  // the TensorFlow bundle writer of the tests
 
 namespace {
@@ -35,6 +51,8 @@ using namespace est::checkpoint;
 namespace fs = std::filesystem;
 
 constexpr int kRepeats = 5;
+constexpr int kStepRounds = 9;            // rounds of the blocked-step measure
+constexpr double kComputeSeconds = 0.03;  // the step's compute phase besides reading variables
 
 double seconds_of(const std::function<void()>& work) {
   auto start = std::chrono::steady_clock::now();
@@ -108,6 +126,89 @@ TensorBundle model_of(int megabytes, int variable_megabytes) {
   return bundle;
 }
 
+volatile double g_sink = 0;
+
+// Cache-resident arithmetic standing in for a layer's compute.
+double spin(int64_t iterations, double x) {
+  for (int64_t i = 0; i < iterations; ++i) x = x * 0.999999 + 1e-9;
+  return x;
+}
+
+// One training step (see the top of the file): reads each variable, spinning between them,
+// then updates every variable and slot in place.
+void train_step(TensorBundle& bundle, int64_t spin_per_variable) {
+  double sink = 0;
+  for (const TensorEntry& entry : bundle.tensors) {
+    if (entry.kind != EntryKind::kVariable) continue;
+    const float* data = entry.value.data<float>();
+    float sum = 0;
+    for (int64_t j = 0; j < entry.value.numel(); ++j) sum += data[j];
+    sink = spin(spin_per_variable, sink + sum);
+  }
+  for (TensorEntry& entry : bundle.tensors) {
+    float* data = entry.value.data<float>();
+    for (int64_t j = 0; j < entry.value.numel(); ++j) data[j] = data[j] * 0.999f + 1e-6f;
+  }
+  g_sink = sink;
+}
+
+// Spin iterations per variable for kComputeSeconds in all.
+int64_t calibrate_spin(const TensorBundle& bundle) {
+  int64_t variables = 0;
+  for (const TensorEntry& entry : bundle.tensors) variables += entry.kind == EntryKind::kVariable;
+  const int64_t probe = 2'000'000;
+  std::vector<double> probe_s;
+  for (int i = 0; i < 3; ++i) probe_s.push_back(seconds_of([&] { g_sink = spin(probe, 1.0); }));
+  const double total = kComputeSeconds / median(probe_s) * static_cast<double>(probe);
+  return std::max<int64_t>(1, static_cast<int64_t>(total) / std::max<int64_t>(1, variables));
+}
+
+struct Blocked {
+  double eager_ms, fenced_ms;              // the training thread in save() and the fence
+  double fenced_save_ms, fenced_fence_ms;  // the fenced one's two parts (medians)
+  double eager_step_ms, fenced_step_ms;    // the step's extra wall time
+  double step_ms;                          // the step without a save
+};
+
+// The training thread's time lost to an asynchronous save taken before a step.
+Blocked blocked_by_async_save(const std::string& dir, TensorBundle& bundle) {
+  const std::string save_dir = dir + "/async";
+  CheckpointManager manager({.directory = save_dir, .keep_checkpoint_max = 1, .async = true});
+  const int64_t spin_per_variable = calibrate_spin(bundle);
+  std::vector<double> plain_s, eager_s, fenced_s, eager_in_s, fenced_in_s, save_s, fence_s;
+  train_step(bundle, spin_per_variable);  // warm: pages touched, allocator cache filled
+  for (int round = 0; round < kStepRounds; ++round) {
+    plain_s.push_back(seconds_of([&] { train_step(bundle, spin_per_variable); }));
+    for (bool lazy : {false, true}) {
+      ops::set_lazy_copies(lazy);
+      double in_save = 0;
+      const int64_t fence_before = ops::fence_nanoseconds_on_this_thread();
+      (lazy ? fenced_s : eager_s).push_back(seconds_of([&] {
+        in_save = seconds_of([&] { manager.save(bundle); });
+        train_step(bundle, spin_per_variable);
+      }));
+      const double in_fence =
+          1e-9 * static_cast<double>(ops::fence_nanoseconds_on_this_thread() - fence_before);
+      (lazy ? fenced_in_s : eager_in_s).push_back(in_save + in_fence);
+      if (lazy) {
+        save_s.push_back(in_save);
+        fence_s.push_back(in_fence);
+      }
+      manager.wait();
+    }
+  }
+  ops::set_lazy_copies(true);
+  fs::remove_all(save_dir);
+  const double plain = median(plain_s);
+  return {1e3 * median(eager_in_s),
+          1e3 * median(fenced_in_s),
+          1e3 * median(save_s),
+          1e3 * median(fence_s),
+          1e3 * (median(eager_s) - plain),
+          1e3 * (median(fenced_s) - plain),
+          1e3 * plain};
+}
+
 void run(const std::string& dir, int megabytes, int variable_megabytes) {
   TensorBundle bundle = model_of(megabytes, variable_megabytes);
   const double mb = static_cast<double>(bundle.tensor_bytes()) / 1e6;
@@ -122,19 +223,27 @@ void run(const std::string& dir, int megabytes, int variable_megabytes) {
     evict(checkpoint);
     read_s.push_back(seconds_of([&] { plain_read(raw, target); }));
     restore_s.push_back(seconds_of([&] { restore_into(checkpoint, target); }));
+    ops::set_lazy_copies(false);
     snapshot_s.push_back(seconds_of([&] { (void)bundle.snapshot(); }));
+    ops::set_lazy_copies(true);
   }
+  const Blocked blocked = blocked_by_async_save(dir, bundle);
   const double write_rate = mb / median(write_s), save_rate = mb / median(save_s);
   const double read_rate = mb / median(read_s), restore_rate = mb / median(restore_s);
   fmt::print(
       "{:>6.0f} MB in {:>3} tensors | write+fsync {:>7.0f} MB/s | save {:>7.0f} MB/s ({:>3.0f} %)"
-      " | read {:>7.0f} MB/s | restore {:>7.0f} MB/s ({:>3.0f} %) | async save blocks "
-      "training {:.1f} ms\n",
+      " | read {:>7.0f} MB/s | restore {:>7.0f} MB/s ({:>3.0f} %)\n",
       mb, bundle.tensors.size(), write_rate, save_rate, 100 * save_rate / write_rate, read_rate,
-      restore_rate, 100 * restore_rate / read_rate, 1e3 * median(snapshot_s));
+      restore_rate, 100 * restore_rate / read_rate);
+  fmt::print(
+      "{:>6.0f} MB | async save blocks the training thread (in save() and the fence): eager "
+      "{:.1f} ms, fenced {:.1f} ms ({:.1f} + {:.1f}) | a {:.0f} ms step's extra wall time: eager "
+      "{:.1f} ms, fenced {:.1f} ms | the eager snapshot call alone {:.1f} ms\n",
+      mb, blocked.eager_ms, blocked.fenced_ms, blocked.fenced_save_ms, blocked.fenced_fence_ms,
+      blocked.step_ms, blocked.eager_step_ms, blocked.fenced_step_ms, 1e3 * median(snapshot_s));
   if (megabytes >= 200)  // issue 32's targets (start to first step: estimator_bench)
     fmt::print("target restore_over_read={:.2f} (>= 0.80) async_save_blocks_ms={:.1f} (<= 5)\n",
-               restore_rate / read_rate, 1e3 * median(snapshot_s));
+               restore_rate / read_rate, blocked.fenced_ms);
   fs::remove(raw);
   fs::remove(checkpoint);
 }

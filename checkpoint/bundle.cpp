@@ -1,5 +1,8 @@
-// TensorBundle construction, lookup, snapshots and the validation a file layout needs.
+// TensorBundle construction, lookup, snapshots (fenced copies, ops/copy_fence.h) and the
+// validation a file layout needs.
 #include "checkpoint/bundle.h"
+
+#include "ops/copy_fence.h"
 
 #include <fmt/format.h>
 
@@ -87,7 +90,8 @@ TensorBundle TensorBundle::snapshot() const {
   TensorBundle copy;
   copy.global_step = global_step;
   copy.blobs = blobs;
-  copy.tensors.reserve(tensors.size());
+  std::vector<Tensor> sources;
+  sources.reserve(tensors.size());
   for (const TensorEntry& entry : tensors) {
     if (!entry.value.defined())
       throw InvalidArgumentError(fmt::format(
@@ -97,8 +101,25 @@ TensorBundle TensorBundle::snapshot() const {
           "checkpoint snapshot: tensor \"{}\" is on {}; checkpoints read host memory, so copy "
           "it to the CPU first",
           entry.name, entry.value.device().str()));
-    copy.tensors.push_back({entry.name, entry.value.clone(), entry.kind, entry.trainable});
+    sources.push_back(entry.value);
   }
+  // The background copier takes the tensors a step writes first, first: non-trainable
+  // variables (moving statistics, written in the forward pass), then the trainable ones in
+  // creation order (the forward pass reads them in about that order), then the slots.
+  std::vector<size_t> order;
+  order.reserve(tensors.size());
+  auto rank = [](const TensorEntry& entry) {
+    if (entry.kind == EntryKind::kSlot) return 2;
+    return entry.trainable ? 1 : 0;
+  };
+  for (int wanted = 0; wanted < 3; ++wanted)
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (rank(tensors[i]) == wanted) order.push_back(i);
+  std::vector<Tensor> copies = ops::fenced_copies(sources, order);
+  copy.tensors.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i)
+    copy.tensors.push_back(
+        {tensors[i].name, std::move(copies[i]), tensors[i].kind, tensors[i].trainable});
   return copy;
 }
 

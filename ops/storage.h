@@ -3,6 +3,7 @@
 // memory only), destroyed with it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 
@@ -24,6 +25,8 @@ class Storage {
   const void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
+  // Set while a fenced copy (ops/copy_fence.h) still has to read or write this storage.
+  std::atomic<bool>& fenced() { return fenced_; }
 
  private:
   void* data_;
@@ -31,6 +34,7 @@ class Storage {
   Device device_;
   Allocator* allocator_;
   size_t strings_ = 0;  // std::string objects constructed in data_
+  std::atomic<bool> fenced_{false};
 };
 
 }  // namespace est::ops

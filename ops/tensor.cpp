@@ -1,12 +1,14 @@
 // Tensor handles, creation, host-side access and printing. fill, clone and copy_from run the
 // registry's kFill / kCopy kernels on the tensor's device; string and sparse tensors, which no
-// kernel handles, are copied here element by element.
+// kernel handles, are copied here element by element. element_data() is the fence of
+// ops/copy_fence.h: every way to a tensor's bytes passes through it.
 #include "ops/tensor.h"
 
 #include <fmt/format.h>
 
 #include "ops/autograd.h"
 #include "ops/copy.h"
+#include "ops/copy_fence.h"
 #include "ops/registry.h"
 #include "ops/storage.h"
 
@@ -182,7 +184,18 @@ void* Tensor::element_data() const {
     throw InvalidArgumentError(
         "a sparse tensor of dense shape " + shape_str(impl_->shape) +
         " has no dense buffer: read indices() and values(), or convert it with sparse::to_dense");
-  return impl_->storage->data();
+  Storage& storage = *impl_->storage;
+  // A pending fenced copy (ops/copy_fence.h) reading or writing this storage is finished before
+  // its bytes are handed out. Nothing pending: one load (acquire: a plain load on x86).
+  if (detail::g_pending_copies.load(std::memory_order_acquire) != 0) [[unlikely]]
+    detail::fence_storage(storage);
+  return storage.data();
+}
+
+std::shared_ptr<Storage> detail::storage_of(const Tensor& tensor) {
+  if (!tensor.defined() || !tensor.impl()->storage)
+    throw InvalidArgumentError("storage_of: expected a defined dense tensor");
+  return tensor.impl()->storage;
 }
 
 void* Tensor::raw_data() {
