@@ -20,6 +20,7 @@ struct Batcher::Request {
   bool done = false;
   NamedTensors outputs;
   std::exception_ptr error;
+  DoneFn on_done;  // run_async()'s completion; empty for run()'s requests, which wait on `done`
 };
 
 struct Batcher::Queue {
@@ -97,6 +98,14 @@ int64_t padded_size(const std::vector<int64_t>& allowed, int64_t rows) {
   for (const int64_t size : allowed)
     if (size >= rows) return size;
   return rows;
+}
+
+// TF's SharedBatchScheduler's refusal of a request that would start one batch too many.
+UnavailableError queue_full(int64_t max_enqueued_batches) {
+  return UnavailableError(
+      fmt::format("The batch scheduling queue to which this task was submitted is full (its "
+                  "max_enqueued_batches is {})",
+                  max_enqueued_batches));
 }
 
 }  // namespace
@@ -302,10 +311,7 @@ NamedTensors Batcher::run_request(const std::string& key, const NamedTensors& in
   }
   if (!queue->leader_waiting && options_.max_enqueued_batches > 0 &&
       queue->enqueued >= options_.max_enqueued_batches)
-    throw UnavailableError(
-        fmt::format("The batch scheduling queue to which this task was submitted is full (its "
-                    "max_enqueued_batches is {})",
-                    options_.max_enqueued_batches));
+    throw queue_full(options_.max_enqueued_batches);
   queue->waiting.push_back(request);
   queue->rows += request->rows;
   queue->changed.notify_all();
@@ -313,21 +319,112 @@ NamedTensors Batcher::run_request(const std::string& key, const NamedTensors& in
     // The leader: gather until the batch is full or the timeout passes, then run it.
     queue->leader_waiting = true;
     ++queue->enqueued;
-    const auto deadline = std::chrono::steady_clock::now() + options_.batch_timeout;
-    queue->changed.wait_until(lock, deadline, [&] { return queue->rows >= limit; });
-    std::vector<std::shared_ptr<Request>> batch;
-    batch.swap(queue->waiting);
-    queue->rows = 0;
-    queue->leader_waiting = false;
-    queue->changed.notify_all();  // requests that waited for room may queue now
-    run_on_thread(batch, fn, lock, queue.get());
-    for (const auto& member : batch) member->done = true;
-    queue->changed.notify_all();
+    lead(*queue, std::chrono::steady_clock::now() + options_.batch_timeout, fn, lock);
   } else {
     queue->changed.wait(lock, [&] { return request->done; });
   }
   if (request->error) std::rethrow_exception(request->error);
   return std::move(request->outputs);
+}
+
+void Batcher::lead(Queue& queue, std::chrono::steady_clock::time_point deadline, const RunFn& fn,
+                   std::unique_lock<std::mutex>& lock) {
+  const int64_t limit = batch_limit();
+  queue.changed.wait_until(lock, deadline, [&] { return queue.rows >= limit; });
+  std::vector<std::shared_ptr<Request>> batch;
+  batch.swap(queue.waiting);
+  queue.rows = 0;
+  queue.leader_waiting = false;
+  queue.changed.notify_all();  // requests that waited for room may queue now
+  run_on_thread(batch, fn, lock, &queue);
+  for (const auto& member : batch) member->done = true;
+  queue.changed.notify_all();
+  lock.unlock();
+  for (const auto& member : batch)
+    if (member->on_done) member->on_done(std::move(member->outputs), member->error);
+  lock.lock();
+}
+
+void Batcher::run_async(const std::string& key, NamedTensors inputs, RunFn fn, DoneFn done) {
+  const int64_t rows = rows_of(inputs);
+  const int64_t limit = batch_limit();
+  if (rows > 0 && rows < limit) {
+    auto request = std::make_shared<Request>(Request{
+        .inputs = std::move(inputs), .rows = rows, .enqueued_at = now_micros(), .on_done = done});
+    std::unique_lock lock(mutex_);
+    std::shared_ptr<Queue>& slot = queues_[key];
+    if (!slot) slot = std::make_shared<Queue>();
+    std::shared_ptr<Queue> queue = slot;
+    if (queue->rows + rows <= limit) {  // room in the batch being gathered (or a new one)
+      if (!queue->leader_waiting && options_.max_enqueued_batches > 0 &&
+          queue->enqueued >= options_.max_enqueued_batches) {
+        lock.unlock();
+        done({}, std::make_exception_ptr(queue_full(options_.max_enqueued_batches)));
+        return;
+      }
+      queue->waiting.push_back(request);
+      queue->rows += rows;
+      queue->changed.notify_all();
+      if (queue->leader_waiting) return;  // the leader completes it
+      queue->leader_waiting = true;
+      ++queue->enqueued;
+      const auto deadline = std::chrono::steady_clock::now() + options_.batch_timeout;
+      lock.unlock();
+      submit([this, queue, deadline, fn = std::move(fn)] {
+        std::unique_lock lock(mutex_);
+        lead(*queue, deadline, fn, lock);
+      });
+      return;
+    }
+    inputs = std::move(request->inputs);
+  }
+  // Alone, too large, split, or waiting for room: run()'s way, on a thread of the batcher's.
+  submit([this, key, inputs = std::move(inputs), fn = std::move(fn), done = std::move(done)] {
+    NamedTensors outputs;
+    std::exception_ptr error;
+    try {
+      outputs = run(key, inputs, fn);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    done(std::move(outputs), error);
+  });
+}
+
+void Batcher::submit(std::function<void()> task) {
+  std::lock_guard lock(tasks_mutex_);
+  tasks_.push_back(std::move(task));
+  if (idle_workers_ >= static_cast<int64_t>(tasks_.size()))
+    task_added_.notify_one();
+  else
+    workers_.emplace_back([this] { worker(); });
+}
+
+void Batcher::worker() {
+  std::unique_lock lock(tasks_mutex_);
+  for (;;) {
+    if (tasks_.empty()) {
+      if (stopping_) return;
+      ++idle_workers_;
+      task_added_.wait(lock, [&] { return !tasks_.empty() || stopping_; });
+      --idle_workers_;
+      continue;
+    }
+    std::function<void()> task = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    task();
+    lock.lock();
+  }
+}
+
+Batcher::~Batcher() {
+  {
+    std::lock_guard lock(tasks_mutex_);
+    stopping_ = true;
+  }
+  task_added_.notify_all();
+  for (std::thread& thread : workers_) thread.join();
 }
 
 }  // namespace est::serving

@@ -18,16 +18,24 @@
 // model that reduces over the batch), every request of that batch is run on its own instead, and
 // a split request is run whole, so batching never changes an answer. Batches are counted in TF
 // Serving's batching_session metrics (serving_metrics.h).
+//
+// run_async() is run() for a caller that must not wait (gRPC's callback API): a request that
+// joins a batch being gathered returns at once and its completion runs on the thread that runs
+// the batch; one that starts a batch hands the wait to a thread of the batcher's own (created
+// as needed and kept), as does one that runs alone, is split, or waits for room.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "export/trace.h"
@@ -62,15 +70,25 @@ class Batcher {
     int64_t max_execution_batch_size = 0;
   };
   using RunFn = std::function<NamedTensors(const NamedTensors&)>;
+  // A request's answer: its outputs, or (outputs empty) the error run() would have thrown.
+  using DoneFn = std::function<void(NamedTensors outputs, std::exception_ptr error)>;
 
   // InvalidArgumentError for options TF Serving refuses (max_batch_size below 1, allowed batch
   // sizes not increasing or whose last is not max_batch_size, max_execution_batch_size below 0
   // or above max_batch_size with splitting), naming the field.
   explicit Batcher(Options options);
+  // Waits for the requests of run_async() still running.
+  ~Batcher();
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
 
   // fn(inputs), possibly as part of a larger batch of concurrent calls with the same `key`
   // (which must imply the same fn). Exceptions of fn reach every request of its batch.
   NamedTensors run(const std::string& key, const NamedTensors& inputs, const RunFn& fn);
+  // run() without waiting: done(outputs or the error) is called once, on this thread before
+  // run_async returns, on a thread that runs the batch, or on one of the batcher's (above).
+  // `done` must not throw.
+  void run_async(const std::string& key, NamedTensors inputs, RunFn fn, DoneFn done);
 
   // What the key of run() holds for `inputs`: every input's name, dtype and row shape (its rank
   // only, for a numeric input, with pad_variable_length_inputs).
@@ -98,6 +116,14 @@ class Batcher {
                          const std::vector<int64_t>& sizes, const RunFn& fn);
 
   void run_batch(std::vector<std::shared_ptr<Request>> batch, const RunFn& fn);
+  // The batch leader's part (with `lock` held, `request` first in `queue`): waits until the
+  // batch is full or `deadline`, runs it, and completes its run_async() requests (without the
+  // lock, which it holds again on return).
+  void lead(Queue& queue, std::chrono::steady_clock::time_point deadline, const RunFn& fn,
+            std::unique_lock<std::mutex>& lock);
+  // `task` on a thread of the batcher's: an idle one, or a new one.
+  void submit(std::function<void()> task);
+  void worker();
 
   // Waits for one of num_batch_threads (when bounded), then runs the batch.
   void run_on_thread(std::vector<std::shared_ptr<Request>> batch, const RunFn& fn,
@@ -109,6 +135,14 @@ class Batcher {
   int64_t batches_run_ = 0;
   int64_t batches_running_ = 0;
   std::condition_variable thread_freed_;
+
+  // The threads of run_async()'s waits (submit()).
+  std::mutex tasks_mutex_;
+  std::condition_variable task_added_;
+  std::deque<std::function<void()>> tasks_;
+  std::vector<std::thread> workers_;
+  int64_t idle_workers_ = 0;
+  bool stopping_ = false;
 };
 
 }  // namespace est::serving

@@ -32,32 +32,66 @@ NamedTensors parse_examples(const ParseExampleStep& step, const Tensor& serializ
   }
 }
 
+namespace {
+
+// The graph's inputs for a signature's features: what its lookups make of them, the features
+// only the lookups read left out (they stay out of a batch).
+NamedTensors graph_inputs(const Servable& servable, const SignatureDef& signature,
+                          const NamedTensors& features) {
+  if (signature.lookups.empty()) return features;
+  const NamedTensors all = run_lookups(signature.lookups, features, servable.model.inputs());
+  NamedTensors inputs;
+  for (const TensorInfo& info : servable.model.inputs())
+    if (all.count(info.name)) inputs[info.name] = all.at(info.name);
+  return inputs;
+}
+
+// Requests batch together when they run one model version and signature on rows alike.
+std::string batch_key(const Servable& servable, const std::string& signature_name,
+                      const Batcher& batcher, const NamedTensors& inputs) {
+  return fmt::format("{}/{}{}", servable.version, signature_name, batcher.rows_key(inputs));
+}
+
+}  // namespace
+
 // The graph's outputs for its inputs (after the signature's lookups), through the batcher when
 // there is one.
 NamedTensors run_graph(const Servable& servable, const std::string& signature_name,
                        const NamedTensors& features, Batcher* batcher) {
   const SignatureDef& signature = servable.signatures.at(signature_name);
-  NamedTensors inputs = features;
-  if (!signature.lookups.empty()) {
-    // The features only the lookups read are not graph inputs: they stay out of the batch.
-    const NamedTensors all = run_lookups(signature.lookups, features, servable.model.inputs());
-    inputs.clear();
-    for (const TensorInfo& info : servable.model.inputs())
-      if (all.count(info.name)) inputs[info.name] = all.at(info.name);
-  }
+  const NamedTensors inputs = graph_inputs(servable, signature, features);
   const int64_t start = now_micros();
   if (batcher == nullptr) {
     NamedTensors outputs = servable.model.run(inputs);
     record_runtime(servable.model_name, signature.method_name, micros_since(start));
     return outputs;
   }
-  // Requests batch together when they run one model version and signature on rows alike.
-  const std::string key =
-      fmt::format("{}/{}{}", servable.version, signature_name, batcher->rows_key(inputs));
-  NamedTensors outputs = batcher->run(
-      key, inputs, [&servable](const NamedTensors& batch) { return servable.model.run(batch); });
+  NamedTensors outputs =
+      batcher->run(batch_key(servable, signature_name, *batcher, inputs), inputs,
+                   [&servable](const NamedTensors& batch) { return servable.model.run(batch); });
   record_runtime(servable.model_name, signature.method_name, micros_since(start));
   return outputs;
+}
+
+void run_graph_async(std::shared_ptr<const Servable> servable, const std::string& signature_name,
+                     const NamedTensors& features, Batcher& batcher, Batcher::DoneFn done) {
+  const SignatureDef& signature = servable->signatures.at(signature_name);
+  NamedTensors inputs;
+  try {
+    inputs = graph_inputs(*servable, signature, features);
+  } catch (...) {
+    done({}, std::current_exception());
+    return;
+  }
+  const int64_t start = now_micros();
+  std::string key = batch_key(*servable, signature_name, batcher, inputs);
+  auto run = [servable](const NamedTensors& batch) { return servable->model.run(batch); };
+  batcher.run_async(std::move(key), std::move(inputs), std::move(run),
+                    [servable, method = signature.method_name, start, done = std::move(done)](
+                        NamedTensors outputs, std::exception_ptr error) {
+                      if (!error) record_runtime(servable->model_name, method, micros_since(start));
+                      done(std::move(outputs), error);
+                    });
 }
 
 namespace {

@@ -64,6 +64,10 @@ RestResponse handle_rest(const ModelManager& model, const std::string& method,
 NamedTensors parse_examples(const ParseExampleStep& step, const Tensor& serialized);
 NamedTensors run_graph(const Servable& servable, const std::string& signature_name,
                        const NamedTensors& features, Batcher* batcher);
+// run_graph through `batcher` without waiting (Batcher::run_async): `done` gets the outputs or
+// the error, the servable held until then.
+void run_graph_async(std::shared_ptr<const Servable> servable, const std::string& signature_name,
+                     const NamedTensors& features, Batcher& batcher, Batcher::DoneFn done);
 
 // The HTTP status TF Serving answers for an error of `code`.
 int http_status_of(StatusCode code);

@@ -23,7 +23,9 @@ struct GrpcServer::Impl {
 
 GrpcServer::GrpcServer(ServerCore& core, Batcher* batcher, const GrpcServerOptions& options)
     : impl_(std::make_unique<Impl>()) {
-  impl_->prediction = make_prediction_service(core, batcher);
+  // A thread quota bounds the synchronous API's threads only: with one, Predict is served there
+  // too, as TF Serving serves it; without, on the callback API (cheaper a request).
+  impl_->prediction = make_prediction_service(core, batcher, options.max_threads <= 0);
   impl_->model = make_model_service(core);
   grpc::ServerBuilder builder;
   const std::string address = fmt::format("{}:{}", options.address, options.port);

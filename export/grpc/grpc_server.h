@@ -19,7 +19,7 @@ namespace est::serving {
 struct GrpcServerOptions {
   std::string address = "0.0.0.0";
   int port = 8500;            // 0: any free port (port() says which)
-  int max_threads = 0;        // --grpc_max_threads; 0: gRPC's default
+  int max_threads = 0;        // --grpc_max_threads (Predict then synchronous); 0: gRPC's default
   int max_message_bytes = 0;  // 0: no limit below gRPC's 2 GB
 };
 

@@ -51,12 +51,14 @@ const SignatureDef& find_signature(const Servable& servable, const std::string& 
 
 }  // namespace
 
-void predict(const Servable& servable, const tfs::PredictRequest& request, Batcher* batcher,
-             tfs::PredictResponse& response) {
-  const std::string signature_name = signature_name_of(request.model_spec());
-  const SignatureDef& signature = find_signature(servable, signature_name);
+PredictCall prepare_predict(const Servable& servable, const tfs::PredictRequest& request,
+                            tfs::PredictResponse& response) {
+  PredictCall call;
+  call.signature_name = signature_name_of(request.model_spec());
+  const SignatureDef& signature = find_signature(servable, call.signature_name);
+  call.signature = &signature;
   set_model_spec(*response.mutable_model_spec(), request.model_spec().name(), servable.version,
-                 signature_name);
+                 call.signature_name);
   if (key_set(request.inputs()) != key_set(signature.inputs))
     throw InvalidArgumentError(fmt::format(
         "input size does not match signature: {}!={} len({{{}}}) != len({{{}}}). Sent extra: "
@@ -64,7 +66,6 @@ void predict(const Servable& servable, const tfs::PredictRequest& request, Batch
         request.inputs().size(), signature.inputs.size(), difference(key_set(request.inputs()), {}),
         keys_of(signature.inputs), difference(key_set(request.inputs()), key_set(signature.inputs)),
         difference(key_set(signature.inputs), key_set(request.inputs()))));
-  std::vector<std::string> aliases;
   std::set<std::string> seen;
   for (const std::string& alias : request.output_filter()) {
     if (!signature.outputs.count(alias))
@@ -74,21 +75,31 @@ void predict(const Servable& servable, const tfs::PredictRequest& request, Batch
           printable(alias), keys_of(signature.outputs)));
     if (!seen.insert(alias).second)
       throw InvalidArgumentError("duplicate output tensor alias: " + printable(alias));
-    aliases.push_back(alias);
+    call.aliases.push_back(alias);
   }
-  if (aliases.empty())
-    for (const auto& [alias, info] : signature.outputs) aliases.push_back(alias);
+  if (call.aliases.empty())
+    for (const auto& [alias, info] : signature.outputs) call.aliases.push_back(alias);
 
-  NamedTensors inputs;  // by the graph's names
-  for (const auto& [key, info] : signature.inputs)
-    inputs[info.name] = tensor_from_proto(request.inputs().at(key), printable(key));
+  for (const auto& [key, info] : signature.inputs)  // by the graph's names
+    call.inputs[info.name] = tensor_from_proto(request.inputs().at(key), printable(key));
   if (signature.parse_example)
-    inputs = parse_examples(*signature.parse_example,
-                            inputs.at(signature.inputs.at(signature.parse_example->input).name));
-  const NamedTensors outputs = run_graph(servable, signature_name, inputs, batcher);
-  for (const std::string& alias : aliases)
-    tensor_to_proto(output_of(outputs, signature.outputs.at(alias)),
+    call.inputs =
+        parse_examples(*signature.parse_example,
+                       call.inputs.at(signature.inputs.at(signature.parse_example->input).name));
+  return call;
+}
+
+void answer_predict(const PredictCall& call, const NamedTensors& outputs,
+                    tfs::PredictResponse& response) {
+  for (const std::string& alias : call.aliases)
+    tensor_to_proto(output_of(outputs, call.signature->outputs.at(alias)),
                     (*response.mutable_outputs())[alias]);
+}
+
+void predict(const Servable& servable, const tfs::PredictRequest& request, Batcher* batcher,
+             tfs::PredictResponse& response) {
+  const PredictCall call = prepare_predict(servable, request, response);
+  answer_predict(call, run_graph(servable, call.signature_name, call.inputs, batcher), response);
 }
 
 namespace {
@@ -156,20 +167,23 @@ void multi_inference(const Servable& servable, const tfs::MultiInferenceRequest&
 
 namespace {
 
-class PredictionService final : public tfs::PredictionService::Service {
+// Every method on gRPC's synchronous API (est-serve with --grpc_max_threads, whose thread quota
+// bounds these threads as in TF Serving), and the base of CallbackService.
+class SyncService : public tfs::PredictionService::Service {
  public:
-  PredictionService(ServerCore& core, Batcher* batcher) : core_(core), batcher_(batcher) {}
+  SyncService() = default;  // CallbackService's base: it sets the members
+  SyncService(ServerCore& core, Batcher* batcher) : core_(&core), batcher_(batcher) {}
 
   grpc::Status Predict(grpc::ServerContext*, const tfs::PredictRequest* request,
                        tfs::PredictResponse* response) override {
     return metered(request->model_spec().name(), "Predict", [&] {
       require_model_spec(request->has_model_spec());
-      predict(*find_servable(core_, request->model_spec()), *request, batcher_, *response);
+      predict(*find_servable(*core_, request->model_spec()), *request, batcher_, *response);
     });
   }
   grpc::Status GetModelMetadata(grpc::ServerContext*, const tfs::GetModelMetadataRequest* request,
                                 tfs::GetModelMetadataResponse* response) override {
-    return guarded([&] { metadata(core_, *request, *response); });
+    return guarded([&] { metadata(*core_, *request, *response); });
   }
   grpc::Status Classify(grpc::ServerContext*, const tfs::ClassificationRequest* request,
                         tfs::ClassificationResponse* response) override {
@@ -184,18 +198,18 @@ class PredictionService final : public tfs::PredictionService::Service {
     return guarded([&] {
       if (request->tasks_size() == 0)
         throw InvalidArgumentError("MultiInferenceRequest must specify at least one task");
-      multi_inference(*find_servable(core_, request->tasks(0).model_spec()), *request, batcher_,
+      multi_inference(*find_servable(*core_, request->tasks(0).model_spec()), *request, batcher_,
                       *response);
     });
   }
 
- private:
+ protected:
   // Classify or Regress (`run`, named `api`) on the examples of `request`.
   template <class Request, class Response, class Run>
   grpc::Status on_examples(const Request& request, Response& response, const char* api, Run&& run) {
     return metered(request.model_spec().name(), api, [&] {
       require_model_spec(request.has_model_spec());
-      const auto servable = find_servable(core_, request.model_spec());
+      const auto servable = find_servable(*core_, request.model_spec());
       const std::string name = signature_name_of(request.model_spec());
       set_model_spec(*response.mutable_model_spec(), request.model_spec().name(), servable->version,
                      name);
@@ -203,14 +217,99 @@ class PredictionService final : public tfs::PredictionService::Service {
     });
   }
 
-  ServerCore& core_;
-  Batcher* batcher_;
+  ServerCore* core_ = nullptr;
+  Batcher* batcher_ = nullptr;
+};
+
+// Predict on gRPC's callback API, the other methods as SyncService: answered on the thread that
+// read the request, or, batched, by the batcher's completion, so that none of gRPC's few
+// callback threads waits for a batch. Predict takes the message's bytes (a raw method) so that
+// one that does not parse gets gRPC's INTERNAL as from the synchronous API (gRPC 1.51's callback
+// API answers UNIMPLEMENTED).
+class CallbackService final
+    : public tfs::PredictionService::WithRawCallbackMethod_Predict<SyncService> {
+ public:
+  CallbackService(ServerCore& core, Batcher* batcher) {
+    core_ = &core;
+    batcher_ = batcher;
+  }
+
+  grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request_bytes,
+                                    grpc::ByteBuffer* response_bytes) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (batcher_ == nullptr) {
+      tfs::PredictRequest request;
+      tfs::PredictResponse response;
+      grpc::Status status = parse(*request_bytes, request);
+      if (status.ok())
+        status = metered(request.model_spec().name(), "Predict", [&] {
+          require_model_spec(request.has_model_spec());
+          predict(*find_servable(*core_, request.model_spec()), request, nullptr, response);
+        });
+      finish(reactor, status, response, response_bytes);
+      return reactor;
+    }
+    // Batched: the batcher's completion answers, on the thread that ran the batch.
+    auto state = std::make_shared<Batched>();
+    grpc::Status status = parse(*request_bytes, state->request);
+    if (!status.ok()) {
+      reactor->Finish(status);
+      return reactor;
+    }
+    const int64_t start = now_micros();
+    auto done = [reactor, response_bytes, state, start](const grpc::Status& status) {
+      record_grpc_request(state->request.model_spec().name(), "Predict", status, start);
+      finish(reactor, status, state->response, response_bytes);
+    };
+    std::shared_ptr<const Servable> servable;
+    status = guarded([&] {
+      require_model_spec(state->request.has_model_spec());
+      servable = find_servable(*core_, state->request.model_spec());
+      state->call = prepare_predict(*servable, state->request, state->response);
+    });
+    if (!status.ok()) {
+      done(status);
+      return reactor;
+    }
+    run_graph_async(servable, state->call.signature_name, state->call.inputs, *batcher_,
+                    [state, done](NamedTensors outputs, std::exception_ptr error) {
+                      done(guarded([&] {
+                        if (error) std::rethrow_exception(error);
+                        answer_predict(state->call, outputs, state->response);
+                      }));
+                    });
+    return reactor;
+  }
+
+ private:
+  struct Batched {
+    tfs::PredictRequest request;
+    tfs::PredictResponse response;
+    PredictCall call;
+  };
+
+  static grpc::Status parse(const grpc::ByteBuffer& bytes, tfs::PredictRequest& request) {
+    grpc::ByteBuffer copy(bytes);  // Deserialize consumes its buffer
+    return grpc::SerializationTraits<tfs::PredictRequest>::Deserialize(&copy, &request);
+  }
+  static void finish(grpc::ServerUnaryReactor* reactor, grpc::Status status,
+                     const tfs::PredictResponse& response, grpc::ByteBuffer* response_bytes) {
+    if (status.ok()) {
+      bool own_buffer = false;
+      status = grpc::SerializationTraits<tfs::PredictResponse>::Serialize(response, response_bytes,
+                                                                          &own_buffer);
+    }
+    reactor->Finish(status);
+  }
 };
 
 }  // namespace
 
-std::unique_ptr<grpc::Service> make_prediction_service(ServerCore& core, Batcher* batcher) {
-  return std::make_unique<PredictionService>(core, batcher);
+std::unique_ptr<grpc::Service> make_prediction_service(ServerCore& core, Batcher* batcher,
+                                                       bool callback) {
+  if (callback) return std::make_unique<CallbackService>(core, batcher);
+  return std::make_unique<SyncService>(core, batcher);
 }
 
 }  // namespace est::serving

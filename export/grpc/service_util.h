@@ -29,16 +29,23 @@ grpc::Status guarded(Fn&& fn) {
   }
 }
 
-// guarded(fn) counted in TF Serving's request metrics (serving_metrics.h) as a gRPC request of
-// `api` ("Predict", "Classify", "Regress") on `model_name`.
-template <class Fn>
-grpc::Status metered(const std::string& model_name, const std::string& api, Fn&& fn) {
-  const int64_t start = now_micros();
-  grpc::Status status = guarded(std::forward<Fn>(fn));
+// A gRPC request of `api` ("Predict", "Classify", "Regress") on `model_name`, begun at `start`
+// (now_micros()) and answered `status`, counted in TF Serving's request metrics
+// (serving_metrics.h).
+inline void record_grpc_request(const std::string& model_name, const std::string& api,
+                                const grpc::Status& status, int64_t start) {
   record_request(
       model_name,
       status.ok() ? "OK" : status_code_name(static_cast<StatusCode>(status.error_code())), api,
       "GRPC", micros_since(start));
+}
+
+// guarded(fn), counted as above.
+template <class Fn>
+grpc::Status metered(const std::string& model_name, const std::string& api, Fn&& fn) {
+  const int64_t start = now_micros();
+  grpc::Status status = guarded(std::forward<Fn>(fn));
+  record_grpc_request(model_name, api, status, start);
   return status;
 }
 
