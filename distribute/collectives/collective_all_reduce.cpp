@@ -7,6 +7,7 @@
 
 #include "distribute/cluster/cluster_runtime.h"
 #include "distribute/net/ring.h"
+#include "distribute/net/step_profile.h"
 #include "ops/backend.h"
 #include "ops/error.h"
 
@@ -190,6 +191,7 @@ std::unique_ptr<PendingReduction> CollectiveAllReduce::start_reduce(std::vector<
 }
 
 void CollectiveAllReduce::communication_loop() {
+  step_profile::note_thread("collective");
   for (;;) {
     std::shared_ptr<Job> job;
     {
