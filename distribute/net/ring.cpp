@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -215,34 +216,61 @@ void Ring::exchange(const Header& header, const std::vector<SendItem>* inline_se
 }
 
 void Ring::all_reduce_sum(void* data, size_t count, ops::DType dtype, const std::string& what) {
+  all_reduce_sum({{data, count}}, dtype, what);
+}
+
+void Ring::all_reduce_sum(const std::vector<std::pair<void*, size_t>>& spans, ops::DType dtype,
+                          const std::string& what) {
+  size_t count = 0;
+  for (const auto& span : spans) count += span.second;
   if (world_ == 1 || count == 0) return;
   size_t element = dtype == ops::DType::kF64 ? 8 : 4;
   if (dtype != ops::DType::kF32 && dtype != ops::DType::kF64)
-    throw InvalidArgumentError(fmt::format(
-        "all-reduce: {} tensors cannot be summed; only float32 and float64", dtype_name(dtype)));
+    throw InvalidArgumentError(
+        fmt::format("all-reduce: {} tensors cannot be summed; only float32 and float64",
+                    dtype_name(dtype)));
   auto combine = dtype == ops::DType::kF64 ? &add_into<double> : &add_into<float>;
-  char* base = static_cast<char*>(data);
+  // Each span's first element in the concatenation.
+  std::vector<size_t> starts;
+  for (size_t offset = 0; const auto& span : spans) {
+    starts.push_back(offset);
+    offset += span.second;
+  }
+  // Calls piece(pointer, bytes) for the parts of elements [begin, end) of the concatenation.
+  auto for_pieces = [&](size_t begin, size_t end, const auto& piece) {
+    auto s = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) -
+                                 starts.begin()) - 1;
+    for (; begin < end; ++s) {
+      size_t span_end = starts[s] + spans[s].second;
+      if (span_end <= begin) continue;  // an empty span
+      size_t n = std::min(end, span_end) - begin;
+      piece(static_cast<char*>(spans[s].first) + (begin - starts[s]) * element, n * element);
+      begin += n;
+    }
+  };
   size_t chunk = kChunkBytes / element;
   scratch_.resize(kChunkBytes);
   auto segment = [&](int s) { return part(count, world_, ((s % world_) + world_) % world_); };
   std::vector<SendItem> sends;
   std::vector<ReceiveItem> receives;
-  std::vector<int64_t> first_item;  // per step: index of its first receive item
+  std::vector<int64_t> chunk_done;  // per chunk of the step before: receive items once done
   for (int step = 0; step < 2 * (world_ - 1); ++step) {
     bool scatter = step < world_ - 1;
     int k = scatter ? step : step - (world_ - 1);
     auto [send_begin, send_end] = segment(scatter ? rank_ - k : rank_ + 1 - k);
     auto [receive_begin, receive_end] = segment(scatter ? rank_ - k - 1 : rank_ - k);
-    first_item.push_back(static_cast<int64_t>(receives.size()));
     for (size_t i = send_begin, j = 0; i < send_end; i += chunk, ++j) {
-      size_t n = std::min(chunk, send_end - i);
-      int64_t after =
-          step == 0 ? 0 : first_item[static_cast<size_t>(step) - 1] + static_cast<int64_t>(j) + 1;
-      sends.push_back({base + i * element, n * element, after});
+      int64_t after = step == 0 ? 0 : chunk_done[j];
+      for_pieces(i, std::min(i + chunk, send_end), [&](char* p, size_t bytes) {
+        sends.push_back({p, bytes, after});
+      });
     }
+    chunk_done.clear();
     for (size_t i = receive_begin; i < receive_end; i += chunk) {
-      size_t n = std::min(chunk, receive_end - i);
-      receives.push_back({base + i * element, n * element, scatter ? combine : nullptr});
+      for_pieces(i, std::min(i + chunk, receive_end), [&](char* p, size_t bytes) {
+        receives.push_back({p, bytes, scatter ? combine : nullptr});
+      });
+      chunk_done.push_back(static_cast<int64_t>(receives.size()));
     }
   }
   Header header{++sequence_, kAllReduce, static_cast<uint32_t>(dtype), count * element, 0};

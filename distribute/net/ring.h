@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "distribute/net/data_plane.h"
@@ -48,6 +49,11 @@ class Ring {
   // Sums `count` elements (float32 or float64) over every task, in place. `what` names the
   // operation in messages ("all-reduce at step 812").
   void all_reduce_sum(void* data, size_t count, ops::DType dtype, const std::string& what);
+  // The same over the concatenation of `spans` (pointer, element count), without copying them
+  // into one buffer: the bytes on the wire, and so the sums, are those of all_reduce_sum on
+  // the concatenated buffer.
+  void all_reduce_sum(const std::vector<std::pair<void*, size_t>>& spans, ops::DType dtype,
+                      const std::string& what);
   // Copies `bytes` bytes of the root's buffer into every task's.
   void broadcast(void* data, size_t bytes, int root, const std::string& what);
   // Every task's `mine`, indexed by rank.
