@@ -31,7 +31,9 @@
 #include "distribute/gradient_path.h"
 
 #include <memory>
+#include <optional>
 
+#include "distribute/net/step_profile.h"
 #include "distribute/strategy.h"
 #include "nn/context_control.h"
 #include "nn/train_op.h"
@@ -56,14 +58,22 @@ class AllReducePath final : public GradientPath {
       apply_overlapped(replica, train_op, gradient_scale, ctx, loss_sum);
       return;
     }
-    std::vector<nn::GradAndVar> grads = train_op.compute_gradients();
+    note_replica_thread();
+    std::vector<nn::GradAndVar> grads;
+    {
+      step_profile::Scope scope(step_profile::kBackward);
+      grads = train_op.compute_gradients();
+    }
     std::vector<nn::MovingAverageUpdate> updates =
         nn::ContextControl(ctx).take_moving_average_updates();
     if (loss_sum) {
       ops::NoGradGuard no_grad;
       *loss_sum = train_op.loss().detach().clone();
     }
-    replica.sync_step(grads, gradient_scale, updates, loss_sum);
+    {
+      step_profile::Scope scope(step_profile::kReduce);
+      replica.sync_step(grads, gradient_scale, updates, loss_sum);
+    }
     update(replica, train_op, std::move(grads), updates);
   }
 
@@ -80,6 +90,13 @@ class AllReducePath final : public GradientPath {
   }
 
  private:
+  static void note_replica_thread() {
+    if (!step_profile::enabled()) return;
+    thread_local bool noted = false;
+    if (!noted) step_profile::note_thread("replica");
+    noted = true;
+  }
+
   // The step's sums applied: where the placement applies updates (every mirrored copy, or
   // replica 0 on the shared copy), the moving statistics' mean and the optimizer's update at
   // the store's global step, which this replica then advances; then (central storage) every
@@ -88,6 +105,7 @@ class AllReducePath final : public GradientPath {
               std::vector<nn::GradAndVar> sums,
               const std::vector<nn::MovingAverageUpdate>& updates) {
     if (applies_updates(replica)) {
+      step_profile::Scope scope(step_profile::kUpdate);
       for (const auto& update : updates) nn::apply_moving_average(update);
       nn::VariableStore& store = train_op.store();
       Tensor global_step = nn::get_or_create_global_step(store);
@@ -141,6 +159,8 @@ class AllReducePath final : public GradientPath {
       bucket_tensors.clear();
       bucket_bytes = 0;
     };
+    note_replica_thread();
+    std::optional<step_profile::Scope> backward(std::in_place, step_profile::kBackward);
     std::vector<nn::GradAndVar> grads =
         train_op.compute_gradients([&](size_t index, const Tensor& gradient) {
           bucket.push_back(index);
@@ -149,6 +169,8 @@ class AllReducePath final : public GradientPath {
           if (bucket_bytes >= kOverlapBucketBytes) start_bucket();
         });
     start_bucket();
+    backward.reset();
+    std::optional<step_profile::Scope> reduce(std::in_place, step_profile::kReduce);
     size_t next = 0;
     if (!known.empty()) {
       std::vector<Tensor> sums = pending[next++]->wait();
@@ -160,6 +182,7 @@ class AllReducePath final : public GradientPath {
       for (size_t k = 0; k < indices.size(); ++k)
         grads[indices[k]].gradient = from_transport(sums[k]);
     }
+    reduce.reset();
     update(replica, train_op, std::move(grads), updates);
   }
 };

@@ -3,10 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "distribute/cluster/cluster_runtime.h"
 #include "distribute/net/ring.h"
+#include "distribute/net/step_profile.h"
 #include "ops/backend.h"
 #include "ops/error.h"
 
@@ -84,6 +86,20 @@ void CollectiveAllReduce::reduce_across_workers(std::vector<ops::Tensor>& sums,
   sum_in_place(tensors, pack_, what);
 }
 
+namespace {
+
+// Whether two of `spans` (pointer, elements of `element` bytes) share memory.
+bool overlapping(std::vector<std::pair<void*, size_t>> spans, size_t element) {
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (static_cast<char*>(spans[i - 1].first) + spans[i - 1].second * element >
+        static_cast<char*>(spans[i].first))
+      return true;
+  return false;
+}
+
+}  // namespace
+
 void CollectiveAllReduce::sum_in_place(std::vector<ops::Tensor*>& tensors,
                                        std::vector<char>& pack_buffer, const std::string& what) {
   for (const ops::Tensor* t : tensors)
@@ -97,10 +113,12 @@ void CollectiveAllReduce::sum_in_place(std::vector<ops::Tensor*>& tensors,
     size_t pack_bytes = 0;
     auto flush = [&] {
       if (pack.empty()) return;
-      if (pack.size() == 1) {
-        runtime_->ring().all_reduce_sum(pack[0]->raw_data(), static_cast<size_t>(pack[0]->numel()),
-                                        dtype, what);
-      } else {
+      std::vector<std::pair<void*, size_t>> spans;
+      for (ops::Tensor* t : pack) spans.emplace_back(t->raw_data(), static_cast<size_t>(t->numel()));
+      if (!overlapping(spans, ops::dtype_size(dtype))) {
+        // Summed where they are, as one concatenation: the bytes and sums of a copied pack.
+        runtime_->ring().all_reduce_sum(spans, dtype, what);
+      } else {  // tensors that share memory each get their own sum, through a copy
         pack_buffer.resize(pack_bytes);
         size_t offset = 0;
         for (ops::Tensor* t : pack) {
@@ -190,6 +208,7 @@ std::unique_ptr<PendingReduction> CollectiveAllReduce::start_reduce(std::vector<
 }
 
 void CollectiveAllReduce::communication_loop() {
+  step_profile::note_thread("collective");
   for (;;) {
     std::shared_ptr<Job> job;
     {

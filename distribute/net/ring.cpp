@@ -5,9 +5,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
+#include "distribute/net/step_profile.h"
 #include "ops/error.h"
 
 namespace est::distribute {
@@ -51,6 +55,8 @@ std::pair<size_t, size_t> part(size_t total, int parts, int index) {
 
 Ring::Ring(DataPlane& plane, int rank, int world, HealthCheck health)
     : plane_(plane), rank_(rank), world_(world), health_(std::move(health)) {
+  if (const char* value = std::getenv("EST_RING_INLINE_SENDS"))
+    inline_sends_ = std::string_view(value) != "0";
   if (world_ > 1) sender_ = std::thread([this] { sender_loop(); });
 }
 
@@ -90,6 +96,7 @@ HealthCheck Ring::stop_check(const HealthCheck& health) {
 }
 
 void Ring::sender_loop() {
+  step_profile::note_thread("ring_sender");
   std::unique_lock lock(mutex_);
   for (;;) {
     work_cv_.wait(lock, [&] { return stopping_ || sends_ != nullptr; });
@@ -124,6 +131,20 @@ void Ring::run(const Header& header, std::vector<SendItem> sends,
   check_usable();
   started_ = std::chrono::steady_clock::now();
   sends.insert(sends.begin(), {reinterpret_cast<const char*>(&header), sizeof header, 0});
+  if (inline_sends_ && world_ == 2 && plane_.next().shared_memory()) {
+    size_t bytes = 0;
+    for (const SendItem& item : sends) bytes += item.bytes;
+    if (2 * bytes <= DataPlane::kSharedMemoryBytes) {
+      ++inline_collectives_;
+      try {
+        exchange(header, &sends, receives, what);
+      } catch (...) {
+        fail(std::current_exception());
+      }
+      check_usable();
+      return;
+    }
+  }
   {
     std::lock_guard lock(mutex_);
     progress_.store(0);
@@ -133,9 +154,35 @@ void Ring::run(const Header& header, std::vector<SendItem> sends,
   }
   work_cv_.notify_one();
   try {
-    HealthCheck check = stop_check(health_);
+    exchange(header, nullptr, receives, what);
+  } catch (...) {
+    fail(std::current_exception());
+  }
+  std::unique_lock lock(mutex_);
+  done_cv_.wait(lock, [&] { return !sending_; });
+  lock.unlock();
+  check_usable();
+}
+
+void Ring::exchange(const Header& header, const std::vector<SendItem>* inline_sends,
+                    const std::vector<ReceiveItem>& receives, const std::string& what) {
+  HealthCheck check = stop_check(health_);
+  size_t next_send = 0;
+  // The inline sends that are due once `finished` receive items are done.
+  auto send_due = [&](int64_t finished) {
+    if (!inline_sends) return;
+    for (; next_send < inline_sends->size() && (*inline_sends)[next_send].after <= finished;
+         ++next_send)
+      plane_.next().send((*inline_sends)[next_send].data, (*inline_sends)[next_send].bytes, check,
+                         what);
+  };
+  send_due(0);
+  {
     Header theirs{};
-    plane_.previous().receive(&theirs, sizeof theirs, check, what);
+    {
+      step_profile::Scope scope(step_profile::kPeerWait);
+      plane_.previous().receive(&theirs, sizeof theirs, check, what);
+    }
     if (theirs.sequence != header.sequence || theirs.kind != header.kind ||
         theirs.dtype != header.dtype || theirs.bytes != header.bytes ||
         theirs.extra != header.extra)
@@ -148,26 +195,34 @@ void Ring::run(const Header& header, std::vector<SendItem> sends,
           kind_name(theirs.kind), theirs.sequence, describe_bytes(theirs.bytes),
           theirs.kind == header.kind ? dtype_name(static_cast<ops::DType>(theirs.dtype))
                                      : std::string_view("?")));
-    for (const ReceiveItem& item : receives) {
-      if (item.combine) {
-        plane_.previous().receive(scratch_.data(), item.bytes, check, what);
-        item.combine(item.data, scratch_.data(), item.bytes);
-      } else {
-        plane_.previous().receive(item.data, item.bytes, check, what);
-      }
+  }
+  int64_t finished = 0;
+  for (const ReceiveItem& item : receives) {
+    if (item.combine) {
+      plane_.previous().receive(scratch_.data(), item.bytes, check, what);
+      item.combine(item.data, scratch_.data(), item.bytes);
+    } else {
+      plane_.previous().receive(item.data, item.bytes, check, what);
+    }
+    ++finished;
+    if (inline_sends) {
+      send_due(finished);
+    } else {
       progress_.fetch_add(1, std::memory_order_release);
       progress_.notify_one();
     }
-  } catch (...) {
-    fail(std::current_exception());
   }
-  std::unique_lock lock(mutex_);
-  done_cv_.wait(lock, [&] { return !sending_; });
-  lock.unlock();
-  check_usable();
+  send_due(std::numeric_limits<int64_t>::max());
 }
 
 void Ring::all_reduce_sum(void* data, size_t count, ops::DType dtype, const std::string& what) {
+  all_reduce_sum({{data, count}}, dtype, what);
+}
+
+void Ring::all_reduce_sum(const std::vector<std::pair<void*, size_t>>& spans, ops::DType dtype,
+                          const std::string& what) {
+  size_t count = 0;
+  for (const auto& span : spans) count += span.second;
   if (world_ == 1 || count == 0) return;
   size_t element = dtype == ops::DType::kF64 ? 8 : 4;
   if (dtype != ops::DType::kF32 && dtype != ops::DType::kF64)
@@ -175,28 +230,47 @@ void Ring::all_reduce_sum(void* data, size_t count, ops::DType dtype, const std:
         fmt::format("all-reduce: {} tensors cannot be summed; only float32 and float64",
                     dtype_name(dtype)));
   auto combine = dtype == ops::DType::kF64 ? &add_into<double> : &add_into<float>;
-  char* base = static_cast<char*>(data);
+  // Each span's first element in the concatenation.
+  std::vector<size_t> starts;
+  for (size_t offset = 0; const auto& span : spans) {
+    starts.push_back(offset);
+    offset += span.second;
+  }
+  // Calls piece(pointer, bytes) for the parts of elements [begin, end) of the concatenation.
+  auto for_pieces = [&](size_t begin, size_t end, const auto& piece) {
+    auto s = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) -
+                                 starts.begin()) - 1;
+    for (; begin < end; ++s) {
+      size_t span_end = starts[s] + spans[s].second;
+      if (span_end <= begin) continue;  // an empty span
+      size_t n = std::min(end, span_end) - begin;
+      piece(static_cast<char*>(spans[s].first) + (begin - starts[s]) * element, n * element);
+      begin += n;
+    }
+  };
   size_t chunk = kChunkBytes / element;
   scratch_.resize(kChunkBytes);
   auto segment = [&](int s) { return part(count, world_, ((s % world_) + world_) % world_); };
   std::vector<SendItem> sends;
   std::vector<ReceiveItem> receives;
-  std::vector<int64_t> first_item;  // per step: index of its first receive item
+  std::vector<int64_t> chunk_done;  // per chunk of the step before: receive items once done
   for (int step = 0; step < 2 * (world_ - 1); ++step) {
     bool scatter = step < world_ - 1;
     int k = scatter ? step : step - (world_ - 1);
     auto [send_begin, send_end] = segment(scatter ? rank_ - k : rank_ + 1 - k);
     auto [receive_begin, receive_end] = segment(scatter ? rank_ - k - 1 : rank_ - k);
-    first_item.push_back(static_cast<int64_t>(receives.size()));
     for (size_t i = send_begin, j = 0; i < send_end; i += chunk, ++j) {
-      size_t n = std::min(chunk, send_end - i);
-      int64_t after = step == 0 ? 0 : first_item[static_cast<size_t>(step) - 1] +
-                                           static_cast<int64_t>(j) + 1;
-      sends.push_back({base + i * element, n * element, after});
+      int64_t after = step == 0 ? 0 : chunk_done[j];
+      for_pieces(i, std::min(i + chunk, send_end), [&](char* p, size_t bytes) {
+        sends.push_back({p, bytes, after});
+      });
     }
+    chunk_done.clear();
     for (size_t i = receive_begin; i < receive_end; i += chunk) {
-      size_t n = std::min(chunk, receive_end - i);
-      receives.push_back({base + i * element, n * element, scatter ? combine : nullptr});
+      for_pieces(i, std::min(i + chunk, receive_end), [&](char* p, size_t bytes) {
+        receives.push_back({p, bytes, scatter ? combine : nullptr});
+      });
+      chunk_done.push_back(static_cast<int64_t>(receives.size()));
     }
   }
   Header header{++sequence_, kAllReduce, static_cast<uint32_t>(dtype), count * element, 0};
@@ -247,16 +321,18 @@ std::vector<std::string> Ring::all_gather(const std::string& mine, const std::st
   std::memcpy(sizes.data() + static_cast<size_t>(rank_) * sizeof(uint64_t), &my_size,
               sizeof my_size);
   std::vector<size_t> size_offsets;
-  for (int r = 0; r <= world_; ++r) size_offsets.push_back(static_cast<size_t>(r) * sizeof(uint64_t));
+  for (int r = 0; r <= world_; ++r)
+    size_offsets.push_back(static_cast<size_t>(r) * sizeof(uint64_t));
   gather_blocks(sizes, size_offsets, kAllGatherSizes);
   std::vector<size_t> offsets{0};
   for (int r = 0; r < world_; ++r) {
     uint64_t size = 0;
     std::memcpy(&size, sizes.data() + static_cast<size_t>(r) * sizeof(uint64_t), sizeof size);
     if (size > kMaxGatherBytes)
-      throw DataLossError(fmt::format("all-gather: task {} declares a block of {} bytes, over the "
-                                      "limit of {}; its data plane sent garbage",
-                                      r, size, kMaxGatherBytes));
+      throw DataLossError(
+          fmt::format("all-gather: task {} declares a block of {} bytes, over the "
+                      "limit of {}; its data plane sent garbage",
+                      r, size, kMaxGatherBytes));
     offsets.push_back(offsets.back() + size);
   }
   std::vector<char> buffer(offsets.back());

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "distribute/net/data_plane.h"
@@ -48,6 +49,11 @@ class Ring {
   // Sums `count` elements (float32 or float64) over every task, in place. `what` names the
   // operation in messages ("all-reduce at step 812").
   void all_reduce_sum(void* data, size_t count, ops::DType dtype, const std::string& what);
+  // The same over the concatenation of `spans` (pointer, element count), without copying them
+  // into one buffer: the bytes on the wire, and so the sums, are those of all_reduce_sum on
+  // the concatenated buffer.
+  void all_reduce_sum(const std::vector<std::pair<void*, size_t>>& spans, ops::DType dtype,
+                      const std::string& what);
   // Copies `bytes` bytes of the root's buffer into every task's.
   void broadcast(void* data, size_t bytes, int root, const std::string& what);
   // Every task's `mine`, indexed by rank.
@@ -59,6 +65,21 @@ class Ring {
 
   // The chunk size of the pipeline (bytes).
   static constexpr size_t kChunkBytes = 256 << 10;
+
+  // Whether a collective of a 2-task ring over shared memory whose sends fit in half the
+  // channel's buffer writes them on the calling thread, between its receives, instead of
+  // handing them to the sender thread (on by default; EST_RING_INLINE_SENDS=0 turns it off).
+  // The bytes and their order are the same either way, so are the results; what goes is the
+  // sender thread's wake-up on every collective, which on a host whose cores are all busy
+  // (2 workers x 1 core) waits for a core behind the other worker's compute. Why it cannot
+  // deadlock: in a ring of two, a task that finished collective j has read the peer's header
+  // of j, so the peer has read everything of j - 1; the channel then holds at most the bytes
+  // of j and j + 1, each at most half of it, and a write that waits for room waits for a peer
+  // that is reading.
+  void set_inline_sends(bool on) { inline_sends_ = on; }
+  bool inline_sends() const { return inline_sends_; }
+  // How many collectives so far sent on the calling thread.
+  uint64_t inline_collectives() const { return inline_collectives_; }
 
  private:
   struct SendItem {
@@ -80,9 +101,13 @@ class Ring {
     uint64_t extra;
   };
 
-  // Runs one collective: the sends on the sender thread, the receives here.
+  // Runs one collective: the sends on the sender thread (or here, see set_inline_sends), the
+  // receives here.
   void run(const Header& header, std::vector<SendItem> sends, std::vector<ReceiveItem> receives,
            const std::string& what);
+  // The receives, and where `inline_sends`, the sends as they fall due; on the calling thread.
+  void exchange(const Header& header, const std::vector<SendItem>* inline_sends,
+                const std::vector<ReceiveItem>& receives, const std::string& what);
   void sender_loop();
   void fail(std::exception_ptr error);
   void check_usable() const;
@@ -94,6 +119,8 @@ class Ring {
   HealthCheck health_;
   uint64_t sequence_ = 0;
   std::optional<std::chrono::milliseconds> timeout_;
+  bool inline_sends_ = true;
+  uint64_t inline_collectives_ = 0;
   std::chrono::steady_clock::time_point started_;  // of the current collective
   std::vector<char> scratch_;
 

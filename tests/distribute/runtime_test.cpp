@@ -144,6 +144,72 @@ TEST_CASE("ring all-reduce of float64, broadcast from any root, all-gather of un
   }
 }
 
+TEST_CASE("a ring of two over shared memory sends on the calling thread, bitwise as before") {
+  // Each collective's sends written between its receives (Ring::set_inline_sends) against the
+  // sender thread: the same bytes, so the same sums. The sequence mixes collectives whose
+  // sends fit in half the channel (inline) with one that does not (the sender thread), blocks
+  // of different sizes on the two tasks (one inline, the other not) and broadcasts whose root
+  // runs ahead, so a deadlock of the inline writes would show as a hang (every wait is bounded
+  // by the runtime's health checks and the test's timeout).
+  ClusterSpec cluster = loopback_cluster(2, false);
+  const size_t big = DataPlane::kSharedMemoryBytes / sizeof(float);  // 2x over the inline limit
+  struct Out {
+    std::vector<std::vector<float>> sums;
+    std::vector<std::string> gathered;
+    std::vector<char> broadcast;
+    uint64_t inline_collectives = 0;
+  };
+  auto run = [&](bool inline_sends) {
+    return run_tasks<Out>(cluster, [&](ClusterRuntime& runtime) {
+      Ring& ring = runtime.ring();
+      ring.set_inline_sends(inline_sends);
+      Out out;
+      for (size_t n : {size_t{1000}, Ring::kChunkBytes / 4 * 3 + 17, big, size_t{5}}) {
+        for (int repeat = 0; repeat < 3; ++repeat) {
+          std::vector<float> values = rank_values<float>(runtime.rank() + repeat, n);
+          for (size_t i = 0; i < n; i += 7) values[i] += 1e-3f * static_cast<float>(i % 13);
+          ring.all_reduce_sum(values.data(), n, ops::DType::kF32, "test all-reduce");
+          out.sums.push_back(std::move(values));
+        }
+      }
+      // Task 1's block alone exceeds the inline limit.
+      size_t block = runtime.rank() == 1 ? DataPlane::kSharedMemoryBytes * 3 / 4 : 100;
+      out.gathered = ring.all_gather(std::string(block, static_cast<char>('p' + runtime.rank())),
+                                     "test all-gather");
+      for (int root : {0, 1, 0, 0}) {
+        out.broadcast.assign(Ring::kChunkBytes + 3, static_cast<char>('a' + runtime.rank()));
+        ring.broadcast(out.broadcast.data(), out.broadcast.size(), root, "test broadcast");
+      }
+      out.inline_collectives = ring.inline_collectives();
+      return out;
+    });
+  };
+  {
+    DataPlane plane("127.0.0.1", kToken);
+    CHECK(Ring(plane, 0, 1, nullptr).inline_sends());  // the default
+  }
+  std::vector<Out> threaded = run(false), inline_results = run(true);
+  for (int r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    const Out& a = threaded[static_cast<size_t>(r)];
+    const Out& b = inline_results[static_cast<size_t>(r)];
+    CHECK(a.inline_collectives == 0);
+    CHECK(b.inline_collectives > 0);
+    REQUIRE(a.sums.size() == b.sums.size());
+    for (size_t k = 0; k < a.sums.size(); ++k) {
+      REQUIRE(a.sums[k].size() == b.sums[k].size());
+      CHECK(std::memcmp(a.sums[k].data(), b.sums[k].data(), a.sums[k].size() * sizeof(float)) ==
+            0);
+      CHECK(std::memcmp(b.sums[k].data(), inline_results[0].sums[k].data(),
+                        b.sums[k].size() * sizeof(float)) == 0);
+    }
+    CHECK(a.gathered == b.gathered);
+    REQUIRE(b.gathered.size() == 2);
+    CHECK(b.gathered[1] == std::string(DataPlane::kSharedMemoryBytes * 3 / 4, 'q'));
+    CHECK(b.broadcast == std::vector<char>(Ring::kChunkBytes + 3, 'a'));
+  }
+}
+
 TEST_CASE("tasks that run different collectives fail with an error saying so, not a hang") {
   ClusterSpec cluster = loopback_cluster(2, false);
   auto results = run_tasks<std::string>(cluster, [](ClusterRuntime& runtime) {

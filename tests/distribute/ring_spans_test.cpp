@@ -1,0 +1,124 @@
+// Ring::all_reduce_sum over spans (the tensors of a pack summed where they are, without the
+// copy into one buffer): bitwise the sums of the concatenated buffer on every task, and
+// CollectiveAllReduce's packs of tensors that share memory still give each its own sum.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distribute/cluster/cluster_runtime.h"
+#include "distribute/collectives/collective_all_reduce.h"
+#include "distribute/net/coordination_client.h"
+#include "distribute/net/ring.h"
+#include "ops/tensor.h"
+#include "tests/process_group.h"
+
+namespace est::distribute {
+namespace {
+
+using namespace std::chrono_literals;
+
+// body(runtime) on one thread per task of a loopback cluster of `workers`; the results by rank.
+template <class Result>
+std::vector<Result> on_tasks(int workers, const std::function<Result(ClusterRuntime&)>& body) {
+  ClusterSpec::Jobs jobs;
+  for (int i = 0; i < workers; ++i)
+    jobs[TaskType::kWorker].push_back("127.0.0.1:" + std::to_string(testing::free_port()));
+  ClusterSpec cluster(jobs);
+  std::vector<std::future<Result>> futures;
+  for (TaskSpec task : ClusterRuntime::training_tasks(cluster))
+    futures.push_back(std::async(std::launch::async, [&, task] {
+      ClusterRuntime runtime({.cluster = cluster,
+                              .task = task,
+                              .token = "0123456789abcdef0123",
+                              .session_creation_timeout = 20s,
+                              .heartbeat_interval = 200ms,
+                              .heartbeat_timeout = 2000ms,
+                              .shutdown_timeout = 20s});
+      Result result = body(runtime);
+      if (!runtime.coordination().has_error()) runtime.shutdown();
+      return result;
+    }));
+  std::vector<Result> results;
+  for (auto& future : futures) results.push_back(future.get());
+  return results;
+}
+
+// Values whose float sums depend on the order of the additions.
+std::vector<float> values_of(int rank, size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = 1.0f / static_cast<float>(3 + (i + static_cast<size_t>(rank) * 7) % 101) +
+           static_cast<float>(rank) * 1e4f;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("ring all-reduce over spans: bitwise the sums of the concatenated buffer") {
+  // Spans around the chunks: empty ones, one smaller than a chunk, one over two chunks.
+  const std::vector<size_t> sizes = {
+      0, 3, Ring::kChunkBytes / 4 + 5, 0, 1000, Ring::kChunkBytes / 2 + 1, 1};
+  size_t total = 0;
+  for (size_t n : sizes) total += n;
+  for (int workers : {2, 3}) {
+    CAPTURE(workers);
+    struct Out {
+      std::vector<float> whole, pieces;
+    };
+    auto results = on_tasks<Out>(workers, [&](ClusterRuntime& runtime) {
+      Out out;
+      out.whole = values_of(runtime.rank(), total);
+      std::vector<std::vector<float>> parts;
+      for (size_t offset = 0; size_t n : sizes) {
+        parts.emplace_back(out.whole.begin() + static_cast<ptrdiff_t>(offset),
+                           out.whole.begin() + static_cast<ptrdiff_t>(offset + n));
+        offset += n;
+      }
+      runtime.ring().all_reduce_sum(out.whole.data(), total, ops::DType::kF32, "whole");
+      std::vector<std::pair<void*, size_t>> spans;
+      for (auto& part : parts) spans.emplace_back(part.data(), part.size());
+      runtime.ring().all_reduce_sum(spans, ops::DType::kF32, "spans");
+      for (const auto& part : parts) out.pieces.insert(out.pieces.end(), part.begin(), part.end());
+      return out;
+    });
+    for (const Out& out : results) {
+      REQUIRE(out.pieces.size() == total);
+      CHECK(std::memcmp(out.pieces.data(), out.whole.data(), total * sizeof(float)) == 0);
+      CHECK(std::memcmp(out.whole.data(), results[0].whole.data(), total * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("CollectiveAllReduce: tensors of one pack that share memory each get their own sum") {
+  // Summed where they are, a buffer listed twice would be added into twice; a copy of the pack
+  // gives each entry the sum of the tensor's values.
+  for (int workers : {2, 3}) {
+    CAPTURE(workers);
+    auto results = on_tasks<std::vector<float>>(workers, [](ClusterRuntime& runtime) {
+      std::shared_ptr<ClusterRuntime> handle(&runtime, [](ClusterRuntime*) {});
+      CollectiveAllReduce ops(handle, CommunicationOptions{});
+      Tensor a = Tensor::full({4}, 1.0 + runtime.rank());
+      Tensor c = Tensor::full({3}, 10.0);
+      std::vector<Tensor> sums{a, c, a};  // a twice: one buffer
+      ops.reduce_across_workers(sums, "aliased");
+      std::vector<float> out;
+      for (const Tensor& t : sums)
+        for (int64_t i = 0; i < t.numel(); ++i) out.push_back(t.data<float>()[i]);
+      return out;
+    });
+    float a_sum = 0;
+    for (int r = 0; r < workers; ++r) a_sum += 1.0f + static_cast<float>(r);
+    float c_sum = 10.0f * static_cast<float>(workers);
+    std::vector<float> expected = {a_sum, a_sum, a_sum, a_sum, c_sum, c_sum,
+                                   c_sum, a_sum, a_sum, a_sum, a_sum};
+    for (const auto& out : results) CHECK(out == expected);
+  }
+}
+
+}  // namespace est::distribute
