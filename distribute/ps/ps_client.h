@@ -56,6 +56,11 @@ class PsClient {
   bool connected() const { return !links_.empty(); }
   // "ps 1 at 127.0.0.1:2300".
   std::string describe(int ps) const;
+  // Whether the connection to ps task `ps` goes through shared memory (the task is on this
+  // machine and EST_DATA_PLANE is not "tcp"; ps_handshake.h); false before connecting.
+  bool shared_memory(int ps) const {
+    return connected() && links_.at(static_cast<size_t>(ps)).shared_memory();
+  }
 
   // Sends requests[i] to ps task i (unset: nothing for it), then reads the replies; replies[i]
   // is unset where no request went. A reply that is an error is thrown (its code, naming the

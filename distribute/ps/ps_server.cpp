@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "distribute/net/step_profile.h"
 #include "distribute/ps/ps_handshake.h"
 #include "distribute/ps/ps_heartbeat.h"
 #include "nn/context_control.h"
@@ -158,11 +159,15 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
   // Gradients this connection staged for its next push (kStage), applied with it.
   std::vector<NamedTensor> staged;
   std::string frame, reply_bytes;  // reused from request to request (ps_wire.h)
+  step_profile::note_thread("ps_serve " + client);
   try {
     for (;;) {
+      std::optional<step_profile::Scope> receiving;
       receive_frame(*link, health, what, frame);
+      receiving.emplace(step_profile::kPsReceive);  // from the frame's arrival
       PsRequest request = decode_request(frame, client);
       trim_frame_buffer(frame);
+      receiving.reset();
       if (request.kind == PsRequestKind::kStage) {
         std::move(request.tensors.begin(), request.tensors.end(), std::back_inserter(staged));
         continue;
@@ -182,6 +187,7 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
       } catch (const Error& error) {
         reply = error_reply(error.code(), fmt::format("{}: {}", name(), error.what()));
       }
+      step_profile::Scope replying(step_profile::kPsReply);
       encode(reply, reply_bytes);
       send_frame(*link, reply_bytes, health, what);
       trim_frame_buffer(reply_bytes);
@@ -360,6 +366,7 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
         }
         // The learning rate's step: ps 0's own count, which each update advances (the job's
         // global step), elsewhere the step the worker saw.
+        step_profile::Scope applying(step_profile::kPsApply);
         if (holds_global_step_) {
           options_.optimizer->apply_gradients(store_, std::move(grads));
         } else {
@@ -368,6 +375,7 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
         ++updates_;
         apply_moving_averages(request, client);
       }
+      step_profile::Scope reading(step_profile::kPsReply);
       return values(request.names);
     }
     case PsRequestKind::kPullRows:

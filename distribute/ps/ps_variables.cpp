@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "distribute/net/step_profile.h"
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
@@ -289,6 +290,7 @@ void PsVariables::add_pulls(std::vector<std::optional<PsRequest>>& requests,
 int64_t PsVariables::write_pulled(const std::vector<std::optional<PsReply>>& replies,
                                   nn::VariableStore& store,
                                   const std::set<std::string>& not_pulled) const {
+  step_profile::Scope writing(step_profile::kPsWrite);
   std::map<std::string, ops::Tensor> fresh;
   int64_t global_step = -1;
   for (const auto& reply : replies) {

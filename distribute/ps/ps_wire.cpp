@@ -234,21 +234,21 @@ PsReply decode_reply(std::string_view bytes, const std::string& from) {
 void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,
                 const std::string& what) {
   uint64_t n = bytes.size();
-  link.send_raw(&n, sizeof n, health, what);
-  link.send_raw(bytes.data(), bytes.size(), health, what);
+  link.send(&n, sizeof n, health, what);
+  link.send(bytes.data(), bytes.size(), health, what);
 }
 
 void receive_frame(Link& link, const HealthCheck& health, const std::string& what, std::string& out,
                    uint64_t max_bytes) {
   uint64_t n = 0;
-  link.receive_raw(&n, sizeof n, health, what);
+  link.receive(&n, sizeof n, health, what);
   if (n > max_bytes)
     throw DataLossError(
         fmt::format("{} sent a frame of {} bytes during {} (at most {}): it is "
                     "not an est parameter-server peer",
                     link.peer(), n, what, max_bytes));
   out.resize(n);  // within its capacity: no fresh pages, no zeroing
-  link.receive_raw(out.data(), n, health, what);
+  link.receive(out.data(), n, health, what);
 }
 
 std::string receive_frame(Link& link, const HealthCheck& health, const std::string& what,
