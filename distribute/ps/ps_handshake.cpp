@@ -97,12 +97,24 @@ Link connect_to_ps(const std::string& address, const std::string& ps_name, const
         "differs); start every task of a job with the same EST_JOB_TOKEN",
         ps_name, address));
   if (!requests) return link;
+  // The ps task's offer, within the connect timeout (the heartbeat does not run yet).
+  Clock::time_point offer_deadline = Clock::now() + timeout;
+  HealthCheck bounded = [&](bool peer_closed) -> std::optional<JobStatus> {
+    if (health)
+      if (auto status = health(peer_closed)) return status;
+    if (Clock::now() > offer_deadline)
+      return JobStatus::error(
+          StatusCode::kUnavailable,
+          fmt::format("{} did not finish the handshake within {} s", ps_name,
+                      std::chrono::duration_cast<std::chrono::seconds>(timeout).count()));
+    return std::nullopt;
+  };
   uint32_t n = 0;
-  link.receive_raw(&n, sizeof n, health, what);
+  link.receive_raw(&n, sizeof n, bounded, what);
   if (n > kMaxField)
     throw DataLossError(fmt::format("{} sent an oversized shared-memory offer", ps_name));
   std::string offer(n, '\0');
-  link.receive_raw(offer.data(), n, health, what);
+  link.receive_raw(offer.data(), n, bounded, what);
   std::unique_ptr<ShmChannel> incoming;
   if (outgoing && !offer.empty()) incoming = ShmChannel::open(offer);
   uint8_t opened = incoming ? 1 : 0;

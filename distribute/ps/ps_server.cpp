@@ -182,13 +182,15 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
         staged.clear();
       }
       PsReply reply;
+      bool encoded = false;
       try {
-        reply = handle(request, client);
+        reply = handle(request, client, &reply_bytes, &encoded);
       } catch (const Error& error) {
         reply = error_reply(error.code(), fmt::format("{}: {}", name(), error.what()));
+        encoded = false;
       }
       step_profile::Scope replying(step_profile::kPsReply);
-      encode(reply, reply_bytes);
+      if (!encoded) encode(reply, reply_bytes);
       send_frame(*link, reply_bytes, health, what);
       trim_frame_buffer(reply_bytes);
     }
@@ -257,7 +259,7 @@ void PsServer::check_end() {
   end(JobStatus{});
 }
 
-PsReply PsServer::values(const std::vector<std::string>& names) const {
+PsReply PsServer::values(const std::vector<std::string>& names, bool shared) const {
   PsReply reply;
   for (const std::string& n : names) {
     std::optional<nn::Variable> variable = store_.find(n);
@@ -267,7 +269,8 @@ PsReply PsServer::values(const std::vector<std::string>& names) const {
       return error_reply(
           StatusCode::kFailedPrecondition,
           fmt::format("{} does not hold '{}' yet (the chief initializes it)", name(), n));
-    reply.tensors.push_back({n, variable->value.detach().clone()});
+    reply.tensors.push_back(
+        {n, shared ? variable->value.detach() : variable->value.detach().clone()});
   }
   if (holds_global_step_)
     reply.global_step = static_cast<int64_t>(store_.get(kGlobalStep).value.item());
@@ -310,7 +313,8 @@ void PsServer::apply_moving_averages(const PsRequest& request, const std::string
   }
 }
 
-PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
+PsReply PsServer::handle(const PsRequest& request, const std::string& client, std::string* encoded,
+                         bool* done) {
   std::unique_lock lock(mutex_);
   // A job that failed answers every request with its error, so that each worker names the
   // cause instead of finishing its steps (or finding the connection closed).
@@ -375,8 +379,14 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
         ++updates_;
         apply_moving_averages(request, client);
       }
+      // Encoded here, under the lock, from the variables themselves: no copy of every value
+      // per request (another worker's push may change them once the lock is released).
       step_profile::Scope reading(step_profile::kPsReply);
-      return values(request.names);
+      PsReply reply = values(request.names, true);
+      if (!reply.ok()) return reply;
+      encode(reply, *encoded);
+      *done = true;
+      return {};
     }
     case PsRequestKind::kPullRows:
       return rows(request.tensors, client);
