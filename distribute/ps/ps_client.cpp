@@ -62,7 +62,8 @@ std::string PsClient::describe(int ps) const {
 }
 
 std::vector<std::optional<PsReply>> PsClient::exchange(
-    const std::vector<std::optional<PsRequest>>& requests, const std::string& what) {
+    const std::vector<std::optional<PsRequest>>& requests, const std::string& what,
+    const DecodeInto& into) {
   connect();
   if (requests.size() != links_.size())
     throw InvalidArgumentError(fmt::format("PsClient::exchange: {} requests for {} ps tasks",
@@ -92,7 +93,7 @@ std::vector<std::optional<PsReply>> PsClient::exchange(
     }
     bytes_received_ += bytes.size() + sizeof(uint64_t);
     step_profile::Scope decoding(step_profile::kPsWrite);
-    replies[i] = decode_reply(bytes, describe(static_cast<int>(i)));
+    replies[i] = decode_reply(bytes, describe(static_cast<int>(i)), into);
     trim_frame_buffer(bytes);
     if (!replies[i]->ok() && !failed) failed = replies[i];
   }

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <future>
+#include <map>
 #include <thread>
 
 #include "distribute/ps/ps_client.h"
@@ -266,6 +267,27 @@ TEST_CASE("ps service: a worker on the ps task's machine talks to it over shared
     for (const char* name : {"big", "small"}) CHECK(floats(store, name) == floats(local, name));
   }
   CHECK(cluster.servers[0]->updates_applied() == 4);
+}
+
+TEST_CASE("ps wire: a reply's values decode straight into tensors of their dtype and shape") {
+  PsReply reply;
+  reply.tensors = {{"a", ops::Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})},
+                   {"b", ops::Tensor::from_vector<float>({7, 8})},
+                   {"c", ops::Tensor::from_vector<float>({9})}};
+  ops::Tensor a = ops::Tensor::zeros({2, 3});
+  ops::Tensor b = ops::Tensor::zeros({3});  // another shape: decoded into a fresh tensor
+  ops::Tensor c = ops::Tensor::zeros({1}, ops::DType::kF64);  // another dtype: the same
+  std::map<std::string, ops::Tensor*> into{{"a", &a}, {"b", &b}, {"c", &c}};
+  PsReply decoded =
+      decode_reply(encode(reply), "a test", [&](const std::string& name) { return into.at(name); });
+  REQUIRE(decoded.tensors.size() == 3);
+  CHECK(decoded.tensors[0].value.raw_data() == a.raw_data());
+  CHECK(a.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(decoded.tensors[1].value.raw_data() != b.raw_data());
+  CHECK(decoded.tensors[1].value.to_vector<float>() == std::vector<float>{7, 8});
+  CHECK(b.to_vector<float>() == std::vector<float>{0, 0, 0});
+  CHECK(decoded.tensors[2].value.raw_data() != c.raw_data());
+  CHECK(c.to_vector<double>() == std::vector<double>{0});
 }
 
 TEST_CASE("ps service: a connection without the job token is refused") {
