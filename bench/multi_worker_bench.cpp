@@ -111,12 +111,14 @@ double train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t 
         bench::percentiles_ms(step_ns), static_cast<double>(input_wall) / per,
         static_cast<double>(forward_wall) / per, static_cast<double>(forward_cpu) / per,
         static_cast<double>(train_wall) / per, static_cast<double>(train_cpu) / per);
-    for (int p = 0; p < sp::kPhases; ++p)
+    for (int p = 0; p < sp::kPhases; ++p) {
+      if (p >= sp::kPsSend && totals.count[p] == 0) continue;  // a parameter server's phases
       text += fmt::format("phase {} wall_ms/step={:.3f} cpu_ms/step={:.3f} calls/step={:.2f}\n",
                           sp::phase_name(static_cast<sp::Phase>(p)),
                           static_cast<double>(totals.wall_ns[p]) / per,
                           static_cast<double>(totals.cpu_ns[p]) / per,
                           static_cast<double>(totals.count[p]) / static_cast<double>(steps));
+    }
     text += bench::thread_report(threads_before, threads_after, roles, steps);
     *report = text;
   }

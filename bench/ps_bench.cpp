@@ -7,7 +7,7 @@
 // the values back: the least a step that pushes every gradient and pulls every value can move).
 //
 //   ps_bench [--batch 64] [--steps 200] [--rounds 3] [--push-ahead-bytes 65536]
-//            [--sync_replicas 2]
+//            [--sync_replicas 2] [--profile]
 // --sync_replicas R: the job trains synchronously (SyncReplicasOptimizer's semantics, R = 2
 // gradients averaged per step, num_tokens = 0: lock-step), each step then three round trips
 // (push, token, pull) and a wait for the slower worker; no gradient is pushed ahead then.
@@ -44,6 +44,7 @@
 
 #include "bench/child_processes.h"
 #include "bench/fashion_mnist_memory.h"
+#include "bench/ps_profile.h"
 #include "examples/cnn_model.h"
 
 namespace {
@@ -56,33 +57,42 @@ struct Timed {
   double variables_bytes = 0;
 };
 
-// `steps` timed steps of batch `batch` under `strategy` (one local replica).
+// `steps` timed steps of batch `batch` under `strategy` (one local replica); with `profile`,
+// `report` gets their split (bench/ps_profile.h).
 Timed train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t batch, int64_t steps,
-            int64_t first_row) {
+            int64_t first_row, bool profile, std::string* report) {
+  bench::StepTimer timer(profile);
   int64_t batches = data.images.dim(0) / batch;
   double scale = 1.0 / static_cast<double>(batch);
   auto step = [&](int64_t s) {
+    timer.step_begins();
     Tensor images = Tensor::empty({batch, 28, 28, 1});
     Tensor labels = Tensor::empty({batch}, est::DType::kI64);
     bench::copy_rows(data, ((first_row / batch + s) % batches) * batch, images, labels);
     strategy.run(
         [&](dist::ReplicaContext& replica) {
           est::ModelContext& ctx = replica.model_context();
+          timer.forward_begins();
           ctx.begin_call();
           Tensor logits = examples::tutorial_cnn(ctx, replica.input().features.at("image"));
           Tensor loss =
               est::ops::mul(est::ops::sum(est::nn::sparse_softmax_cross_entropy(
                                 replica.input().labels, logits, 1.0, est::nn::Reduction::kNone)),
                             scale);
+          timer.train_op_begins();
           replica.run_train_op(est::optim::sgd(1e-3).minimize(loss, ctx));
+          timer.train_op_ends();
           return loss;
         },
         {est::data::Element(est::Features{{"image", images}}, labels)});
+    timer.step_ends();
   };
   for (int64_t s = 0; s < 20; ++s) step(s);  // warm-up
+  timer.start();
   auto start = std::chrono::steady_clock::now();
   for (int64_t s = 0; s < steps; ++s) step(20 + s);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (profile) *report = timer.report(steps);
   Timed timed{.examples_per_sec = static_cast<double>(steps * batch) / seconds};
   for (const est::nn::Variable& v : strategy.store(0).trainable_variables())
     timed.variables_bytes += static_cast<double>(v.value.nbytes());
@@ -112,6 +122,9 @@ int main(int argc, char** argv) try {
   app.add_option("--sync_replicas", sync_replicas,
                  "train synchronously, averaging this many gradients per step (0: async)")
       ->capture_default_str();
+  bool profile = false;
+  app.add_flag("--profile", profile,
+               "print each run's split of a step (EST_STEP_PROFILE=1 for the children)");
   app.add_option("--role", role, "internal: single, ps or worker")->group("");
   CLI11_PARSE(app, argc, argv);
 
@@ -122,7 +135,10 @@ int main(int argc, char** argv) try {
                            .task_index = 0,
                            .num_workers = 2,
                            .optimizer = est::optim::sgd(1e-3)});
+    bench::ThreadWatch watch(profile);  // the connection threads end before join() returns
     server.join();
+    if (profile)
+      fmt::print("{}", bench::prefix_lines(bench::ps_task_report(watch.stop()), "profile "));
     return 0;
   }
   if (!role.empty()) {
@@ -139,7 +155,10 @@ int main(int argc, char** argv) try {
           {.push_ahead_bytes = push_ahead_bytes, .sync_replicas = sync, .seed = 7});
       strategy = ps;
     }
-    Timed timed = train(*strategy, data, batch, steps, ps ? ps->input_pipeline_id() * 30000 : 0);
+    std::string report;
+    Timed timed = train(*strategy, data, batch, steps, ps ? ps->input_pipeline_id() * 30000 : 0,
+                        profile, &report);
+    fmt::print("{}", bench::prefix_lines(report, "profile "));
     fmt::print("examples_per_sec={:.1f}\nvariables_bytes={:.0f}\n", timed.examples_per_sec,
                timed.variables_bytes);
     if (ps) {
@@ -156,6 +175,10 @@ int main(int argc, char** argv) try {
   std::vector<std::string> common = {
       "/proc/self/exe",      "--batch",         std::to_string(batch),        "--steps",
       std::to_string(steps), "--sync_replicas", std::to_string(sync_replicas)};
+  if (profile) {
+    ::setenv("EST_STEP_PROFILE", "1", 1);
+    common.push_back("--profile");
+  }
   std::string dir = "/tmp/est_ps_bench_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   std::vector<double> singles, variables;
@@ -169,6 +192,7 @@ int main(int argc, char** argv) try {
     args.insert(args.end(), {"--role", "single"});
     wait_all({spawn(args, "", dir + "/single.log")});
     singles.push_back(value_in(dir + "/single.log", "examples_per_sec"));
+    if (profile) bench::print_profile(dir + "/single.log", fmt::format("round {} single", r));
     for (size_t k = 0; k < kinds.size(); ++k) {
       int p0 = 20000 + (::getpid() * 7 + r * 6 + static_cast<int>(k) * 3) % 20000;
       std::string cluster = fmt::format(
@@ -198,6 +222,10 @@ int main(int argc, char** argv) try {
           "round {}: one_process {:.1f} ps_job push_ahead={} {:.1f} ratio {:.3f} "
           "bytes_per_step {:.0f} wait_us_per_step {:.0f}\n",
           r, singles.back(), kinds[k], job, ratios[k].back(), bytes[k].back(), waits[k].back());
+      if (profile)
+        for (const char* who : {"chief", "worker", "ps"})
+          bench::print_profile(dir + "/" + who + ".log",
+                               fmt::format("round {} push_ahead={} {}", r, kinds[k], who));
     }
     if (kinds.size() == 2) ahead_vs_batched.push_back(jobs[1].back() / jobs[0].back());
   }

@@ -123,6 +123,17 @@ namespace {
 
 // This machine's identity for shared memory: the kernel's boot id and the host name (tasks in
 // containers of one host that do not share /dev/shm fail to open the segment and use TCP).
+[[noreturn]] void throw_job_error(const JobStatus& error, const std::string& what) {
+  throw_error(error.code, fmt::format("{} (this task was in {})", error.message, what));
+}
+
+void check_health(const HealthCheck& health, const std::string& what, bool peer_closed = false) {
+  if (!health) return;
+  if (auto error = health(peer_closed)) throw_job_error(*error, what);
+}
+
+}  // namespace
+
 const std::string& machine_id() {
   static const std::string id = [] {
     std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -135,19 +146,16 @@ const std::string& machine_id() {
   return id;
 }
 
-[[noreturn]] void throw_job_error(const JobStatus& error, const std::string& what) {
-  throw_error(error.code, fmt::format("{} (this task was in {})", error.message, what));
+bool shared_memory_allowed() {
+  const char* mode = std::getenv("EST_DATA_PLANE");
+  return mode == nullptr || std::string(mode) != "tcp";
 }
-
-void check_health(const HealthCheck& health, const std::string& what, bool peer_closed = false) {
-  if (!health) return;
-  if (auto error = health(peer_closed)) throw_job_error(*error, what);
-}
-
-}  // namespace
 
 Link::Link(Link&& other) noexcept
-    : fd_(other.fd_), peer_(std::move(other.peer_)), shm_(std::move(other.shm_)) {
+    : fd_(other.fd_),
+      peer_(std::move(other.peer_)),
+      shm_(std::move(other.shm_)),
+      shm_in_(std::move(other.shm_in_)) {
   other.fd_ = -1;
 }
 
@@ -157,6 +165,7 @@ Link& Link::operator=(Link&& other) noexcept {
     fd_ = other.fd_;
     peer_ = std::move(other.peer_);
     shm_ = std::move(other.shm_);
+    shm_in_ = std::move(other.shm_in_);
     other.fd_ = -1;
   }
   return *this;
@@ -175,9 +184,9 @@ void Link::send(const void* data, size_t n, const HealthCheck& health, const std
 }
 
 void Link::receive(void* data, size_t n, const HealthCheck& health, const std::string& what) {
-  if (shm_) {
+  if (ShmChannel* channel = shm_in_ ? shm_in_.get() : shm_.get()) {
     char* out = static_cast<char*>(data);
-    shm_->read(
+    channel->read(
         n,
         [&](const char* span, size_t k) {
           std::memcpy(out, span, k);

@@ -46,7 +46,16 @@ class Link {
   bool connected() const { return fd_ >= 0; }
   int fd() const { return fd_; }  // for poll() (the ps heartbeat)
   bool shared_memory() const { return shm_ != nullptr; }
+  // The link's one direction goes through `channel` (the data plane's ring: a link either sends
+  // or receives).
   void use_shared_memory(std::unique_ptr<ShmChannel> channel) { shm_ = std::move(channel); }
+  // Both directions go through shared memory: sends into `outgoing`, receives from `incoming`
+  // (a parameter server's connection to a worker on its machine).
+  void use_shared_memory(std::unique_ptr<ShmChannel> outgoing,
+                         std::unique_ptr<ShmChannel> incoming) {
+    shm_ = std::move(outgoing);
+    shm_in_ = std::move(incoming);
+  }
   const std::string& peer() const { return peer_; }  // "worker:1 at 127.0.0.1:2223"
   // Send or receive exactly n bytes. `what` says what the caller is doing, for messages
   // ("all-reduce at step 812"). UnavailableError naming the peer when it closes the connection,
@@ -65,7 +74,14 @@ class Link {
   int fd_ = -1;
   std::string peer_;
   std::unique_ptr<ShmChannel> shm_;
+  std::unique_ptr<ShmChannel> shm_in_;  // set: receives come from here, sends go to shm_
 };
+
+// This machine (boot id and host name), to tell whether a peer's shared-memory offer is local.
+const std::string& machine_id();
+// Whether shared-memory channels may be used (the environment variable EST_DATA_PLANE=tcp says
+// no).
+bool shared_memory_allowed();
 
 // Socket helpers the data plane shares with the parameter servers (distribute/ps/).
 // "host:port" split in two ("[::1]:80" gives "::1"); InvalidArgumentError when it is not one.

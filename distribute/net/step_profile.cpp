@@ -43,6 +43,18 @@ const char* phase_name(Phase phase) {
       return "peer_wait";
     case kUpdate:
       return "update";
+    case kPsSend:
+      return "ps_send";
+    case kPsWait:
+      return "ps_wait";
+    case kPsWrite:
+      return "ps_write";
+    case kPsReceive:
+      return "ps_receive";
+    case kPsApply:
+      return "ps_apply";
+    case kPsReply:
+      return "ps_reply";
     case kPhases:
       break;
   }

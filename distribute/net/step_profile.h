@@ -1,7 +1,8 @@
 // StepProfile: where a multi-worker training step's time goes, for benchmarks
-// (bench/multi_worker_bench --profile): wall and thread-CPU time of the backward pass, the
-// gradients' all-reduce (and, inside it, the wait for the peer's first bytes, i.e. for a slower
-// worker), and the optimizer's update, summed over steps; and the kernel thread ids of the
+// (bench/multi_worker_bench --profile, bench/ps_bench --profile): wall and thread-CPU time of
+// the backward pass, the gradients' all-reduce (and, inside it, the wait for the peer's first
+// bytes, i.e. for a slower worker), the optimizer's update, and a parameter-server step's
+// exchange (a worker's and a ps task's sides), summed over steps; and the kernel thread ids of the
 // threads that do the work (replica, ring sender, collective), so that a bench can read their
 // CPU time and run delay from /proc.
 //
@@ -22,10 +23,23 @@ enum Phase : int {
   kReduce,        // the all-reduce of the step (sync_step; apply_overlapped: the waits)
   kPeerWait,      // inside a ring collective: waiting for the previous task's header
   kUpdate,        // the moving statistics and the optimizer's update
+  // A parameter-server worker (distribute/ps/): encoding and sending its frames (the staged
+  // gradients and the step's requests), waiting for and receiving the replies, and decoding
+  // them into the store.
+  kPsSend,
+  kPsWait,
+  kPsWrite,
+  // A `ps` task, per request it serves: receiving and decoding the frame, applying the update
+  // (under the task's lock), and reading the values and encoding and sending the reply.
+  kPsReceive,
+  kPsApply,
+  kPsReply,
   kPhases
 };
 
-const char* phase_name(Phase phase);  // "backward", "reduce", "peer_wait", "update"
+// "backward", "reduce", "peer_wait", "update", "ps_send", "ps_wait", "ps_write", "ps_receive",
+// "ps_apply", "ps_reply".
+const char* phase_name(Phase phase);
 
 // Whether EST_STEP_PROFILE=1 (read on the first call).
 bool enabled();

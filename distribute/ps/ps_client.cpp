@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "distribute/net/job_token.h"
+#include "distribute/net/step_profile.h"
 #include "distribute/ps/ps_handshake.h"
 #include "distribute/ps/ps_heartbeat.h"
 #include "ops/error.h"
@@ -61,11 +62,13 @@ std::string PsClient::describe(int ps) const {
 }
 
 std::vector<std::optional<PsReply>> PsClient::exchange(
-    const std::vector<std::optional<PsRequest>>& requests, const std::string& what) {
+    const std::vector<std::optional<PsRequest>>& requests, const std::string& what,
+    const DecodeInto& into) {
   connect();
   if (requests.size() != links_.size())
     throw InvalidArgumentError(fmt::format("PsClient::exchange: {} requests for {} ps tasks",
                                            requests.size(), links_.size()));
+  std::optional<step_profile::Scope> sending(std::in_place, step_profile::kPsSend);
   for (size_t i = 0; i < links_.size(); ++i) {
     if (!requests[i]) continue;
     if (!expects_reply(requests[i]->kind))
@@ -77,15 +80,20 @@ std::vector<std::optional<PsReply>> PsClient::exchange(
     ++round_trips_[i];
   }
   trim_frame_buffer(send_buffer_);
+  sending.reset();
   auto sent = std::chrono::steady_clock::now();
   std::vector<std::optional<PsReply>> replies(links_.size());
   std::optional<PsReply> failed;
   for (size_t i = 0; i < links_.size(); ++i) {
     if (!requests[i]) continue;
     std::string& bytes = receive_buffers_[i];
-    receive_frame(links_[i], health_, what, bytes);
+    {
+      step_profile::Scope waiting(step_profile::kPsWait);
+      receive_frame(links_[i], health_, what, bytes);
+    }
     bytes_received_ += bytes.size() + sizeof(uint64_t);
-    replies[i] = decode_reply(bytes, describe(static_cast<int>(i)));
+    step_profile::Scope decoding(step_profile::kPsWrite);
+    replies[i] = decode_reply(bytes, describe(static_cast<int>(i)), into);
     trim_frame_buffer(bytes);
     if (!replies[i]->ok() && !failed) failed = replies[i];
   }
@@ -99,6 +107,7 @@ void PsClient::send(int ps, const PsRequest& request, const std::string& what) {
   if (expects_reply(request.kind))
     throw InternalError("PsClient::send: a request that gets a reply; exchange() it");
   connect();
+  step_profile::Scope sending(step_profile::kPsSend);
   auto i = static_cast<size_t>(ps);
   encode(request, send_buffer_);
   send_frame(links_.at(i), send_buffer_, health_, what);

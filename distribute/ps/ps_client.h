@@ -56,12 +56,19 @@ class PsClient {
   bool connected() const { return !links_.empty(); }
   // "ps 1 at 127.0.0.1:2300".
   std::string describe(int ps) const;
+  // Whether the connection to ps task `ps` goes through shared memory (the task is on this
+  // machine and EST_DATA_PLANE is not "tcp"; ps_handshake.h); false before connecting.
+  bool shared_memory(int ps) const {
+    return connected() && links_.at(static_cast<size_t>(ps)).shared_memory();
+  }
 
   // Sends requests[i] to ps task i (unset: nothing for it), then reads the replies; replies[i]
   // is unset where no request went. A reply that is an error is thrown (its code, naming the
   // task), after every reply has been read.
+  // `into`: where the replies' values may be decoded to (decode_reply).
   std::vector<std::optional<PsReply>> exchange(
-      const std::vector<std::optional<PsRequest>>& requests, const std::string& what);
+      const std::vector<std::optional<PsRequest>>& requests, const std::string& what,
+      const DecodeInto& into = {});
   // Sends `request`, which gets no reply (expects_reply() is false: kStage), to ps task `ps`.
   void send(int ps, const PsRequest& request, const std::string& what);
   // The same request to every ps task; best effort when `quiet` (errors are logged, not

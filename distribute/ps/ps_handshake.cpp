@@ -1,5 +1,10 @@
 // The ps handshake: "ESTPS001" (requests) or "ESTPH001" (heartbeat), the token, the caller's
-// name; one byte back (1: accepted).
+// name; one byte back (1: accepted). A requests connection then sets up its shared memory: the
+// worker's offer (its machine and the name of the channel it writes, or nothing) goes with its
+// hello; after the accepting byte the ps task answers with the name of the channel it writes
+// (nothing when it did not open the worker's: another machine, or shared memory off), and the
+// worker says in one byte whether it opened that one. Both directions use shared memory, or
+// neither does.
 #include "distribute/ps/ps_handshake.h"
 
 #include <unistd.h>
@@ -73,6 +78,12 @@ Link connect_to_ps(const std::string& address, const std::string& ps_name, const
   };
   put_field(token);
   put_field(client_name);
+  const bool requests = kind == PsConnection::kRequests;
+  std::unique_ptr<ShmChannel> outgoing;
+  if (requests) {
+    if (shared_memory_allowed()) outgoing = ShmChannel::create(DataPlane::kSharedMemoryBytes);
+    put_field(outgoing ? machine_id() + "\n" + outgoing->name() : "");
+  }
   link.send_raw(hello.data(), hello.size(), health, what);
   uint8_t answer = 0;
   try {
@@ -85,6 +96,33 @@ Link connect_to_ps(const std::string& address, const std::string& ps_name, const
         "{} at {} refused this task's connection: it belongs to another job (the job token "
         "differs); start every task of a job with the same EST_JOB_TOKEN",
         ps_name, address));
+  if (!requests) return link;
+  // The ps task's offer, within the connect timeout (the heartbeat does not run yet).
+  Clock::time_point offer_deadline = Clock::now() + timeout;
+  HealthCheck bounded = [&](bool peer_closed) -> std::optional<JobStatus> {
+    if (health)
+      if (auto status = health(peer_closed)) return status;
+    if (Clock::now() > offer_deadline)
+      return JobStatus::error(
+          StatusCode::kUnavailable,
+          fmt::format("{} did not finish the handshake within {} s", ps_name,
+                      std::chrono::duration_cast<std::chrono::seconds>(timeout).count()));
+    return std::nullopt;
+  };
+  uint32_t n = 0;
+  link.receive_raw(&n, sizeof n, bounded, what);
+  if (n > kMaxField)
+    throw DataLossError(fmt::format("{} sent an oversized shared-memory offer", ps_name));
+  std::string offer(n, '\0');
+  link.receive_raw(offer.data(), n, bounded, what);
+  std::unique_ptr<ShmChannel> incoming;
+  if (outgoing && !offer.empty()) incoming = ShmChannel::open(offer);
+  uint8_t opened = incoming ? 1 : 0;
+  link.send_raw(&opened, 1, health, what);
+  if (incoming) {
+    outgoing->unlink();  // both sides have it mapped
+    link.use_shared_memory(std::move(outgoing), std::move(incoming));
+  }
   return link;
 }
 
@@ -119,8 +157,33 @@ std::optional<PsPeer> accept_ps_client(Link& link, const std::string& token,
       log_refusal(peer_address, "wrong job token");
       return std::nullopt;
     }
+    std::optional<std::string> offer = heartbeat ? std::string() : get_field();
+    if (!offer) {
+      log_refusal(peer_address, "an oversized shared-memory offer");
+      return std::nullopt;
+    }
     uint8_t accepted = 1;
     link.send_raw(&accepted, 1, bounded, what);
+    if (!heartbeat) {
+      // The worker's channel when it is on this machine, and this task's own for the replies.
+      std::unique_ptr<ShmChannel> incoming, outgoing;
+      size_t newline = offer->find('\n');
+      if (shared_memory_allowed() && newline != std::string::npos &&
+          offer->substr(0, newline) == machine_id())
+        incoming = ShmChannel::open(offer->substr(newline + 1));
+      if (incoming) outgoing = ShmChannel::create(DataPlane::kSharedMemoryBytes);
+      std::string ours = outgoing ? outgoing->name() : "";
+      uint32_t n = static_cast<uint32_t>(ours.size());
+      std::string answer(reinterpret_cast<const char*>(&n), sizeof n);
+      answer += ours;
+      link.send_raw(answer.data(), answer.size(), bounded, what);
+      uint8_t opened = 0;
+      link.receive_raw(&opened, 1, bounded, what);
+      if (opened == 1 && outgoing) {
+        outgoing->unlink();
+        link.use_shared_memory(std::move(outgoing), std::move(incoming));
+      }
+    }
     return PsPeer{.name = *name,
                   .kind = heartbeat ? PsConnection::kHeartbeat : PsConnection::kRequests};
   } catch (const Error& error) {

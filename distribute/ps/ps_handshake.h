@@ -1,7 +1,11 @@
 // The opening of a worker's connection to a `ps` task: the job token (a connection without it
 // is refused and logged once per address, as the data plane does), who is calling, and what
 // the connection carries: requests, or the heartbeat (distribute/ps/ps_heartbeat.h) that tells
-// the worker a ps task has stopped answering.
+// the worker a ps task has stopped answering. A requests connection between two processes of one
+// machine then carries its frames through two shared-memory channels (one each way,
+// distribute/net/shm_channel.h: one copy in and one out per frame instead of loopback TCP's
+// kernel copies and stack), the TCP connection only telling whether the peer is still there;
+// EST_DATA_PLANE=tcp keeps them on TCP.
 #pragma once
 
 #include <chrono>

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "distribute/net/step_profile.h"
 #include "distribute/ps/ps_handshake.h"
 #include "distribute/ps/ps_heartbeat.h"
 #include "nn/context_control.h"
@@ -158,11 +159,15 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
   // Gradients this connection staged for its next push (kStage), applied with it.
   std::vector<NamedTensor> staged;
   std::string frame, reply_bytes;  // reused from request to request (ps_wire.h)
+  step_profile::note_thread("ps_serve " + client);
   try {
     for (;;) {
+      std::optional<step_profile::Scope> receiving;
       receive_frame(*link, health, what, frame);
+      receiving.emplace(step_profile::kPsReceive);  // from the frame's arrival
       PsRequest request = decode_request(frame, client);
       trim_frame_buffer(frame);
+      receiving.reset();
       if (request.kind == PsRequestKind::kStage) {
         std::move(request.tensors.begin(), request.tensors.end(), std::back_inserter(staged));
         continue;
@@ -177,12 +182,15 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
         staged.clear();
       }
       PsReply reply;
+      bool encoded = false;
       try {
-        reply = handle(request, client);
+        reply = handle(request, client, &reply_bytes, &encoded);
       } catch (const Error& error) {
         reply = error_reply(error.code(), fmt::format("{}: {}", name(), error.what()));
+        encoded = false;
       }
-      encode(reply, reply_bytes);
+      step_profile::Scope replying(step_profile::kPsReply);
+      if (!encoded) encode(reply, reply_bytes);
       send_frame(*link, reply_bytes, health, what);
       trim_frame_buffer(reply_bytes);
     }
@@ -251,7 +259,7 @@ void PsServer::check_end() {
   end(JobStatus{});
 }
 
-PsReply PsServer::values(const std::vector<std::string>& names) const {
+PsReply PsServer::values(const std::vector<std::string>& names, bool shared) const {
   PsReply reply;
   for (const std::string& n : names) {
     std::optional<nn::Variable> variable = store_.find(n);
@@ -261,7 +269,8 @@ PsReply PsServer::values(const std::vector<std::string>& names) const {
       return error_reply(
           StatusCode::kFailedPrecondition,
           fmt::format("{} does not hold '{}' yet (the chief initializes it)", name(), n));
-    reply.tensors.push_back({n, variable->value.detach().clone()});
+    reply.tensors.push_back(
+        {n, shared ? variable->value.detach() : variable->value.detach().clone()});
   }
   if (holds_global_step_)
     reply.global_step = static_cast<int64_t>(store_.get(kGlobalStep).value.item());
@@ -304,7 +313,8 @@ void PsServer::apply_moving_averages(const PsRequest& request, const std::string
   }
 }
 
-PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
+PsReply PsServer::handle(const PsRequest& request, const std::string& client, std::string* encoded,
+                         bool* done) {
   std::unique_lock lock(mutex_);
   // A job that failed answers every request with its error, so that each worker names the
   // cause instead of finishing its steps (or finding the connection closed).
@@ -360,6 +370,7 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
         }
         // The learning rate's step: ps 0's own count, which each update advances (the job's
         // global step), elsewhere the step the worker saw.
+        step_profile::Scope applying(step_profile::kPsApply);
         if (holds_global_step_) {
           options_.optimizer->apply_gradients(store_, std::move(grads));
         } else {
@@ -368,7 +379,14 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client) {
         ++updates_;
         apply_moving_averages(request, client);
       }
-      return values(request.names);
+      // Encoded here, under the lock, from the variables themselves: no copy of every value
+      // per request (another worker's push may change them once the lock is released).
+      step_profile::Scope reading(step_profile::kPsReply);
+      PsReply reply = values(request.names, true);
+      if (!reply.ok()) return reply;
+      encode(reply, *encoded);
+      *done = true;
+      return {};
     }
     case PsRequestKind::kPullRows:
       return rows(request.tensors, client);

@@ -98,8 +98,14 @@ class PsServer {
  private:
   void accept_loop();
   void serve(std::shared_ptr<Link> link, std::string client);
-  PsReply handle(const PsRequest& request, const std::string& client);
-  PsReply values(const std::vector<std::string>& names) const;  // under mutex_
+  // The reply to `request`; a kPull or kPushPull reply (the variables' values) is encoded into
+  // `encoded` under mutex_, straight from the variables, and an empty reply returned (`*done`
+  // set) instead.
+  PsReply handle(const PsRequest& request, const std::string& client, std::string* encoded,
+                 bool* done);
+  // Under mutex_; `shared`: the tensors are the variables themselves, to encode before the lock
+  // is released (else copies).
+  PsReply values(const std::vector<std::string>& names, bool shared = false) const;
   // kPullRows: the rows `ids` names of each variable (under mutex_).
   PsReply rows(const std::vector<NamedTensor>& ids, const std::string& client) const;
   // Synchronous training (ps_server_sync.cpp), under mutex_ (`lock` holds it).

@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "distribute/net/step_profile.h"
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
 #include "ops/error.h"
@@ -62,6 +63,14 @@ ops::IndexedSlices rows_in(const ops::IndexedSlices& slices, int64_t begin, int6
   ops::NoGradGuard no_grad;
   ops::Tensor values = ops::gather(host(slices.values), ops::Tensor::from_vector(at));
   return {ops::Tensor::from_vector(local), values, shape};
+}
+
+// Whether two dense numeric tensors hold the same bytes in memory (one decoded into the other).
+bool same_storage(const ops::Tensor& a, const ops::Tensor& b) {
+  auto plain = [](const ops::Tensor& t) {
+    return t.defined() && !t.is_sparse() && !ops::is_string(t.dtype()) && t.nbytes() > 0;
+  };
+  return plain(a) && plain(b) && a.raw_data() == b.raw_data();
 }
 
 void write_into(nn::VariableStore& store, const std::string& name, const ops::Tensor& value) {
@@ -272,8 +281,21 @@ int64_t PsVariables::push_pull(const std::vector<nn::GradAndVar>& grads, nn::Var
   add_pulls(requests, not_pulled);
   // Sent (or the connection failed, which drops them too): no longer staged.
   std::fill(staged_.begin(), staged_.end(), false);
+  // The values of whole variables are decoded straight into the store's host tensors.
+  std::map<std::string, ops::Tensor, std::less<>> targets;
+  for (const PsVariable& variable : placement_->variables()) {
+    if (variable.name == kGlobalStep || not_pulled.contains(variable.name) ||
+        variable.partitioned() || !store.contains(variable.name))
+      continue;
+    ops::Tensor value = store.get(variable.name).value;
+    if (value.device().is_cpu()) targets.emplace(variable.name, value);
+  }
   auto replies = client_->exchange(
-      requests, pushing ? "a training step's push and pull" : "pulling the variables");
+      requests, pushing ? "a training step's push and pull" : "pulling the variables",
+      [&](const std::string& name) -> ops::Tensor* {
+        auto it = targets.find(name);
+        return it == targets.end() ? nullptr : &it->second;
+      });
   return write_pulled(replies, store, not_pulled);
 }
 
@@ -289,6 +311,7 @@ void PsVariables::add_pulls(std::vector<std::optional<PsRequest>>& requests,
 int64_t PsVariables::write_pulled(const std::vector<std::optional<PsReply>>& replies,
                                   nn::VariableStore& store,
                                   const std::set<std::string>& not_pulled) const {
+  step_profile::Scope writing(step_profile::kPsWrite);
   std::map<std::string, ops::Tensor> fresh;
   int64_t global_step = -1;
   for (const auto& reply : replies) {
@@ -299,7 +322,10 @@ int64_t PsVariables::write_pulled(const std::vector<std::optional<PsReply>>& rep
   for (const PsVariable& variable : placement_->variables()) {
     if (variable.name == kGlobalStep || not_pulled.contains(variable.name)) continue;
     if (!variable.partitioned()) {
-      write_into(store, variable.name, fresh.at(variable.name));
+      const ops::Tensor& value = fresh.at(variable.name);
+      // Decoded into the store already (exchange's `into`), or a fresh tensor to copy.
+      if (!same_storage(value, store.get(variable.name).value))
+        write_into(store, variable.name, value);
       continue;
     }
     ops::Tensor whole = ops::Tensor::empty(variable.shape, variable.dtype);

@@ -79,7 +79,8 @@ class Reader {
     return s;
   }
   ops::Tensor get_tensor() { return get_tensor(get<uint8_t>()); }
-  ops::Tensor get_tensor(uint8_t tag) {
+  // `target`: a host tensor to decode a dense tensor of its dtype and shape into.
+  ops::Tensor get_tensor(uint8_t tag, ops::Tensor* target = nullptr) {
     if (tag > 1) bad("row slices where a tensor belongs");
     if (tag == 1) {
       ops::Shape dense_shape = get_shape();
@@ -91,14 +92,16 @@ class Reader {
     if (dtype > ops::DType::kBF16) bad("an unknown dtype");
     ops::Shape shape = get_shape();
     uint64_t n = get<uint64_t>();
-    ops::Tensor tensor = ops::Tensor::empty(shape, dtype);
+    bool into = target != nullptr && target->defined() && target->device().is_cpu() &&
+                !target->is_sparse() && target->dtype() == dtype && target->shape() == shape;
+    ops::Tensor tensor = into ? *target : ops::Tensor::empty(shape, dtype);
     if (n != tensor.nbytes()) bad("a tensor whose bytes do not match its shape");
     need(n);
     std::memcpy(tensor.raw_data(), bytes_.data() + at_, n);
     at_ += n;
     return tensor;
   }
-  std::vector<NamedTensor> get_tensors() {
+  std::vector<NamedTensor> get_tensors(const DecodeInto& into = {}) {
     uint64_t n = get<uint64_t>();
     std::vector<NamedTensor> tensors;
     for (uint64_t i = 0; i < n; ++i) {
@@ -107,7 +110,7 @@ class Reader {
       if (tag == 2)
         t.rows = get_slices(t.name);
       else
-        t.value = get_tensor(tag);
+        t.value = get_tensor(tag, into && tag == 0 ? into(t.name) : nullptr);
       tensors.push_back(std::move(t));
     }
     return tensors;
@@ -219,14 +222,14 @@ PsRequest decode_request(std::string_view bytes, const std::string& from) {
   return request;
 }
 
-PsReply decode_reply(std::string_view bytes, const std::string& from) {
+PsReply decode_reply(std::string_view bytes, const std::string& from, const DecodeInto& into) {
   Reader r(bytes, from);
   PsReply reply;
   reply.code = static_cast<StatusCode>(r.get<int32_t>());
   reply.message = r.get_string();
   reply.global_step = r.get<int64_t>();
   reply.token = r.get<int64_t>();
-  reply.tensors = r.get_tensors();
+  reply.tensors = r.get_tensors(into);
   r.finish();
   return reply;
 }
@@ -234,21 +237,21 @@ PsReply decode_reply(std::string_view bytes, const std::string& from) {
 void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,
                 const std::string& what) {
   uint64_t n = bytes.size();
-  link.send_raw(&n, sizeof n, health, what);
-  link.send_raw(bytes.data(), bytes.size(), health, what);
+  link.send(&n, sizeof n, health, what);
+  link.send(bytes.data(), bytes.size(), health, what);
 }
 
 void receive_frame(Link& link, const HealthCheck& health, const std::string& what, std::string& out,
                    uint64_t max_bytes) {
   uint64_t n = 0;
-  link.receive_raw(&n, sizeof n, health, what);
+  link.receive(&n, sizeof n, health, what);
   if (n > max_bytes)
     throw DataLossError(
         fmt::format("{} sent a frame of {} bytes during {} (at most {}): it is "
                     "not an est parameter-server peer",
                     link.peer(), n, what, max_bytes));
   out.resize(n);  // within its capacity: no fresh pages, no zeroing
-  link.receive_raw(out.data(), n, health, what);
+  link.receive(out.data(), n, health, what);
 }
 
 std::string receive_frame(Link& link, const HealthCheck& health, const std::string& what,

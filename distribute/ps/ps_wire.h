@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -107,7 +108,13 @@ void encode(const PsRequest& request, std::string& out);
 void encode(const PsReply& reply, std::string& out);
 // DataLossError naming `from` when the bytes are not a well-formed message.
 PsRequest decode_request(std::string_view bytes, const std::string& from);
-PsReply decode_reply(std::string_view bytes, const std::string& from);
+// Where a reply's dense tensor `name` may be decoded to: a host tensor (the worker's copy of the
+// variable), or null for a fresh one.
+using DecodeInto = std::function<ops::Tensor*(const std::string& name)>;
+// A dense tensor that `into` maps to a host tensor of the same dtype and shape is decoded
+// straight into it (its NamedTensor then shares that tensor's storage): no fresh tensor and no
+// second copy per pulled value.
+PsReply decode_reply(std::string_view bytes, const std::string& from, const DecodeInto& into = {});
 
 // One frame on `link`; receive_frame refuses frames over `max_bytes` (DataLossError).
 void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,

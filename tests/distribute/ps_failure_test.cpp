@@ -61,18 +61,24 @@ class SilentPs {
         if (::poll(&waiting, 1, 100) <= 0) continue;
         int fd = ::accept(listen_fd_, nullptr, nullptr);
         if (fd < 0) continue;
-        // The handshake: magic, token and name (each a 4-byte length and its bytes).
+        // The handshake: magic, token and name (each a 4-byte length and its bytes), and on a
+        // requests connection the worker's shared-memory offer, answered with none.
         char magic[8];
         uint32_t n = 0;
         std::string field;
         read_exact(fd, magic, sizeof magic);
-        for (int f = 0; f < 2; ++f) {
+        bool requests = std::string(magic, sizeof magic) == "ESTPS001";
+        for (int f = 0; f < (requests ? 3 : 2); ++f) {
           read_exact(fd, &n, sizeof n);
           field.resize(n);
           read_exact(fd, field.data(), n);
         }
         char accepted = 1;
         (void)::send(fd, &accepted, 1, MSG_NOSIGNAL);
+        if (requests) {
+          uint32_t no_offer = 0;
+          (void)::send(fd, &no_offer, sizeof no_offer, MSG_NOSIGNAL);
+        }
         fds_.push_back(fd);
       }
     });

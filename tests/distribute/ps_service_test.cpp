@@ -6,7 +6,9 @@
 // reach every task.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <future>
+#include <map>
 #include <thread>
 
 #include "distribute/ps/ps_client.h"
@@ -227,6 +229,65 @@ TEST_CASE("ps service: a ps task that dies is named by the worker's next step") 
   CHECK_THROWS_WITH_AS(chief.variables.push_pull(gradients(chief.store, 1.0f), chief.store, 1),
                        doctest::Contains(("ps 1 at " + cluster.addresses[1]).c_str()),
                        UnavailableError);
+}
+
+TEST_CASE("ps service: a worker on the ps task's machine talks to it over shared memory") {
+  // Frames larger than the 4 MiB channels too: a 6 MB variable streams through in pieces.
+  Cluster cluster = start_ps(1, nn::optim::sgd(0.5), 2);
+  auto make = [](nn::VariableStore& store) {
+    ops::NoGradGuard no_grad;
+    nn::get_or_create_global_step(store);
+    store.create("big", ops::Tensor::full({1500, 1000}, 0.25f), true);
+    store.create("small", ops::Tensor::from_vector<float>({1, 2, 3}), true);
+  };
+  nn::VariableStore local;
+  make(local);
+  auto optimizer = nn::optim::sgd(0.5);
+  // Both connections stay open to the end (a ps task stops once no training task is left).
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (const char* mode : {"", "tcp"}) {
+    INFO("EST_DATA_PLANE=" << mode);
+    if (*mode) ::setenv("EST_DATA_PLANE", mode, 1);
+    clients.push_back(std::make_unique<PsClient>(connect(cluster, *mode ? "worker 1" : "chief 0")));
+    PsClient& client = *clients.back();
+    client.connect();
+    ::unsetenv("EST_DATA_PLANE");
+    CHECK(client.shared_memory(0) == !*mode);
+    PsPlacement placement(1);
+    PsVariables variables(client, placement);
+    nn::VariableStore store;
+    make(store);
+    variables.place(store, store.names());
+    if (!*mode) variables.initialize(values_of(store));
+    for (int step = 0; step < 2; ++step) {
+      float scale = step == 0 ? 1.0f : -0.5f;
+      variables.push_pull(gradients(store, scale), store, step);
+      optimizer.apply_gradients(local, gradients(local, scale));
+    }
+    for (const char* name : {"big", "small"}) CHECK(floats(store, name) == floats(local, name));
+  }
+  CHECK(cluster.servers[0]->updates_applied() == 4);
+}
+
+TEST_CASE("ps wire: a reply's values decode straight into tensors of their dtype and shape") {
+  PsReply reply;
+  reply.tensors = {{"a", ops::Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})},
+                   {"b", ops::Tensor::from_vector<float>({7, 8})},
+                   {"c", ops::Tensor::from_vector<float>({9})}};
+  ops::Tensor a = ops::Tensor::zeros({2, 3});
+  ops::Tensor b = ops::Tensor::zeros({3});  // another shape: decoded into a fresh tensor
+  ops::Tensor c = ops::Tensor::zeros({1}, ops::DType::kF64);  // another dtype: the same
+  std::map<std::string, ops::Tensor*> into{{"a", &a}, {"b", &b}, {"c", &c}};
+  PsReply decoded =
+      decode_reply(encode(reply), "a test", [&](const std::string& name) { return into.at(name); });
+  REQUIRE(decoded.tensors.size() == 3);
+  CHECK(decoded.tensors[0].value.raw_data() == a.raw_data());
+  CHECK(a.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(decoded.tensors[1].value.raw_data() != b.raw_data());
+  CHECK(decoded.tensors[1].value.to_vector<float>() == std::vector<float>{7, 8});
+  CHECK(b.to_vector<float>() == std::vector<float>{0, 0, 0});
+  CHECK(decoded.tensors[2].value.raw_data() != c.raw_data());
+  CHECK(c.to_vector<double>() == std::vector<double>{0});
 }
 
 TEST_CASE("ps service: a connection without the job token is refused") {

@@ -25,6 +25,10 @@ TEST_CASE("step profile: intervals sum per phase, reset clears them, off records
   CHECK(totals.count[sp::kPeerWait] == 1);
   CHECK(totals.count[sp::kBackward] == 0);
   CHECK(std::string(sp::phase_name(sp::kPeerWait)) == "peer_wait");
+  CHECK(std::string(sp::phase_name(sp::kPsWait)) == "ps_wait");
+  CHECK(std::string(sp::phase_name(sp::kPsApply)) == "ps_apply");
+  for (int p = 0; p < sp::kPhases; ++p)
+    CHECK(std::string(sp::phase_name(static_cast<sp::Phase>(p))) != "?");
   {
     sp::Scope scope(sp::kUpdate);  // off: not timed
   }
