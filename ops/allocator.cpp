@@ -3,7 +3,6 @@
 #include "ops/allocator.h"
 
 #include <malloc.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <array>
@@ -24,22 +23,6 @@ namespace est::ops {
 namespace {
 
 constexpr size_t kAlignment = 64;
-constexpr size_t kHugePage = size_t{2} << 20;
-
-// A block from the system. One of 2 MB or more starts on a 2 MB boundary and asks for
-// transparent huge pages over its whole 2 MB pages (madvise: Debian's default THP mode uses them
-// only where asked; the tail stays on 4 KB pages, so no resident byte is added): its first
-// touch then costs one page fault per 2 MB instead of 512, which on a KVM guest was 3.4 ms
-// against 21-25 ms for 48 MB. That first touch is most of an input pipeline's start (the decoded
-// file, the cache's chunks) and of a first step's or a restore's fresh tensors. The advice is
-// advisory: where the kernel has no THP it changes nothing.
-void* system_allocate(size_t size) {
-  if (size < kHugePage) return std::aligned_alloc(kAlignment, size);
-  void* ptr = nullptr;
-  if (::posix_memalign(&ptr, kHugePage, size) != 0) return nullptr;
-  ::madvise(ptr, size / kHugePage * kHugePage, MADV_HUGEPAGE);
-  return ptr;
-}
 constexpr int64_t kMinimumAutomaticLimit = int64_t{64} << 20;
 constexpr int64_t kAutomatic = -1;
 constexpr uint64_t kStaleEvents = 4096;  // frees and reuses: tens of training steps
@@ -63,10 +46,10 @@ class CpuCachingAllocator final : public Allocator {
       return ptr;
     }
     evict_stale_locked();
-    void* ptr = system_allocate(size);
+    void* ptr = std::aligned_alloc(kAlignment, size);
     if (ptr == nullptr) {
       release_cached_locked();
-      ptr = system_allocate(size);
+      ptr = std::aligned_alloc(kAlignment, size);
     }
     if (ptr == nullptr) {
       stats_.bytes_in_use -= static_cast<int64_t>(size);
