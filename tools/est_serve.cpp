@@ -142,7 +142,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   app.add_option("--grpc_max_threads", grpc_max_threads,
-                 "threads answering gRPC requests at most; 0: gRPC's default")
+                 "threads answering gRPC requests at most (Predict then runs on them too, "
+                 "not on gRPC's callback threads); 0: gRPC's default")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--address", address, "the address to bind, and only it")->capture_default_str();
