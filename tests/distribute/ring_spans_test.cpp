@@ -3,10 +3,8 @@
 // CollectiveAllReduce's packs of tensors that share memory still give each its own sum.
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <cstring>
 #include <functional>
-#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,37 +14,15 @@
 #include "distribute/net/coordination_client.h"
 #include "distribute/net/ring.h"
 #include "ops/tensor.h"
-#include "tests/process_group.h"
+#include "tests/distribute/loopback_runtime.h"
 
 namespace est::distribute {
 namespace {
 
-using namespace std::chrono_literals;
-
 // body(runtime) on one thread per task of a loopback cluster of `workers`; the results by rank.
 template <class Result>
 std::vector<Result> on_tasks(int workers, const std::function<Result(ClusterRuntime&)>& body) {
-  ClusterSpec::Jobs jobs;
-  for (int i = 0; i < workers; ++i)
-    jobs[TaskType::kWorker].push_back("127.0.0.1:" + std::to_string(testing::free_port()));
-  ClusterSpec cluster(jobs);
-  std::vector<std::future<Result>> futures;
-  for (TaskSpec task : ClusterRuntime::training_tasks(cluster))
-    futures.push_back(std::async(std::launch::async, [&, task] {
-      ClusterRuntime runtime({.cluster = cluster,
-                              .task = task,
-                              .token = "0123456789abcdef0123",
-                              .session_creation_timeout = 20s,
-                              .heartbeat_interval = 200ms,
-                              .heartbeat_timeout = 2000ms,
-                              .shutdown_timeout = 20s});
-      Result result = body(runtime);
-      if (!runtime.coordination().has_error()) runtime.shutdown();
-      return result;
-    }));
-  std::vector<Result> results;
-  for (auto& future : futures) results.push_back(future.get());
-  return results;
+  return testing::run_tasks<Result>(testing::loopback_cluster(workers, false), body);
 }
 
 // Values whose float sums depend on the order of the additions.

@@ -19,6 +19,7 @@
 #include "distribute/net/ring.h"
 #include "ops/error.h"
 #include "tests/command.h"
+#include "tests/distribute/loopback_runtime.h"
 #include "tests/process_group.h"
 #include "tests/skip.h"
 
@@ -26,47 +27,10 @@ namespace est::distribute {
 namespace {
 
 using namespace std::chrono_literals;
-const std::string kToken = "0123456789abcdef0123";
-
-ClusterSpec loopback_cluster(int workers, bool chief) {
-  ClusterSpec::Jobs jobs;
-  if (chief) jobs[TaskType::kChief] = {"127.0.0.1:" + std::to_string(testing::free_port())};
-  for (int i = 0; i < workers; ++i)
-    jobs[TaskType::kWorker].push_back("127.0.0.1:" + std::to_string(testing::free_port()));
-  return ClusterSpec(jobs);
-}
-
-ClusterRuntime::Options options_for(const ClusterSpec& cluster, TaskSpec task) {
-  return {.cluster = cluster,
-          .task = task,
-          .token = kToken,
-          .session_creation_timeout = 20s,
-          .heartbeat_interval = 200ms,
-          .heartbeat_timeout = 2000ms,
-          .shutdown_timeout = 20s};
-}
-
-// Runs body(runtime) on one thread per training task, then shuts every runtime down; returns
-// what each body returned. An exception on any thread is rethrown.
-template <class Result>
-std::vector<Result> run_tasks(const ClusterSpec& cluster,
-                              const std::function<Result(ClusterRuntime&)>& body,
-                              bool shared_memory = true) {
-  std::vector<TaskSpec> tasks = ClusterRuntime::training_tasks(cluster);
-  std::vector<std::future<Result>> futures;
-  for (TaskSpec task : tasks)
-    futures.push_back(std::async(std::launch::async, [&, task] {
-      ClusterRuntime::Options options = options_for(cluster, task);
-      options.shared_memory = shared_memory;
-      ClusterRuntime runtime(options);
-      Result result = body(runtime);
-      if (!runtime.coordination().has_error()) runtime.shutdown();
-      return result;
-    }));
-  std::vector<Result> results;
-  for (auto& future : futures) results.push_back(future.get());
-  return results;
-}
+using testing::kToken;
+using testing::loopback_cluster;
+using testing::options_for;
+using testing::run_tasks;
 
 template <class T>
 std::vector<T> rank_values(int rank, size_t n) {
