@@ -19,20 +19,16 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <est/distribute/distribute.h>
 #include <est/distribute/net/job_token.h>
-#include <est/distribute/net/step_profile.h>
 #include <est/nn/nn.h>
 
 #include "bench/child_processes.h"
 #include "bench/fashion_mnist_memory.h"
-#include "bench/thread_stats.h"
+#include "bench/step_timer.h"
 #include "examples/cnn_model.h"
 
 namespace {
@@ -48,16 +44,12 @@ namespace dist = est::distribute;
 // and run delay.
 double train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t global_batch,
              int64_t steps, bool profile, std::string* report) {
-  namespace sp = dist::step_profile;
-  // Per-step sums of the bench's own phases: wall and CPU of the replica thread's forward pass
-  // and train op, wall of the main thread's input copy; each step's wall time.
-  int64_t input_wall = 0, forward_wall = 0, forward_cpu = 0, train_wall = 0, train_cpu = 0;
-  std::vector<double> step_ns;
+  bench::StepTimer timer(profile);
   int64_t per_replica = global_batch / strategy.num_replicas_in_sync();
   int64_t batches = data.images.dim(0) / global_batch;
   double scale = 1.0 / static_cast<double>(global_batch);
   auto step = [&](int64_t s) {
-    int64_t step_start = profile ? sp::wall_ns() : 0;
+    timer.step_begins();
     std::vector<est::data::Element> inputs;
     for (int r = 0; r < strategy.num_local_replicas(); ++r) {
       int64_t replica = strategy.worker_index() * strategy.num_local_replicas() + r;
@@ -66,10 +58,10 @@ double train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t 
       bench::copy_rows(data, (s % batches) * global_batch + replica * per_replica, images, labels);
       inputs.emplace_back(est::Features{{"image", images}}, labels);
     }
-    if (profile) input_wall += sp::wall_ns() - step_start;
+    timer.input_ends();
     strategy.run(
         [&](dist::ReplicaContext& replica) {
-          int64_t wall0 = profile ? sp::wall_ns() : 0, cpu0 = profile ? sp::thread_cpu_ns() : 0;
+          timer.forward_begins();
           est::ModelContext& ctx = replica.model_context();
           ctx.begin_call();
           Tensor logits = examples::tutorial_cnn(ctx, replica.input().features.at("image"));
@@ -77,60 +69,21 @@ double train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t 
               est::ops::mul(est::ops::sum(est::nn::sparse_softmax_cross_entropy(
                                 replica.input().labels, logits, 1.0, est::nn::Reduction::kNone)),
                             scale);
-          int64_t wall1 = profile ? sp::wall_ns() : 0, cpu1 = profile ? sp::thread_cpu_ns() : 0;
+          timer.train_op_begins();
           replica.run_train_op(est::optim::sgd(1e-3).minimize(loss, ctx));
-          if (profile) {  // one replica per process here: no race
-            forward_wall += wall1 - wall0;
-            forward_cpu += cpu1 - cpu0;
-            train_wall += sp::wall_ns() - wall1;
-            train_cpu += sp::thread_cpu_ns() - cpu1;
-          }
+          timer.train_op_ends();
           return loss;
         },
         inputs);
-    if (profile) step_ns.push_back(static_cast<double>(sp::wall_ns() - step_start));
+    timer.step_ends();
   };
   for (int64_t s = 0; s < 20; ++s) step(s);  // warm-up
-  input_wall = forward_wall = forward_cpu = train_wall = train_cpu = 0;
-  step_ns.clear();
-  sp::reset();
-  auto threads_before = profile ? bench::thread_stats() : std::map<int, bench::ThreadStat>{};
+  timer.start();
   auto start = std::chrono::steady_clock::now();
   for (int64_t s = 0; s < steps; ++s) step(20 + s);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (profile) {
-    auto threads_after = bench::thread_stats();
-    std::map<int, std::string> roles{{bench::this_tid(), "main"}};
-    for (const auto& [role, tid] : sp::threads()) roles[tid] = role;
-    sp::Totals totals = sp::totals();
-    double per = 1e6 * static_cast<double>(steps);
-    std::string text = fmt::format(
-        "step_ms p10/median/p90/max={}\nphase input wall_ms/step={:.3f}\n"
-        "phase forward wall_ms/step={:.3f} cpu_ms/step={:.3f}\n"
-        "phase train_op wall_ms/step={:.3f} cpu_ms/step={:.3f}\n",
-        bench::percentiles_ms(step_ns), static_cast<double>(input_wall) / per,
-        static_cast<double>(forward_wall) / per, static_cast<double>(forward_cpu) / per,
-        static_cast<double>(train_wall) / per, static_cast<double>(train_cpu) / per);
-    for (int p = 0; p < sp::kPhases; ++p) {
-      if (p >= sp::kPsSend && totals.count[p] == 0) continue;  // a parameter server's phases
-      text += fmt::format("phase {} wall_ms/step={:.3f} cpu_ms/step={:.3f} calls/step={:.2f}\n",
-                          sp::phase_name(static_cast<sp::Phase>(p)),
-                          static_cast<double>(totals.wall_ns[p]) / per,
-                          static_cast<double>(totals.cpu_ns[p]) / per,
-                          static_cast<double>(totals.count[p]) / static_cast<double>(steps));
-    }
-    text += bench::thread_report(threads_before, threads_after, roles, steps);
-    *report = text;
-  }
+  if (profile) *report = timer.report(steps);
   return static_cast<double>(steps * global_batch) / seconds;
-}
-
-// The profile lines of a child's log ("profile " ...), each prefixed by `who`.
-void print_profile(const std::string& log, const std::string& who) {
-  std::ifstream in(log);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("profile ", 0) == 0) fmt::print("  {} {}\n", who, line.substr(8));
 }
 
 using bench::spawn;
@@ -167,8 +120,7 @@ int main(int argc, char** argv) try {
     if (strategy->is_chief())
       fmt::print("examples_per_sec={:.1f}\nthreads_per_replica={}\n", rate,
                  strategy->threads_per_replica());
-    std::istringstream lines(report);
-    for (std::string line; std::getline(lines, line);) fmt::print("profile {}\n", line);
+    fmt::print("{}", bench::prefix_lines(report, "profile "));
     return 0;
   }
 
@@ -204,9 +156,10 @@ int main(int argc, char** argv) try {
     fmt::print("round {}: one_process {:.1f} two_workers {:.1f} ratio {:.3f}\n", r, singles.back(),
                workers.back(), ratios.back());
     if (profile) {
-      print_profile(dir + "/single.log", "single");
+      bench::print_profile(dir + "/single.log", "single");
       for (int w = 0; w < 2; ++w)
-        print_profile(dir + "/worker" + std::to_string(w) + ".log", "worker" + std::to_string(w));
+        bench::print_profile(dir + "/worker" + std::to_string(w) + ".log",
+                             "worker" + std::to_string(w));
     }
   }
   std::filesystem::remove_all(dir);
