@@ -40,7 +40,6 @@
 #include <map>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -119,22 +118,6 @@ double run_clients(const std::string& runner, int clients, int requests,
   return all.empty() ? 0.0 : report(runner, clients, all, wall);
 }
 
-// CPU seconds `pid` has run, its threads that ended included (utime and stime of
-// /proc/PID/stat, in clock ticks): the server's own cost, apart from the clients' on the same
-// cores. gRPC's sync server starts and ends threads as requests come, so the threads alive at
-// the end do not hold it all.
-double cpu_seconds_of(pid_t pid) {
-  std::ifstream file(fmt::format("/proc/{}/stat", static_cast<int>(pid)));
-  std::string text((std::istreambuf_iterator<char>(file)), {});
-  // The fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
-  std::istringstream fields(text.substr(std::min(text.size(), text.rfind(')') + 1)));
-  std::string field;
-  double ticks = 0;
-  for (int index = 3; index <= 15 && fields >> field; ++index)
-    if (index >= 14) ticks += std::stod(field);
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
 // CPU seconds of this process (the clients, with gRPC's threads) so far.
 double own_cpu_seconds() {
   timespec now{};
@@ -145,10 +128,10 @@ double own_cpu_seconds() {
 // `run()` (the requests of one line, `requests` of them), followed by the CPU time per request
 // of the clients (this process) and of the server: on two cores shared by both, a client's
 // cost is time the server does not get.
-// `server_cpu` gives the server's CPU seconds so far (by default cpu_seconds_of(server)).
+// `server_cpu` gives the server's CPU seconds so far (by default those of the process alone).
 double with_cpu_costs(const std::string& runner, int clients, int requests, pid_t server,
                       const std::function<double()>& run,
-                      std::function<double(pid_t)> server_cpu = cpu_seconds_of) {
+                      std::function<double(pid_t)> server_cpu = est::bench::cpu_seconds_of) {
   const double client_before = own_cpu_seconds(), server_before = server_cpu(server);
   const double per_second = run();
   const double client = own_cpu_seconds() - client_before;

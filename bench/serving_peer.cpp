@@ -1,5 +1,6 @@
-// serving_bench's peer server: onnxruntime-node behind Node's HTTP server
-// (bench/serving_ort_http.js), started on a free port of 127.0.0.1 and killed with its workers.
+// serving_bench's servers from the outside: their CPU time from /proc, and the peer,
+// onnxruntime-node behind Node's HTTP server (bench/serving_ort_http.js), started on a free port
+// of 127.0.0.1 and killed with its workers.
 #include "bench/serving_peer.h"
 
 #include <fmt/format.h>
@@ -42,6 +43,10 @@ std::pair<double, pid_t> stat_of(const std::string& path) {
 }
 
 }  // namespace
+
+double cpu_seconds_of(pid_t pid) {
+  return stat_of(fmt::format("/proc/{}/stat", static_cast<int>(pid))).first;
+}
 
 double process_tree_cpu_seconds(pid_t pid) {
   double total = 0;

@@ -1,6 +1,7 @@
-// serving_bench's peer: onnxruntime-node behind Node's HTTP server (bench/serving_ort_http.js),
-// serving the same model.onnx over the same REST API as est-serve, so that both are timed with
-// the same clients, body and connections.
+// serving_bench's servers from the outside: the CPU time a server process has used, and the
+// peer, onnxruntime-node behind Node's HTTP server (bench/serving_ort_http.js), serving the same
+// model.onnx over the same REST API as est-serve, so that both are timed with the same clients,
+// body and connections.
 #pragma once
 
 #include <sys/types.h>
@@ -9,8 +10,12 @@
 
 namespace est::bench {
 
-// The CPU seconds (utime + stime) of `pid` and its direct children that are alive (the Node
-// primary and its workers).
+// CPU seconds `pid` has run, its threads that ended included (utime and stime of
+// /proc/PID/stat): a server's own cost, apart from the clients' on the same cores. gRPC's sync
+// server starts and ends threads as requests come, so the threads alive at the end do not hold
+// it all. 0 when the process is gone.
+double cpu_seconds_of(pid_t pid);
+// The same for `pid` and its direct children that are alive (the Node primary and its workers).
 double process_tree_cpu_seconds(pid_t pid);
 
 // Starts `node SCRIPT MODEL PORT` with NODE_PATH=node_path in a process group of its own, its
