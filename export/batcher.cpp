@@ -301,30 +301,44 @@ NamedTensors Batcher::run_request(const std::string& key, const NamedTensors& in
   const int64_t limit = batch_limit();
   if (rows == 0 || rows >= limit) return run_own_batch(request, fn);
   std::unique_lock lock(mutex_);
-  std::shared_ptr<Queue>& slot = queues_[key];
-  if (!slot) slot = std::make_shared<Queue>();
-  std::shared_ptr<Queue> queue = slot;
+  std::shared_ptr<Queue> queue = queue_locked(key);
   if (queue->rows + request->rows > limit) {
     // This request would overflow the batch being gathered: wake its leader, wait for it.
     queue->changed.notify_all();
     queue->changed.wait(lock, [&] { return queue->waiting.empty(); });
   }
-  if (!queue->leader_waiting && options_.max_enqueued_batches > 0 &&
-      queue->enqueued >= options_.max_enqueued_batches)
-    throw queue_full(options_.max_enqueued_batches);
-  queue->waiting.push_back(request);
-  queue->rows += request->rows;
-  queue->changed.notify_all();
-  if (!queue->leader_waiting) {
-    // The leader: gather until the batch is full or the timeout passes, then run it.
-    queue->leader_waiting = true;
-    ++queue->enqueued;
-    lead(*queue, std::chrono::steady_clock::now() + options_.batch_timeout, fn, lock);
-  } else {
-    queue->changed.wait(lock, [&] { return request->done; });
+  switch (join_locked(*queue, request)) {
+    case Joined::kFull:
+      throw queue_full(options_.max_enqueued_batches);
+    case Joined::kLeader:
+      // Gather until the batch is full or the timeout passes, then run it.
+      lead(*queue, std::chrono::steady_clock::now() + options_.batch_timeout, fn, lock);
+      break;
+    case Joined::kMember:
+      queue->changed.wait(lock, [&] { return request->done; });
+      break;
   }
   if (request->error) std::rethrow_exception(request->error);
   return std::move(request->outputs);
+}
+
+std::shared_ptr<Batcher::Queue> Batcher::queue_locked(const std::string& key) {
+  std::shared_ptr<Queue>& slot = queues_[key];
+  if (!slot) slot = std::make_shared<Queue>();
+  return slot;
+}
+
+Batcher::Joined Batcher::join_locked(Queue& queue, const std::shared_ptr<Request>& request) {
+  if (!queue.leader_waiting && options_.max_enqueued_batches > 0 &&
+      queue.enqueued >= options_.max_enqueued_batches)
+    return Joined::kFull;
+  queue.waiting.push_back(request);
+  queue.rows += request->rows;
+  queue.changed.notify_all();
+  if (queue.leader_waiting) return Joined::kMember;
+  queue.leader_waiting = true;
+  ++queue.enqueued;
+  return Joined::kLeader;
 }
 
 void Batcher::lead(Queue& queue, std::chrono::steady_clock::time_point deadline, const RunFn& fn,
@@ -352,22 +366,15 @@ void Batcher::run_async(const std::string& key, NamedTensors inputs, RunFn fn, D
     auto request = std::make_shared<Request>(Request{
         .inputs = std::move(inputs), .rows = rows, .enqueued_at = now_micros(), .on_done = done});
     std::unique_lock lock(mutex_);
-    std::shared_ptr<Queue>& slot = queues_[key];
-    if (!slot) slot = std::make_shared<Queue>();
-    std::shared_ptr<Queue> queue = slot;
+    std::shared_ptr<Queue> queue = queue_locked(key);
     if (queue->rows + rows <= limit) {  // room in the batch being gathered (or a new one)
-      if (!queue->leader_waiting && options_.max_enqueued_batches > 0 &&
-          queue->enqueued >= options_.max_enqueued_batches) {
+      const Joined joined = join_locked(*queue, request);
+      if (joined == Joined::kFull) {
         lock.unlock();
         done({}, std::make_exception_ptr(queue_full(options_.max_enqueued_batches)));
         return;
       }
-      queue->waiting.push_back(request);
-      queue->rows += rows;
-      queue->changed.notify_all();
-      if (queue->leader_waiting) return;  // the leader completes it
-      queue->leader_waiting = true;
-      ++queue->enqueued;
+      if (joined == Joined::kMember) return;  // the leader completes it
       const auto deadline = std::chrono::steady_clock::now() + options_.batch_timeout;
       lock.unlock();
       submit([this, queue, deadline, fn = std::move(fn)] {

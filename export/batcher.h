@@ -116,6 +116,13 @@ class Batcher {
                          const std::vector<int64_t>& sizes, const RunFn& fn);
 
   void run_batch(std::vector<std::shared_ptr<Request>> batch, const RunFn& fn);
+  // With mutex_ held: `key`'s queue, made on first use.
+  std::shared_ptr<Queue> queue_locked(const std::string& key);
+  // With mutex_ held: whether `request` would start a batch past max_enqueued_batches (TF's
+  // "queue is full"), else queues it in the batch being gathered and says whether the caller
+  // now leads that batch (its first request: the batch then counts as enqueued).
+  enum class Joined { kFull, kLeader, kMember };
+  Joined join_locked(Queue& queue, const std::shared_ptr<Request>& request);
   // The batch leader's part (with `lock` held, `request` first in `queue`): waits until the
   // batch is full or `deadline`, runs it, and completes its run_async() requests (without the
   // lock, which it holds again on return).
