@@ -121,8 +121,6 @@ int connect_tcp(const std::string& host, const std::string& port) {
 
 namespace {
 
-// This machine's identity for shared memory: the kernel's boot id and the host name (tasks in
-// containers of one host that do not share /dev/shm fail to open the segment and use TCP).
 [[noreturn]] void throw_job_error(const JobStatus& error, const std::string& what) {
   throw_error(error.code, fmt::format("{} (this task was in {})", error.message, what));
 }
@@ -132,8 +130,8 @@ void check_health(const HealthCheck& health, const std::string& what, bool peer_
   if (auto error = health(peer_closed)) throw_job_error(*error, what);
 }
 
-}  // namespace
-
+// This machine's identity for shared memory: the kernel's boot id and the host name (tasks in
+// containers of one host that do not share /dev/shm fail to open the segment and use TCP).
 const std::string& machine_id() {
   static const std::string id = [] {
     std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -144,6 +142,18 @@ const std::string& machine_id() {
     return boot + "/" + name;
   }();
   return id;
+}
+
+}  // namespace
+
+std::string shared_memory_offer(const ShmChannel* channel) {
+  return channel ? machine_id() + "\n" + channel->name() : "";
+}
+
+std::unique_ptr<ShmChannel> open_offered_channel(const std::string& offer) {
+  const size_t newline = offer.find('\n');
+  if (newline == std::string::npos || offer.substr(0, newline) != machine_id()) return nullptr;
+  return ShmChannel::open(offer.substr(newline + 1));
 }
 
 bool shared_memory_allowed() {
@@ -313,7 +323,7 @@ void DataPlane::connect_ring(int rank, const std::vector<std::string>& addresses
   // A shared-memory channel for this direction, offered to a neighbour on this machine.
   std::unique_ptr<ShmChannel> outgoing;
   if (shared_memory_) outgoing = ShmChannel::create(kSharedMemoryBytes);
-  std::string offer = outgoing ? machine_id() + "\n" + outgoing->name() : "";
+  std::string offer = shared_memory_offer(outgoing.get());
   uint32_t offer_bytes = static_cast<uint32_t>(offer.size());
   append(&offer_bytes, sizeof offer_bytes);
   hello += offer;
@@ -384,10 +394,7 @@ void DataPlane::connect_ring(int rank, const std::vector<std::string>& addresses
     if (refusal.empty()) {
       // Take the previous task's shared-memory channel when it is on this machine, and say so.
       std::unique_ptr<ShmChannel> channel;
-      size_t newline = offer_from_previous.find('\n');
-      if (shared_memory_ && newline != std::string::npos &&
-          offer_from_previous.substr(0, newline) == machine_id())
-        channel = ShmChannel::open(offer_from_previous.substr(newline + 1));
+      if (shared_memory_) channel = open_offered_channel(offer_from_previous);
       uint8_t answer = channel ? 1 : 0;
       incoming.send_raw(&answer, 1, health, what);
       if (channel) incoming.use_shared_memory(std::move(channel));

@@ -77,8 +77,12 @@ class Link {
   std::unique_ptr<ShmChannel> shm_in_;  // set: receives come from here, sends go to shm_
 };
 
-// This machine (boot id and host name), to tell whether a peer's shared-memory offer is local.
-const std::string& machine_id();
+// A shared-memory channel offered to a peer: this machine's identity (boot id and host name)
+// and the channel's name; "" without a channel.
+std::string shared_memory_offer(const ShmChannel* channel);
+// The channel a peer offered, opened when the offer comes from this machine; null for an empty
+// offer, another machine's, or one that cannot be opened (the link then stays on TCP).
+std::unique_ptr<ShmChannel> open_offered_channel(const std::string& offer);
 // Whether shared-memory channels may be used (the environment variable EST_DATA_PLANE=tcp says
 // no).
 bool shared_memory_allowed();

@@ -82,7 +82,7 @@ Link connect_to_ps(const std::string& address, const std::string& ps_name, const
   std::unique_ptr<ShmChannel> outgoing;
   if (requests) {
     if (shared_memory_allowed()) outgoing = ShmChannel::create(DataPlane::kSharedMemoryBytes);
-    put_field(outgoing ? machine_id() + "\n" + outgoing->name() : "");
+    put_field(shared_memory_offer(outgoing.get()));
   }
   link.send_raw(hello.data(), hello.size(), health, what);
   uint8_t answer = 0;
@@ -167,10 +167,7 @@ std::optional<PsPeer> accept_ps_client(Link& link, const std::string& token,
     if (!heartbeat) {
       // The worker's channel when it is on this machine, and this task's own for the replies.
       std::unique_ptr<ShmChannel> incoming, outgoing;
-      size_t newline = offer->find('\n');
-      if (shared_memory_allowed() && newline != std::string::npos &&
-          offer->substr(0, newline) == machine_id())
-        incoming = ShmChannel::open(offer->substr(newline + 1));
+      if (shared_memory_allowed()) incoming = open_offered_channel(*offer);
       if (incoming) outgoing = ShmChannel::create(DataPlane::kSharedMemoryBytes);
       std::string ours = outgoing ? outgoing->name() : "";
       uint32_t n = static_cast<uint32_t>(ours.size());
