@@ -38,6 +38,24 @@ void log_refusal(const std::string& peer_address, const std::string& why) {
     log::warning("Refused a parameter-server connection from {}: {}", peer_address, why);
 }
 
+// A field of the handshake: its length (uint32), then its bytes, appended to `out`.
+void append_field(std::string& out, const std::string& field) {
+  const uint32_t n = static_cast<uint32_t>(field.size());
+  out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  out += field;
+}
+
+// One field from `link`; nullopt when it says it is longer than kMaxField (its bytes unread).
+std::optional<std::string> receive_field(Link& link, const HealthCheck& health,
+                                         const std::string& what) {
+  uint32_t n = 0;
+  link.receive_raw(&n, sizeof n, health, what);
+  if (n > kMaxField) return std::nullopt;
+  std::string field(n, '\0');
+  link.receive_raw(field.data(), n, health, what);
+  return field;
+}
+
 }  // namespace
 
 Link connect_to_ps(const std::string& address, const std::string& ps_name, const std::string& token,
@@ -71,18 +89,13 @@ Link connect_to_ps(const std::string& address, const std::string& ps_name, const
   tune_socket(fd);
   Link link(fd, ps_name);
   std::string hello(kind == PsConnection::kHeartbeat ? kHeartbeatMagic : kMagic, sizeof kMagic);
-  auto put_field = [&](const std::string& field) {
-    uint32_t n = static_cast<uint32_t>(field.size());
-    hello.append(reinterpret_cast<const char*>(&n), sizeof n);
-    hello += field;
-  };
-  put_field(token);
-  put_field(client_name);
+  append_field(hello, token);
+  append_field(hello, client_name);
   const bool requests = kind == PsConnection::kRequests;
   std::unique_ptr<ShmChannel> outgoing;
   if (requests) {
     if (shared_memory_allowed()) outgoing = ShmChannel::create(DataPlane::kSharedMemoryBytes);
-    put_field(shared_memory_offer(outgoing.get()));
+    append_field(hello, shared_memory_offer(outgoing.get()));
   }
   link.send_raw(hello.data(), hello.size(), health, what);
   uint8_t answer = 0;
@@ -109,14 +122,10 @@ Link connect_to_ps(const std::string& address, const std::string& ps_name, const
                       std::chrono::duration_cast<std::chrono::seconds>(timeout).count()));
     return std::nullopt;
   };
-  uint32_t n = 0;
-  link.receive_raw(&n, sizeof n, bounded, what);
-  if (n > kMaxField)
-    throw DataLossError(fmt::format("{} sent an oversized shared-memory offer", ps_name));
-  std::string offer(n, '\0');
-  link.receive_raw(offer.data(), n, bounded, what);
+  const std::optional<std::string> offer = receive_field(link, bounded, what);
+  if (!offer) throw DataLossError(fmt::format("{} sent an oversized shared-memory offer", ps_name));
   std::unique_ptr<ShmChannel> incoming;
-  if (outgoing && !offer.empty()) incoming = ShmChannel::open(offer);
+  if (outgoing && !offer->empty()) incoming = ShmChannel::open(*offer);
   uint8_t opened = incoming ? 1 : 0;
   link.send_raw(&opened, 1, health, what);
   if (incoming) {
@@ -143,14 +152,7 @@ std::optional<PsPeer> accept_ps_client(Link& link, const std::string& token,
       log_refusal(peer_address, "not an est parameter-server handshake");
       return std::nullopt;
     }
-    auto get_field = [&]() -> std::optional<std::string> {
-      uint32_t n = 0;
-      link.receive_raw(&n, sizeof n, bounded, what);
-      if (n > kMaxField) return std::nullopt;
-      std::string field(n, '\0');
-      link.receive_raw(field.data(), n, bounded, what);
-      return field;
-    };
+    auto get_field = [&] { return receive_field(link, bounded, what); };
     std::optional<std::string> their_token = get_field();
     std::optional<std::string> name = their_token ? get_field() : std::nullopt;
     if (!name || !tokens_equal(*their_token, token)) {
@@ -169,10 +171,8 @@ std::optional<PsPeer> accept_ps_client(Link& link, const std::string& token,
       std::unique_ptr<ShmChannel> incoming, outgoing;
       if (shared_memory_allowed()) incoming = open_offered_channel(*offer);
       if (incoming) outgoing = ShmChannel::create(DataPlane::kSharedMemoryBytes);
-      std::string ours = outgoing ? outgoing->name() : "";
-      uint32_t n = static_cast<uint32_t>(ours.size());
-      std::string answer(reinterpret_cast<const char*>(&n), sizeof n);
-      answer += ours;
+      std::string answer;
+      append_field(answer, outgoing ? outgoing->name() : "");
       link.send_raw(answer.data(), answer.size(), bounded, what);
       uint8_t opened = 0;
       link.receive_raw(&opened, 1, bounded, what);
