@@ -170,17 +170,47 @@ class CheckpointFile {
     check_crc(label_of(info), info.crc32, computed);
   }
 
-  // `bytes` at raw `offset` into `out`, each piece handed to `each_piece` (may be empty).
+  // Reads tensor `info` at raw `offset` into `out`, checking its CRC while each piece is cached.
+  void read_raw_verified(const TensorInfo& info, uint64_t offset, char* out) const {
+    uint32_t computed = 0;
+    read_raw(label_of(info), offset, tensor_bytes(info), out,
+             [&](const char* data, size_t size) { computed = crc32(data, size, computed); });
+    check_crc(label_of(info), info.crc32, computed);
+  }
+
+  // `bytes` at raw `offset` into `out`, each piece handed to `each_piece` (may be empty). The
+  // kernel is asked to read ahead of the pieces (read_ahead), so the disk keeps streaming while a
+  // piece is checksummed and copied.
   void read_raw(const std::string& label, uint64_t offset, size_t bytes, char* out,
                 const std::function<void(const char*, size_t)>& each_piece) const {
-    const int64_t done = read_file_range(fd_, static_cast<int64_t>(offset),
-                                         static_cast<int64_t>(bytes), out, each_piece);
+    read_ahead(offset);
+    uint64_t at = offset;
+    const int64_t done =
+        read_file_range(fd_, static_cast<int64_t>(offset), static_cast<int64_t>(bytes), out,
+                        [&](const char* piece, size_t size) {
+                          at += size;
+                          read_ahead(at);
+                          if (each_piece) each_piece(piece, size);
+                        });
     if (done != static_cast<int64_t>(bytes))
       throw DataLossError(fmt::format("{}: reading {} ({} bytes at offset {}) came up short; {}",
                                       where(), label, bytes, offset, kRestoreHint));
   }
 
-  // The file's size and modification time, which a restore in two passes checks did not move.
+  // Asks the kernel (POSIX_FADV_WILLNEED) to read the kReadAhead bytes from `offset` into the
+  // page cache in the background; each range is asked for once. The plain read(2)'s own readahead
+  // stops while the reader checksums and copies; this one does not.
+  void read_ahead(uint64_t offset) const {
+    constexpr uint64_t kReadAhead = uint64_t{64} << 20;
+    const uint64_t until = std::min<uint64_t>(offset + kReadAhead, file_bytes_);
+    if (fd_ < 0 || until <= advised_until_) return;
+    const uint64_t from = std::max(offset, advised_until_);
+    ::posix_fadvise(fd_, static_cast<off_t>(from), static_cast<off_t>(until - from),
+                    POSIX_FADV_WILLNEED);
+    advised_until_ = until;
+  }
+
+  // The file's size and modification time, which a restore checks did not move.
   std::pair<int64_t, int64_t> stamp() const {
     struct stat info {};
     if (fd_ < 0 || ::fstat(fd_, &info) != 0) return {-1, -1};
@@ -298,7 +328,8 @@ class CheckpointFile {
   Hid file_;
   uint64_t file_bytes_ = 0;  // what any dataset's declared size is checked against
   int64_t format_version_ = 0;
-  int fd_ = -1;  // the same file, for raw_offset's reads
+  int fd_ = -1;                         // the same file, for raw_offset's reads
+  mutable uint64_t advised_until_ = 0;  // read_ahead has asked for the file up to here
 };
 
 // The indices of `tensors` in the order their bytes lie in the file (the writer's, not the
@@ -399,8 +430,10 @@ struct VerifiedCheckpoint::State {
   CheckpointFile file;
   CheckpointInfo info;
   std::pair<int64_t, int64_t> stamp;         // size and mtime when opened
-  std::vector<std::optional<uint64_t>> raw;  // per tensor: where its verified bytes lie
+  std::vector<size_t> order;                 // tensor indices in file order
+  std::vector<std::optional<uint64_t>> raw;  // per tensor: where its bytes lie, if raw
   std::vector<Tensor> staged;                // per tensor without a raw location: its value
+  std::vector<bool> verified;                // per tensor: its CRC is known good (verify_all)
   std::vector<Blob> blobs;
 };
 
@@ -409,15 +442,13 @@ VerifiedCheckpoint::VerifiedCheckpoint(const std::string& path) {
   state_ = with_file_context(path, [&] {
     auto state = std::make_unique<State>(path);
     const std::vector<TensorInfo>& tensors = state->info.tensors;
+    state->order = checkpoint::file_order(state->file, tensors);
     state->raw.resize(tensors.size());
     state->staged.resize(tensors.size());
-    std::vector<char> buffer;
-    for (size_t i : file_order(state->file, tensors)) {
+    state->verified.resize(tensors.size());
+    for (size_t i : state->order) {
       state->raw[i] = state->file.raw_location(tensors[i]);
-      if (state->raw[i])
-        state->file.verify_raw(tensors[i], *state->raw[i], buffer);
-      else
-        state->staged[i] = state->file.read_tensor(tensors[i]);
+      if (!state->raw[i]) state->staged[i] = state->file.read_tensor(tensors[i]);
     }
     for (const BlobInfo& blob : state->info.blobs)
       state->blobs.push_back({blob.name, state->file.read_blob(blob)});
@@ -431,6 +462,18 @@ const CheckpointInfo& VerifiedCheckpoint::info() const { return state_->info; }
 
 std::vector<Blob> VerifiedCheckpoint::blobs() const { return state_->blobs; }
 
+const std::vector<size_t>& VerifiedCheckpoint::file_order() const { return state_->order; }
+
+void VerifiedCheckpoint::verify_all() const {
+  detail::Hdf5Quiet quiet;
+  std::vector<char> buffer;
+  for (size_t i : state_->order) {
+    if (!state_->raw[i] || state_->verified[i]) continue;
+    state_->file.verify_raw(state_->info.tensors[i], *state_->raw[i], buffer);
+    state_->verified[i] = true;
+  }
+}
+
 void VerifiedCheckpoint::read_into(size_t index, Tensor& target) const {
   if (state_->staged[index].defined()) {
     target.copy_from(state_->staged[index]);
@@ -438,11 +481,14 @@ void VerifiedCheckpoint::read_into(size_t index, Tensor& target) const {
   }
   const TensorInfo& info = state_->info.tensors[index];
   Tensor host = target.device().is_cpu() ? target : Tensor::empty(info.shape, info.dtype);
-  state_->file.read_raw(fmt::format("\"{}\"", info.name), *state_->raw[index], host.nbytes(),
-                        static_cast<char*>(host.raw_data()), {});
+  char* out = static_cast<char*>(host.raw_data());
+  if (state_->verified[index])  // the CRC was checked by verify_all: copy only
+    state_->file.read_raw(fmt::format("\"{}\"", info.name), *state_->raw[index], host.nbytes(), out,
+                          {});
+  else
+    state_->file.read_raw_verified(info, *state_->raw[index], out);
   if (!host.shares_storage(target)) target.copy_from(host);
 }
-
 void VerifiedCheckpoint::check_unchanged() const {
   if (state_->file.stamp() != state_->stamp)
     throw DataLossError(fmt::format(

@@ -1,8 +1,10 @@
-// restore_into: load with fallback, check every target, then copy in place.
+// restore_into: with fallback, check every target, then read each tensor in place.
 #include "checkpoint/restore.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -139,19 +141,77 @@ void take_blobs(std::vector<Blob> blobs, int64_t global_step, TensorBundle& into
   into.global_step = global_step;
 }
 
-// A checkpoint opened for restore_into: est's verified in place, or TensorFlow's loaded whole.
-struct Opened {
-  std::unique_ptr<VerifiedCheckpoint> file;
-  std::optional<TensorBundle> bundle;
+// A mismatch between the model and a checkpoint (shape, dtype, a missing tensor) found while
+// trying one checkpoint of a directory: the model's doing, not the file's damage, so it ends the
+// restore instead of falling back to an earlier checkpoint.
+struct ModelMismatch {
+  std::exception_ptr error;
 };
 
-Opened open_for_restore(const std::string& path) {
-  Opened opened;
-  if (is_tf_prefix(path))
-    opened.bundle = load_tf_checkpoint(path);
-  else
-    opened.file = std::make_unique<VerifiedCheckpoint>(path);
-  return opened;
+std::vector<std::pair<TensorEntry*, size_t>> match_or_refuse(
+    const std::vector<SourceTensor>& sources, const std::string& path, int64_t global_step,
+    TensorBundle& into, const RestoreOptions& options, RestoreResult& result) {
+  try {
+    return match_targets(sources, path, global_step, into, options, result);
+  } catch (const Error&) {
+    throw ModelMismatch{std::current_exception()};
+  }
+}
+
+// Restores one checkpoint file (est's, or TensorFlow's prefix loaded whole). An est file is read
+// straight into the targets in file order, each tensor's CRC-32 checked as it is read; with
+// options.verify_first every checksum is checked before anything is written. When a tensor
+// fails its checksum, the targets written so far are added to `overwritten` before the
+// DataLossError goes on.
+RestoreResult restore_file(const std::string& path, TensorBundle& into,
+                           const RestoreOptions& options,
+                           std::vector<const TensorEntry*>& overwritten) {
+  RestoreResult result;
+  std::vector<SourceTensor> sources;
+  if (is_tf_prefix(path)) {
+    const TensorBundle loaded = load_tf_checkpoint(path);
+    for (const TensorEntry& entry : loaded.tensors)
+      sources.push_back({entry.name, entry.value.shape(), entry.value.dtype()});
+    for (auto [target, source] :
+         match_or_refuse(sources, path, loaded.global_step, into, options, result))
+      target->value.copy_from(loaded.tensors[source].value);
+    take_blobs(loaded.blobs, loaded.global_step, into, result);
+    return result;
+  }
+  const VerifiedCheckpoint file(path);
+  const CheckpointInfo& info = file.info();
+  for (const TensorInfo& tensor : info.tensors)
+    sources.push_back({tensor.name, tensor.shape, tensor.dtype});
+  auto pairs = match_or_refuse(sources, path, info.global_step, into, options, result);
+  if (options.verify_first) file.verify_all();
+  std::vector<size_t> rank(info.tensors.size());
+  for (size_t k = 0; k < file.file_order().size(); ++k) rank[file.file_order()[k]] = k;
+  std::sort(pairs.begin(), pairs.end(),
+            [&](const auto& a, const auto& b) { return rank[a.second] < rank[b.second]; });
+  file.check_unchanged();
+  size_t written = 0;
+  try {
+    for (; written < pairs.size(); ++written) {
+      auto [target, source] = pairs[written];
+      file.read_into(source, target->value);
+    }
+    file.check_unchanged();
+  } catch (const DataLossError&) {
+    // read_into writes a CPU target before its checksum is known; another device's only after.
+    if (written < pairs.size() && pairs[written].first->value.device().is_cpu()) ++written;
+    for (size_t i = 0; i < written; ++i) overwritten.push_back(pairs[i].first);
+    throw;
+  }
+  take_blobs(file.blobs(), info.global_step, into, result);
+  return result;
+}
+
+std::vector<std::string> names_of(const std::vector<const TensorEntry*>& entries) {
+  std::vector<std::string> names;
+  for (const TensorEntry* entry : entries)
+    if (std::find(names.begin(), names.end(), entry->name) == names.end())
+      names.push_back(entry->name);
+  return names;
 }
 
 }  // namespace
@@ -175,29 +235,43 @@ RestoreResult assign_into(const TensorBundle& loaded, const std::string& loaded_
   return result;
 }
 
-// An est file is verified first (every checksum, through one small buffer), then read straight
-// into the targets: a damaged file fails before the model is touched, and no staging copy of
-// the model's size is made (verified_checkpoint.h).
+// Each checkpoint tried is read straight into the targets (restore_file). A damaged one found
+// mid-read leaves the tensors read so far overwritten: the fallback to an earlier checkpoint
+// writes them again, and the error says so when nothing can (verify_first avoids this, at the
+// cost of a second pass over the file).
 RestoreResult restore_into(const std::string& path_or_dir, TensorBundle& into,
                            const RestoreOptions& options) {
-  std::string path;
   std::vector<std::string> skipped;
-  Opened opened = open_with_fallback(path_or_dir, &path, &skipped, open_for_restore);
+  std::vector<const TensorEntry*> overwritten;  // written from a damaged checkpoint
   RestoreResult result;
-  if (opened.bundle) {
-    result = assign_into(*opened.bundle, path, into, options);
-  } else {
-    const VerifiedCheckpoint& file = *opened.file;
-    const CheckpointInfo& info = file.info();
-    std::vector<SourceTensor> sources;
-    for (const TensorInfo& tensor : info.tensors)
-      sources.push_back({tensor.name, tensor.shape, tensor.dtype});
-    auto pairs = match_targets(sources, path, info.global_step, into, options, result);
-    file.check_unchanged();
-    for (auto [target, source] : pairs) file.read_into(source, target->value);
-    file.check_unchanged();
-    take_blobs(file.blobs(), info.global_step, into, result);
+  try {
+    result = open_with_fallback(path_or_dir, nullptr, &skipped, [&](const std::string& path) {
+      return restore_file(path, into, options, overwritten);
+    });
+  } catch (const ModelMismatch& mismatch) {
+    std::rethrow_exception(mismatch.error);
+  } catch (const DataLossError& error) {
+    if (overwritten.empty()) throw;
+    const std::vector<std::string> names = names_of(overwritten);
+    throw DataLossError(fmt::format(
+        "{}. The model's {} tensor(s) {} were already read from a damaged checkpoint when it "
+        "failed its checksums: initialize the model again or restore a good checkpoint into "
+        "it before using it (RestoreOptions::verify_first checks every checksum before writing "
+        "anything)",
+        error.what(), names.size(), quoted_list(names)));
   }
+  // An earlier checkpoint rewrote every tensor it holds; one that it lacks (allow_missing)
+  // would keep the damaged file's bytes.
+  std::vector<std::string> stale;
+  for (const std::string& name : names_of(overwritten))
+    if (std::find(result.missing.begin(), result.missing.end(), name) != result.missing.end())
+      stale.push_back(name);
+  if (!stale.empty())
+    throw DataLossError(fmt::format(
+        "Restored {}, but the model's {} tensor(s) {} were first read from the damaged "
+        "checkpoint {} and {} has none to replace them: initialize them again before using the "
+        "model (RestoreOptions::verify_first checks every checksum before writing anything)",
+        result.path, stale.size(), quoted_list(stale), skipped.front(), result.path));
   result.skipped = std::move(skipped);
   return result;
 }

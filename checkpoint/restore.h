@@ -1,12 +1,16 @@
 // Restoring a checkpoint into existing tensors, in place, with fallback to older checkpoints.
 //
 // restore_into() assigns by name, in place (every alias of a variable sees the new value).
-// Everything is checked first, then written: names, shapes and dtypes from the metadata, and
-// every checksum of an est file in a first pass through one 8 MB buffer; only then is each
-// tensor read straight into the model's (verified_checkpoint.h). A damaged file or a mismatch
-// never leaves the model half-restored. TensorFlow checkpoints are loaded whole, then copied. Given a directory, it tries the newest
+// Names, shapes and dtypes are checked against the metadata first: a mismatch leaves the model
+// untouched. Then each tensor of an est file is read straight into the model's, in the file's
+// order, its CRC-32 checked as it is read (verified_checkpoint.h): one pass over the file.
+// TensorFlow checkpoints are loaded whole, then copied. Given a directory, it tries the newest
 // checkpoint its state file lists and, when that one is unreadable or fails its checksums,
-// logs a warning naming it and falls back to the previous one. Bad files are never deleted.
+// logs a warning naming it and falls back to the previous one, which writes the tensors again.
+// Bad files are never deleted. A checksum that fails mid-read leaves the tensors read before it
+// overwritten; when no earlier checkpoint replaces them the DataLossError names them.
+// RestoreOptions::verify_first checks every checksum before writing anything, for a model that
+// must stay as it was after a failed restore, at the cost of a second pass over the file.
 #pragma once
 
 #include <string>
@@ -20,6 +24,9 @@ struct RestoreOptions {
   // Tensors of the target absent from the checkpoint keep their values instead of raising
   // NotFoundError (a model that grew a layer).
   bool allow_missing = false;
+  // Check every checksum of an est file before writing any tensor (two passes over the file,
+  // about half the speed of one): a damaged file then leaves the model as it was.
+  bool verify_first = false;
 };
 
 struct RestoreResult {

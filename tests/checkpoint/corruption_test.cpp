@@ -3,6 +3,7 @@
 // is left in place.
 #include <hdf5.h>
 
+#include <algorithm>
 #include <random>
 
 #include "helpers.h"
@@ -24,6 +25,17 @@ int64_t data_offset(const std::string& file, const std::string& dataset) {
   H5Fclose(handle);
   REQUIRE(offset != HADDR_UNDEF);
   return static_cast<int64_t>(offset);
+}
+
+// Byte offset of the data of the tensor stored last in the file (read last by a restore).
+int64_t last_tensor_offset(const std::string& file) {
+  int64_t last = -1;
+  for (const TensorInfo& tensor : list_variables(file)) {
+    const std::string group = tensor.kind == EntryKind::kVariable ? "/variables/" : "/slots/";
+    last = std::max(last, data_offset(file, group + tensor.name));
+  }
+  REQUIRE(last >= 0);
+  return last;
 }
 
 void flip_bit(const std::string& file, int64_t byte, int bit) {
@@ -109,16 +121,67 @@ TEST_CASE("a flipped bit in a variable's data fails its checksum and restore fal
         std::string::npos);
 
   // With every checkpoint damaged, restore gives up with DataLossError and deletes nothing.
+  // The one pass had read into the model what lay before the damaged slot (and the slot): the
+  // error names those tensors; the others keep their values.
   LogCapture log;
   TensorBundle model = sample_bundle(0, 50);
   std::string all = what_of([&] { restore_into(other.str(), model); });
   CHECK(all.find("model.ckpt-2.h5") != std::string::npos);
   CHECK(all.find("model.ckpt-1.h5") != std::string::npos);
+  CHECK(all.find("were already read from a damaged checkpoint") != std::string::npos);
+  CHECK(all.find("\"dense/kernel/Adam\"") != std::string::npos);
   CHECK(log.warnings().size() == 2);
   CHECK(log.warnings()[1].find("no earlier checkpoint is left") != std::string::npos);
-  check_same_bundle(sample_bundle(0, 50), model);  // untouched
+  const TensorBundle initial = sample_bundle(0, 50);
+  int named = 0;
+  for (const TensorEntry& entry : initial.tensors) {
+    if (all.find(fmt::format("\"{}\"", entry.name)) != std::string::npos) {
+      ++named;
+    } else {
+      CAPTURE(entry.name);
+      CHECK(same_bytes(model.find(entry.name)->value, entry.value));  // not read: untouched
+    }
+  }
+  CHECK(named >= 1);
   CHECK(fs::exists(other / "model.ckpt-1.h5"));
   CHECK(fs::exists(other / "model.ckpt-2.h5"));
+
+  // verify_first checks every checksum before writing: the model is left exactly as it was.
+  TensorBundle kept = sample_bundle(0, 50);
+  std::string verified = what_of([&] { restore_into(other.str(), kept, {.verify_first = true}); });
+  CHECK(verified.find("model.ckpt-1.h5") != std::string::npos);
+  CHECK(verified.find("were already read") == std::string::npos);
+  check_same_bundle(sample_bundle(0, 50), kept);  // untouched
+}
+
+TEST_CASE("a fallback rewrites what a damaged checkpoint wrote, and names what it cannot") {
+  // The newest checkpoint's last tensor in file order is damaged, so the one pass had written
+  // every other tensor from it before finding out.
+  TempDir dir;
+  save_two(dir);
+  const std::string newest = dir / "model.ckpt-2.h5";
+  flip_bit(newest, last_tensor_offset(newest), 1);
+  check_falls_back_to_step_1(dir);  // every tensor the damaged file wrote is step 1's again
+
+  // The earlier checkpoint lacks a tensor the damaged one wrote (allow_missing): its value would
+  // be the damaged file's, so restore says so instead of returning.
+  TempDir grown;
+  CheckpointManager manager({.directory = grown.str(), .async = false});
+  TensorBundle smaller = sample_bundle(1, 1);
+  smaller.tensors.erase(
+      std::remove_if(smaller.tensors.begin(), smaller.tensors.end(),
+                     [](const TensorEntry& entry) { return entry.name == "dense/bias"; }),
+      smaller.tensors.end());
+  manager.save(smaller);
+  manager.save(sample_bundle(2, 2));
+  const std::string grown_newest = grown / "model.ckpt-2.h5";
+  flip_bit(grown_newest, last_tensor_offset(grown_newest), 1);
+  TensorBundle model = sample_bundle(0, 50);
+  LogCapture log;
+  std::string message = what_of([&] { restore_into(grown.str(), model, {.allow_missing = true}); });
+  CHECK(message.find("Restored " + grown / "model.ckpt-1.h5") != std::string::npos);
+  CHECK(message.find("\"dense/bias\"") != std::string::npos);
+  CHECK(message.find("initialize them again") != std::string::npos);
 }
 
 TEST_CASE("a checkpoint listed in the state file but deleted is skipped with a warning") {
