@@ -165,9 +165,11 @@ std::vector<std::pair<TensorEntry*, size_t>> match_or_refuse(
 // DataLossError goes on.
 RestoreResult restore_file(const std::string& path, TensorBundle& into,
                            const RestoreOptions& options,
-                           std::vector<const TensorEntry*>& overwritten) {
+                           std::vector<const TensorEntry*>& overwritten,
+                           std::vector<Tensor>* unused_values) {
   RestoreResult result;
   std::vector<SourceTensor> sources;
+  if (unused_values) unused_values->clear();
   if (is_tf_prefix(path)) {
     const TensorBundle loaded = load_tf_checkpoint(path);
     for (const TensorEntry& entry : loaded.tensors)
@@ -175,6 +177,9 @@ RestoreResult restore_file(const std::string& path, TensorBundle& into,
     for (auto [target, source] :
          match_or_refuse(sources, path, loaded.global_step, into, options, result))
       target->value.copy_from(loaded.tensors[source].value);
+    if (unused_values)
+      for (const std::string& name : result.unused)
+        unused_values->push_back(loaded.find(name)->value);
     take_blobs(loaded.blobs, loaded.global_step, into, result);
     return result;
   }
@@ -182,24 +187,40 @@ RestoreResult restore_file(const std::string& path, TensorBundle& into,
   const CheckpointInfo& info = file.info();
   for (const TensorInfo& tensor : info.tensors)
     sources.push_back({tensor.name, tensor.shape, tensor.dtype});
-  auto pairs = match_or_refuse(sources, path, info.global_step, into, options, result);
+  const auto pairs = match_or_refuse(sources, path, info.global_step, into, options, result);
   if (options.verify_first) file.verify_all();
+  // Every read, into a target or into a new tensor for an unused one, in file order.
+  struct Read {
+    Tensor* value;
+    size_t source;
+    const TensorEntry* target;  // null for an unused tensor
+  };
+  std::vector<Read> reads;
+  for (auto [target, source] : pairs) reads.push_back({&target->value, source, target});
+  if (unused_values) {
+    std::unordered_map<std::string_view, size_t> by_name;
+    for (size_t i = 0; i < info.tensors.size(); ++i) by_name[info.tensors[i].name] = i;
+    unused_values->reserve(result.unused.size());  // stable addresses for `reads`
+    for (const std::string& name : result.unused) {
+      const TensorInfo& tensor = info.tensors[by_name.at(name)];
+      unused_values->push_back(Tensor::empty(tensor.shape, tensor.dtype));
+      reads.push_back({&unused_values->back(), by_name.at(name), nullptr});
+    }
+  }
   std::vector<size_t> rank(info.tensors.size());
   for (size_t k = 0; k < file.file_order().size(); ++k) rank[file.file_order()[k]] = k;
-  std::sort(pairs.begin(), pairs.end(),
-            [&](const auto& a, const auto& b) { return rank[a.second] < rank[b.second]; });
+  std::sort(reads.begin(), reads.end(),
+            [&](const Read& a, const Read& b) { return rank[a.source] < rank[b.source]; });
   file.check_unchanged();
-  size_t written = 0;
+  size_t done = 0;
   try {
-    for (; written < pairs.size(); ++written) {
-      auto [target, source] = pairs[written];
-      file.read_into(source, target->value);
-    }
+    for (; done < reads.size(); ++done) file.read_into(reads[done].source, *reads[done].value);
     file.check_unchanged();
   } catch (const DataLossError&) {
     // read_into writes a CPU target before its checksum is known; another device's only after.
-    if (written < pairs.size() && pairs[written].first->value.device().is_cpu()) ++written;
-    for (size_t i = 0; i < written; ++i) overwritten.push_back(pairs[i].first);
+    if (done < reads.size() && reads[done].value->device().is_cpu()) ++done;
+    for (size_t i = 0; i < done && i < reads.size(); ++i)
+      if (reads[i].target) overwritten.push_back(reads[i].target);
     throw;
   }
   take_blobs(file.blobs(), info.global_step, into, result);
@@ -241,12 +262,17 @@ RestoreResult assign_into(const TensorBundle& loaded, const std::string& loaded_
 // cost of a second pass over the file).
 RestoreResult restore_into(const std::string& path_or_dir, TensorBundle& into,
                            const RestoreOptions& options) {
+  return restore_into(path_or_dir, into, options, nullptr);
+}
+
+RestoreResult restore_into(const std::string& path_or_dir, TensorBundle& into,
+                           const RestoreOptions& options, std::vector<Tensor>* unused_values) {
   std::vector<std::string> skipped;
   std::vector<const TensorEntry*> overwritten;  // written from a damaged checkpoint
   RestoreResult result;
   try {
     result = open_with_fallback(path_or_dir, nullptr, &skipped, [&](const std::string& path) {
-      return restore_file(path, into, options, overwritten);
+      return restore_file(path, into, options, overwritten, unused_values);
     });
   } catch (const ModelMismatch& mismatch) {
     std::rethrow_exception(mismatch.error);

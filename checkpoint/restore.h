@@ -44,6 +44,11 @@ struct RestoreResult {
 // is missing (unless allowed); DataLossError when no readable checkpoint is left.
 RestoreResult restore_into(const std::string& path_or_dir, TensorBundle& into,
                            const RestoreOptions& options = {});
+// The same, also reading each checkpoint tensor `into` has no place for (result.unused, in that
+// order) into a new tensor of `unused_values`: restore_store() stages them for variables
+// created later (an optimizer's slots), from the same single pass.
+RestoreResult restore_into(const std::string& path_or_dir, TensorBundle& into,
+                           const RestoreOptions& options, std::vector<Tensor>* unused_values);
 
 // The newest readable checkpoint of a directory (or the file itself), loaded and verified,
 // with the fallback and warnings of restore_into(). `skipped` receives the unreadable ones.

@@ -25,13 +25,13 @@ TensorBundle bundle_from_store(const nn::VariableStore& store) {
 
 RestoreResult restore_store(const std::string& path_or_dir, nn::VariableStore& store,
                             const RestoreOptions& options) {
-  std::string path;
-  std::vector<std::string> skipped;
-  TensorBundle loaded = load_with_fallback(path_or_dir, &path, &skipped);
+  // Existing variables are read straight into their values; the rest come back as new tensors
+  // from the same pass over the file.
   TensorBundle existing = bundle_from_store(store);
-  RestoreResult result = assign_into(loaded, path, existing, options);
-  for (const std::string& name : result.unused) store.restore(name, loaded.find(name)->value);
-  result.skipped = std::move(skipped);
+  std::vector<Tensor> unused_values;
+  RestoreResult result = restore_into(path_or_dir, existing, options, &unused_values);
+  for (size_t i = 0; i < result.unused.size(); ++i)
+    store.restore(result.unused[i], unused_values[i]);
   return result;
 }
 
