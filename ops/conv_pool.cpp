@@ -110,8 +110,8 @@ Tensor fused(const DeferredConv& c, const cpu::MaxPoolAfterConv& pool, bool trai
   Tensor pooled = Tensor::empty({w.batch, pool.out_h, pool.out_w, w.out_c});
   Tensor argmax;
   if (training) argmax = Tensor::empty(pooled.shape(), DType::kU8);
-  cpu::conv_max_pool_forward(c.input, c.kernel, c.bias.defined() ? &c.bias : nullptr,
-                             c.activation, w, pool, pooled, training ? &argmax : nullptr);
+  cpu::conv_max_pool_forward(c.input, c.kernel, c.bias.defined() ? &c.bias : nullptr, c.activation,
+                             w, pool, pooled, training ? &argmax : nullptr);
   if (!training) return pooled;
   return record(
       pooled, "conv2d_max_pool2d", {c.input_link, c.kernel_link, c.bias_link},
@@ -135,8 +135,8 @@ Tensor conv2d_max_pool2d(const Tensor& input, const Tensor& kernel, const Tensor
                          const Conv2DParams& conv, const Pool2DParams& pool) {
   if (const auto w = fusable_conv(input, kernel, bias, conv))
     if (const auto after = pool_after(*w, conv.activation, pool))
-      return fused({input, kernel, bias, input, kernel, bias, *w, conv.activation, {}, {}},
-                   *after, needs_recording({&kernel, &bias}));
+      return fused({input, kernel, bias, input, kernel, bias, *w, conv.activation, {}, {}}, *after,
+                   needs_recording({&kernel, &bias}));
   return max_pool2d(conv2d(input, kernel, bias, conv), pool);
 }
 
@@ -170,25 +170,25 @@ Tensor conv2d_deferred(const Tensor& input, const Tensor& kernel, const Tensor& 
   if (!needs_recording({&kernel, &bias})) return output;
   // conv2d's gradient where the input needs none: the kernel's straight from the output's
   // gradient (the output read, so computed, only now), the bias's with it.
-  output = record(output, "conv2d", {input, kernel, bias},
-                [input = recipe->input, y = output.detach(), w = *w,
-                 activation = params.activation, kernel_shape = kernel.shape(),
-                 has_bias = bias.defined()](const Tensor& grad,
-                                            const NeedsGrad& needs) -> std::vector<Tensor> {
-                  Tensor grad_kernel = Tensor::empty(kernel_shape), grad_bias;
-                  if (needs[2] && has_bias) grad_bias = Tensor::empty({w.out_c});
-                  run_kernel<OpId::kConv2DWeightsFromOutput>(
-                      "conv2d", Device::cpu(), DType::kF32, input, grad, y, w, activation,
-                      has_bias, grad_kernel, grad_bias.defined() ? &grad_bias : nullptr);
-                  return {Tensor(), needs[1] ? grad_kernel : Tensor(), grad_bias};
-                });
+  output =
+      record(output, "conv2d", {input, kernel, bias},
+             [input = recipe->input, y = output.detach(), w = *w, activation = params.activation,
+              kernel_shape = kernel.shape(), has_bias = bias.defined()](
+                 const Tensor& grad, const NeedsGrad& needs) -> std::vector<Tensor> {
+               Tensor grad_kernel = Tensor::empty(kernel_shape), grad_bias;
+               if (needs[2] && has_bias) grad_bias = Tensor::empty({w.out_c});
+               run_kernel<OpId::kConv2DWeightsFromOutput>(
+                   "conv2d", Device::cpu(), DType::kF32, input, grad, y, w, activation, has_bias,
+                   grad_kernel, grad_bias.defined() ? &grad_bias : nullptr);
+               return {Tensor(), needs[1] ? grad_kernel : Tensor(), grad_bias};
+             });
   recipe->node = output.grad_node();
   return output;
 }
 
 Tensor max_pool2d_after(const Tensor& x, const Pool2DParams& pool) {
-  const auto recipe = std::static_pointer_cast<const DeferredConv>(
-      deferred_recipe(x, &kDeferredConvKind));
+  const auto recipe =
+      std::static_pointer_cast<const DeferredConv>(deferred_recipe(x, &kDeferredConvKind));
   // Only the convolution's output itself (or a handle sharing its record): not a view of
   // another shape, and not a detached copy, whose pooling must not reach the kernel.
   if (recipe && x.shape() == recipe->output_shape && conv_pool_fusion_enabled() &&

@@ -150,8 +150,8 @@ void transposed_patches(const float* input, const Window2D& w, int64_t row0, int
 // gradient of each block's outputs written to g by make_g(row0, count, g).
 template <class MakeG>
 void accumulate_rows_of(const float* x, const Window2D& w, int64_t first, int64_t last,
-                        int64_t rows_per_block, int64_t pt_stride, float* pt, float* g,
-                        float* acc, MakeG&& make_g) {
+                        int64_t rows_per_block, int64_t pt_stride, float* pt, float* g, float* acc,
+                        MakeG&& make_g) {
   const int64_t rows = w.kernel_h * w.kernel_w * w.in_c + 1, channels = w.out_c;
   for (int64_t row0 = first; row0 < last; row0 += rows_per_block) {
     const int64_t count = std::min(rows_per_block, last - row0);
@@ -181,38 +181,37 @@ EST_MULTIVERSION void accumulate_chunk_pooled(const float* x, const float* dp, c
                                               const uint8_t* argmax, const Window2D& w,
                                               const MaxPoolAfterConv& pool, Activation activation,
                                               int64_t first, int64_t last, int64_t rows_per_block,
-                                              int64_t pt_stride, float* pt, float* g,
-                                              float* acc) {
+                                              int64_t pt_stride, float* pt, float* g, float* acc) {
   const int64_t channels = w.out_c, row_size = w.out_w * channels;
   const bool relu = activation == Activation::kRelu;
-  accumulate_rows_of(
-      x, w, first, last, rows_per_block, pt_stride, pt, g, acc,
-      [&](int64_t row0, int64_t count, float* block) {
-        for (int64_t r = 0; r < count; ++r) {
-          const int64_t n = (row0 + r) / w.out_h, oh = (row0 + r) % w.out_h;
-          const int64_t py = oh / pool.pool_h, dy = oh % pool.pool_h;
-          float* gr = block + r * row_size;
-          if (py >= pool.out_h) {  // below the last pooling window
-            std::fill_n(gr, row_size, 0.0f);
-            continue;
-          }
-          for (int64_t ox = 0; ox < w.out_w; ++ox) {
-            float* gp = gr + ox * channels;
-            const int64_t px = ox / pool.pool_w;
-            if (px >= pool.out_w) {
-              std::fill_n(gp, channels, 0.0f);
-              continue;
-            }
-            const uint8_t a = static_cast<uint8_t>(dy * pool.pool_w + ox % pool.pool_w);
-            const int64_t o = ((n * pool.out_h + py) * pool.out_w + px) * channels;
-            const float* d = dp + o;
-            const float* v = pooled + o;
-            const uint8_t* at = argmax + o;
-            for (int64_t c = 0; c < channels; ++c)
-              gp[c] = at[c] == a && (!relu || v[c] > 0.0f) ? d[c] : 0.0f;
-          }
-        }
-      });
+  accumulate_rows_of(x, w, first, last, rows_per_block, pt_stride, pt, g, acc,
+                     [&](int64_t row0, int64_t count, float* block) {
+                       for (int64_t r = 0; r < count; ++r) {
+                         const int64_t n = (row0 + r) / w.out_h, oh = (row0 + r) % w.out_h;
+                         const int64_t py = oh / pool.pool_h, dy = oh % pool.pool_h;
+                         float* gr = block + r * row_size;
+                         if (py >= pool.out_h) {  // below the last pooling window
+                           std::fill_n(gr, row_size, 0.0f);
+                           continue;
+                         }
+                         for (int64_t ox = 0; ox < w.out_w; ++ox) {
+                           float* gp = gr + ox * channels;
+                           const int64_t px = ox / pool.pool_w;
+                           if (px >= pool.out_w) {
+                             std::fill_n(gp, channels, 0.0f);
+                             continue;
+                           }
+                           const uint8_t a =
+                               static_cast<uint8_t>(dy * pool.pool_w + ox % pool.pool_w);
+                           const int64_t o = ((n * pool.out_h + py) * pool.out_w + px) * channels;
+                           const float* d = dp + o;
+                           const float* v = pooled + o;
+                           const uint8_t* at = argmax + o;
+                           for (int64_t c = 0; c < channels; ++c)
+                             gp[c] = at[c] == a && (!relu || v[c] > 0.0f) ? d[c] : 0.0f;
+                         }
+                       }
+                     });
 }
 
 // The chunks of out_rows output rows, each accumulated by chunk_fn(chunk, first, last, pt, g,

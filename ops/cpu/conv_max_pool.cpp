@@ -1,9 +1,10 @@
 // The fused convolution + bias + activation + max pooling forward (conv_max_pool.h). For each
 // pooling window and each 16 output channels, the window's convolution outputs are accumulated
-// in vector registers side by side (four chains for a 2x2 pool, one weight load feeding all of
-// them), activated, and reduced to the maximum and its position. Padding is materialised per
-// image in a small buffer (C_in is small), so the inner loop has no bounds checks. The loops are
-// one EST_MULTIVERSION function (cpu/isa.h), AVX-512 registers where the CPU has them.
+// in vector registers side by side (for a 2x2 pool, 32 channels: eight chains, each input value
+// and weight loaded once for four of them), activated, and reduced to the maximum and its position.
+// Padding is materialised per image in a small buffer (C_in is small), so the inner loop has no
+// bounds checks. The loops are one EST_MULTIVERSION function (cpu/isa.h), AVX-512 registers where
+// the CPU has them.
 #include "ops/cpu/conv_max_pool.h"
 
 #include <algorithm>
@@ -59,36 +60,59 @@ Geometry geometry(const Window2D& w, const MaxPoolAfterConv& pool) {
   return g;
 }
 
-// One pooling window: out[c] = max over positions of act(bias + sum_t x[pos + tap] k[t, c]).
-template <int kPositions>  // 0: g.positions.size() at run time
-void pool_window(const float* x, const float* kernel, const float* bias, const Geometry& g,
-                 int64_t channels, Activation activation, float* out, uint8_t* index) {
+// Channels [c0, c0 + 16 * kBlocks) of one pooling window: out[c] = max over positions of
+// act(bias + sum_t x[pos + tap] k[t, c]), and the position of the maximum.
+template <int kPositions, int kBlocks>  // kPositions 0: g.positions.size() at run time
+void window_channels(const float* x, const float* kernel, const float* bias, const Geometry& g,
+                     int64_t channels, int64_t c0, Activation activation, float* out,
+                     uint8_t* index) {
+  constexpr int64_t kSlots = kPositions ? kPositions : kMaxPositions;
   const int64_t count = kPositions ? kPositions : static_cast<int64_t>(g.positions.size());
   const int64_t taps = static_cast<int64_t>(g.taps.size());
   const int64_t* positions = g.positions.data();
-  for (int64_t c0 = 0; c0 < channels; c0 += kLanes) {
-    Vector16 acc[kPositions ? kPositions : kMaxPositions] = {};
-    const Vector16 start = bias ? load16(bias + c0) : Vector16{};
-    for (int64_t a = 0; a < count; ++a) acc[a] = start;
-    for (int64_t t = 0; t < taps; ++t) {
-      const Vector16 weight = load16(kernel + t * channels + c0);
-      const float* xt = x + g.taps[t];
-      for (int64_t a = 0; a < count; ++a) acc[a] += xt[positions[a]] * weight;
+  Vector16 acc[kBlocks][kSlots] = {};
+  for (int b = 0; b < kBlocks; ++b) {
+    const Vector16 start = bias ? load16(bias + c0 + b * kLanes) : Vector16{};
+    for (int64_t a = 0; a < count; ++a) acc[b][a] = start;
+  }
+  // kBlocks * count independent chains, each input value loaded once for all blocks.
+  for (int64_t t = 0; t < taps; ++t) {
+    const float* xt = x + g.taps[t];
+    for (int b = 0; b < kBlocks; ++b) {
+      const Vector16 weight = load16(kernel + t * channels + c0 + b * kLanes);
+      for (int64_t a = 0; a < count; ++a) acc[b][a] += xt[positions[a]] * weight;
     }
-    const Vector16 zero = {};
+  }
+  const Vector16 zero = {};
+  for (int b = 0; b < kBlocks; ++b) {
     if (activation == Activation::kRelu)
-      for (int64_t a = 0; a < count; ++a) acc[a] = acc[a] > zero ? acc[a] : zero;
-    Vector16 best = acc[0];
+      for (int64_t a = 0; a < count; ++a) acc[b][a] = acc[b][a] > zero ? acc[b][a] : zero;
+    Vector16 best = acc[b][0];
     Index16 where = {};
     for (int64_t a = 1; a < count; ++a) {
-      const Index16 larger = acc[a] > best;
-      best = larger ? acc[a] : best;
+      const Index16 larger = acc[b][a] > best;
+      best = larger ? acc[b][a] : best;
       where = larger ? Index16{} + static_cast<int32_t>(a) : where;
     }
-    store16(out + c0, best);
+    store16(out + c0 + b * kLanes, best);
     if (index)
-      for (int l = 0; l < kLanes; ++l) index[c0 + l] = static_cast<uint8_t>(where[l]);
+      for (int l = 0; l < kLanes; ++l) index[c0 + b * kLanes + l] = static_cast<uint8_t>(where[l]);
   }
+}
+
+// One pooling window, every channel; a 2x2 pool takes 32 channels at a time (eight chains).
+void pool_window(const float* x, const float* kernel, const float* bias, const Geometry& g,
+                 int64_t channels, Activation activation, float* out, uint8_t* index) {
+  if (g.positions.size() != 4) {
+    for (int64_t c0 = 0; c0 < channels; c0 += kLanes)
+      window_channels<0, 1>(x, kernel, bias, g, channels, c0, activation, out, index);
+    return;
+  }
+  int64_t c0 = 0;
+  for (; c0 + 2 * kLanes <= channels; c0 += 2 * kLanes)
+    window_channels<4, 2>(x, kernel, bias, g, channels, c0, activation, out, index);
+  if (c0 < channels)
+    window_channels<4, 1>(x, kernel, bias, g, channels, c0, activation, out, index);
 }
 
 // Images [begin, end). `buffer` holds one padded image when the convolution pads.
@@ -112,10 +136,7 @@ EST_MULTIVERSION void forward_images(const float* input, const float* kernel, co
         const float* origin = x + py * g.window_row + px * g.window_col;
         const int64_t o = ((n * pool.out_h + py) * pool.out_w + px) * channels;
         uint8_t* index = argmax ? argmax + o : nullptr;
-        if (g.positions.size() == 4)
-          pool_window<4>(origin, kernel, bias, g, channels, activation, pooled + o, index);
-        else
-          pool_window<0>(origin, kernel, bias, g, channels, activation, pooled + o, index);
+        pool_window(origin, kernel, bias, g, channels, activation, pooled + o, index);
       }
   }
 }

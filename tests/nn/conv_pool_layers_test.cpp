@@ -1,6 +1,6 @@
 // nn::conv2d then nn::max_pooling2d with the fusion of ops/conv_pool.h on and off: the tutorial
-// CNN (examples/cnn_model.h's model) trained a few SGD steps and evaluated gives the same variables and
-// logits either way (to float rounding), leaves no deferred convolution output behind, and a
+// CNN (examples/cnn_model.h's model) trained a few SGD steps and evaluated gives the same variables
+// and logits either way (to float rounding), leaves no deferred convolution output behind, and a
 // conv2d whose output feeds another conv2d (so it is computed when read) trains the same too.
 #include <doctest/doctest.h>
 
@@ -33,7 +33,7 @@ Tensor tutorial_cnn(ModelContext& ctx, const Tensor& images) {
 
 struct Trained {
   std::map<std::string, std::vector<float>> variables;
-  std::vector<float> logits;  // evaluation after training
+  std::vector<float> logits;          // evaluation after training
   int64_t conv_and_pool_kernels = 0;  // kConv2D and kPool2D kernels run, any CPU backend
 };
 
@@ -51,8 +51,7 @@ Trained train(const Model& model, bool fusion, int64_t batch, int64_t channels =
   ModelContext ctx{store, Mode::kTrain, 7};
   ops::Generator generator(3);
   Tensor images = ops::random_uniform({batch, 28, 28, channels}, 0, 1, generator);
-  Tensor labels =
-      ops::cast(ops::random_uniform({batch}, 0, 10, generator), DType::kI64);
+  Tensor labels = ops::cast(ops::random_uniform({batch}, 0, 10, generator), DType::kI64);
   const int64_t pending = ops::pending_deferred_fills();
   const int64_t kernels = conv_and_pool_kernels();
   for (int step = 0; step < 3; ++step) {

@@ -18,8 +18,8 @@ using namespace est::ops;
 namespace {
 
 struct Case {
-  Shape input;          // [N, H, W, C_in]
-  Shape kernel;         // [KH, KW, C_in, C_out]
+  Shape input;   // [N, H, W, C_in]
+  Shape kernel;  // [KH, KW, C_in, C_out]
   Conv2DParams conv;
   Pool2DParams pool;
 };
@@ -129,9 +129,10 @@ TEST_CASE("conv2d_max_pool2d falls back to the two ops where the fused kernel do
                         max_pool2d(conv2d(x, k12, Tensor(), relu_conv()), {})));
   }
   SUBCASE("errors are the two ops' own") {
-    CHECK_THROWS_AS(conv2d_max_pool2d(input.detach(), random_uniform({3, 3, 2, 16}, 0, 1, generator),
-                                      bias, relu_conv(), {}),
-                    InvalidArgumentError);
+    CHECK_THROWS_AS(
+        conv2d_max_pool2d(input.detach(), random_uniform({3, 3, 2, 16}, 0, 1, generator), bias,
+                          relu_conv(), {}),
+        InvalidArgumentError);
     CHECK_THROWS_AS(conv2d_max_pool2d(random_uniform({1, 3, 3, 1}, 0, 1, generator), kernel, bias,
                                       relu_conv(), {{2, 2}, {2, 2}, Padding::kValid}),
                     InvalidArgumentError);
@@ -147,7 +148,7 @@ TEST_CASE("a deferred conv2d output is computed when read, with the values of it
   const int64_t pending = pending_deferred_fills();
   Tensor deferred = conv2d_deferred(input, kernel, bias, relu_conv());
   CHECK(pending_deferred_fills() == pending + 1);
-  kernel.fill(0.0);  // an optimizer's in-place update after the call
+  kernel.fill(0.0);                       // an optimizer's in-place update after the call
   Tensor view = reshape(deferred, {-1});  // a handle on the same storage: reading it computes it
   check_close(view, reshape(expected, {-1}), 1e-5);
   CHECK(pending_deferred_fills() == pending);
