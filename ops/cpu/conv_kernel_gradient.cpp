@@ -136,7 +136,10 @@ void transposed_patches(const float* input, const Window2D& w, int64_t row0, int
           std::fill(dst, dst + lo, 0.0f);
           if (hi > lo) {
             const float* src = image + (ih * w.in_w + lo * w.stride_w + shift) * w.in_c + c;
-            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[(ow - lo) * step];
+            if (step == 1)  // one input channel, stride 1: a contiguous run
+              std::copy(src, src + (hi - lo), dst + lo);
+            else
+              for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[(ow - lo) * step];
           }
           std::fill(dst + hi, dst + w.out_w, 0.0f);
         }
@@ -174,43 +177,54 @@ EST_MULTIVERSION void accumulate_chunk(const float* x, const float* dy, const fl
                      });
 }
 
-// The same from the gradient of a max pooling after the convolution: each output's gradient is
-// its window's pooled gradient where the window's maximum was taken there (argmax), times the
-// activation's gradient at the pooled value (the output there), and zero elsewhere.
+// g for output rows [row0, row0 + count) from the gradient of a max pooling after the
+// convolution: each output's gradient is its window's pooled gradient where the window's maximum
+// was taken there (argmax), times the activation's gradient at the pooled value (the output
+// there), and zero elsewhere.
+void pooled_gradient_rows(const float* dp, const float* pooled, const uint8_t* argmax,
+                          const Window2D& w, const MaxPoolAfterConv& pool, Activation activation,
+                          int64_t row0, int64_t count, float* g) {
+  const int64_t channels = w.out_c, row_size = w.out_w * channels;
+  const bool relu = activation == Activation::kRelu;
+  for (int64_t r = 0; r < count; ++r) {
+    const int64_t n = (row0 + r) / w.out_h, oh = (row0 + r) % w.out_h;
+    const int64_t py = oh / pool.pool_h, dy = oh % pool.pool_h;
+    float* gr = g + r * row_size;
+    if (py >= pool.out_h) {  // below the last pooling window
+      std::fill_n(gr, row_size, 0.0f);
+      continue;
+    }
+    for (int64_t ox = 0; ox < w.out_w; ++ox) {
+      float* gp = gr + ox * channels;
+      const int64_t px = ox / pool.pool_w;
+      if (px >= pool.out_w) {  // right of the last pooling window
+        std::fill_n(gp, channels, 0.0f);
+        continue;
+      }
+      const int32_t a = static_cast<int32_t>(dy * pool.pool_w + ox % pool.pool_w);
+      const int64_t o = ((n * pool.out_h + py) * pool.out_w + px) * channels;
+      // No short-circuit and no vector select: GCC vectorizes this loop with mask registers.
+      const float* d = dp + o;
+      const float* v = pooled + o;
+      const uint8_t* at = argmax + o;
+      for (int64_t c = 0; c < channels; ++c) {
+        const bool take = (at[c] == a) & (!relu | (v[c] > 0.0f));
+        gp[c] = take ? d[c] : 0.0f;
+      }
+    }
+  }
+}
+
+// accumulate_chunk with g from the gradient of a max pooling after the convolution.
 EST_MULTIVERSION void accumulate_chunk_pooled(const float* x, const float* dp, const float* pooled,
                                               const uint8_t* argmax, const Window2D& w,
                                               const MaxPoolAfterConv& pool, Activation activation,
                                               int64_t first, int64_t last, int64_t rows_per_block,
                                               int64_t pt_stride, float* pt, float* g, float* acc) {
-  const int64_t channels = w.out_c, row_size = w.out_w * channels;
-  const bool relu = activation == Activation::kRelu;
   accumulate_rows_of(x, w, first, last, rows_per_block, pt_stride, pt, g, acc,
                      [&](int64_t row0, int64_t count, float* block) {
-                       for (int64_t r = 0; r < count; ++r) {
-                         const int64_t n = (row0 + r) / w.out_h, oh = (row0 + r) % w.out_h;
-                         const int64_t py = oh / pool.pool_h, dy = oh % pool.pool_h;
-                         float* gr = block + r * row_size;
-                         if (py >= pool.out_h) {  // below the last pooling window
-                           std::fill_n(gr, row_size, 0.0f);
-                           continue;
-                         }
-                         for (int64_t ox = 0; ox < w.out_w; ++ox) {
-                           float* gp = gr + ox * channels;
-                           const int64_t px = ox / pool.pool_w;
-                           if (px >= pool.out_w) {
-                             std::fill_n(gp, channels, 0.0f);
-                             continue;
-                           }
-                           const uint8_t a =
-                               static_cast<uint8_t>(dy * pool.pool_w + ox % pool.pool_w);
-                           const int64_t o = ((n * pool.out_h + py) * pool.out_w + px) * channels;
-                           const float* d = dp + o;
-                           const float* v = pooled + o;
-                           const uint8_t* at = argmax + o;
-                           for (int64_t c = 0; c < channels; ++c)
-                             gp[c] = at[c] == a && (!relu || v[c] > 0.0f) ? d[c] : 0.0f;
-                         }
-                       }
+                       pooled_gradient_rows(dp, pooled, argmax, w, pool, activation, row0, count,
+                                            block);
                      });
 }
 
