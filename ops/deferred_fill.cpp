@@ -107,14 +107,18 @@ void fill_storage(Storage& storage) {
   if (!storage.fenced().load(std::memory_order_acquire)) return;
   Registry& r = registry();
   std::unique_lock lock(r.mutex);
-  auto it = r.by_storage.find(&storage);
-  if (it == r.by_storage.end()) return;
-  std::shared_ptr<Fill> entry = it->second;
-  if (entry->state == Fill::State::kFilling) {
+  for (;;) {
+    auto it = r.by_storage.find(&storage);
+    if (it == r.by_storage.end()) return;
+    std::shared_ptr<Fill> entry = it->second;
+    if (entry->state == Fill::State::kPending) break;
     if (entry->filler == std::this_thread::get_id()) return;  // the fill's own writes
-    r.done.wait(lock, [&] { return !r.by_storage.count(&storage); });
-    return;
+    // Another thread fills it: wait until it is done, or failed (then claim it here).
+    r.done.wait(lock, [&] {
+      return !r.by_storage.count(&storage) || entry->state == Fill::State::kPending;
+    });
   }
+  std::shared_ptr<Fill> entry = r.by_storage.at(&storage);
   entry->state = Fill::State::kFilling;
   entry->filler = std::this_thread::get_id();
   // The caller holds the storage (it is reading it), so the weak pointer locks.
@@ -122,9 +126,10 @@ void fill_storage(Storage& storage) {
   lock.unlock();
   try {
     entry->fill(target);
-  } catch (...) {
+  } catch (...) {  // still pending: the next access tries again
     lock.lock();
     entry->state = Fill::State::kPending;
+    entry->filler = {};
     r.done.notify_all();
     throw;
   }
