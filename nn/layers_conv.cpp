@@ -1,10 +1,12 @@
-// conv2d through ops::conv2d (bias and activation fused), pooling through ops pooling.
+// conv2d through ops::conv2d (bias and activation fused), pooling through ops pooling; a
+// conv2d's output feeding a max_pooling2d is pooled without being written (ops/conv_pool.h).
 #include "nn/layers_conv.h"
 
 #include <fmt/format.h>
 
 #include "nn/layer_checks.h"
 #include "nn/mixed_precision.h"
+#include "ops/conv_pool.h"
 
 namespace est::nn {
 namespace {
@@ -57,12 +59,14 @@ Tensor conv2d(ModelContext& ctx, const Tensor& input, const Conv2DOptions& optio
                            .padding = options.padding,
                            .dilations = {options.dilation_rate.h, options.dilation_rate.w},
                            .activation = options.activation.fused()};
-  return options.activation.apply_unfused(ops::conv2d(x, kernel, bias, params));
+  // Deferred: a max_pooling2d straight after pools it without computing it (ops/conv_pool.h).
+  return options.activation.apply_unfused(ops::conv2d_deferred(x, kernel, bias, params));
 }
 
 Tensor max_pooling2d(const Tensor& x, Size2 pool_size, Size2 strides, Padding padding) {
   check_layer_input("max_pooling2d", x, 4, "[batch, height, width, channels]", 4);
-  return ops::max_pool2d(x, pool_params("max_pooling2d", pool_size, strides, padding));
+  // After a conv2d, from the convolution's arguments where the fused kernel applies.
+  return ops::max_pool2d_after(x, pool_params("max_pooling2d", pool_size, strides, padding));
 }
 
 Tensor average_pooling2d(const Tensor& x, Size2 pool_size, Size2 strides, Padding padding) {

@@ -189,6 +189,9 @@ std::vector<Tensor> fenced_copies(const std::vector<Tensor>& sources,
       copies[index] = source.clone();
       continue;
     }
+    // A deferred source (ops/deferred_fill.h) is computed now: the copier reads storages
+    // directly, past the fence.
+    (void)source.raw_data();
     copies[index] = Tensor::empty(source.shape(), source.dtype(), Device::cpu());
     auto pair = std::make_shared<Pair>();
     pair->source = detail::storage_of(source);

@@ -9,6 +9,7 @@
 #include "ops/autograd.h"
 #include "ops/copy.h"
 #include "ops/copy_fence.h"
+#include "ops/deferred_fill.h"
 #include "ops/registry.h"
 #include "ops/storage.h"
 
@@ -39,6 +40,8 @@ std::shared_ptr<Storage> Storage::strings(size_t count) {
 }
 
 Storage::~Storage() {
+  // A deferred tensor (ops/deferred_fill.h) that dies unread leaves its recipe behind.
+  if (fenced_.load(std::memory_order_acquire)) detail::forget_storage(this);
   auto* first = static_cast<std::string*>(data_);
   for (size_t i = 0; i < strings_; ++i) first[i].~basic_string();
   allocator_->deallocate(data_, bytes_);
@@ -189,7 +192,21 @@ void* Tensor::element_data() const {
   // its bytes are handed out. Nothing pending: one load (acquire: a plain load on x86).
   if (detail::g_pending_copies.load(std::memory_order_acquire) != 0) [[unlikely]]
     detail::fence_storage(storage);
+  // A deferred tensor (ops/deferred_fill.h) is computed before its bytes are handed out.
+  if (detail::g_pending_fills.load(std::memory_order_acquire) != 0) [[unlikely]]
+    detail::fill_storage(storage);
   return storage.data();
+}
+
+Tensor detail::tensor_on_storage(std::shared_ptr<Storage> storage, const Shape& shape,
+                                 DType dtype) {
+  // Tensor's constructor from an impl is private: a fresh empty handle, whose impl nobody else
+  // shares, is pointed at the storage.
+  Tensor tensor = Tensor::empty({0}, dtype, storage->device());
+  auto* impl = const_cast<TensorImpl*>(tensor.impl());
+  impl->shape = shape;
+  impl->storage = std::move(storage);
+  return tensor;
 }
 
 std::shared_ptr<Storage> detail::storage_of(const Tensor& tensor) {

@@ -11,11 +11,14 @@
 // channels of up to 8 patch rows in vector registers (GCC/Clang vector extensions); a chunk's work
 // is one EST_MULTIVERSION function (cpu/isa.h), so these are AVX-512 registers on a CPU that has
 // them and narrower ones elsewhere, in the portable build as in a native one.
+// conv_max_pool_kernel_gradient (conv_max_pool.h) runs the same blocks with g rebuilt from the
+// gradient of the max pooling after the convolution and its argmax bytes.
 #include "ops/cpu/conv_kernel_gradient.h"
 
 #include <algorithm>
 #include <cstring>
 
+#include "ops/cpu/conv_max_pool.h"
 #include "ops/cpu/isa.h"
 #include "ops/cpu/parallel.h"
 #include "ops/cpu/sum_in_order.h"
@@ -133,7 +136,10 @@ void transposed_patches(const float* input, const Window2D& w, int64_t row0, int
           std::fill(dst, dst + lo, 0.0f);
           if (hi > lo) {
             const float* src = image + (ih * w.in_w + lo * w.stride_w + shift) * w.in_c + c;
-            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[(ow - lo) * step];
+            if (step == 1)  // one input channel, stride 1: a contiguous run
+              std::copy(src, src + (hi - lo), dst + lo);
+            else
+              for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[(ow - lo) * step];
           }
           std::fill(dst + hi, dst + w.out_w, 0.0f);
         }
@@ -143,33 +149,90 @@ void transposed_patches(const float* input, const Window2D& w, int64_t row0, int
   }
 }
 
-// One chunk's output rows [first, last): acc [patch + 1, OC] += the blocks' products.
+// One chunk's output rows [first, last): acc [patch + 1, OC] += the blocks' products, the
+// gradient of each block's outputs written to g by make_g(row0, count, g).
+template <class MakeG>
+void accumulate_rows_of(const float* x, const Window2D& w, int64_t first, int64_t last,
+                        int64_t rows_per_block, int64_t pt_stride, float* pt, float* g, float* acc,
+                        MakeG&& make_g) {
+  const int64_t rows = w.kernel_h * w.kernel_w * w.in_c + 1, channels = w.out_c;
+  for (int64_t row0 = first; row0 < last; row0 += rows_per_block) {
+    const int64_t count = std::min(rows_per_block, last - row0);
+    make_g(row0, count, g);
+    transposed_patches(x, w, row0, count, pt, pt_stride);
+    accumulate_block(pt, pt_stride, g, rows, channels, count * w.out_w, acc);
+  }
+}
+
 EST_MULTIVERSION void accumulate_chunk(const float* x, const float* dy, const float* out,
                                        const Window2D& w, Activation activation, int64_t first,
                                        int64_t last, int64_t rows_per_block, int64_t pt_stride,
                                        float* pt, float* g, float* acc) {
-  const int64_t rows = w.kernel_h * w.kernel_w * w.in_c + 1, channels = w.out_c;
-  for (int64_t row0 = first; row0 < last; row0 += rows_per_block) {
-    const int64_t count = std::min(rows_per_block, last - row0);
-    const int64_t positions = count * w.out_w, offset = row0 * w.out_w * channels;
-    activation_gradient(dy + offset, out ? out + offset : nullptr, g, positions * channels,
-                        activation);
-    transposed_patches(x, w, row0, count, pt, pt_stride);
-    accumulate_block(pt, pt_stride, g, rows, channels, positions, acc);
+  const int64_t row_size = w.out_w * w.out_c;
+  accumulate_rows_of(x, w, first, last, rows_per_block, pt_stride, pt, g, acc,
+                     [&](int64_t row0, int64_t count, float* block) {
+                       const int64_t offset = row0 * row_size;
+                       activation_gradient(dy + offset, out ? out + offset : nullptr, block,
+                                           count * row_size, activation);
+                     });
+}
+
+// g for output rows [row0, row0 + count) from the gradient of a max pooling after the
+// convolution: each output's gradient is its window's pooled gradient where the window's maximum
+// was taken there (argmax), times the activation's gradient at the pooled value (the output
+// there), and zero elsewhere.
+void pooled_gradient_rows(const float* dp, const float* pooled, const uint8_t* argmax,
+                          const Window2D& w, const MaxPoolAfterConv& pool, Activation activation,
+                          int64_t row0, int64_t count, float* g) {
+  const int64_t channels = w.out_c, row_size = w.out_w * channels;
+  const bool relu = activation == Activation::kRelu;
+  for (int64_t r = 0; r < count; ++r) {
+    const int64_t n = (row0 + r) / w.out_h, oh = (row0 + r) % w.out_h;
+    const int64_t py = oh / pool.pool_h, dy = oh % pool.pool_h;
+    float* gr = g + r * row_size;
+    if (py >= pool.out_h) {  // below the last pooling window
+      std::fill_n(gr, row_size, 0.0f);
+      continue;
+    }
+    for (int64_t ox = 0; ox < w.out_w; ++ox) {
+      float* gp = gr + ox * channels;
+      const int64_t px = ox / pool.pool_w;
+      if (px >= pool.out_w) {  // right of the last pooling window
+        std::fill_n(gp, channels, 0.0f);
+        continue;
+      }
+      const int32_t a = static_cast<int32_t>(dy * pool.pool_w + ox % pool.pool_w);
+      const int64_t o = ((n * pool.out_h + py) * pool.out_w + px) * channels;
+      // No short-circuit and no vector select: GCC vectorizes this loop with mask registers.
+      const float* d = dp + o;
+      const float* v = pooled + o;
+      const uint8_t* at = argmax + o;
+      for (int64_t c = 0; c < channels; ++c) {
+        const bool take = (at[c] == a) & (!relu | (v[c] > 0.0f));
+        gp[c] = take ? d[c] : 0.0f;
+      }
+    }
   }
 }
 
-}  // namespace
-
-bool fused_kernel_gradient_supported(const Window2D& w) {
-  const int64_t patch = w.kernel_h * w.kernel_w * w.in_c;
-  return patch <= kMaxPatch && w.out_c % kLanes == 0 && w.out_c <= kMaxOutputChannels &&
-         w.out_w <= kBlockPositions;
+// accumulate_chunk with g from the gradient of a max pooling after the convolution.
+EST_MULTIVERSION void accumulate_chunk_pooled(const float* x, const float* dp, const float* pooled,
+                                              const uint8_t* argmax, const Window2D& w,
+                                              const MaxPoolAfterConv& pool, Activation activation,
+                                              int64_t first, int64_t last, int64_t rows_per_block,
+                                              int64_t pt_stride, float* pt, float* g, float* acc) {
+  accumulate_rows_of(x, w, first, last, rows_per_block, pt_stride, pt, g, acc,
+                     [&](int64_t row0, int64_t count, float* block) {
+                       pooled_gradient_rows(dp, pooled, argmax, w, pool, activation, row0, count,
+                                            block);
+                     });
 }
 
-void conv2d_kernel_gradient_fused(const Tensor& input, const Tensor& grad_output, const Tensor& y,
-                                  Activation activation, const Window2D& w, Tensor& grad_kernel,
-                                  Tensor* grad_bias) {
+// The chunks of out_rows output rows, each accumulated by chunk_fn(chunk, first, last, pt, g,
+// acc), then summed in chunk order into grad_kernel and grad_bias.
+template <class ChunkFn>
+void kernel_gradient(const Window2D& w, Tensor& grad_kernel, Tensor* grad_bias,
+                     ChunkFn&& chunk_fn) {
   const int64_t patch = w.kernel_h * w.kernel_w * w.in_c, rows = patch + 1;
   const int64_t channels = w.out_c, out_rows = w.batch * w.out_h;
   if (out_rows == 0 || w.out_w == 0) {  // an empty sum
@@ -184,18 +247,13 @@ void conv2d_kernel_gradient_fused(const Tensor& input, const Tensor& grad_output
   const int64_t chunks = fixed_parts(out_rows, rows_per_block);
   Tensor partial = Tensor::zeros({chunks, rows, channels});  // acc of each chunk
   Tensor buffers = Tensor::empty({chunks, scratch});         // pt and g of each chunk
-  const float* x = input.data<float>();
-  const float* dy = grad_output.data<float>();
-  const float* out = y.defined() ? y.data<float>() : nullptr;
   float* acc_base = partial.data<float>();
   float* buffer_base = buffers.data<float>();
   parallel_for(chunks, 1, [&](int64_t chunk_begin, int64_t chunk_end) {
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      float* acc = acc_base + chunk * rows * channels;
       float* pt = buffer_base + chunk * scratch;
-      float* g = pt + rows * pt_stride;
-      accumulate_chunk(x, dy, out, w, activation, out_rows * chunk / chunks,
-                       out_rows * (chunk + 1) / chunks, rows_per_block, pt_stride, pt, g, acc);
+      chunk_fn(out_rows * chunk / chunks, out_rows * (chunk + 1) / chunks, rows_per_block,
+               pt_stride, pt, pt + rows * pt_stride, acc_base + chunk * rows * channels);
     }
   });
   float* dk = grad_kernel.data<float>();
@@ -208,6 +266,45 @@ void conv2d_kernel_gradient_fused(const Tensor& input, const Tensor& grad_output
         else if (db)
           db[i - patch * channels] = total;
       });
+}
+
+}  // namespace
+
+bool fused_kernel_gradient_supported(const Window2D& w) {
+  const int64_t patch = w.kernel_h * w.kernel_w * w.in_c;
+  return patch <= kMaxPatch && w.out_c % kLanes == 0 && w.out_c <= kMaxOutputChannels &&
+         w.out_w <= kBlockPositions;
+}
+
+void conv2d_kernel_gradient_fused(const Tensor& input, const Tensor& grad_output, const Tensor& y,
+                                  Activation activation, const Window2D& w, Tensor& grad_kernel,
+                                  Tensor* grad_bias) {
+  const float* x = input.data<float>();
+  const float* dy = grad_output.data<float>();
+  const float* out = y.defined() ? y.data<float>() : nullptr;
+  kernel_gradient(w, grad_kernel, grad_bias,
+                  [&](int64_t first, int64_t last, int64_t rows_per_block, int64_t pt_stride,
+                      float* pt, float* g, float* acc) {
+                    accumulate_chunk(x, dy, out, w, activation, first, last, rows_per_block,
+                                     pt_stride, pt, g, acc);
+                  });
+}
+
+void conv_max_pool_kernel_gradient(const Tensor& input, const Tensor& grad_pooled,
+                                   const Tensor& pooled, const Tensor& argmax,
+                                   Activation activation, const Window2D& w,
+                                   const MaxPoolAfterConv& pool, Tensor& grad_kernel,
+                                   Tensor* grad_bias) {
+  const float* x = input.data<float>();
+  const float* dp = grad_pooled.data<float>();
+  const float* v = pooled.data<float>();
+  const uint8_t* at = argmax.data<uint8_t>();
+  kernel_gradient(w, grad_kernel, grad_bias,
+                  [&](int64_t first, int64_t last, int64_t rows_per_block, int64_t pt_stride,
+                      float* pt, float* g, float* acc) {
+                    accumulate_chunk_pooled(x, dp, v, at, w, pool, activation, first, last,
+                                            rows_per_block, pt_stride, pt, g, acc);
+                  });
 }
 
 }  // namespace est::ops::cpu
