@@ -62,6 +62,13 @@ struct PsServerOptions {
   // The job's optimizer (clipping, if any, happens on the workers). May be given later
   // (set_optimizer) but before the first push.
   std::optional<nn::optim::Optimizer> optimizer;
+  // Processes sharing this host's cores (the job's tasks there, this one included): the
+  // serving threads' kernels (the optimizer's updates) take ops::threads_for_local_processes of
+  // it, as a training task's replicas do, so that a ps task beside its workers does not run
+  // a team of every core against them (a team waits for its slowest thread, and a worker on
+  // that core waits for it). 0: the job's tasks on this host as TF_CONFIG in the environment
+  // lists them (distribute/cluster's num_local_tasks), 1 without one.
+  int local_processes = 0;
 };
 
 class PsServer {
@@ -87,6 +94,8 @@ class PsServer {
   // counter that tasks other than ps 0 keep for the learning rate is not listed.
   std::vector<std::string> names() const;
   uint64_t updates_applied() const { return updates_; }
+  // The intra-op threads each serving thread's kernels use (ops::set_num_threads).
+  int serving_threads() const { return serving_threads_; }
   // Synchronous training's counts (unset while asynchronous).
   struct SyncStats {
     SyncReplicasOptions options;
@@ -143,6 +152,7 @@ class PsServer {
   PsServerOptions options_;
   std::string host_;
   int port_ = 0;
+  int serving_threads_ = 1;
   int listen_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> updates_{0};

@@ -241,8 +241,10 @@ void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,
   link.send(bytes.data(), bytes.size(), health, what);
 }
 
-void receive_frame(Link& link, const HealthCheck& health, const std::string& what, std::string& out,
-                   uint64_t max_bytes) {
+namespace {
+
+uint64_t receive_frame_size(Link& link, const HealthCheck& health, const std::string& what,
+                            uint64_t max_bytes) {
   uint64_t n = 0;
   link.receive(&n, sizeof n, health, what);
   if (n > max_bytes)
@@ -250,8 +252,24 @@ void receive_frame(Link& link, const HealthCheck& health, const std::string& wha
         fmt::format("{} sent a frame of {} bytes during {} (at most {}): it is "
                     "not an est parameter-server peer",
                     link.peer(), n, what, max_bytes));
+  return n;
+}
+
+}  // namespace
+
+void receive_frame(Link& link, const HealthCheck& health, const std::string& what, std::string& out,
+                   uint64_t max_bytes) {
+  uint64_t n = receive_frame_size(link, health, what, max_bytes);
   out.resize(n);  // within its capacity: no fresh pages, no zeroing
   link.receive(out.data(), n, health, what);
+}
+
+uint64_t receive_frame(Link& link, const HealthCheck& health, const std::string& what,
+                       std::string& buffer, const std::function<void(std::string_view)>& consume,
+                       uint64_t max_bytes) {
+  uint64_t n = receive_frame_size(link, health, what, max_bytes);
+  link.receive_whole(n, buffer, consume, health, what);
+  return n;
 }
 
 std::string receive_frame(Link& link, const HealthCheck& health, const std::string& what,

@@ -124,6 +124,11 @@ std::string receive_frame(Link& link, const HealthCheck& health, const std::stri
 // The same into `out` (its capacity reused, as encode's).
 void receive_frame(Link& link, const HealthCheck& health, const std::string& what, std::string& out,
                    uint64_t max_bytes = uint64_t{1} << 36);
+// Receives one frame and hands its bytes to `consume` (Link::receive_whole: in place from a
+// shared-memory link, else through `buffer`); returns its size.
+uint64_t receive_frame(Link& link, const HealthCheck& health, const std::string& what,
+                       std::string& buffer, const std::function<void(std::string_view)>& consume,
+                       uint64_t max_bytes = uint64_t{1} << 36);
 // Releases `buffer`'s memory when a frame made it larger than a step's usually are (a
 // checkpoint's pull of everything), so that a connection does not hold that much for good.
 void trim_frame_buffer(std::string& buffer);

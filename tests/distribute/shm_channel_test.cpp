@@ -1,6 +1,7 @@
 // ShmChannel: bytes arrive whole and in order through a small ring buffer whatever the sizes
-// of the writes and reads (wrap-around, waits on both sides), and a wait that its check
-// abandons ends with the check's exception.
+// of the writes and reads (wrap-around, waits on both sides), a whole frame is read in place as
+// one span even where it wraps, and a wait that its check abandons ends with the check's
+// exception.
 #include <doctest/doctest.h>
 
 #include <random>
@@ -14,6 +15,7 @@ namespace est::distribute {
 TEST_CASE("ShmChannel carries a stream through a small buffer, both sides waiting in turn") {
   auto writer = ShmChannel::create(4096 + 12);  // a capacity no chunk size divides
   REQUIRE(writer != nullptr);
+  CHECK(writer->capacity() == 8192);  // whole pages
   auto reader = ShmChannel::open(writer->name());
   REQUIRE(reader != nullptr);
   writer->unlink();
@@ -52,12 +54,54 @@ TEST_CASE("ShmChannel waits end when the check throws (a dead peer)") {
   char byte;
   CHECK_THROWS_WITH(reader->read(1, [&](const char* s, size_t) { byte = *s; }, give_up),
                     "the peer is gone");
-  std::vector<char> full(1024, 'x');
+  checks = 0;
+  CHECK_THROWS_WITH(reader->read_whole(1, [&](const char*, size_t) {}, give_up),
+                    "the peer is gone");
+  std::vector<char> full(writer->capacity(), 'x');
   writer->write(full.data(), full.size(), [] {});  // fills the buffer
   checks = 0;
   CHECK_THROWS_WITH(writer->write(full.data(), 1, give_up), "the peer is gone");
   CHECK(ShmChannel::open("/not-an-est-segment") == nullptr);
   CHECK(ShmChannel::open("bad/name") == nullptr);
+}
+
+TEST_CASE("ShmChannel::read_whole hands each frame over in one span, where it wraps too") {
+  auto writer = ShmChannel::create(4096);
+  auto reader = ShmChannel::open(writer->name());
+  REQUIRE(reader != nullptr);
+  const size_t capacity = writer->capacity();
+  std::mt19937 random(3);
+  // Frames of 3/8 of the buffer: every third one wraps at the end; the last fills it whole.
+  std::vector<size_t> sizes(40, capacity * 3 / 8);
+  sizes.push_back(capacity);
+  std::vector<std::vector<char>> frames;
+  for (size_t n : sizes) {
+    frames.emplace_back(n);
+    for (char& c : frames.back()) c = static_cast<char>(random());
+  }
+  std::thread producer([&] {
+    for (const auto& frame : frames) writer->write(frame.data(), frame.size(), [] {});
+  });
+  size_t whole = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (i == 7) {  // a reader that fails leaves the frame for the next read
+      CHECK_THROWS_WITH(reader->read_whole(
+                            frames[i].size(),
+                            [](const char*, size_t) { throw std::runtime_error("bad frame"); },
+                            [] {}),
+                        "bad frame");
+    }
+    reader->read_whole(
+        frames[i].size(),
+        [&](const char* span, size_t n) {
+          whole += std::vector<char>(span, span + n) == frames[i] ? 1 : 0;
+        },
+        [] {});
+  }
+  producer.join();
+  CHECK(whole == frames.size());
+  CHECK_THROWS_AS(reader->read_whole(capacity + 1, [](const char*, size_t) {}, [] {}),
+                  std::length_error);
 }
 
 }  // namespace est::distribute
