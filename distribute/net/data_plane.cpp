@@ -208,6 +208,13 @@ void Link::receive(void* data, size_t n, const HealthCheck& health, const std::s
   receive_raw(data, n, health, what);
 }
 
+bool Link::send_whole(size_t n, const std::function<void(char*)>& fill, const HealthCheck& health,
+                      const std::string& what) {
+  if (!shm_ || n > shm_->capacity()) return false;
+  shm_->write_whole(n, fill, [&] { check_alive(health, what); });
+  return true;
+}
+
 void Link::receive_whole(size_t n, std::string& buffer,
                          const std::function<void(std::string_view)>& consume,
                          const HealthCheck& health, const std::string& what) {

@@ -7,10 +7,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <ctime>
-#include <algorithm>
 #include <random>
 #include <stdexcept>
 
@@ -43,7 +43,7 @@ struct alignas(64) ShmChannel::Header {
   uint64_t capacity;
   alignas(64) std::atomic<uint64_t> written;
   alignas(64) std::atomic<uint64_t> consumed;
-  alignas(64) uint32_t data_word;   // bumped after each write; the reader sleeps on it
+  alignas(64) uint32_t data_word;  // bumped after each write; the reader sleeps on it
   uint32_t reader_waiting;
   alignas(64) uint32_t space_word;  // bumped after each read; the writer sleeps on it
   uint32_t writer_waiting;
@@ -68,8 +68,8 @@ void* map_twice(int fd, size_t header, size_t capacity) {
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (reserved == MAP_FAILED) return nullptr;
   char* base = static_cast<char*>(reserved);
-  void* first = ::mmap(base, header + capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-                       fd, 0);
+  void* first =
+      ::mmap(base, header + capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
   void* second = first == MAP_FAILED
                      ? MAP_FAILED
                      : ::mmap(base + header + capacity, capacity, PROT_READ | PROT_WRITE,
@@ -207,11 +207,26 @@ void ShmChannel::read(size_t n, const std::function<void(const char*, size_t)>& 
   }
 }
 
+void ShmChannel::write_whole(size_t n, const std::function<void(char*)>& fill,
+                             const std::function<void()>& check) {
+  if (n > capacity_)
+    throw std::length_error(
+        fmt::format("ShmChannel::write_whole: {} bytes in a channel of {}", n, capacity_));
+  uint64_t written = header_->written.load(std::memory_order_relaxed);
+  auto room = [&] { return capacity_ - (written - header_->consumed.load()); };
+  if (room() < n)
+    wait([&] { return room() >= n; }, &header_->space_word, &header_->writer_waiting, check);
+  fill(buffer_ + written % capacity_);
+  header_->written.store(written + n);
+  std::atomic_ref<uint32_t>(header_->data_word).fetch_add(1);
+  if (std::atomic_ref<uint32_t>(header_->reader_waiting).load()) futex_wake(&header_->data_word);
+}
+
 void ShmChannel::read_whole(size_t n, const std::function<void(const char*, size_t)>& consume,
                             const std::function<void()>& check) {
   if (n > capacity_)
-    throw std::length_error(fmt::format("ShmChannel::read_whole: {} bytes in a channel of {}", n,
-                                        capacity_));
+    throw std::length_error(
+        fmt::format("ShmChannel::read_whole: {} bytes in a channel of {}", n, capacity_));
   uint64_t consumed = header_->consumed.load(std::memory_order_relaxed);
   auto available = [&] { return header_->written.load() - consumed; };
   if (available() < n)

@@ -73,9 +73,7 @@ std::vector<std::optional<PsReply>> PsClient::exchange(
     if (!requests[i]) continue;
     if (!expects_reply(requests[i]->kind))
       throw InternalError("PsClient::exchange: a request without a reply; send() it");
-    encode(*requests[i], send_buffer_);
-    send_frame(links_[i], send_buffer_, health_, what);
-    bytes_sent_ += send_buffer_.size() + sizeof(uint64_t);
+    bytes_sent_ += send_message(links_[i], *requests[i], send_buffer_, health_, what);
     ++frames_sent_[i];
     ++round_trips_[i];
   }
@@ -112,9 +110,7 @@ void PsClient::send(int ps, const PsRequest& request, const std::string& what) {
   connect();
   step_profile::Scope sending(step_profile::kPsSend);
   auto i = static_cast<size_t>(ps);
-  encode(request, send_buffer_);
-  send_frame(links_.at(i), send_buffer_, health_, what);
-  bytes_sent_ += send_buffer_.size() + sizeof(uint64_t);
+  bytes_sent_ += send_message(links_.at(i), request, send_buffer_, health_, what);
   ++frames_sent_[i];
   trim_frame_buffer(send_buffer_);
 }

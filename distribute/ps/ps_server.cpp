@@ -72,8 +72,8 @@ PsServer::PsServer(PsServerOptions options) : options_(std::move(options)) {
   host_ = host;
   listen_fd_ = listen_tcp(host, port, fmt::format("ps task {}", options_.task_index));
   port_ = bound_port(listen_fd_);
-  int local = options_.local_processes > 0 ? options_.local_processes
-                                           : local_processes_from_environment();
+  int local =
+      options_.local_processes > 0 ? options_.local_processes : local_processes_from_environment();
   serving_threads_ = ops::threads_for_local_processes(local);
   acceptor_ = std::thread([this] { accept_loop(); });
 }
@@ -202,14 +202,24 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
         request.tensors = std::move(staged);
         staged.clear();
       }
+      // A pull's values are encoded under the task's lock, straight from the variables: into
+      // the worker's shared-memory channel when the frame fits (sent), else into reply_bytes
+      // (encoded), which leave once the lock is released.
       PsReply reply;
-      bool encoded = false;
+      bool sent = false, encoded = false;
+      auto reply_now = [&](const PsReply& values) {
+        sent = send_in_place(*link, values, health, what) > 0;
+        if (!sent) encode(values, reply_bytes);
+        encoded = !sent;
+      };
       try {
-        reply = handle(request, client, &reply_bytes, &encoded);
+        reply = handle(request, client, reply_now);
       } catch (const Error& error) {
+        if (sent) throw;  // the reply left; what failed after it is the connection's
         reply = error_reply(error.code(), fmt::format("{}: {}", name(), error.what()));
         encoded = false;
       }
+      if (sent) continue;
       step_profile::Scope replying(step_profile::kPsReply);
       if (!encoded) encode(reply, reply_bytes);
       send_frame(*link, reply_bytes, health, what);
@@ -334,8 +344,8 @@ void PsServer::apply_moving_averages(const PsRequest& request, const std::string
   }
 }
 
-PsReply PsServer::handle(const PsRequest& request, const std::string& client, std::string* encoded,
-                         bool* done) {
+PsReply PsServer::handle(const PsRequest& request, const std::string& client,
+                         const std::function<void(const PsReply&)>& reply_now) {
   std::unique_lock lock(mutex_);
   // A job that failed answers every request with its error, so that each worker names the
   // cause instead of finishing its steps (or finding the connection closed).
@@ -405,8 +415,7 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client, st
       step_profile::Scope reading(step_profile::kPsReply);
       PsReply reply = values(request.names, true);
       if (!reply.ok()) return reply;
-      encode(reply, *encoded);
-      *done = true;
+      reply_now(reply);
       return {};
     }
     case PsRequestKind::kPullRows:

@@ -35,6 +35,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -107,11 +108,11 @@ class PsServer {
  private:
   void accept_loop();
   void serve(std::shared_ptr<Link> link, std::string client);
-  // The reply to `request`; a kPull or kPushPull reply (the variables' values) is encoded into
-  // `encoded` under mutex_, straight from the variables, and an empty reply returned (`*done`
-  // set) instead.
-  PsReply handle(const PsRequest& request, const std::string& client, std::string* encoded,
-                 bool* done);
+  // The reply to `request`; a kPull or kPushPull reply (the variables' values themselves) is
+  // given to `reply_now` under mutex_ (which encodes it before the lock is released) and an
+  // empty reply returned instead.
+  PsReply handle(const PsRequest& request, const std::string& client,
+                 const std::function<void(const PsReply&)>& reply_now);
   // Under mutex_; `shared`: the tensors are the variables themselves, to encode before the lock
   // is released (else copies).
   PsReply values(const std::vector<std::string>& names, bool shared = false) const;

@@ -116,6 +116,20 @@ using DecodeInto = std::function<ops::Tensor*(const std::string& name)>;
 // second copy per pulled value.
 PsReply decode_reply(std::string_view bytes, const std::string& from, const DecodeInto& into = {});
 
+// A message as one frame on `link`, encoded straight into a shared-memory link's buffer when
+// the frame fits in it: returns the frame's bytes, its length field included, or 0, sending
+// nothing, when the link has no channel or the frame does not fit.
+uint64_t send_in_place(Link& link, const PsRequest& request, const HealthCheck& health,
+                       const std::string& what);
+uint64_t send_in_place(Link& link, const PsReply& reply, const HealthCheck& health,
+                       const std::string& what);
+// A message as one frame on `link`, encoded straight into a shared-memory link's buffer when
+// the frame fits in it (no copy of the tensors but that one), else into `buffer` (its capacity
+// reused) and sent from there; returns the frame's bytes, its length field included.
+uint64_t send_message(Link& link, const PsRequest& request, std::string& buffer,
+                      const HealthCheck& health, const std::string& what);
+uint64_t send_message(Link& link, const PsReply& reply, std::string& buffer,
+                      const HealthCheck& health, const std::string& what);
 // One frame on `link`; receive_frame refuses frames over `max_bytes` (DataLossError).
 void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,
                 const std::string& what);

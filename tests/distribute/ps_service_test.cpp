@@ -307,10 +307,11 @@ TEST_CASE("ps service: a ps task's serving threads take its host's share of the 
   // the options say how many processes share the host.
   const char* saved = std::getenv("TF_CONFIG");
   std::optional<std::string> previous = saved ? std::optional<std::string>(saved) : std::nullopt;
-  ::setenv("TF_CONFIG",
-           R"({"cluster": {"chief": ["localhost:1"], "worker": ["127.0.0.1:2", "elsewhere.example:3"],
+  ::setenv(
+      "TF_CONFIG",
+      R"({"cluster": {"chief": ["localhost:1"], "worker": ["127.0.0.1:2", "elsewhere.example:3"],
                "ps": ["127.0.0.1:4"]}, "task": {"type": "ps", "index": 0}})",
-           1);
+      1);
   PsServer from_tf_config({.address = "127.0.0.1:0", .token = kToken});
   PsServer told({.address = "127.0.0.1:0", .token = kToken, .local_processes = 1 << 10});
   ::unsetenv("TF_CONFIG");

@@ -52,10 +52,12 @@ TEST_CASE("ShmChannel waits end when the check throws (a dead peer)") {
     if (++checks == 3) throw std::runtime_error("the peer is gone");
   };
   char byte;
-  CHECK_THROWS_WITH(reader->read(1, [&](const char* s, size_t) { byte = *s; }, give_up),
+  CHECK_THROWS_WITH(reader->read(
+                        1, [&](const char* s, size_t) { byte = *s; }, give_up),
                     "the peer is gone");
   checks = 0;
-  CHECK_THROWS_WITH(reader->read_whole(1, [&](const char*, size_t) {}, give_up),
+  CHECK_THROWS_WITH(reader->read_whole(
+                        1, [&](const char*, size_t) {}, give_up),
                     "the peer is gone");
   std::vector<char> full(writer->capacity(), 'x');
   writer->write(full.data(), full.size(), [] {});  // fills the buffer
@@ -65,7 +67,7 @@ TEST_CASE("ShmChannel waits end when the check throws (a dead peer)") {
   CHECK(ShmChannel::open("bad/name") == nullptr);
 }
 
-TEST_CASE("ShmChannel::read_whole hands each frame over in one span, where it wraps too") {
+TEST_CASE("ShmChannel: whole frames are written and read in place as one span, wrapped too") {
   auto writer = ShmChannel::create(4096);
   auto reader = ShmChannel::open(writer->name());
   REQUIRE(reader != nullptr);
@@ -79,17 +81,31 @@ TEST_CASE("ShmChannel::read_whole hands each frame over in one span, where it wr
     frames.emplace_back(n);
     for (char& c : frames.back()) c = static_cast<char>(random());
   }
+  // Every other frame is written in place (write_whole), the others copied in (write); a fill
+  // that throws writes nothing.
   std::thread producer([&] {
-    for (const auto& frame : frames) writer->write(frame.data(), frame.size(), [] {});
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const auto& frame = frames[i];
+      if (i == 5)
+        CHECK_THROWS_WITH(
+            writer->write_whole(
+                frame.size(), [](char*) { throw std::runtime_error("no message"); }, [] {}),
+            "no message");
+      if (i % 2 == 0)
+        writer->write_whole(
+            frame.size(), [&](char* at) { std::copy(frame.begin(), frame.end(), at); }, [] {});
+      else
+        writer->write(frame.data(), frame.size(), [] {});
+    }
   });
   size_t whole = 0;
   for (size_t i = 0; i < frames.size(); ++i) {
     if (i == 7) {  // a reader that fails leaves the frame for the next read
-      CHECK_THROWS_WITH(reader->read_whole(
-                            frames[i].size(),
-                            [](const char*, size_t) { throw std::runtime_error("bad frame"); },
-                            [] {}),
-                        "bad frame");
+      CHECK_THROWS_WITH(
+          reader->read_whole(
+              frames[i].size(), [](const char*, size_t) { throw std::runtime_error("bad frame"); },
+              [] {}),
+          "bad frame");
     }
     reader->read_whole(
         frames[i].size(),
@@ -100,7 +116,11 @@ TEST_CASE("ShmChannel::read_whole hands each frame over in one span, where it wr
   }
   producer.join();
   CHECK(whole == frames.size());
-  CHECK_THROWS_AS(reader->read_whole(capacity + 1, [](const char*, size_t) {}, [] {}),
+  CHECK_THROWS_AS(reader->read_whole(
+                      capacity + 1, [](const char*, size_t) {}, [] {}),
+                  std::length_error);
+  CHECK_THROWS_AS(writer->write_whole(
+                      capacity + 1, [](char*) {}, [] {}),
                   std::length_error);
 }
 
