@@ -209,10 +209,10 @@ void Link::receive(void* data, size_t n, const HealthCheck& health, const std::s
 }
 
 bool Link::send_whole(size_t n, const std::function<void(char*)>& fill, const HealthCheck& health,
-                      const std::string& what) {
+                      const std::string& what, bool wait) {
   if (!shm_ || n > shm_->capacity()) return false;
-  shm_->write_whole(n, fill, [&] { check_alive(health, what); });
-  return true;
+  return shm_->write_whole(
+      n, fill, [&] { check_alive(health, what); }, wait);
 }
 
 void Link::receive_whole(size_t n, std::string& buffer,

@@ -64,9 +64,10 @@ class Link {
   void send(const void* data, size_t n, const HealthCheck& health, const std::string& what);
   void receive(void* data, size_t n, const HealthCheck& health, const std::string& what);
   // Sends `n` bytes that `fill` writes straight into a shared-memory channel's buffer, when the
-  // link has one and they fit in it (true); false, sending nothing, otherwise.
+  // link has one and they fit in it (true); false, sending nothing, otherwise, and (with `wait`
+  // false) when the channel has not room for them now.
   bool send_whole(size_t n, const std::function<void(char*)>& fill, const HealthCheck& health,
-                  const std::string& what);
+                  const std::string& what, bool wait = true);
   // Receives the next `n` bytes and hands them to `consume` as one span: in place, straight out
   // of a shared-memory channel's buffer, when they fit in it (no copy; the span is valid during
   // the call), else copied into `buffer` (its capacity reused) first.

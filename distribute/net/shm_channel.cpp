@@ -207,19 +207,22 @@ void ShmChannel::read(size_t n, const std::function<void(const char*, size_t)>& 
   }
 }
 
-void ShmChannel::write_whole(size_t n, const std::function<void(char*)>& fill,
-                             const std::function<void()>& check) {
+bool ShmChannel::write_whole(size_t n, const std::function<void(char*)>& fill,
+                             const std::function<void()>& check, bool wait) {
   if (n > capacity_)
     throw std::length_error(
         fmt::format("ShmChannel::write_whole: {} bytes in a channel of {}", n, capacity_));
   uint64_t written = header_->written.load(std::memory_order_relaxed);
   auto room = [&] { return capacity_ - (written - header_->consumed.load()); };
-  if (room() < n)
-    wait([&] { return room() >= n; }, &header_->space_word, &header_->writer_waiting, check);
+  if (room() < n) {
+    if (!wait) return false;
+    this->wait([&] { return room() >= n; }, &header_->space_word, &header_->writer_waiting, check);
+  }
   fill(buffer_ + written % capacity_);
   header_->written.store(written + n);
   std::atomic_ref<uint32_t>(header_->data_word).fetch_add(1);
   if (std::atomic_ref<uint32_t>(header_->reader_waiting).load()) futex_wake(&header_->data_word);
+  return true;
 }
 
 void ShmChannel::read_whole(size_t n, const std::function<void(const char*, size_t)>& consume,

@@ -51,10 +51,11 @@ class ShmChannel {
   void read_whole(size_t n, const std::function<void(const char*, size_t)>& consume,
                   const std::function<void()>& check);
   // Waits until `n` bytes (at most capacity()) are free, hands them to `fill` as one span to
-  // write in place, and makes them readable when it returns; a `fill` that throws writes
-  // nothing.
-  void write_whole(size_t n, const std::function<void(char*)>& fill,
-                   const std::function<void()>& check);
+  // write in place, and makes them readable when it returns (true); a `fill` that throws writes
+  // nothing. With `wait` false it returns false at once, writing nothing, when they are not
+  // free now.
+  bool write_whole(size_t n, const std::function<void(char*)>& fill,
+                   const std::function<void()>& check, bool wait = true);
   size_t capacity() const { return capacity_; }
 
  private:

@@ -203,12 +203,13 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
         staged.clear();
       }
       // A pull's values are encoded under the task's lock, straight from the variables: into
-      // the worker's shared-memory channel when the frame fits (sent), else into reply_bytes
+      // the worker's shared-memory channel when the frame fits and the channel has room now
+      // (sent: the lock is never held waiting for a worker to read), else into reply_bytes
       // (encoded), which leave once the lock is released.
       PsReply reply;
       bool sent = false, encoded = false;
       auto reply_now = [&](const PsReply& values) {
-        sent = send_in_place(*link, values, health, what) > 0;
+        sent = send_in_place(*link, values, health, what, /*wait=*/false) > 0;
         if (!sent) encode(values, reply_bytes);
         encoded = !sent;
       };

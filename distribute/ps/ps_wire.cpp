@@ -214,7 +214,7 @@ void write(Sink& sink, const PsReply& reply) {
 // send_in_place and send_message for both kinds of message.
 template <class Message>
 uint64_t send_any_in_place(Link& link, const Message& message, const HealthCheck& health,
-                           const std::string& what) {
+                           const std::string& what, bool wait = true) {
   CountSink count;
   write(count, message);
   uint64_t n = count.bytes;
@@ -225,7 +225,7 @@ uint64_t send_any_in_place(Link& link, const Message& message, const HealthCheck
         MemorySink memory{at + sizeof n};
         write(memory, message);
       },
-      health, what);
+      health, what, wait);
   return sent ? sizeof n + n : 0;
 }
 
@@ -253,13 +253,13 @@ void encode(const PsReply& reply, std::string& out) {
 }
 
 uint64_t send_in_place(Link& link, const PsRequest& request, const HealthCheck& health,
-                       const std::string& what) {
-  return send_any_in_place(link, request, health, what);
+                       const std::string& what, bool wait) {
+  return send_any_in_place(link, request, health, what, wait);
 }
 
 uint64_t send_in_place(Link& link, const PsReply& reply, const HealthCheck& health,
-                       const std::string& what) {
-  return send_any_in_place(link, reply, health, what);
+                       const std::string& what, bool wait) {
+  return send_any_in_place(link, reply, health, what, wait);
 }
 
 uint64_t send_message(Link& link, const PsRequest& request, std::string& buffer,

@@ -118,11 +118,13 @@ PsReply decode_reply(std::string_view bytes, const std::string& from, const Deco
 
 // A message as one frame on `link`, encoded straight into a shared-memory link's buffer when
 // the frame fits in it: returns the frame's bytes, its length field included, or 0, sending
-// nothing, when the link has no channel or the frame does not fit.
+// nothing, when the link has no channel or the frame does not fit (or, with `wait` false, the
+// channel has not room for it now: a ps task replying under its lock does not wait for a
+// worker to read).
 uint64_t send_in_place(Link& link, const PsRequest& request, const HealthCheck& health,
-                       const std::string& what);
+                       const std::string& what, bool wait = true);
 uint64_t send_in_place(Link& link, const PsReply& reply, const HealthCheck& health,
-                       const std::string& what);
+                       const std::string& what, bool wait = true);
 // A message as one frame on `link`, encoded straight into a shared-memory link's buffer when
 // the frame fits in it (no copy of the tensors but that one), else into `buffer` (its capacity
 // reused) and sent from there; returns the frame's bytes, its length field included.

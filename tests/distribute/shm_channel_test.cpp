@@ -63,6 +63,10 @@ TEST_CASE("ShmChannel waits end when the check throws (a dead peer)") {
   writer->write(full.data(), full.size(), [] {});  // fills the buffer
   checks = 0;
   CHECK_THROWS_WITH(writer->write(full.data(), 1, give_up), "the peer is gone");
+  bool filled = false;  // without waiting: refused at once, nothing written
+  CHECK_FALSE(writer->write_whole(
+      1, [&](char*) { filled = true; }, give_up, /*wait=*/false));
+  CHECK_FALSE(filled);
   CHECK(ShmChannel::open("/not-an-est-segment") == nullptr);
   CHECK(ShmChannel::open("bad/name") == nullptr);
 }
