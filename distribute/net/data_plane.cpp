@@ -208,6 +208,28 @@ void Link::receive(void* data, size_t n, const HealthCheck& health, const std::s
   receive_raw(data, n, health, what);
 }
 
+bool Link::send_whole(size_t n, const std::function<void(char*)>& fill, const HealthCheck& health,
+                      const std::string& what, bool wait) {
+  if (!shm_ || n > shm_->capacity()) return false;
+  return shm_->write_whole(
+      n, fill, [&] { check_alive(health, what); }, wait);
+}
+
+void Link::receive_whole(size_t n, std::string& buffer,
+                         const std::function<void(std::string_view)>& consume,
+                         const HealthCheck& health, const std::string& what) {
+  ShmChannel* channel = shm_in_ ? shm_in_.get() : shm_.get();
+  if (channel != nullptr && n <= channel->capacity()) {
+    channel->read_whole(
+        n, [&](const char* span, size_t k) { consume(std::string_view(span, k)); },
+        [&] { check_alive(health, what); });
+    return;
+  }
+  buffer.resize(n);  // within its capacity: no fresh pages, no zeroing
+  receive(buffer.data(), n, health, what);
+  consume(buffer);
+}
+
 void Link::check_alive(const HealthCheck& health, const std::string& what) {
   check_health(health, what);
   char byte;

@@ -19,6 +19,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -62,6 +63,17 @@ class Link {
   // the job's error (from `health`) when the job fails meanwhile.
   void send(const void* data, size_t n, const HealthCheck& health, const std::string& what);
   void receive(void* data, size_t n, const HealthCheck& health, const std::string& what);
+  // Sends `n` bytes that `fill` writes straight into a shared-memory channel's buffer, when the
+  // link has one and they fit in it (true); false, sending nothing, otherwise, and (with `wait`
+  // false) when the channel has not room for them now.
+  bool send_whole(size_t n, const std::function<void(char*)>& fill, const HealthCheck& health,
+                  const std::string& what, bool wait = true);
+  // Receives the next `n` bytes and hands them to `consume` as one span: in place, straight out
+  // of a shared-memory channel's buffer, when they fit in it (no copy; the span is valid during
+  // the call), else copied into `buffer` (its capacity reused) first.
+  void receive_whole(size_t n, std::string& buffer,
+                     const std::function<void(std::string_view)>& consume,
+                     const HealthCheck& health, const std::string& what);
   // The TCP bytes themselves, whatever carries the data (the handshake).
   void send_raw(const void* data, size_t n, const HealthCheck& health, const std::string& what);
   void receive_raw(void* data, size_t n, const HealthCheck& health, const std::string& what);

@@ -7,17 +7,19 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <ctime>
 #include <random>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 namespace est::distribute {
 namespace {
 
-constexpr uint64_t kMagic = 0x45535453484d3031ULL;  // "ESTSHM01"
+constexpr uint64_t kMagic = 0x45535453484d3032ULL;  // "ESTSHM02": the buffer mapped twice
 constexpr int kSpins = 256;
 
 void futex_wait(uint32_t* word, uint32_t expected) {
@@ -41,7 +43,7 @@ struct alignas(64) ShmChannel::Header {
   uint64_t capacity;
   alignas(64) std::atomic<uint64_t> written;
   alignas(64) std::atomic<uint64_t> consumed;
-  alignas(64) uint32_t data_word;   // bumped after each write; the reader sleeps on it
+  alignas(64) uint32_t data_word;  // bumped after each write; the reader sleeps on it
   uint32_t reader_waiting;
   alignas(64) uint32_t space_word;  // bumped after each read; the writer sleeps on it
   uint32_t writer_waiting;
@@ -49,27 +51,60 @@ struct alignas(64) ShmChannel::Header {
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared counters must be lock-free");
 
+// The header's bytes before the buffer: whole pages, so that the buffer can be mapped twice.
+size_t ShmChannel::header_bytes() {
+  auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return (sizeof(Header) + page - 1) / page * page;
+}
+
+namespace {
+
+// Maps the segment `fd` (header_bytes() + capacity bytes) with its buffer twice in a row: the
+// header and buffer, then the buffer again, so that any `capacity` bytes from any position of
+// the ring are contiguous in memory (a span that wraps at the end reads on into the second
+// mapping). nullptr when it cannot.
+void* map_twice(int fd, size_t header, size_t capacity) {
+  void* reserved = ::mmap(nullptr, header + 2 * capacity, PROT_NONE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserved == MAP_FAILED) return nullptr;
+  char* base = static_cast<char*>(reserved);
+  void* first =
+      ::mmap(base, header + capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  void* second = first == MAP_FAILED
+                     ? MAP_FAILED
+                     : ::mmap(base + header + capacity, capacity, PROT_READ | PROT_WRITE,
+                              MAP_SHARED | MAP_FIXED, fd, static_cast<off_t>(header));
+  if (first == MAP_FAILED || second == MAP_FAILED) {
+    ::munmap(reserved, header + 2 * capacity);
+    return nullptr;
+  }
+  return reserved;
+}
+
+}  // namespace
+
 std::unique_ptr<ShmChannel> ShmChannel::create(size_t capacity) {
+  auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  capacity = std::max(page, (capacity + page - 1) / page * page);
   std::random_device random;
   std::string name = fmt::format("/est-data-{:08x}{:08x}", random(), random());
   int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return nullptr;
-  size_t bytes = sizeof(Header) + capacity;
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+  if (::ftruncate(fd, static_cast<off_t>(header_bytes() + capacity)) != 0) {
     ::close(fd);
     ::shm_unlink(name.c_str());
     return nullptr;
   }
-  void* mapping = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* mapping = map_twice(fd, header_bytes(), capacity);
   ::close(fd);
-  if (mapping == MAP_FAILED) {
+  if (mapping == nullptr) {
     ::shm_unlink(name.c_str());
     return nullptr;
   }
   auto* header = new (mapping) Header{};
   header->magic = kMagic;
   header->capacity = capacity;
-  return std::unique_ptr<ShmChannel>(new ShmChannel(name, mapping, bytes));
+  return std::unique_ptr<ShmChannel>(new ShmChannel(name, mapping, capacity));
 }
 
 std::unique_ptr<ShmChannel> ShmChannel::open(const std::string& name) {
@@ -77,31 +112,32 @@ std::unique_ptr<ShmChannel> ShmChannel::open(const std::string& name) {
   int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return nullptr;
   off_t size = ::lseek(fd, 0, SEEK_END);
-  if (size < static_cast<off_t>(sizeof(Header))) {
+  if (size < static_cast<off_t>(header_bytes()) + 1) {
     ::close(fd);
     return nullptr;
   }
-  auto bytes = static_cast<size_t>(size);
-  void* mapping = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // The capacity is what the file holds beyond the header; the header must say the same.
+  size_t capacity = static_cast<size_t>(size) - header_bytes();
+  void* mapping = map_twice(fd, header_bytes(), capacity);
   ::close(fd);
-  if (mapping == MAP_FAILED) return nullptr;
+  if (mapping == nullptr) return nullptr;
   auto* header = static_cast<Header*>(mapping);
-  if (header->magic != kMagic || header->capacity + sizeof(Header) != bytes) {
-    ::munmap(mapping, bytes);
+  if (header->magic != kMagic || header->capacity != capacity) {
+    ::munmap(mapping, header_bytes() + 2 * capacity);
     return nullptr;
   }
-  auto channel = std::unique_ptr<ShmChannel>(new ShmChannel(name, mapping, bytes));
+  auto channel = std::unique_ptr<ShmChannel>(new ShmChannel(name, mapping, capacity));
   channel->linked_ = false;  // the creator removes the name
   return channel;
 }
 
-ShmChannel::ShmChannel(std::string name, void* mapping, size_t mapped_bytes)
+ShmChannel::ShmChannel(std::string name, void* mapping, size_t capacity)
     : name_(std::move(name)),
       mapping_(mapping),
-      mapped_bytes_(mapped_bytes),
+      mapped_bytes_(header_bytes() + 2 * capacity),
       header_(static_cast<Header*>(mapping)),
-      buffer_(static_cast<char*>(mapping) + sizeof(Header)),
-      capacity_(header_->capacity) {}
+      buffer_(static_cast<char*>(mapping) + header_bytes()),
+      capacity_(capacity) {}
 
 ShmChannel::~ShmChannel() {
   unlink();
@@ -142,7 +178,7 @@ void ShmChannel::write(const void* data, size_t n, const std::function<void()>& 
     if (room() == 0)
       wait([&] { return room() > 0; }, &header_->space_word, &header_->writer_waiting, check);
     size_t offset = written % capacity_;
-    size_t k = std::min({n, static_cast<size_t>(room()), capacity_ - offset});
+    size_t k = std::min(n, static_cast<size_t>(room()));  // contiguous: the buffer is mapped twice
     std::memcpy(buffer_ + offset, in, k);
     header_->written.store(written + k);
     data_word.fetch_add(1);
@@ -162,13 +198,46 @@ void ShmChannel::read(size_t n, const std::function<void(const char*, size_t)>& 
     if (available() == 0)
       wait([&] { return available() > 0; }, &header_->data_word, &header_->reader_waiting, check);
     size_t offset = consumed % capacity_;
-    size_t k = std::min({n, static_cast<size_t>(available()), capacity_ - offset});
+    size_t k = std::min(n, static_cast<size_t>(available()));
     consume(buffer_ + offset, k);
     header_->consumed.store(consumed + k);
     space_word.fetch_add(1);
     if (writer_waiting.load()) futex_wake(&header_->space_word);
     n -= k;
   }
+}
+
+bool ShmChannel::write_whole(size_t n, const std::function<void(char*)>& fill,
+                             const std::function<void()>& check, bool wait) {
+  if (n > capacity_)
+    throw std::length_error(
+        fmt::format("ShmChannel::write_whole: {} bytes in a channel of {}", n, capacity_));
+  uint64_t written = header_->written.load(std::memory_order_relaxed);
+  auto room = [&] { return capacity_ - (written - header_->consumed.load()); };
+  if (room() < n) {
+    if (!wait) return false;
+    this->wait([&] { return room() >= n; }, &header_->space_word, &header_->writer_waiting, check);
+  }
+  fill(buffer_ + written % capacity_);
+  header_->written.store(written + n);
+  std::atomic_ref<uint32_t>(header_->data_word).fetch_add(1);
+  if (std::atomic_ref<uint32_t>(header_->reader_waiting).load()) futex_wake(&header_->data_word);
+  return true;
+}
+
+void ShmChannel::read_whole(size_t n, const std::function<void(const char*, size_t)>& consume,
+                            const std::function<void()>& check) {
+  if (n > capacity_)
+    throw std::length_error(
+        fmt::format("ShmChannel::read_whole: {} bytes in a channel of {}", n, capacity_));
+  uint64_t consumed = header_->consumed.load(std::memory_order_relaxed);
+  auto available = [&] { return header_->written.load() - consumed; };
+  if (available() < n)
+    wait([&] { return available() >= n; }, &header_->data_word, &header_->reader_waiting, check);
+  consume(buffer_ + consumed % capacity_, n);
+  header_->consumed.store(consumed + n);
+  std::atomic_ref<uint32_t>(header_->space_word).fetch_add(1);
+  if (std::atomic_ref<uint32_t>(header_->writer_waiting).load()) futex_wake(&header_->space_word);
 }
 
 }  // namespace est::distribute

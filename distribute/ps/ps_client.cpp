@@ -73,9 +73,7 @@ std::vector<std::optional<PsReply>> PsClient::exchange(
     if (!requests[i]) continue;
     if (!expects_reply(requests[i]->kind))
       throw InternalError("PsClient::exchange: a request without a reply; send() it");
-    encode(*requests[i], send_buffer_);
-    send_frame(links_[i], send_buffer_, health_, what);
-    bytes_sent_ += send_buffer_.size() + sizeof(uint64_t);
+    bytes_sent_ += send_message(links_[i], *requests[i], send_buffer_, health_, what);
     ++frames_sent_[i];
     ++round_trips_[i];
   }
@@ -87,13 +85,16 @@ std::vector<std::optional<PsReply>> PsClient::exchange(
   for (size_t i = 0; i < links_.size(); ++i) {
     if (!requests[i]) continue;
     std::string& bytes = receive_buffers_[i];
-    {
-      step_profile::Scope waiting(step_profile::kPsWait);
-      receive_frame(links_[i], health_, what, bytes);
-    }
-    bytes_received_ += bytes.size() + sizeof(uint64_t);
-    step_profile::Scope decoding(step_profile::kPsWrite);
-    replies[i] = decode_reply(bytes, describe(static_cast<int>(i)), into);
+    // Decoded (into the store's tensors, `into`) straight out of a shared-memory link's buffer,
+    // else out of `bytes`.
+    std::optional<step_profile::Scope> waiting(std::in_place, step_profile::kPsWait);
+    uint64_t n = receive_frame(links_[i], health_, what, bytes, [&](std::string_view frame) {
+      waiting.reset();
+      step_profile::Scope decoding(step_profile::kPsWrite);
+      replies[i] = decode_reply(frame, describe(static_cast<int>(i)), into);
+    });
+    waiting.reset();
+    bytes_received_ += n + sizeof(uint64_t);
     trim_frame_buffer(bytes);
     if (!replies[i]->ok() && !failed) failed = replies[i];
   }
@@ -109,9 +110,7 @@ void PsClient::send(int ps, const PsRequest& request, const std::string& what) {
   connect();
   step_profile::Scope sending(step_profile::kPsSend);
   auto i = static_cast<size_t>(ps);
-  encode(request, send_buffer_);
-  send_frame(links_.at(i), send_buffer_, health_, what);
-  bytes_sent_ += send_buffer_.size() + sizeof(uint64_t);
+  bytes_sent_ += send_message(links_.at(i), request, send_buffer_, health_, what);
   ++frames_sent_[i];
   trim_frame_buffer(send_buffer_);
 }

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "distribute/cluster/multi_worker_util.h"
+#include "distribute/cluster/tf_config.h"
 #include "distribute/net/step_profile.h"
 #include "distribute/ps/ps_handshake.h"
 #include "distribute/ps/ps_heartbeat.h"
@@ -19,6 +21,7 @@
 #include "nn/model_context.h"
 #include "ops/array_ops.h"
 #include "ops/autograd.h"
+#include "ops/backend.h"
 #include "ops/error.h"
 #include "ops/logging.h"
 
@@ -42,6 +45,19 @@ std::string peer_address(const sockaddr_storage& peer) {
   return fmt::format("{}:{}", text, port);
 }
 
+// PsServerOptions::local_processes when 0: the tasks TF_CONFIG places on this host, else 1.
+int local_processes_from_environment() {
+  std::optional<std::string> text = tf_config_from_environment();
+  if (!text) return 1;
+  try {
+    TfConfig config = parse_tf_config(*text);
+    if (config.cluster.empty()) return 1;
+    return num_local_tasks(config.cluster, config.task, this_host_names());
+  } catch (const InvalidArgumentError&) {
+    return 1;  // whoever reads it for the job reports it; the count only sizes the teams
+  }
+}
+
 PsReply error_reply(StatusCode code, std::string message) {
   PsReply reply;
   reply.code = code;
@@ -56,6 +72,9 @@ PsServer::PsServer(PsServerOptions options) : options_(std::move(options)) {
   host_ = host;
   listen_fd_ = listen_tcp(host, port, fmt::format("ps task {}", options_.task_index));
   port_ = bound_port(listen_fd_);
+  int local =
+      options_.local_processes > 0 ? options_.local_processes : local_processes_from_environment();
+  serving_threads_ = ops::threads_for_local_processes(local);
   acceptor_ = std::thread([this] { accept_loop(); });
 }
 
@@ -134,6 +153,7 @@ void PsServer::accept_loop() {
     auto link = std::make_shared<Link>(fd, from);
     std::lock_guard lock(threads_mutex_);
     connections_.emplace_back([this, link, from] {
+      ops::set_num_threads(serving_threads_);
       std::optional<PsPeer> client = accept_ps_client(*link, options_.token, from);
       if (!client) return;
       if (client->kind == PsConnection::kHeartbeat)
@@ -162,12 +182,13 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
   step_profile::note_thread("ps_serve " + client);
   try {
     for (;;) {
-      std::optional<step_profile::Scope> receiving;
-      receive_frame(*link, health, what, frame);
-      receiving.emplace(step_profile::kPsReceive);  // from the frame's arrival
-      PsRequest request = decode_request(frame, client);
+      // Decoded straight out of a shared-memory link's buffer (else out of `frame`).
+      PsRequest request;
+      receive_frame(*link, health, what, frame, [&](std::string_view bytes) {
+        step_profile::Scope receiving(step_profile::kPsReceive);  // from the frame's arrival
+        request = decode_request(bytes, client);
+      });
       trim_frame_buffer(frame);
-      receiving.reset();
       if (request.kind == PsRequestKind::kStage) {
         std::move(request.tensors.begin(), request.tensors.end(), std::back_inserter(staged));
         continue;
@@ -181,14 +202,25 @@ void PsServer::serve(std::shared_ptr<Link> link, std::string client) {
         request.tensors = std::move(staged);
         staged.clear();
       }
+      // A pull's values are encoded under the task's lock, straight from the variables: into
+      // the worker's shared-memory channel when the frame fits and the channel has room now
+      // (sent: the lock is never held waiting for a worker to read), else into reply_bytes
+      // (encoded), which leave once the lock is released.
       PsReply reply;
-      bool encoded = false;
+      bool sent = false, encoded = false;
+      auto reply_now = [&](const PsReply& values) {
+        sent = send_in_place(*link, values, health, what, /*wait=*/false) > 0;
+        if (!sent) encode(values, reply_bytes);
+        encoded = !sent;
+      };
       try {
-        reply = handle(request, client, &reply_bytes, &encoded);
+        reply = handle(request, client, reply_now);
       } catch (const Error& error) {
+        if (sent) throw;  // the reply left; what failed after it is the connection's
         reply = error_reply(error.code(), fmt::format("{}: {}", name(), error.what()));
         encoded = false;
       }
+      if (sent) continue;
       step_profile::Scope replying(step_profile::kPsReply);
       if (!encoded) encode(reply, reply_bytes);
       send_frame(*link, reply_bytes, health, what);
@@ -313,8 +345,8 @@ void PsServer::apply_moving_averages(const PsRequest& request, const std::string
   }
 }
 
-PsReply PsServer::handle(const PsRequest& request, const std::string& client, std::string* encoded,
-                         bool* done) {
+PsReply PsServer::handle(const PsRequest& request, const std::string& client,
+                         const std::function<void(const PsReply&)>& reply_now) {
   std::unique_lock lock(mutex_);
   // A job that failed answers every request with its error, so that each worker names the
   // cause instead of finishing its steps (or finding the connection closed).
@@ -384,8 +416,7 @@ PsReply PsServer::handle(const PsRequest& request, const std::string& client, st
       step_profile::Scope reading(step_profile::kPsReply);
       PsReply reply = values(request.names, true);
       if (!reply.ok()) return reply;
-      encode(reply, *encoded);
-      *done = true;
+      reply_now(reply);
       return {};
     }
     case PsRequestKind::kPullRows:

@@ -35,6 +35,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -62,6 +63,13 @@ struct PsServerOptions {
   // The job's optimizer (clipping, if any, happens on the workers). May be given later
   // (set_optimizer) but before the first push.
   std::optional<nn::optim::Optimizer> optimizer;
+  // Processes sharing this host's cores (the job's tasks there, this one included): the
+  // serving threads' kernels (the optimizer's updates) take ops::threads_for_local_processes of
+  // it, as a training task's replicas do, so that a ps task beside its workers does not run
+  // a team of every core against them (a team waits for its slowest thread, and a worker on
+  // that core waits for it). 0: the job's tasks on this host as TF_CONFIG in the environment
+  // lists them (distribute/cluster's num_local_tasks), 1 without one.
+  int local_processes = 0;
 };
 
 class PsServer {
@@ -87,6 +95,8 @@ class PsServer {
   // counter that tasks other than ps 0 keep for the learning rate is not listed.
   std::vector<std::string> names() const;
   uint64_t updates_applied() const { return updates_; }
+  // The intra-op threads each serving thread's kernels use (ops::set_num_threads).
+  int serving_threads() const { return serving_threads_; }
   // Synchronous training's counts (unset while asynchronous).
   struct SyncStats {
     SyncReplicasOptions options;
@@ -98,11 +108,11 @@ class PsServer {
  private:
   void accept_loop();
   void serve(std::shared_ptr<Link> link, std::string client);
-  // The reply to `request`; a kPull or kPushPull reply (the variables' values) is encoded into
-  // `encoded` under mutex_, straight from the variables, and an empty reply returned (`*done`
-  // set) instead.
-  PsReply handle(const PsRequest& request, const std::string& client, std::string* encoded,
-                 bool* done);
+  // The reply to `request`; a kPull or kPushPull reply (the variables' values themselves) is
+  // given to `reply_now` under mutex_ (which encodes it before the lock is released) and an
+  // empty reply returned instead.
+  PsReply handle(const PsRequest& request, const std::string& client,
+                 const std::function<void(const PsReply&)>& reply_now);
   // Under mutex_; `shared`: the tensors are the variables themselves, to encode before the lock
   // is released (else copies).
   PsReply values(const std::vector<std::string>& names, bool shared = false) const;
@@ -143,6 +153,7 @@ class PsServer {
   PsServerOptions options_;
   std::string host_;
   int port_ = 0;
+  int serving_threads_ = 1;
   int listen_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> updates_{0};

@@ -8,16 +8,38 @@
 namespace est::distribute {
 namespace {
 
+// Where a Writer puts its bytes: appended to a string, counted only, or copied to memory of the
+// counted size (a shared-memory channel's buffer).
+struct StringSink {
+  static constexpr bool kCountsOnly = false;
+  std::string& bytes;
+  void append(const void* data, size_t n) { bytes.append(static_cast<const char*>(data), n); }
+};
+struct CountSink {
+  static constexpr bool kCountsOnly = true;
+  size_t bytes = 0;
+  void append(const void*, size_t n) { bytes += n; }
+};
+struct MemorySink {
+  static constexpr bool kCountsOnly = false;
+  char* at;
+  void append(const void* data, size_t n) {
+    std::memcpy(at, data, n);
+    at += n;
+  }
+};
+
+template <class Sink>
 class Writer {
  public:
-  explicit Writer(std::string& out) : bytes(out) { bytes.clear(); }
+  explicit Writer(Sink& sink) : sink_(sink) {}
   template <class T>
   void put(T value) {
-    bytes.append(reinterpret_cast<const char*>(&value), sizeof value);
+    sink_.append(&value, sizeof value);
   }
   void put_string(std::string_view s) {
     put(static_cast<uint64_t>(s.size()));
-    bytes.append(s);
+    sink_.append(s.data(), s.size());
   }
   void put_tensor(const ops::Tensor& tensor, const std::string& name) {
     if (ops::is_string(tensor.dtype()))
@@ -30,11 +52,15 @@ class Writer {
       put_tensor(tensor.values(), name);
       return;
     }
-    ops::Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(ops::Device::cpu());
-    put(static_cast<uint8_t>(host.dtype()));
-    put_shape(host.shape());
-    put(static_cast<uint64_t>(host.nbytes()));
-    bytes.append(static_cast<const char*>(host.raw_data()), host.nbytes());
+    put(static_cast<uint8_t>(tensor.dtype()));
+    put_shape(tensor.shape());
+    put(static_cast<uint64_t>(tensor.nbytes()));
+    if constexpr (Sink::kCountsOnly) {
+      sink_.append(nullptr, tensor.nbytes());
+    } else {
+      ops::Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(ops::Device::cpu());
+      sink_.append(host.raw_data(), host.nbytes());
+    }
   }
   // Tagged as a tensor is: 2 marks row slices.
   void put_slices(const ops::IndexedSlices& slices, const std::string& name) {
@@ -57,7 +83,9 @@ class Writer {
     put(static_cast<uint32_t>(shape.size()));
     for (int64_t d : shape) put(d);
   }
-  std::string& bytes;
+
+ private:
+  Sink& sink_;
 };
 
 class Reader {
@@ -156,10 +184,9 @@ class Reader {
   size_t at_ = 0;
 };
 
-}  // namespace
-
-void encode(const PsRequest& request, std::string& out) {
-  Writer w(out);
+template <class Sink>
+void write(Sink& sink, const PsRequest& request) {
+  Writer w(sink);
   w.put(static_cast<uint8_t>(request.kind));
   w.put(request.global_step);
   w.put_tensors(request.tensors);
@@ -174,13 +201,75 @@ void encode(const PsRequest& request, std::string& out) {
   }
 }
 
-void encode(const PsReply& reply, std::string& out) {
-  Writer w(out);
+template <class Sink>
+void write(Sink& sink, const PsReply& reply) {
+  Writer w(sink);
   w.put(static_cast<int32_t>(reply.code));
   w.put_string(reply.message);
   w.put(reply.global_step);
   w.put(reply.token);
   w.put_tensors(reply.tensors);
+}
+
+// send_in_place and send_message for both kinds of message.
+template <class Message>
+uint64_t send_any_in_place(Link& link, const Message& message, const HealthCheck& health,
+                           const std::string& what, bool wait = true) {
+  CountSink count;
+  write(count, message);
+  uint64_t n = count.bytes;
+  bool sent = link.send_whole(
+      sizeof n + n,
+      [&](char* at) {
+        std::memcpy(at, &n, sizeof n);
+        MemorySink memory{at + sizeof n};
+        write(memory, message);
+      },
+      health, what, wait);
+  return sent ? sizeof n + n : 0;
+}
+
+template <class Message>
+uint64_t send_any(Link& link, const Message& message, std::string& buffer,
+                  const HealthCheck& health, const std::string& what) {
+  if (uint64_t sent = send_any_in_place(link, message, health, what)) return sent;
+  encode(message, buffer);
+  send_frame(link, buffer, health, what);
+  return sizeof(uint64_t) + buffer.size();
+}
+
+}  // namespace
+
+void encode(const PsRequest& request, std::string& out) {
+  out.clear();
+  StringSink sink{out};
+  write(sink, request);
+}
+
+void encode(const PsReply& reply, std::string& out) {
+  out.clear();
+  StringSink sink{out};
+  write(sink, reply);
+}
+
+uint64_t send_in_place(Link& link, const PsRequest& request, const HealthCheck& health,
+                       const std::string& what, bool wait) {
+  return send_any_in_place(link, request, health, what, wait);
+}
+
+uint64_t send_in_place(Link& link, const PsReply& reply, const HealthCheck& health,
+                       const std::string& what, bool wait) {
+  return send_any_in_place(link, reply, health, what, wait);
+}
+
+uint64_t send_message(Link& link, const PsRequest& request, std::string& buffer,
+                      const HealthCheck& health, const std::string& what) {
+  return send_any(link, request, buffer, health, what);
+}
+
+uint64_t send_message(Link& link, const PsReply& reply, std::string& buffer,
+                      const HealthCheck& health, const std::string& what) {
+  return send_any(link, reply, buffer, health, what);
 }
 
 std::string encode(const PsRequest& request) {
@@ -241,8 +330,10 @@ void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,
   link.send(bytes.data(), bytes.size(), health, what);
 }
 
-void receive_frame(Link& link, const HealthCheck& health, const std::string& what, std::string& out,
-                   uint64_t max_bytes) {
+namespace {
+
+uint64_t receive_frame_size(Link& link, const HealthCheck& health, const std::string& what,
+                            uint64_t max_bytes) {
   uint64_t n = 0;
   link.receive(&n, sizeof n, health, what);
   if (n > max_bytes)
@@ -250,8 +341,24 @@ void receive_frame(Link& link, const HealthCheck& health, const std::string& wha
         fmt::format("{} sent a frame of {} bytes during {} (at most {}): it is "
                     "not an est parameter-server peer",
                     link.peer(), n, what, max_bytes));
+  return n;
+}
+
+}  // namespace
+
+void receive_frame(Link& link, const HealthCheck& health, const std::string& what, std::string& out,
+                   uint64_t max_bytes) {
+  uint64_t n = receive_frame_size(link, health, what, max_bytes);
   out.resize(n);  // within its capacity: no fresh pages, no zeroing
   link.receive(out.data(), n, health, what);
+}
+
+uint64_t receive_frame(Link& link, const HealthCheck& health, const std::string& what,
+                       std::string& buffer, const std::function<void(std::string_view)>& consume,
+                       uint64_t max_bytes) {
+  uint64_t n = receive_frame_size(link, health, what, max_bytes);
+  link.receive_whole(n, buffer, consume, health, what);
+  return n;
 }
 
 std::string receive_frame(Link& link, const HealthCheck& health, const std::string& what,

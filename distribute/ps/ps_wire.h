@@ -116,6 +116,22 @@ using DecodeInto = std::function<ops::Tensor*(const std::string& name)>;
 // second copy per pulled value.
 PsReply decode_reply(std::string_view bytes, const std::string& from, const DecodeInto& into = {});
 
+// A message as one frame on `link`, encoded straight into a shared-memory link's buffer when
+// the frame fits in it: returns the frame's bytes, its length field included, or 0, sending
+// nothing, when the link has no channel or the frame does not fit (or, with `wait` false, the
+// channel has not room for it now: a ps task replying under its lock does not wait for a
+// worker to read).
+uint64_t send_in_place(Link& link, const PsRequest& request, const HealthCheck& health,
+                       const std::string& what, bool wait = true);
+uint64_t send_in_place(Link& link, const PsReply& reply, const HealthCheck& health,
+                       const std::string& what, bool wait = true);
+// A message as one frame on `link`, encoded straight into a shared-memory link's buffer when
+// the frame fits in it (no copy of the tensors but that one), else into `buffer` (its capacity
+// reused) and sent from there; returns the frame's bytes, its length field included.
+uint64_t send_message(Link& link, const PsRequest& request, std::string& buffer,
+                      const HealthCheck& health, const std::string& what);
+uint64_t send_message(Link& link, const PsReply& reply, std::string& buffer,
+                      const HealthCheck& health, const std::string& what);
 // One frame on `link`; receive_frame refuses frames over `max_bytes` (DataLossError).
 void send_frame(Link& link, const std::string& bytes, const HealthCheck& health,
                 const std::string& what);
@@ -124,6 +140,11 @@ std::string receive_frame(Link& link, const HealthCheck& health, const std::stri
 // The same into `out` (its capacity reused, as encode's).
 void receive_frame(Link& link, const HealthCheck& health, const std::string& what, std::string& out,
                    uint64_t max_bytes = uint64_t{1} << 36);
+// Receives one frame and hands its bytes to `consume` (Link::receive_whole: in place from a
+// shared-memory link, else through `buffer`); returns its size.
+uint64_t receive_frame(Link& link, const HealthCheck& health, const std::string& what,
+                       std::string& buffer, const std::function<void(std::string_view)>& consume,
+                       uint64_t max_bytes = uint64_t{1} << 36);
 // Releases `buffer`'s memory when a frame made it larger than a step's usually are (a
 // checkpoint's pull of everything), so that a connection does not hold that much for good.
 void trim_frame_buffer(std::string& buffer);

@@ -16,6 +16,7 @@
 #include "distribute/ps/ps_variables.h"
 #include "nn/optimizers.h"
 #include "ops/autograd.h"
+#include "ops/backend.h"
 #include "ops/error.h"
 #include "tests/distribute/ps_server_fixture.h"
 
@@ -267,6 +268,58 @@ TEST_CASE("ps service: a worker on the ps task's machine talks to it over shared
     for (const char* name : {"big", "small"}) CHECK(floats(store, name) == floats(local, name));
   }
   CHECK(cluster.servers[0]->updates_applied() == 4);
+}
+
+TEST_CASE("ps service: frames that fit the shared-memory channel decode in place, wrapped too") {
+  // 2.4 MB frames through 4 MiB channels: every other one wraps at the channel's end, where the
+  // reader still sees it as one span (the buffer is mapped twice); the values must match SGD
+  // applied locally, step after step.
+  Cluster cluster = start_ps(1, nn::optim::sgd(0.25), 1);
+  auto make = [](nn::VariableStore& store) {
+    ops::NoGradGuard no_grad;
+    nn::get_or_create_global_step(store);
+    std::vector<float> ramp(600000);
+    for (size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<float>(i % 977) * 0.01f;
+    store.create("medium", ops::Tensor::from_vector<float>(ramp, {600, 1000}), true);
+  };
+  nn::VariableStore local, store;
+  make(local);
+  make(store);
+  auto optimizer = nn::optim::sgd(0.25);
+  auto client = std::make_unique<PsClient>(connect(cluster, "chief 0"));
+  client->connect();
+  REQUIRE(client->shared_memory(0));
+  PsPlacement placement(1);
+  PsVariables variables(*client, placement);
+  variables.place(store, store.names());
+  variables.initialize(values_of(store));
+  for (int step = 0; step < 7; ++step) {
+    float scale = step % 2 == 0 ? 1.0f : -0.75f;
+    variables.push_pull(gradients(store, scale), store, step);
+    optimizer.apply_gradients(local, gradients(local, scale));
+    CHECK(floats(store, "medium") == floats(local, "medium"));
+  }
+  CHECK(cluster.servers[0]->updates_applied() == 7);
+}
+
+TEST_CASE("ps service: a ps task's serving threads take its host's share of the cores") {
+  // As a training task's replicas: cores / the job's tasks on this host, from TF_CONFIG unless
+  // the options say how many processes share the host.
+  const char* saved = std::getenv("TF_CONFIG");
+  std::optional<std::string> previous = saved ? std::optional<std::string>(saved) : std::nullopt;
+  ::setenv(
+      "TF_CONFIG",
+      R"({"cluster": {"chief": ["localhost:1"], "worker": ["127.0.0.1:2", "elsewhere.example:3"],
+               "ps": ["127.0.0.1:4"]}, "task": {"type": "ps", "index": 0}})",
+      1);
+  PsServer from_tf_config({.address = "127.0.0.1:0", .token = kToken});
+  PsServer told({.address = "127.0.0.1:0", .token = kToken, .local_processes = 1 << 10});
+  ::unsetenv("TF_CONFIG");
+  PsServer alone({.address = "127.0.0.1:0", .token = kToken});
+  if (previous) ::setenv("TF_CONFIG", previous->c_str(), 1);
+  CHECK(from_tf_config.serving_threads() == ops::threads_for_local_processes(3));
+  CHECK(told.serving_threads() == ops::threads_for_local_processes(1 << 10));
+  CHECK(alone.serving_threads() == ops::threads_for_local_processes(1));
 }
 
 TEST_CASE("ps wire: a reply's values decode straight into tensors of their dtype and shape") {
