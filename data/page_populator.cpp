@@ -43,12 +43,12 @@ PagePopulator::~PagePopulator() {
 
 void PagePopulator::wrote(char* data, size_t bytes, size_t written) {
   if (data == told_region_ && written < next_tell_) return;
-  bool start = false;
+  told_region_ = data;
+  next_tell_ = written + kStepBytes;
   {
     std::lock_guard lock(mutex_);
     if (unsupported_) {
-      next_tell_ = SIZE_MAX;  // never again
-      told_region_ = data;
+      next_tell_ = SIZE_MAX;  // never again for this buffer
       return;
     }
     if (data != region_) {
@@ -57,14 +57,13 @@ void PagePopulator::wrote(char* data, size_t bytes, size_t written) {
       populated_ = 0;
     }
     written_ = written;
-    start = !thread_.joinable() && written >= kStartBytes;
+    if (!thread_.joinable()) {
+      // The thread waits for the lock, then for work: started under it, it sees this call's.
+      if (written >= kStartBytes) thread_ = std::thread([this] { run(); });
+      return;
+    }
   }
-  told_region_ = data;
-  next_tell_ = written + kStepBytes;
-  if (start)
-    thread_ = std::thread([this] { run(); });
-  else
-    changed_.notify_all();
+  changed_.notify_all();
 }
 
 size_t PagePopulator::populated_bytes() const {
