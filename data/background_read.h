@@ -4,7 +4,7 @@
 // a shuffle(10000) buffer needs the first 10000 rows only (issue 32, item 5).
 //
 // The thread reads row-aligned pieces straight into the tensor and publishes how many rows are
-// complete. It keeps a few MB ahead of the furthest row a reader asked for and then waits, so a
+// complete. It keeps 1 MB ahead of the furthest row a reader asked for and then waits, so a
 // first training step does not compete with inflating the rest of the file. `finish` (the reader's
 // check of the end: a short file, bytes after the rows) runs before the last row is published, so a
 // reader that reaches the end has seen the whole file checked. An error stops the thread; the rows
