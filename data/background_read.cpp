@@ -4,14 +4,6 @@
 #include <algorithm>
 
 namespace est::data {
-namespace {
-
-constexpr size_t kPieceBytes = size_t{1} << 20;  // about 1300 28x28 images between publications
-// How far the thread reads ahead of the furthest row asked for, then waits: enough to keep a
-// training input fed, while the first steps do not compete with inflating the rest of the file.
-constexpr size_t kAheadBytes = size_t{4} << 20;
-
-}  // namespace
 
 BackgroundRead::BackgroundRead(std::unique_ptr<InputStream> stream, Tensor rows, Finish finish)
     : stream_(std::move(stream)),

@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "data/page_populator.h"
 #include "data/progress.h"
 #include "data/stages.h"
 #include "data/tfrecord.h"
@@ -41,10 +42,12 @@ class Recording {
     if (!store_ && elements_.empty()) store_ = RowStore::shaped_like(element, kChunkBytes);
     if (store_ && store_->matches(element)) {
       store_->append(element);
+      populate_ahead();
       return;
     }
     if (store_) {  // shapes vary: fall back to keeping elements
       for (int64_t row = 0; row < store_->rows; ++row) elements_.push_back(store_->row(row));
+      populator_.reset();
       store_.reset();
     }
     elements_.push_back(element);
@@ -56,13 +59,29 @@ class Recording {
   const RowStore* store() const { return store_ ? &*store_ : nullptr; }
   // The pass is complete: the last chunk is cut to the rows it holds.
   void shrink_to_fit() {
+    populator_.reset();
     if (store_) store_->shrink_to_fit();
   }
 
  private:
+  // The widest column's chunk is written front to back into fresh memory: a thread faults its
+  // pages in ahead of the copies (data/page_populator.h), once the recording is megabytes long.
+  void populate_ahead() {
+    RowStore::Column* widest = nullptr;
+    for (RowStore::Column& column : store_->columns)
+      if (!widest || column.row_bytes > widest->row_bytes) widest = &column;
+    if (!widest || widest->row_bytes == 0) return;
+    const int64_t in_chunk = (store_->rows - 1) % store_->chunk_rows + 1;
+    if (!populator_) populator_ = std::make_unique<PagePopulator>();
+    populator_->wrote(const_cast<char*>(widest->data.back()),
+                      static_cast<size_t>(store_->chunk_rows) * widest->row_bytes,
+                      static_cast<size_t>(in_chunk) * widest->row_bytes);
+  }
+
   static constexpr size_t kChunkBytes = size_t{8} << 20;
   std::optional<RowStore> store_;
   std::vector<Element> elements_;
+  std::unique_ptr<PagePopulator> populator_;  // while filling; stopped before the chunks go
 };
 
 struct MemoryCache {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -139,47 +140,58 @@ size_t InputStream::read_raw(char* out, size_t size) {
 bool InputStream::refill() {
   buffer_offset_ += end_;
   begin_ = end_ = 0;
-  if (!inflater_) {
-    end_ = read_raw(buffer_.data(), buffer_.size());
-    return end_ > 0;
-  }
+  end_ = inflater_ ? inflate_into(buffer_.data(), buffer_.size())
+                   : read_raw(buffer_.data(), buffer_.size());
+  return end_ > 0;
+}
+
+size_t InputStream::inflate_into(char* out, size_t size) {
   Inflater& z = *inflater_;
   inflate_state& s = z.state;
-  s.next_out = reinterpret_cast<uint8_t*>(buffer_.data());
-  s.avail_out = static_cast<uint32_t>(buffer_.size());
-  while (s.avail_out > 0) {
-    if (s.avail_in == 0 && !z.raw_eof) {
-      size_t got = read_raw(z.raw.data(), z.raw.size());
-      if (got == 0) z.raw_eof = true;
-      s.next_in = reinterpret_cast<uint8_t*>(z.raw.data());
-      s.avail_in = static_cast<uint32_t>(got);
-    }
-    if (s.avail_in == 0 && z.raw_eof) {
-      if (z.in_member)
+  size_t written = 0;
+  while (written < size) {
+    // avail_out is 32 bits: a larger request is filled in slices.
+    const size_t slice = std::min<size_t>(size - written, size_t{1} << 30);
+    s.next_out = reinterpret_cast<uint8_t*>(out + written);
+    s.avail_out = static_cast<uint32_t>(slice);
+    while (s.avail_out > 0) {
+      if (s.avail_in == 0 && !z.raw_eof) {
+        size_t got = read_raw(z.raw.data(), z.raw.size());
+        if (got == 0) z.raw_eof = true;
+        s.next_in = reinterpret_cast<uint8_t*>(z.raw.data());
+        s.avail_in = static_cast<uint32_t>(got);
+      }
+      const bool file_ended = s.avail_in == 0 && z.raw_eof;
+      if (file_ended && !z.in_member) break;  // the data ends between members
+      z.in_member = true;
+      const uint32_t in_before = s.avail_in, out_before = s.avail_out;
+      int status = isal_inflate(&s);
+      z.raw_consumed += in_before - s.avail_in;
+      if (status < 0)
+        throw DataLossError("'" + path_ + "' is not valid " +
+                            std::string(compression_name(compression_)) +
+                            " data (at compressed byte " + std::to_string(z.raw_consumed) +
+                            "): " + std::string(inflate_error(status)) +
+                            "; check the compression type, or the file is corrupt");
+      if (s.block_state == ISAL_BLOCK_FINISH) {
+        // Concatenated members (gzip allows them) continue after a reset.
+        z.in_member = false;
+        z.reset_keeping_input();
+        continue;
+      }
+      // With the file's bytes all handed over, the inflater may still hold some of its own (it
+      // keeps a stream's last bytes, a ZLIB trailer for one, in its state and finishes on a
+      // later call); only a call that gives nothing more means the stream was cut short.
+      if (file_ended && s.avail_out == out_before)
         throw DataLossError("'" + path_ + "' is truncated: the " +
                             std::string(compression_name(compression_)) +
                             " stream ends without its trailer after " +
                             std::to_string(z.raw_consumed) + " compressed bytes");
-      break;
     }
-    z.in_member = true;
-    uint32_t before = s.avail_in;
-    int status = isal_inflate(&s);
-    z.raw_consumed += before - s.avail_in;
-    if (status < 0)
-      throw DataLossError("'" + path_ + "' is not valid " +
-                          std::string(compression_name(compression_)) +
-                          " data (at compressed byte " + std::to_string(z.raw_consumed) +
-                          "): " + std::string(inflate_error(status)) +
-                          "; check the compression type, or the file is corrupt");
-    if (s.block_state == ISAL_BLOCK_FINISH) {
-      // Concatenated members (gzip allows them) continue after a reset.
-      z.in_member = false;
-      z.reset_keeping_input();
-    }
+    written += slice - s.avail_out;
+    if (s.avail_out > 0) break;  // the data ended
   }
-  end_ = buffer_.size() - s.avail_out;
-  return end_ > 0;
+  return written;
 }
 
 uint64_t InputStream::max_remaining() const {
@@ -195,6 +207,17 @@ size_t InputStream::read(void* out, size_t size) {
   char* dst = static_cast<char*>(out);
   size_t total = 0;
   while (total < size) {
+    if (begin_ == end_ && size - total >= buffer_.size()) {
+      // A read of a buffer or more goes straight into `out`: no second copy of the bytes.
+      buffer_offset_ += end_;
+      begin_ = end_ = 0;
+      const size_t want = size - total;
+      const size_t got = inflater_ ? inflate_into(dst + total, want) : read_raw(dst + total, want);
+      buffer_offset_ += got;
+      total += got;
+      if (got < want) break;  // the data ended
+      continue;
+    }
     if (begin_ == end_ && !refill()) break;
     size_t piece = std::min(size - total, end_ - begin_);
     std::memcpy(dst + total, buffer_.data() + begin_, piece);

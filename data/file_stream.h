@@ -55,6 +55,8 @@ class InputStream {
 
  private:
   bool refill();  // false at the end of the data
+  // Decompresses into out[0, size); fewer bytes only at the end of the data.
+  size_t inflate_into(char* out, size_t size);
   size_t read_raw(char* out, size_t size);
   void rewind();
 

@@ -80,7 +80,7 @@ void convert(const unsigned char* in, Tensor& out, uint8_t code) {
 }
 
 Compression detect_compression(const std::string& path) {
-  InputStream probe(path);
+  InputStream probe(path, Compression::kNone, 4096);  // two bytes: no 256 KB read for them
   unsigned char magic[2] = {0, 0};
   size_t got = probe.read(magic, 2);
   return got == 2 && magic[0] == 0x1f && magic[1] == 0x8b ? Compression::kGzip : Compression::kNone;

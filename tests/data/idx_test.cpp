@@ -4,9 +4,14 @@
 #include <doctest/doctest.h>
 #include <zlib.h>
 
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
+#include "data/background_read.h"
+#include "data/file_stream.h"
 #include "data/idx.h"
 #include "data/input_context.h"
 #include "tests/data/test_util.h"
@@ -153,7 +158,7 @@ std::vector<Element> take_from(Iterator& it, int count) {
 }  // namespace
 
 TEST_CASE("mnist's images arrive in the background: the same rows, shuffles and positions") {
-  constexpr uint32_t kCount = 5000;  // 3.9 MB of pixels: several of the reader's 1 MB pieces
+  constexpr uint32_t kCount = 5000;  // 3.9 MB of pixels: many of the reader's pieces
   const std::string dir = make_big_dir("mnist_background", kCount);
   // The reference: the same files read whole, as tensor slices.
   Tensor images = read_idx(dir + "/train-images-idx3-ubyte.gz");
@@ -184,6 +189,30 @@ TEST_CASE("mnist's images arrive in the background: the same rows, shuffles and 
   }
 }
 
+TEST_CASE("the background reader stays within a piece and its read-ahead of the rows asked for") {
+  constexpr uint32_t kCount = 8000;  // 6.3 MB of pixels, several times the read-ahead
+  const std::string dir = make_big_dir("mnist_ahead", kCount);
+  const std::string path = dir + "/train-images-idx3-ubyte.gz";
+  auto stream = std::make_unique<InputStream>(path, Compression::kGzip);
+  char header[16];  // the source opens the file past its header, as here
+  REQUIRE(stream->read(header, sizeof(header)) == sizeof(header));
+  Tensor rows = Tensor::empty({kCount, 28, 28}, DType::kU8);
+  BackgroundRead reader(std::move(stream), rows, [](InputStream&, size_t) {});
+  const int64_t piece_rows = BackgroundRead::kPieceBytes / 784;
+  const int64_t ahead_rows = BackgroundRead::kAheadBytes / 784 + 1;
+  // A first training step must not share its cores with inflating megabytes it does not need.
+  CHECK(BackgroundRead::kPieceBytes + BackgroundRead::kAheadBytes <= (size_t{3} << 19));
+  CHECK(reader.wait_for(1) >= 1);
+  // Time to run ahead as far as it will (the bound below holds at any moment; the pause only
+  // makes a reader that ignores it likely to be caught).
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(reader.wait_for(1) <= ahead_rows + piece_rows);
+  CHECK(reader.wait_for(3000) <= 3000 + ahead_rows + piece_rows);
+  CHECK(reader.wait_for(kCount) == kCount);
+  Tensor whole = read_idx(path);
+  CHECK(std::memcmp(rows.raw_data(), whole.raw_data(), whole.nbytes()) == 0);
+}
+
 TEST_CASE("a gzipped images file cut short yields the rows before the cut, then DataLossError") {
   const std::string dir = make_big_dir("mnist_cut", 5000);
   const std::string gz = dir + "/train-images-idx3-ubyte.gz";
@@ -197,8 +226,8 @@ TEST_CASE("a gzipped images file cut short yields the rows before the cut, then 
   });
   CHECK(contains(message, "truncated"));
   CHECK(contains(message, "train-images-idx3-ubyte.gz"));
-  // Streamed: the first 1 MB pieces (1337 images each) came before the error; read whole, the
-  // file gave none.
+  // Streamed: the pieces before the cut (1337 images: several of them) came before the error;
+  // read whole, the file gave none.
   CHECK(rows >= 1337);
   CHECK(rows < 5000);
 }
