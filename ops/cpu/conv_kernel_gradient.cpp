@@ -22,6 +22,7 @@
 #include "ops/cpu/isa.h"
 #include "ops/cpu/parallel.h"
 #include "ops/cpu/sum_in_order.h"
+#include "ops/cpu/vector16.h"
 
 // The 64-byte vectors below never cross a non-inlined call in a multiversioned copy; GCC's note
 // about their ABI in the baseline copy is about functions internal to this file.
@@ -30,22 +31,12 @@
 namespace est::ops::cpu {
 namespace {
 
-using Vector16 = float __attribute__((vector_size(64)));
-constexpr int kLanes = 16;
+using namespace vec;
 constexpr int kMaxPatch = 64;
 constexpr int kMaxOutputChannels = 256;
 constexpr int64_t kBlockPositions = 256;
 
-Vector16 load16(const float* p) {
-  Vector16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-void add16(float* p, Vector16 v) {
-  Vector16 sum = load16(p) + v;
-  std::memcpy(p, &sum, sizeof sum);
-}
+void add16(float* p, Vector16 v) { store16(p, load16(p) + v); }
 
 // acc[j, c0 : c0 + 16] += sum_b pt[j, b] * g[b, c0 : c0 + 16] for j in [j0, j0 + kRows).
 // Fewer rows get more interleaved partial sums (kSets), so that about eight independent FMA

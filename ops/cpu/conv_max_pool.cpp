@@ -14,6 +14,7 @@
 #include "ops/cpu/conv_kernel_gradient.h"
 #include "ops/cpu/isa.h"
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/vector16.h"
 
 // The 64-byte vectors below never cross a non-inlined call in a multiversioned copy.
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -21,18 +22,9 @@
 namespace est::ops::cpu {
 namespace {
 
-using Vector16 = float __attribute__((vector_size(64)));
+using namespace vec;
 using Index16 = int32_t __attribute__((vector_size(64)));
-constexpr int kLanes = 16;
 constexpr int64_t kMaxPositions = 64;
-
-Vector16 load16(const float* p) {
-  Vector16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-void store16(float* p, Vector16 v) { std::memcpy(p, &v, sizeof v); }
 
 // Offsets into one (padded) image, in floats.
 struct Geometry {
