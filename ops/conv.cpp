@@ -30,34 +30,6 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op, const ch
                                            dtype_name(a.dtype()), what, dtype_name(b.dtype())));
 }
 
-Window2D make_window(const Shape& input, int64_t kernel_h, int64_t kernel_w,
-                     std::array<int, 2> strides, std::array<int, 2> dilations, Padding padding,
-                     const char* op) {
-  const cpu::WindowDim h =
-      cpu::window_dim(input[1], kernel_h, strides[0], dilations[0], padding, op);
-  const cpu::WindowDim w =
-      cpu::window_dim(input[2], kernel_w, strides[1], dilations[1], padding, op);
-  Window2D window;
-  window.batch = input[0];
-  window.in_h = input[1];
-  window.in_w = input[2];
-  window.in_c = input[3];
-  window.kernel_h = kernel_h;
-  window.kernel_w = kernel_w;
-  window.out_h = h.output;
-  window.out_w = w.output;
-  window.out_c = input[3];
-  window.stride_h = strides[0];
-  window.stride_w = strides[1];
-  window.dilation_h = dilations[0];
-  window.dilation_w = dilations[1];
-  window.pad_top = h.pad_before;
-  window.pad_bottom = h.pad_after;
-  window.pad_left = w.pad_before;
-  window.pad_right = w.pad_after;
-  return window;
-}
-
 Shape output_shape(const Window2D& w) { return {w.batch, w.out_h, w.out_w, w.out_c}; }
 Shape input_shape(const Window2D& w) { return {w.batch, w.in_h, w.in_w, w.in_c}; }
 
@@ -100,8 +72,8 @@ Tensor pool2d(const Tensor& input, const Pool2DParams& params, PoolKind kind) {
   const char* op = kind == PoolKind::kMax ? "max_pool2d" : "avg_pool2d";
   check_tensor(input, op, "input", 4, "[N, H, W, C]");
   const Device device = common_device(op, {&input});
-  const Window2D w = make_window(input.shape(), params.window[0], params.window[1], params.strides,
-                                 {1, 1}, params.padding, op);
+  const Window2D w = cpu::make_window(input.shape(), params.window[0], params.window[1],
+                                      params.strides, {1, 1}, params.padding, op);
   const bool training = needs_recording({&input});
   Tensor output = Tensor::empty(output_shape(w), input.dtype(), device), workspace;
   const KernelTarget ran = run_kernel<OpId::kPool2D>(op, device, input.dtype(), input, w, kind,
@@ -144,8 +116,8 @@ Tensor conv2d(const Tensor& input, const Tensor& kernel, const Tensor& bias,
   }
   const Device device =
       common_device("conv2d", {&input, &kernel, bias.defined() ? &bias : nullptr});
-  Window2D w = make_window(input.shape(), kernel.dim(0), kernel.dim(1), params.strides,
-                           params.dilations, params.padding, "conv2d");
+  Window2D w = cpu::make_window(input.shape(), kernel.dim(0), kernel.dim(1), params.strides,
+                                params.dilations, params.padding, "conv2d");
   w.out_c = kernel.dim(3);
   const Activation activation = params.activation;
   const bool recording = needs_recording({&input, &kernel, &bias});

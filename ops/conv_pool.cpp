@@ -62,30 +62,12 @@ std::optional<cpu::Window2D> fusable_conv(const Tensor& input, const Tensor& ker
   if (needs_recording({&input})) return std::nullopt;  // the fused gradient has no input part
   cpu::Window2D w;
   try {
-    const cpu::WindowDim h = cpu::window_dim(input.dim(1), kernel.dim(0), params.strides[0],
-                                             params.dilations[0], params.padding, "conv2d");
-    const cpu::WindowDim x = cpu::window_dim(input.dim(2), kernel.dim(1), params.strides[1],
-                                             params.dilations[1], params.padding, "conv2d");
-    w.pad_top = h.pad_before;
-    w.pad_bottom = h.pad_after;
-    w.pad_left = x.pad_before;
-    w.pad_right = x.pad_after;
-    w.out_h = h.output;
-    w.out_w = x.output;
+    w = cpu::make_window(input.shape(), kernel.dim(0), kernel.dim(1), params.strides,
+                         params.dilations, params.padding, "conv2d");
   } catch (const InvalidArgumentError&) {
     return std::nullopt;  // conv2d reports it
   }
-  w.batch = input.dim(0);
-  w.in_h = input.dim(1);
-  w.in_w = input.dim(2);
-  w.in_c = input.dim(3);
-  w.kernel_h = kernel.dim(0);
-  w.kernel_w = kernel.dim(1);
   w.out_c = kernel.dim(3);
-  w.stride_h = params.strides[0];
-  w.stride_w = params.strides[1];
-  w.dilation_h = params.dilations[0];
-  w.dilation_w = params.dilations[1];
   // A pooling of 2x2 after it is the least any fused call needs.
   if (!cpu::conv_max_pool_supported(w, {2, 2, w.out_h / 2, w.out_w / 2}, params.activation))
     return std::nullopt;

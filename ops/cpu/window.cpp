@@ -33,4 +33,30 @@ WindowDim window_dim(int64_t input, int64_t window, int stride, int dilation, Pa
   return dim;
 }
 
+Window2D make_window(const Shape& input, int64_t kernel_h, int64_t kernel_w,
+                     std::array<int, 2> strides, std::array<int, 2> dilations, Padding padding,
+                     const char* op) {
+  const cpu::WindowDim h = window_dim(input[1], kernel_h, strides[0], dilations[0], padding, op);
+  const cpu::WindowDim w = window_dim(input[2], kernel_w, strides[1], dilations[1], padding, op);
+  Window2D window;
+  window.batch = input[0];
+  window.in_h = input[1];
+  window.in_w = input[2];
+  window.in_c = input[3];
+  window.kernel_h = kernel_h;
+  window.kernel_w = kernel_w;
+  window.out_h = h.output;
+  window.out_w = w.output;
+  window.out_c = input[3];
+  window.stride_h = strides[0];
+  window.stride_w = strides[1];
+  window.dilation_h = dilations[0];
+  window.dilation_w = dilations[1];
+  window.pad_top = h.pad_before;
+  window.pad_bottom = h.pad_after;
+  window.pad_left = w.pad_before;
+  window.pad_right = w.pad_after;
+  return window;
+}
+
 }  // namespace est::ops::cpu

@@ -3,6 +3,7 @@
 // disagree about where a window starts.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "ops/conv.h"
@@ -32,5 +33,12 @@ struct Window2D {
   int64_t dilation_h = 1, dilation_w = 1;
   int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
 };
+
+// The sweep of a kernel_h x kernel_w window over NHWC `input` (window_dim on both dimensions;
+// its InvalidArgumentError naming `op`). out_c is the input's channels: a convolution sets its
+// filters.
+Window2D make_window(const Shape& input, int64_t kernel_h, int64_t kernel_w,
+                     std::array<int, 2> strides, std::array<int, 2> dilations, Padding padding,
+                     const char* op);
 
 }  // namespace est::ops::cpu
