@@ -169,9 +169,20 @@ void ShmChannel::wait(Ready ready, uint32_t* word, uint32_t* waiting,
   flag.store(0);
 }
 
+void ShmChannel::publish_written(uint64_t written) {
+  header_->written.store(written);
+  std::atomic_ref<uint32_t>(header_->data_word).fetch_add(1);
+  if (std::atomic_ref<uint32_t>(header_->reader_waiting).load()) futex_wake(&header_->data_word);
+}
+
+void ShmChannel::publish_consumed(uint64_t consumed) {
+  header_->consumed.store(consumed);
+  std::atomic_ref<uint32_t>(header_->space_word).fetch_add(1);
+  if (std::atomic_ref<uint32_t>(header_->writer_waiting).load()) futex_wake(&header_->space_word);
+}
+
 void ShmChannel::write(const void* data, size_t n, const std::function<void()>& check) {
   const char* in = static_cast<const char*>(data);
-  std::atomic_ref<uint32_t> data_word(header_->data_word), reader_waiting(header_->reader_waiting);
   while (n > 0) {
     uint64_t written = header_->written.load(std::memory_order_relaxed);
     auto room = [&] { return capacity_ - (written - header_->consumed.load()); };
@@ -180,9 +191,7 @@ void ShmChannel::write(const void* data, size_t n, const std::function<void()>& 
     size_t offset = written % capacity_;
     size_t k = std::min(n, static_cast<size_t>(room()));  // contiguous: the buffer is mapped twice
     std::memcpy(buffer_ + offset, in, k);
-    header_->written.store(written + k);
-    data_word.fetch_add(1);
-    if (reader_waiting.load()) futex_wake(&header_->data_word);
+    publish_written(written + k);
     in += k;
     n -= k;
   }
@@ -190,8 +199,6 @@ void ShmChannel::write(const void* data, size_t n, const std::function<void()>& 
 
 void ShmChannel::read(size_t n, const std::function<void(const char*, size_t)>& consume,
                       const std::function<void()>& check) {
-  std::atomic_ref<uint32_t> space_word(header_->space_word),
-      writer_waiting(header_->writer_waiting);
   while (n > 0) {
     uint64_t consumed = header_->consumed.load(std::memory_order_relaxed);
     auto available = [&] { return header_->written.load() - consumed; };
@@ -200,9 +207,7 @@ void ShmChannel::read(size_t n, const std::function<void(const char*, size_t)>& 
     size_t offset = consumed % capacity_;
     size_t k = std::min(n, static_cast<size_t>(available()));
     consume(buffer_ + offset, k);
-    header_->consumed.store(consumed + k);
-    space_word.fetch_add(1);
-    if (writer_waiting.load()) futex_wake(&header_->space_word);
+    publish_consumed(consumed + k);
     n -= k;
   }
 }
@@ -219,9 +224,7 @@ bool ShmChannel::write_whole(size_t n, const std::function<void(char*)>& fill,
     this->wait([&] { return room() >= n; }, &header_->space_word, &header_->writer_waiting, check);
   }
   fill(buffer_ + written % capacity_);
-  header_->written.store(written + n);
-  std::atomic_ref<uint32_t>(header_->data_word).fetch_add(1);
-  if (std::atomic_ref<uint32_t>(header_->reader_waiting).load()) futex_wake(&header_->data_word);
+  publish_written(written + n);
   return true;
 }
 
@@ -235,9 +238,7 @@ void ShmChannel::read_whole(size_t n, const std::function<void(const char*, size
   if (available() < n)
     wait([&] { return available() >= n; }, &header_->data_word, &header_->reader_waiting, check);
   consume(buffer_ + consumed % capacity_, n);
-  header_->consumed.store(consumed + n);
-  std::atomic_ref<uint32_t>(header_->space_word).fetch_add(1);
-  if (std::atomic_ref<uint32_t>(header_->writer_waiting).load()) futex_wake(&header_->space_word);
+  publish_consumed(consumed + n);
 }
 
 }  // namespace est::distribute

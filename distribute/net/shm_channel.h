@@ -64,6 +64,10 @@ class ShmChannel {
   // capacity bytes of the ring from any position are one contiguous span.
   static size_t header_bytes();
   ShmChannel(std::string name, void* mapping, size_t capacity);
+  // Makes the bytes written up to `written` readable (or those read up to `consumed` free) and
+  // wakes the other side if it sleeps.
+  void publish_written(uint64_t written);
+  void publish_consumed(uint64_t consumed);
   // Waits until `ready()` holds, sleeping on `word` (its value read before the last check).
   template <class Ready>
   void wait(Ready ready, uint32_t* word, uint32_t* waiting, const std::function<void()>& check);
