@@ -140,9 +140,12 @@ size_t InputStream::read_raw(char* out, size_t size) {
 bool InputStream::refill() {
   buffer_offset_ += end_;
   begin_ = end_ = 0;
-  end_ = inflater_ ? inflate_into(buffer_.data(), buffer_.size())
-                   : read_raw(buffer_.data(), buffer_.size());
+  end_ = produce(buffer_.data(), buffer_.size());
   return end_ > 0;
+}
+
+size_t InputStream::produce(char* out, size_t size) {
+  return inflater_ ? inflate_into(out, size) : read_raw(out, size);
 }
 
 size_t InputStream::inflate_into(char* out, size_t size) {
@@ -212,7 +215,7 @@ size_t InputStream::read(void* out, size_t size) {
       buffer_offset_ += end_;
       begin_ = end_ = 0;
       const size_t want = size - total;
-      const size_t got = inflater_ ? inflate_into(dst + total, want) : read_raw(dst + total, want);
+      const size_t got = produce(dst + total, want);
       buffer_offset_ += got;
       total += got;
       if (got < want) break;  // the data ended

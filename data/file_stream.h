@@ -55,6 +55,9 @@ class InputStream {
 
  private:
   bool refill();  // false at the end of the data
+  // The next bytes of the data (decompressed, or the file's own) into out[0, size); fewer only
+  // at the end of the data.
+  size_t produce(char* out, size_t size);
   // Decompresses into out[0, size); fewer bytes only at the end of the data.
   size_t inflate_into(char* out, size_t size);
   size_t read_raw(char* out, size_t size);
