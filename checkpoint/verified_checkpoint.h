@@ -11,7 +11,8 @@
 // must not write anything from a damaged file (RestoreOptions::verify_first); read_into() then
 // copies from the page cache. The file must not change during the restore (checkpoints are
 // renamed into place, never rewritten): check_unchanged() checks its size and modification time
-// and raises DataLossError when they moved. Implemented in reader.cpp beside the reader it shares.
+// and raises DataLossError when they moved. Implemented (verified_checkpoint.cpp) over the
+// reader's CheckpointFile (checkpoint_file.h).
 #pragma once
 
 #include <memory>
