@@ -23,10 +23,13 @@ enum Kind : uint32_t { kAllReduce = 1, kBroadcast = 2, kAllGatherSizes = 3, kAll
 
 const char* kind_name(uint32_t kind) {
   switch (kind) {
-    case kAllReduce: return "all-reduce";
-    case kBroadcast: return "broadcast";
+    case kAllReduce:
+      return "all-reduce";
+    case kBroadcast:
+      return "broadcast";
     case kAllGatherSizes:
-    case kAllGather: return "all-gather";
+    case kAllGather:
+      return "all-gather";
   }
   return "collective";
 }
@@ -126,8 +129,8 @@ void Ring::sender_loop() {
   }
 }
 
-void Ring::run(const Header& header, std::vector<SendItem> sends,
-               std::vector<ReceiveItem> receives, const std::string& what) {
+void Ring::run(const Header& header, std::vector<SendItem> sends, std::vector<ReceiveItem> receives,
+               const std::string& what) {
   check_usable();
   started_ = std::chrono::steady_clock::now();
   sends.insert(sends.begin(), {reinterpret_cast<const char*>(&header), sizeof header, 0});
@@ -198,9 +201,21 @@ void Ring::exchange(const Header& header, const std::vector<SendItem>* inline_se
   }
   int64_t finished = 0;
   for (const ReceiveItem& item : receives) {
-    if (item.combine) {
-      plane_.previous().receive(scratch_.data(), item.bytes, check, what);
-      item.combine(item.data, scratch_.data(), item.bytes);
+    if (item.combine) {  // added straight out of a shared-memory channel, else from scratch_
+      plane_.previous().receive_whole(
+          item.bytes, scratch_,
+          [&](std::string_view bytes) {
+            const char* from = bytes.data();
+            size_t align = item.combine == &add_into<double> ? alignof(double) : alignof(float);
+            if (reinterpret_cast<uintptr_t>(from) % align != 0) {
+              // After an all-gather of odd sizes the stream is out of alignment for numbers.
+              aligned_.resize((bytes.size() + sizeof(double) - 1) / sizeof(double));
+              std::memcpy(aligned_.data(), from, bytes.size());
+              from = reinterpret_cast<const char*>(aligned_.data());
+            }
+            item.combine(item.data, from, bytes.size());
+          },
+          check, what);
     } else {
       plane_.previous().receive(item.data, item.bytes, check, what);
     }
@@ -226,9 +241,8 @@ void Ring::all_reduce_sum(const std::vector<std::pair<void*, size_t>>& spans, op
   if (world_ == 1 || count == 0) return;
   size_t element = dtype == ops::DType::kF64 ? 8 : 4;
   if (dtype != ops::DType::kF32 && dtype != ops::DType::kF64)
-    throw InvalidArgumentError(
-        fmt::format("all-reduce: {} tensors cannot be summed; only float32 and float64",
-                    dtype_name(dtype)));
+    throw InvalidArgumentError(fmt::format(
+        "all-reduce: {} tensors cannot be summed; only float32 and float64", dtype_name(dtype)));
   auto combine = dtype == ops::DType::kF64 ? &add_into<double> : &add_into<float>;
   // Each span's first element in the concatenation.
   std::vector<size_t> starts;
@@ -239,7 +253,8 @@ void Ring::all_reduce_sum(const std::vector<std::pair<void*, size_t>>& spans, op
   // Calls piece(pointer, bytes) for the parts of elements [begin, end) of the concatenation.
   auto for_pieces = [&](size_t begin, size_t end, const auto& piece) {
     auto s = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) -
-                                 starts.begin()) - 1;
+                                 starts.begin()) -
+             1;
     for (; begin < end; ++s) {
       size_t span_end = starts[s] + spans[s].second;
       if (span_end <= begin) continue;  // an empty span
@@ -249,7 +264,7 @@ void Ring::all_reduce_sum(const std::vector<std::pair<void*, size_t>>& spans, op
     }
   };
   size_t chunk = kChunkBytes / element;
-  scratch_.resize(kChunkBytes);
+  scratch_.reserve(kChunkBytes);
   auto segment = [&](int s) { return part(count, world_, ((s % world_) + world_) % world_); };
   std::vector<SendItem> sends;
   std::vector<ReceiveItem> receives;

@@ -3,6 +3,7 @@
 // CollectiveAllReduce's packs of tensors that share memory still give each its own sum.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -68,6 +69,41 @@ TEST_CASE("ring all-reduce over spans: bitwise the sums of the concatenated buff
       CHECK(std::memcmp(out.pieces.data(), out.whole.data(), total * sizeof(float)) == 0);
       CHECK(std::memcmp(out.whole.data(), results[0].whole.data(), total * sizeof(float)) == 0);
     }
+  }
+}
+
+TEST_CASE("ring all-reduce after an all-gather of odd sizes: sums added out of shared memory") {
+  // The all-gather leaves the shared-memory stream at odd byte positions, so the chunks the
+  // reduce-scatter adds straight out of the channel are not aligned for their numbers.
+  const size_t n = Ring::kChunkBytes / 4 * 2 + 7;
+  struct Out {
+    std::vector<float> f;
+    std::vector<double> d;
+    uint64_t inline_collectives = 0;
+  };
+  auto results = on_tasks<Out>(2, [&](ClusterRuntime& runtime) {
+    Out out;
+    out.f = values_of(runtime.rank(), n);
+    out.d.assign(out.f.begin(), out.f.end());
+    for (double& x : out.d) x /= 3;
+    auto gathered = runtime.ring().all_gather(std::string(5 + runtime.rank(), 'x'), "odd");
+    REQUIRE(gathered.size() == 2);
+    runtime.ring().all_reduce_sum(out.f.data(), n, ops::DType::kF32, "floats");
+    runtime.ring().all_gather("abc", "odd again");
+    runtime.ring().all_reduce_sum(out.d.data(), n, ops::DType::kF64, "doubles");
+    out.inline_collectives = runtime.ring().inline_collectives();
+    return out;
+  });
+  std::vector<float> f0 = values_of(0, n), f1 = values_of(1, n);
+  for (const Out& out : results) {
+    CHECK(out.inline_collectives > 0);  // the collectives went through shared memory
+    size_t wrong_f = 0, wrong_d = 0;
+    for (size_t i = 0; i < n; ++i) {
+      wrong_f += out.f[i] != f0[i] + f1[i];
+      wrong_d += out.d[i] != double(f0[i]) / 3 + double(f1[i]) / 3;
+    }
+    CHECK(wrong_f == 0);
+    CHECK(wrong_d == 0);
   }
 }
 
