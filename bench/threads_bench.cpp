@@ -19,7 +19,8 @@
 //   busy_short_spin       the same, fixed, GOMP_SPINCOUNT=10000
 //   busy_passive          the same, fixed, OMP_WAIT_POLICY=passive
 // Scenarios take turns round by round; each child warms up, waits until all are ready, trains
-// (or spins) for the same seconds, and reports its steps and the threads it ended with.
+// (or spins) for the same seconds, and reports its steps, the threads it ended with and its
+// team's mean size over the steps (below the maximum: the governor shed threads meanwhile).
 // The closing `target` lines are issue 17's: two_default's total_of_one >= 0.9, busy_default's
 // of_one >= 0.45, one over one_fixed >= 0.97.
 //
@@ -30,7 +31,8 @@
 // took the cores meanwhile).
 //
 //   threads_bench [--seconds S] [--rounds R] [--grain]   (--child and --busy are the children's)
-// Lines: `scenario=<name> processes=<n> threads=<t> examples_per_sec=<per process, median>
+// Lines: `scenario=<name> processes=<n> threads=<t> mean_threads=<median over rounds>
+// examples_per_sec=<per process, median>
 // of_one=<that over the one-process rate> total_of_one=<n x of_one>`.
 #include <fmt/format.h>
 #include <spawn.h>
@@ -69,20 +71,23 @@ int child(double seconds, bool busy) {
   char go = 0;
   if (::read(0, &go, 1) != 1) return 1;
   int64_t steps = 0;
+  int64_t thread_steps = 0;  // the team's size summed over the steps: a mean that shows a shed
   const auto start = std::chrono::steady_clock::now();
   if (busy) {
     volatile uint64_t spins = 0;
     while (bench::seconds_since(start) < seconds)
       for (int i = 0; i < 100000; ++i) spins = spins + 1;
-    std::printf("examples_per_sec=0 threads=0\n");
+    std::printf("examples_per_sec=0 threads=0 mean_threads=0\n");
     return 0;
   }
   while (bench::seconds_since(start) < seconds) {
+    thread_steps += est::ops::active_threads();
     step.step();
     ++steps;
   }
-  std::printf("examples_per_sec=%.1f threads=%d\n", steps * kBatch / bench::seconds_since(start),
-              est::ops::active_threads());
+  std::printf("examples_per_sec=%.1f threads=%d mean_threads=%.2f\n",
+              steps * kBatch / bench::seconds_since(start), est::ops::active_threads(),
+              steps > 0 ? static_cast<double>(thread_steps) / static_cast<double>(steps) : 0.0);
   return 0;
 }
 
@@ -135,6 +140,7 @@ Child spawn(const std::string& self, double seconds,
 struct Result {
   double rate = 0;  // examples/s of one process
   int threads = 0;
+  double mean_threads = 0;  // the team's size over the steps, on average
 };
 
 // Runs `processes` trainers and `busy` spinners at once; returns each trainer's result.
@@ -158,7 +164,8 @@ std::vector<Result> run(const std::string& self, int processes, int busy, double
   for (Child& c : children) {
     Result r;
     if (!std::fgets(line, sizeof line, c.out) ||
-        std::sscanf(line, "examples_per_sec=%lf threads=%d", &r.rate, &r.threads) != 2) {
+        std::sscanf(line, "examples_per_sec=%lf threads=%d mean_threads=%lf", &r.rate, &r.threads,
+                    &r.mean_threads) != 3) {
       std::fprintf(stderr, "threads_bench: a child reported nothing\n");
       std::exit(1);
     }
@@ -285,12 +292,14 @@ int main(int argc, char** argv) {
   fmt::print("cores={} seconds={} rounds={}\n", est::ops::available_cores(), seconds, rounds);
   std::vector<std::vector<double>> rates(scenarios.size());
   std::vector<int> threads(scenarios.size());
+  std::vector<std::vector<double>> mean_threads(scenarios.size());
   for (int r = 0; r < rounds; ++r)
     for (size_t s = 0; s < scenarios.size(); ++s)
       for (const Result& result :
            run(self, scenarios[s].processes, scenarios[s].busy, seconds, scenarios[s].variables)) {
         rates[s].push_back(result.rate);
         threads[s] = result.threads;
+        mean_threads[s].push_back(result.mean_threads);
       }
   const double one = median(rates[0]);
   std::map<std::string, double> of_one;
@@ -298,10 +307,10 @@ int main(int argc, char** argv) {
     const double rate = median(rates[s]);
     of_one[scenarios[s].name] = rate / one;
     fmt::print(
-        "scenario={} processes={} threads={} examples_per_sec={:.0f} of_one={:.2f} "
-        "total_of_one={:.2f}\n",
-        scenarios[s].name, scenarios[s].processes, threads[s], rate, rate / one,
-        scenarios[s].processes * rate / one);
+        "scenario={} processes={} threads={} mean_threads={:.2f} examples_per_sec={:.0f} "
+        "of_one={:.2f} total_of_one={:.2f}\n",
+        scenarios[s].name, scenarios[s].processes, threads[s], median(mean_threads[s]), rate,
+        rate / one, scenarios[s].processes * rate / one);
   }
   const auto target = [](const char* what, double value, double at_least) {
     fmt::print("target {}={:.2f} (>= {:.2f}): {}\n", what, value, at_least,
