@@ -23,23 +23,26 @@ enum Kind : uint32_t { kAllReduce = 1, kBroadcast = 2, kAllGatherSizes = 3, kAll
 
 const char* kind_name(uint32_t kind) {
   switch (kind) {
-    case kAllReduce:
-      return "all-reduce";
-    case kBroadcast:
-      return "broadcast";
+    case kAllReduce: return "all-reduce";
+    case kBroadcast: return "broadcast";
     case kAllGatherSizes:
-    case kAllGather:
-      return "all-gather";
+    case kAllGather: return "all-gather";
   }
   return "collective";
 }
 
+// `from` may sit at any byte: a chunk added straight out of a shared-memory channel follows
+// whatever the stream carried before it (an all-gather of odd sizes). Each number is loaded
+// through memcpy, an unaligned load that vectorizes as the plain loop did.
 template <class T>
 void add_into(char* into, const char* from, size_t bytes) {
   T* out = reinterpret_cast<T*>(into);
-  const T* in = reinterpret_cast<const T*>(from);
   size_t n = bytes / sizeof(T);
-  for (size_t i = 0; i < n; ++i) out[i] += in[i];
+  for (size_t i = 0; i < n; ++i) {
+    T in;
+    std::memcpy(&in, from + i * sizeof(T), sizeof in);
+    out[i] += in;
+  }
 }
 
 std::string describe_bytes(uint64_t bytes) {
@@ -129,8 +132,8 @@ void Ring::sender_loop() {
   }
 }
 
-void Ring::run(const Header& header, std::vector<SendItem> sends, std::vector<ReceiveItem> receives,
-               const std::string& what) {
+void Ring::run(const Header& header, std::vector<SendItem> sends,
+               std::vector<ReceiveItem> receives, const std::string& what) {
   check_usable();
   started_ = std::chrono::steady_clock::now();
   sends.insert(sends.begin(), {reinterpret_cast<const char*>(&header), sizeof header, 0});
@@ -204,17 +207,7 @@ void Ring::exchange(const Header& header, const std::vector<SendItem>* inline_se
     if (item.combine) {  // added straight out of a shared-memory channel, else from scratch_
       plane_.previous().receive_whole(
           item.bytes, scratch_,
-          [&](std::string_view bytes) {
-            const char* from = bytes.data();
-            size_t align = item.combine == &add_into<double> ? alignof(double) : alignof(float);
-            if (reinterpret_cast<uintptr_t>(from) % align != 0) {
-              // After an all-gather of odd sizes the stream is out of alignment for numbers.
-              aligned_.resize((bytes.size() + sizeof(double) - 1) / sizeof(double));
-              std::memcpy(aligned_.data(), from, bytes.size());
-              from = reinterpret_cast<const char*>(aligned_.data());
-            }
-            item.combine(item.data, from, bytes.size());
-          },
+          [&](std::string_view bytes) { item.combine(item.data, bytes.data(), bytes.size()); },
           check, what);
     } else {
       plane_.previous().receive(item.data, item.bytes, check, what);
@@ -241,8 +234,9 @@ void Ring::all_reduce_sum(const std::vector<std::pair<void*, size_t>>& spans, op
   if (world_ == 1 || count == 0) return;
   size_t element = dtype == ops::DType::kF64 ? 8 : 4;
   if (dtype != ops::DType::kF32 && dtype != ops::DType::kF64)
-    throw InvalidArgumentError(fmt::format(
-        "all-reduce: {} tensors cannot be summed; only float32 and float64", dtype_name(dtype)));
+    throw InvalidArgumentError(
+        fmt::format("all-reduce: {} tensors cannot be summed; only float32 and float64",
+                    dtype_name(dtype)));
   auto combine = dtype == ops::DType::kF64 ? &add_into<double> : &add_into<float>;
   // Each span's first element in the concatenation.
   std::vector<size_t> starts;
@@ -253,8 +247,7 @@ void Ring::all_reduce_sum(const std::vector<std::pair<void*, size_t>>& spans, op
   // Calls piece(pointer, bytes) for the parts of elements [begin, end) of the concatenation.
   auto for_pieces = [&](size_t begin, size_t end, const auto& piece) {
     auto s = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) -
-                                 starts.begin()) -
-             1;
+                                 starts.begin()) - 1;
     for (; begin < end; ++s) {
       size_t span_end = starts[s] + spans[s].second;
       if (span_end <= begin) continue;  // an empty span

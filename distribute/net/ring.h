@@ -123,7 +123,6 @@ class Ring {
   uint64_t inline_collectives_ = 0;
   std::chrono::steady_clock::time_point started_;  // of the current collective
   std::string scratch_;  // a received chunk to add, when it does not come through shared memory
-  std::vector<double> aligned_;  // a chunk out of shared memory that is not aligned
 
   // Between the calling thread and the sender thread.
   std::mutex mutex_;
