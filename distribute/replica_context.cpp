@@ -73,6 +73,12 @@ void ReplicaContext::reduce_scaled(std::vector<Tensor>& tensors,
   bool across_workers = strategy_->num_workers() > 1;
   if (strategy_->num_local_replicas() == 1) {  // nothing to sum locally: only the factors
     ops::NoGradGuard no_grad;
+    if (across_workers && std::all_of(tensors.begin(), tensors.end(), [](const Tensor& t) {
+          return !t.defined() || t.device().is_cpu();
+        })) {  // scaled inside the collective, into fresh sums: the inputs may alias
+      cross_device_ops_->reduce_scaled_across_workers(tensors, factors, describe("all-reduce"));
+      return;
+    }
     for (size_t i = 0; i < tensors.size(); ++i)
       if (tensors[i].defined() && (factors[i] != 1.0 || across_workers))
         tensors[i] = ops::mul(tensors[i], factors[i]);  // a fresh buffer: inputs may alias

@@ -146,6 +146,50 @@ void CollectiveAllReduce::sum_in_place(std::vector<ops::Tensor*>& tensors,
   }
 }
 
+std::vector<ops::Tensor> CollectiveAllReduce::sum_scaled(const std::vector<ops::Tensor>& inputs,
+                                                         const std::vector<double>& factors,
+                                                         const std::string& what) {
+  for (const ops::Tensor& t : inputs)
+    if (t.defined() && t.dtype() != ops::DType::kF32 && t.dtype() != ops::DType::kF64)
+      throw InvalidArgumentError(fmt::format(
+          "all-reduce: a {} tensor cannot be summed across workers; only float32 and float64",
+          dtype_name(t.dtype())));
+  std::vector<ops::Tensor> sums(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined()) sums[i] = ops::Tensor::empty(inputs[i].shape(), inputs[i].dtype());
+  auto pack_limit = static_cast<size_t>(options_.bytes_per_pack);
+  for (ops::DType dtype : {ops::DType::kF32, ops::DType::kF64}) {
+    std::vector<Ring::ScaledSpan> pack;
+    size_t pack_bytes = 0;
+    auto flush = [&] {
+      if (!pack.empty()) runtime_->ring().all_reduce_scaled(pack, dtype, what);
+      pack.clear();
+      pack_bytes = 0;
+    };
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const ops::Tensor& in = inputs[i];
+      if (!in.defined() || in.dtype() != dtype) continue;
+      if (!pack.empty() && pack_bytes + in.nbytes() > pack_limit) flush();
+      // The outs are fresh, so they overlap nothing; inputs that share memory are only read.
+      pack.push_back(
+          {in.raw_data(), sums[i].raw_data(), static_cast<size_t>(in.numel()), factors[i]});
+      pack_bytes += in.nbytes();
+    }
+    flush();
+  }
+  return sums;
+}
+
+void CollectiveAllReduce::reduce_scaled_across_workers(std::vector<ops::Tensor>& tensors,
+                                                       const std::vector<double>& factors,
+                                                       const std::string& what) {
+  if (num_workers() == 1) {
+    CrossDeviceOps::reduce_scaled_across_workers(tensors, factors, what);
+    return;
+  }
+  tensors = sum_scaled(tensors, factors, what);
+}
+
 // One background reduction: its inputs and factors, then its sums or its error.
 struct CollectiveAllReduce::Job {
   std::vector<ops::Tensor> inputs;
@@ -169,17 +213,6 @@ class BackgroundReduction : public PendingReduction {
  private:
   std::shared_ptr<CollectiveAllReduce::Job> job_;
 };
-
-template <class T>
-void scale_into(const ops::Tensor& in, double factor, ops::Tensor& out) {
-  const T* source = in.data<T>();
-  T* target = out.data<T>();
-  auto n = static_cast<size_t>(in.numel());
-  auto f = static_cast<T>(factor);
-  if (factor == 1.0) std::memcpy(target, source, n * sizeof(T));
-  else
-    for (size_t i = 0; i < n; ++i) target[i] = source[i] * f;
-}
 
 }  // namespace
 
@@ -220,17 +253,7 @@ void CollectiveAllReduce::communication_loop() {
     }
     try {
       // Fresh sums: the inputs (a step's gradients) are only read.
-      std::vector<ops::Tensor> sums(job->inputs.size());
-      std::vector<ops::Tensor*> defined;
-      for (size_t i = 0; i < job->inputs.size(); ++i) {
-        const ops::Tensor& in = job->inputs[i];
-        if (!in.defined()) continue;
-        sums[i] = ops::Tensor::empty(in.shape(), in.dtype());
-        if (in.dtype() == ops::DType::kF64) scale_into<double>(in, job->factors[i], sums[i]);
-        else if (in.dtype() == ops::DType::kF32) scale_into<float>(in, job->factors[i], sums[i]);
-        defined.push_back(&sums[i]);
-      }
-      sum_in_place(defined, communication_pack_, job->what);
+      std::vector<ops::Tensor> sums = sum_scaled(job->inputs, job->factors, job->what);
       std::lock_guard lock(job->mutex);
       job->sums = std::move(sums);
       job->done = true;

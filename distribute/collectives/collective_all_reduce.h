@@ -5,11 +5,13 @@
 // A step can also start reductions in the background (start_reduce): a communication thread
 // runs them in the order they were started, while the step computes the rest of its gradients.
 //
-// Many small gradients are packed: tensors are copied into packs of at most bytes_per_pack
-// bytes (one dtype per pack), each pack is reduced with one ring all-reduce and copied back, as
-// CommunicationOptions(bytes_per_pack) and Horovod's fusion buffer do; a tensor larger than a
-// pack is reduced in place on its own. Packing changes no result: the ring sums each element
-// in the same order whatever its neighbours.
+// Many small gradients are packed: the tensors of a pack (at most bytes_per_pack bytes, one
+// dtype) are reduced with one ring all-reduce over their spans, where they are, as
+// CommunicationOptions(bytes_per_pack) and Horovod's fusion buffer do (a pack whose tensors
+// share memory goes through a copy). Packing changes no result: the ring sums each element in
+// the same order whatever its neighbours. A replica's own gradients (one replica per worker,
+// or a background reduction) are not copied at all: the ring reads them, scales them where it
+// first reads them and writes the sums into fresh tensors.
 #pragma once
 
 #include <condition_variable>
@@ -63,6 +65,9 @@ class CollectiveAllReduce : public CrossDeviceOps {
                     const std::vector<std::vector<ops::Tensor>*>& outputs, int slice,
                     int num_slices) const override;
   void reduce_across_workers(std::vector<ops::Tensor>& sums, const std::string& what) override;
+  void reduce_scaled_across_workers(std::vector<ops::Tensor>& tensors,
+                                    const std::vector<double>& factors,
+                                    const std::string& what) override;
   void broadcast_from_chief(std::vector<ops::Tensor>& values, const std::string& what) override;
   std::vector<std::string> all_gather_across_workers(const std::string& mine,
                                                      const std::string& what) override;
@@ -83,6 +88,10 @@ class CollectiveAllReduce : public CrossDeviceOps {
   // Sums `tensors` across workers in place, packing small ones through `pack`.
   void sum_in_place(std::vector<ops::Tensor*>& tensors, std::vector<char>& pack,
                     const std::string& what);
+  // Fresh sums across workers of factors[i] x inputs[i] (only read; undefined entries stay
+  // undefined), packed as sum_in_place packs, scaled inside the ring's reduce-scatter.
+  std::vector<ops::Tensor> sum_scaled(const std::vector<ops::Tensor>& inputs,
+                                      const std::vector<double>& factors, const std::string& what);
   void communication_loop();
 
   std::shared_ptr<ClusterRuntime> runtime_;
@@ -96,7 +105,6 @@ class CollectiveAllReduce : public CrossDeviceOps {
   std::deque<std::shared_ptr<Job>> jobs_;
   bool stopping_ = false;
   std::thread communication_;
-  std::vector<char> communication_pack_;
 };
 
 }  // namespace est::distribute

@@ -57,6 +57,15 @@ class DoneReduction : public PendingReduction {
 
 }  // namespace
 
+void CrossDeviceOps::reduce_scaled_across_workers(std::vector<ops::Tensor>& tensors,
+                                                  const std::vector<double>& factors,
+                                                  const std::string& what) {
+  ops::NoGradGuard no_grad;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].defined()) tensors[i] = ops::mul(tensors[i], factors[i]);  // fresh buffers
+  reduce_across_workers(tensors, what);
+}
+
 std::unique_ptr<PendingReduction> CrossDeviceOps::start_reduce(std::vector<ops::Tensor> inputs,
                                                                std::vector<double> factors,
                                                                std::string what) {

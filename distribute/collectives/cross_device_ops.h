@@ -64,6 +64,13 @@ class CrossDeviceOps {
   // messages ("all-reduce at step 812").
   virtual void reduce_across_workers(std::vector<ops::Tensor>& /*sums*/,
                                      const std::string& /*what*/) {}
+  // The same for one local replica's own tensors, scaled on the way: `tensors` (only read,
+  // undefined entries skipped) become fresh tensors holding the sum over every worker of
+  // factors[i] x tensors[i]. Host tensors only. The default scales into fresh buffers, then
+  // calls reduce_across_workers; the ring does both in one pass.
+  virtual void reduce_scaled_across_workers(std::vector<ops::Tensor>& tensors,
+                                            const std::vector<double>& factors,
+                                            const std::string& what);
   // Copies the chief's `values` (byte for byte) into every worker's.
   virtual void broadcast_from_chief(std::vector<ops::Tensor>& /*values*/,
                                     const std::string& /*what*/) {}

@@ -31,18 +31,40 @@ const char* kind_name(uint32_t kind) {
   return "collective";
 }
 
-// `from` may sit at any byte: a chunk added straight out of a shared-memory channel follows
-// whatever the stream carried before it (an all-gather of odd sizes). Each number is loaded
-// through memcpy, an unaligned load that vectorizes as the plain loop did.
+// into = own x scale + from, for a chunk of the reduce-scatter (own may be into). `from` may
+// sit at any byte: a chunk added straight out of a shared-memory channel follows whatever the
+// stream carried before it (an all-gather of odd sizes). Each number is loaded through memcpy,
+// an unaligned load that vectorizes as the plain loop did. The scale is a pass of its own over
+// the chunk (in cache by then), so that no compiler fuses it with the add: the sums stay those
+// of a multiply, then an add, as on every other path.
 template <class T>
-void add_into(char* into, const char* from, size_t bytes) {
+void combine_into(char* into, const char* own, const char* from, size_t bytes, double scale) {
   T* out = reinterpret_cast<T*>(into);
+  const T* mine = reinterpret_cast<const T*>(own);
   size_t n = bytes / sizeof(T);
+  if (scale != 1.0) {
+    const auto factor = static_cast<T>(scale);
+    for (size_t i = 0; i < n; ++i) out[i] = mine[i] * factor;
+    mine = out;
+  }
   for (size_t i = 0; i < n; ++i) {
     T in;
     std::memcpy(&in, from + i * sizeof(T), sizeof in);
-    out[i] += in;
+    out[i] = mine[i] + in;
   }
+}
+
+// out = in x scale, element by element (in may be out).
+template <class T>
+void scale_into(void* out, const void* in, size_t n, double scale) {
+  if (scale == 1.0) {
+    if (out != in) std::memmove(out, in, n * sizeof(T));
+    return;
+  }
+  const auto factor = static_cast<T>(scale);
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(in);
+  for (size_t i = 0; i < n; ++i) o[i] = x[i] * factor;
 }
 
 std::string describe_bytes(uint64_t bytes) {
@@ -207,7 +229,9 @@ void Ring::exchange(const Header& header, const std::vector<SendItem>* inline_se
     if (item.combine) {  // added straight out of a shared-memory channel, else from scratch_
       plane_.previous().receive_whole(
           item.bytes, scratch_,
-          [&](std::string_view bytes) { item.combine(item.data, bytes.data(), bytes.size()); },
+          [&](std::string_view bytes) {
+            item.combine(item.data, item.own, bytes.data(), bytes.size(), item.scale);
+          },
           check, what);
     } else {
       plane_.previous().receive(item.data, item.bytes, check, what);
@@ -229,32 +253,51 @@ void Ring::all_reduce_sum(void* data, size_t count, ops::DType dtype, const std:
 
 void Ring::all_reduce_sum(const std::vector<std::pair<void*, size_t>>& spans, ops::DType dtype,
                           const std::string& what) {
-  size_t count = 0;
-  for (const auto& span : spans) count += span.second;
-  if (world_ == 1 || count == 0) return;
-  size_t element = dtype == ops::DType::kF64 ? 8 : 4;
+  std::vector<ScaledSpan> scaled;
+  scaled.reserve(spans.size());
+  for (const auto& [data, count] : spans) scaled.push_back({data, data, count, 1.0});
+  all_reduce_scaled(scaled, dtype, what);
+}
+
+void Ring::all_reduce_scaled(const std::vector<ScaledSpan>& spans, ops::DType dtype,
+                             const std::string& what) {
   if (dtype != ops::DType::kF32 && dtype != ops::DType::kF64)
     throw InvalidArgumentError(
         fmt::format("all-reduce: {} tensors cannot be summed; only float32 and float64",
                     dtype_name(dtype)));
-  auto combine = dtype == ops::DType::kF64 ? &add_into<double> : &add_into<float>;
+  size_t element = dtype == ops::DType::kF64 ? 8 : 4;
+  auto scale = dtype == ops::DType::kF64 ? &scale_into<double> : &scale_into<float>;
+  size_t count = 0;
+  for (const auto& span : spans) count += span.count;
+  if (world_ == 1 || count == 0) {
+    for (const ScaledSpan& span : spans) scale(span.out, span.in, span.count, span.scale);
+    return;
+  }
+  auto combine = dtype == ops::DType::kF64 ? &combine_into<double> : &combine_into<float>;
   // Each span's first element in the concatenation.
   std::vector<size_t> starts;
   for (size_t offset = 0; const auto& span : spans) {
     starts.push_back(offset);
-    offset += span.second;
+    offset += span.count;
   }
-  // Calls piece(pointer, bytes) for the parts of elements [begin, end) of the concatenation.
+  // Calls piece(span, first element within it, elements) for the parts of elements
+  // [begin, end) of the concatenation.
   auto for_pieces = [&](size_t begin, size_t end, const auto& piece) {
     auto s = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) -
                                  starts.begin()) - 1;
     for (; begin < end; ++s) {
-      size_t span_end = starts[s] + spans[s].second;
+      size_t span_end = starts[s] + spans[s].count;
       if (span_end <= begin) continue;  // an empty span
       size_t n = std::min(end, span_end) - begin;
-      piece(static_cast<char*>(spans[s].first) + (begin - starts[s]) * element, n * element);
+      piece(spans[s], begin - starts[s], n);
       begin += n;
     }
+  };
+  auto out_at = [&](const ScaledSpan& span, size_t first) {
+    return static_cast<char*>(span.out) + first * element;
+  };
+  auto in_at = [&](const ScaledSpan& span, size_t first) {
+    return static_cast<const char*>(span.in) + first * element;
   };
   size_t chunk = kChunkBytes / element;
   scratch_.reserve(kChunkBytes);
@@ -269,15 +312,29 @@ void Ring::all_reduce_sum(const std::vector<std::pair<void*, size_t>>& spans, op
     auto [receive_begin, receive_end] = segment(scatter ? rank_ - k - 1 : rank_ - k);
     for (size_t i = send_begin, j = 0; i < send_end; i += chunk, ++j) {
       int64_t after = step == 0 ? 0 : chunk_done[j];
-      for_pieces(i, std::min(i + chunk, send_end), [&](char* p, size_t bytes) {
-        sends.push_back({p, bytes, after});
-      });
+      for_pieces(
+          i, std::min(i + chunk, send_end), [&](const ScaledSpan& span, size_t first, size_t n) {
+            const char* data = out_at(span, first);
+            if (step == 0 && span.scale == 1.0) {  // this task's own numbers, sent as they are
+              data = in_at(span, first);
+            } else if (step == 0) {  // scaled first, into the out that the all-gather overwrites
+              scale(out_at(span, first), in_at(span, first), n, span.scale);
+            }
+            sends.push_back({data, n * element, after});
+          });
     }
     chunk_done.clear();
     for (size_t i = receive_begin; i < receive_end; i += chunk) {
-      for_pieces(i, std::min(i + chunk, receive_end), [&](char* p, size_t bytes) {
-        receives.push_back({p, bytes, scatter ? combine : nullptr});
-      });
+      for_pieces(i, std::min(i + chunk, receive_end),
+                 [&](const ScaledSpan& span, size_t first, size_t n) {
+                   ReceiveItem item{out_at(span, first), n * element};
+                   if (scatter) {
+                     item.combine = combine;
+                     item.own = in_at(span, first);
+                     item.scale = span.scale;
+                   }
+                   receives.push_back(item);
+                 });
       chunk_done.push_back(static_cast<int64_t>(receives.size()));
     }
   }

@@ -54,6 +54,22 @@ class Ring {
   // the concatenated buffer.
   void all_reduce_sum(const std::vector<std::pair<void*, size_t>>& spans, ops::DType dtype,
                       const std::string& what);
+  // One span of all_reduce_scaled: `count` elements read from `in` (only read), times `scale`,
+  // summed over every task into `out` (in == out sums in place).
+  struct ScaledSpan {
+    const void* in;
+    void* out;
+    size_t count;
+    double scale = 1.0;
+  };
+  // out = the sum over every task of scale x in, span by span, with no pass of its own for the
+  // scale or for a copy of `in` into `out`: a task's own numbers are scaled where the
+  // reduce-scatter first reads them (as TensorFlow's collective ops apply the final op in the
+  // last step). The outs must not overlap each other, nor any in but their own; ins may
+  // overlap each other. The bytes on the wire are those of all_reduce_sum on the scaled
+  // numbers (each scaled as x * T(scale), then added), so are the sums.
+  void all_reduce_scaled(const std::vector<ScaledSpan>& spans, ops::DType dtype,
+                         const std::string& what);
   // Copies `bytes` bytes of the root's buffer into every task's.
   void broadcast(void* data, size_t bytes, int root, const std::string& what);
   // Every task's `mine`, indexed by rank.
@@ -90,8 +106,12 @@ class Ring {
   struct ReceiveItem {
     char* data;
     size_t bytes;
-    // Adds the received bytes into `data` instead of receiving into it (reduce-scatter).
-    void (*combine)(char* into, const char* from, size_t bytes) = nullptr;
+    // Reduce-scatter: data = own x scale + the received bytes, instead of receiving into it
+    // (own may be data).
+    void (*combine)(char* into, const char* own, const char* from, size_t bytes,
+                    double scale) = nullptr;
+    const char* own = nullptr;
+    double scale = 1.0;
   };
   struct Header {
     uint64_t sequence;
