@@ -2,7 +2,6 @@
 #include "distribute/net/shm_channel.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -10,7 +9,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <random>
@@ -23,7 +21,6 @@ namespace {
 
 constexpr uint64_t kMagic = 0x45535453484d3032ULL;  // "ESTSHM02": the buffer mapped twice
 constexpr int kSpins = 256;
-constexpr auto kYieldFor = std::chrono::microseconds(200);
 
 void futex_wait(uint32_t* word, uint32_t expected) {
   timespec timeout{.tv_sec = 0, .tv_nsec = 100'000'000};  // 100 ms, then the caller checks
@@ -158,16 +155,6 @@ void ShmChannel::wait(Ready ready, uint32_t* word, uint32_t* waiting,
   for (int i = 0; i < kSpins; ++i) {
     if (ready()) return;
     relax();
-  }
-  {
-    auto until = std::chrono::steady_clock::now() + kYieldFor;
-    do {
-      for (int i = 0; i < 16; ++i) {
-        if (ready()) return;
-        relax();
-      }
-      sched_yield();
-    } while (std::chrono::steady_clock::now() < until);
   }
   std::atomic_ref<uint32_t> flag(*waiting), value(*word);
   for (;;) {

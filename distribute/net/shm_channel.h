@@ -9,12 +9,9 @@
 // The buffer is mapped twice in a row, so that a span that wraps at its end is still one span
 // (read_whole hands a whole frame to its reader in place).
 // Positions are two 64-bit counters (bytes written, bytes read); a side that must wait spins
-// briefly, then for up to 200 us polls with sched_yield between polls (the core goes to any
-// other runnable thread, but a virtual CPU does not halt: waking a halted one through the
-// hypervisor took tens of microseconds per chunk, and a 1 MB all-reduce of two workers ran at
-// a third of the speed it reaches polling), then sleeps on a futex in the shared page for at
-// most 100 ms at a time and calls its `check` between sleeps (the job's health, and whether the
-// peer's TCP connection still stands), so a dead or stopped peer ends the wait as it does on TCP.
+// briefly, then sleeps on a futex in the shared page for at most 100 ms at a time and calls its
+// `check` between sleeps (the job's health, and whether the peer's TCP connection still stands),
+// so a dead or stopped peer ends the wait as it does on TCP.
 #pragma once
 
 #include <cstddef>
