@@ -100,83 +100,96 @@ bool overlapping(std::vector<std::pair<void*, size_t>> spans, size_t element) {
 
 }  // namespace
 
-void CollectiveAllReduce::sum_in_place(std::vector<ops::Tensor*>& tensors,
-                                       std::vector<char>& pack_buffer, const std::string& what) {
+namespace {
+
+// Throws unless every tensor listed (null: skipped) is float32 or float64.
+void check_summable(const std::vector<const ops::Tensor*>& tensors) {
   for (const ops::Tensor* t : tensors)
-    if (t->dtype() != ops::DType::kF32 && t->dtype() != ops::DType::kF64)
+    if (t && t->dtype() != ops::DType::kF32 && t->dtype() != ops::DType::kF64)
       throw InvalidArgumentError(fmt::format(
           "all-reduce: a {} tensor cannot be summed across workers; only float32 and float64",
           dtype_name(t->dtype())));
-  auto pack_limit = static_cast<size_t>(options_.bytes_per_pack);
+}
+
+// Cuts the tensors listed (null: skipped) into packs of one dtype, float32 first, and of at
+// most `limit` bytes (a larger tensor travels alone), in their order; calls
+// pack(dtype, indices, bytes) for each.
+template <class Pack>
+void for_each_pack(const std::vector<const ops::Tensor*>& tensors, size_t limit, Pack&& pack) {
   for (ops::DType dtype : {ops::DType::kF32, ops::DType::kF64}) {
-    std::vector<ops::Tensor*> pack;  // tensors waiting for the current pack
-    size_t pack_bytes = 0;
+    std::vector<size_t> indices;  // tensors waiting for the current pack
+    size_t bytes = 0;
     auto flush = [&] {
-      if (pack.empty()) return;
-      std::vector<std::pair<void*, size_t>> spans;
-      for (ops::Tensor* t : pack) spans.emplace_back(t->raw_data(), static_cast<size_t>(t->numel()));
-      if (!overlapping(spans, ops::dtype_size(dtype))) {
-        // Summed where they are, as one concatenation: the bytes and sums of a copied pack.
-        runtime_->ring().all_reduce_sum(spans, dtype, what);
-      } else {  // tensors that share memory each get their own sum, through a copy
-        pack_buffer.resize(pack_bytes);
-        size_t offset = 0;
-        for (ops::Tensor* t : pack) {
-          std::memcpy(pack_buffer.data() + offset, t->raw_data(), t->nbytes());
-          offset += t->nbytes();
-        }
-        runtime_->ring().all_reduce_sum(pack_buffer.data(), pack_bytes / ops::dtype_size(dtype),
-                                        dtype, what);
-        offset = 0;
-        for (ops::Tensor* t : pack) {
-          std::memcpy(t->raw_data(), pack_buffer.data() + offset, t->nbytes());
-          offset += t->nbytes();
-        }
-      }
-      pack.clear();
-      pack_bytes = 0;
+      if (!indices.empty()) pack(dtype, indices, bytes);
+      indices.clear();
+      bytes = 0;
     };
-    for (ops::Tensor* t : tensors) {
-      if (t->dtype() != dtype) continue;
-      if (!pack.empty() && pack_bytes + t->nbytes() > pack_limit) flush();
-      pack.push_back(t);
-      pack_bytes += t->nbytes();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const ops::Tensor* t = tensors[i];
+      if (!t || t->dtype() != dtype) continue;
+      if (!indices.empty() && bytes + t->nbytes() > limit) flush();
+      indices.push_back(i);
+      bytes += t->nbytes();
     }
     flush();
   }
 }
 
+}  // namespace
+
+void CollectiveAllReduce::sum_in_place(std::vector<ops::Tensor*>& tensors,
+                                       std::vector<char>& pack_buffer, const std::string& what) {
+  std::vector<const ops::Tensor*> listed(tensors.begin(), tensors.end());
+  check_summable(listed);
+  auto pack_limit = static_cast<size_t>(options_.bytes_per_pack);
+  for_each_pack(
+      listed, pack_limit,
+      [&](ops::DType dtype, const std::vector<size_t>& pack, size_t pack_bytes) {
+        std::vector<std::pair<void*, size_t>> spans;
+        for (size_t i : pack)
+          spans.emplace_back(tensors[i]->raw_data(), static_cast<size_t>(tensors[i]->numel()));
+        if (!overlapping(spans, ops::dtype_size(dtype))) {
+          // Summed where they are, as one concatenation: the bytes and sums of a copied pack.
+          runtime_->ring().all_reduce_sum(spans, dtype, what);
+          return;
+        }
+        // Tensors that share memory each get their own sum, through a copy.
+        pack_buffer.resize(pack_bytes);
+        size_t offset = 0;
+        for (size_t i : pack) {
+          std::memcpy(pack_buffer.data() + offset, tensors[i]->raw_data(), tensors[i]->nbytes());
+          offset += tensors[i]->nbytes();
+        }
+        runtime_->ring().all_reduce_sum(pack_buffer.data(), pack_bytes / ops::dtype_size(dtype),
+                                        dtype, what);
+        offset = 0;
+        for (size_t i : pack) {
+          std::memcpy(tensors[i]->raw_data(), pack_buffer.data() + offset, tensors[i]->nbytes());
+          offset += tensors[i]->nbytes();
+        }
+      });
+}
+
 std::vector<ops::Tensor> CollectiveAllReduce::sum_scaled(const std::vector<ops::Tensor>& inputs,
                                                          const std::vector<double>& factors,
                                                          const std::string& what) {
-  for (const ops::Tensor& t : inputs)
-    if (t.defined() && t.dtype() != ops::DType::kF32 && t.dtype() != ops::DType::kF64)
-      throw InvalidArgumentError(fmt::format(
-          "all-reduce: a {} tensor cannot be summed across workers; only float32 and float64",
-          dtype_name(t.dtype())));
+  std::vector<const ops::Tensor*> listed;
+  for (const ops::Tensor& in : inputs) listed.push_back(in.defined() ? &in : nullptr);
+  check_summable(listed);
   std::vector<ops::Tensor> sums(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].defined()) sums[i] = ops::Tensor::empty(inputs[i].shape(), inputs[i].dtype());
   auto pack_limit = static_cast<size_t>(options_.bytes_per_pack);
-  for (ops::DType dtype : {ops::DType::kF32, ops::DType::kF64}) {
-    std::vector<Ring::ScaledSpan> pack;
-    size_t pack_bytes = 0;
-    auto flush = [&] {
-      if (!pack.empty()) runtime_->ring().all_reduce_scaled(pack, dtype, what);
-      pack.clear();
-      pack_bytes = 0;
-    };
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const ops::Tensor& in = inputs[i];
-      if (!in.defined() || in.dtype() != dtype) continue;
-      if (!pack.empty() && pack_bytes + in.nbytes() > pack_limit) flush();
-      // The outs are fresh, so they overlap nothing; inputs that share memory are only read.
-      pack.push_back(
-          {in.raw_data(), sums[i].raw_data(), static_cast<size_t>(in.numel()), factors[i]});
-      pack_bytes += in.nbytes();
-    }
-    flush();
-  }
+  for_each_pack(listed, pack_limit,
+                [&](ops::DType dtype, const std::vector<size_t>& pack, size_t /*pack_bytes*/) {
+                  // The outs are fresh, so they overlap nothing; inputs that share memory are only
+                  // read.
+                  std::vector<Ring::ScaledSpan> spans;
+                  for (size_t i : pack)
+                    spans.push_back({inputs[i].raw_data(), sums[i].raw_data(),
+                                     static_cast<size_t>(inputs[i].numel()), factors[i]});
+                  runtime_->ring().all_reduce_scaled(spans, dtype, what);
+                });
   return sums;
 }
 

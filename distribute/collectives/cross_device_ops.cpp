@@ -69,10 +69,8 @@ void CrossDeviceOps::reduce_scaled_across_workers(std::vector<ops::Tensor>& tens
 std::unique_ptr<PendingReduction> CrossDeviceOps::start_reduce(std::vector<ops::Tensor> inputs,
                                                                std::vector<double> factors,
                                                                std::string what) {
-  ops::NoGradGuard no_grad;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].defined()) inputs[i] = ops::mul(inputs[i], factors[i]);  // fresh buffers
-  reduce_across_workers(inputs, what);
+  // This class's own scaling (fresh buffers), whatever a subclass does for host tensors.
+  CrossDeviceOps::reduce_scaled_across_workers(inputs, factors, what);
   return std::make_unique<DoneReduction>(std::move(inputs));
 }
 

@@ -31,6 +31,19 @@ const char* kind_name(uint32_t kind) {
   return "collective";
 }
 
+// out = in x scale, element by element (in may be out).
+template <class T>
+void scale_into(void* out, const void* in, size_t n, double scale) {
+  if (scale == 1.0) {
+    if (out != in) std::memmove(out, in, n * sizeof(T));
+    return;
+  }
+  const auto factor = static_cast<T>(scale);
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(in);
+  for (size_t i = 0; i < n; ++i) o[i] = x[i] * factor;
+}
+
 // into = own x scale + from, for a chunk of the reduce-scatter (own may be into). `from` may
 // sit at any byte: a chunk added straight out of a shared-memory channel follows whatever the
 // stream carried before it (an all-gather of odd sizes). Each number is loaded through memcpy,
@@ -43,8 +56,7 @@ void combine_into(char* into, const char* own, const char* from, size_t bytes, d
   const T* mine = reinterpret_cast<const T*>(own);
   size_t n = bytes / sizeof(T);
   if (scale != 1.0) {
-    const auto factor = static_cast<T>(scale);
-    for (size_t i = 0; i < n; ++i) out[i] = mine[i] * factor;
+    scale_into<T>(out, mine, n, scale);
     mine = out;
   }
   for (size_t i = 0; i < n; ++i) {
@@ -52,19 +64,6 @@ void combine_into(char* into, const char* own, const char* from, size_t bytes, d
     std::memcpy(&in, from + i * sizeof(T), sizeof in);
     out[i] = mine[i] + in;
   }
-}
-
-// out = in x scale, element by element (in may be out).
-template <class T>
-void scale_into(void* out, const void* in, size_t n, double scale) {
-  if (scale == 1.0) {
-    if (out != in) std::memmove(out, in, n * sizeof(T));
-    return;
-  }
-  const auto factor = static_cast<T>(scale);
-  T* o = static_cast<T*>(out);
-  const T* x = static_cast<const T*>(in);
-  for (size_t i = 0; i < n; ++i) o[i] = x[i] * factor;
 }
 
 std::string describe_bytes(uint64_t bytes) {
