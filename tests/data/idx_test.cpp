@@ -88,6 +88,24 @@ TEST_CASE("mnist reads gzipped IDX images and labels into image/label elements")
   CHECK(read_idx(plain).item() == 1.5);
 }
 
+TEST_CASE("scale divides every byte value by 255 in float32, as tf.cast(image) / 255.0") {
+  Tensor bytes = Tensor::empty({16, 16}, DType::kU8);
+  for (int v = 0; v < 256; ++v) bytes.data<uint8_t>()[v] = static_cast<uint8_t>(255 - v);
+  Element scaled = scale(Element(Features{{"image", bytes}}, Tensor::scalar(3, DType::kI64)));
+  const Tensor& image = scaled.features.at("image");
+  REQUIRE(image.dtype() == DType::kF32);
+  CHECK(image.shape() == Shape{16, 16});
+  int differ = 0;  // bytes whose quotient a multiplication by 1/255 would round differently
+  for (int v = 0; v < 256; ++v) {
+    const float expected = static_cast<float>(255 - v) / 255.0f;
+    const float got = image.data<float>()[v];
+    CHECK(std::memcmp(&got, &expected, sizeof got) == 0);
+    differ += static_cast<float>(255 - v) * (1.0f / 255.0f) != expected;
+  }
+  CHECK(differ > 0);  // so the comparison above tells a division from a multiplication
+  CHECK(scaled.labels.item() == 3);
+}
+
 TEST_CASE("bad IDX magic, truncation, trailing bytes and mismatched counts are DataLossErrors") {
   std::string dir = make_dir("mnist_magic", labels_bytes(3), labels_bytes(3));
   std::string message = error_message<DataLossError>([&] { drain(mnist(dir, "train")); });
