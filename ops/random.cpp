@@ -23,8 +23,6 @@ uint64_t splitmix64(uint64_t& x) {
   return z ^ (z >> 31);
 }
 
-constexpr uint64_t rotate_left(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
 // Two independent standard normals from two uniforms (Box-Muller); u1 is taken in (0, 1] so
 // that the logarithm is finite.
 std::pair<double, double> normal_pair(Generator& generator) {
@@ -65,22 +63,6 @@ Generator::Generator(uint64_t seed) {
   for (uint64_t& word : state_) word = splitmix64(x);
 }
 
-uint64_t Generator::next_u64() {
-  const uint64_t result = rotate_left(state_[1] * 5, 7) * 9;
-  const uint64_t t = state_[1] << 17;
-  state_[2] ^= state_[0];
-  state_[3] ^= state_[1];
-  state_[1] ^= state_[2];
-  state_[0] ^= state_[3];
-  state_[2] ^= t;
-  state_[3] = rotate_left(state_[3], 45);
-  return result;
-}
-
-double Generator::next_double() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
-
-float Generator::next_float() { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
-
 double Generator::next_normal() {
   if (has_spare_) {
     has_spare_ = false;
@@ -117,7 +99,8 @@ Tensor random_uniform(const Shape& shape, double minval, double maxval, Generato
     cpu::dispatch_numeric(dtype, "random_uniform", [&](auto tag) {
       using T = decltype(tag);
       T* data = out.data<T>();
-      for (int64_t i = 0; i < out.numel(); ++i)
+      const int64_t n = out.numel();
+      for (int64_t i = 0; i < n; ++i)
         data[i] = static_cast<T>(low + static_cast<int64_t>(generator.next_u64() % range));
     });
     return out;
@@ -130,7 +113,8 @@ Tensor random_uniform(const Shape& shape, double minval, double maxval, Generato
     using T = decltype(tag);
     T* data = out.data<T>();
     const T low = static_cast<T>(minval), high = static_cast<T>(maxval);
-    for (int64_t i = 0; i < out.numel(); ++i) {
+    const int64_t n = out.numel();
+    for (int64_t i = 0; i < n; ++i) {
       T u = std::is_same_v<T, float> ? static_cast<T>(generator.next_float())
                                      : static_cast<T>(generator.next_double());
       T v = low + (high - low) * u;

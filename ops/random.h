@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 
 #include "ops/tensor.h"
@@ -13,9 +14,21 @@ namespace est::ops {
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0);
-  uint64_t next_u64();
-  double next_double();  // uniform in [0, 1)
-  float next_float();    // uniform in [0, 1)
+  // Defined here so that the tensor ops' loops inline them.
+  uint64_t next_u64() {
+    const uint64_t result = std::rotl(state_[1] * 5, 7) * 9;
+    const uint64_t t = state_[1] << 17;
+    state_[2] ^= state_[0];
+    state_[3] ^= state_[1];
+    state_[1] ^= state_[2];
+    state_[0] ^= state_[3];
+    state_[2] ^= t;
+    state_[3] = std::rotl(state_[3], 45);
+    return result;
+  }
+  // Uniform in [0, 1).
+  double next_double() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+  float next_float() { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }
   double next_normal();  // standard normal (Box-Muller; a spare value is kept in the state)
   std::array<uint64_t, 4> state() const { return state_; }
   void set_state(const std::array<uint64_t, 4>& state);
