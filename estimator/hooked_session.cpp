@@ -3,8 +3,8 @@
 #include "estimator/hooked_session.h"
 
 #include <fmt/format.h>
-#include <array>
 
+#include <array>
 #include <cstring>
 #include <optional>
 #include <string>
