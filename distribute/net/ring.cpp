@@ -23,10 +23,13 @@ enum Kind : uint32_t { kAllReduce = 1, kBroadcast = 2, kAllGatherSizes = 3, kAll
 
 const char* kind_name(uint32_t kind) {
   switch (kind) {
-    case kAllReduce: return "all-reduce";
-    case kBroadcast: return "broadcast";
+    case kAllReduce:
+      return "all-reduce";
+    case kBroadcast:
+      return "broadcast";
     case kAllGatherSizes:
-    case kAllGather: return "all-gather";
+    case kAllGather:
+      return "all-gather";
   }
   return "collective";
 }
@@ -153,8 +156,8 @@ void Ring::sender_loop() {
   }
 }
 
-void Ring::run(const Header& header, std::vector<SendItem> sends,
-               std::vector<ReceiveItem> receives, const std::string& what) {
+void Ring::run(const Header& header, std::vector<SendItem> sends, std::vector<ReceiveItem> receives,
+               const std::string& what) {
   check_usable();
   started_ = std::chrono::steady_clock::now();
   sends.insert(sends.begin(), {reinterpret_cast<const char*>(&header), sizeof header, 0});
@@ -261,9 +264,8 @@ void Ring::all_reduce_sum(const std::vector<std::pair<void*, size_t>>& spans, op
 void Ring::all_reduce_scaled(const std::vector<ScaledSpan>& spans, ops::DType dtype,
                              const std::string& what) {
   if (dtype != ops::DType::kF32 && dtype != ops::DType::kF64)
-    throw InvalidArgumentError(
-        fmt::format("all-reduce: {} tensors cannot be summed; only float32 and float64",
-                    dtype_name(dtype)));
+    throw InvalidArgumentError(fmt::format(
+        "all-reduce: {} tensors cannot be summed; only float32 and float64", dtype_name(dtype)));
   size_t element = dtype == ops::DType::kF64 ? 8 : 4;
   auto scale = dtype == ops::DType::kF64 ? &scale_into<double> : &scale_into<float>;
   size_t count = 0;
@@ -283,7 +285,8 @@ void Ring::all_reduce_scaled(const std::vector<ScaledSpan>& spans, ops::DType dt
   // [begin, end) of the concatenation.
   auto for_pieces = [&](size_t begin, size_t end, const auto& piece) {
     auto s = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) -
-                                 starts.begin()) - 1;
+                                 starts.begin()) -
+             1;
     for (; begin < end; ++s) {
       size_t span_end = starts[s] + spans[s].count;
       if (span_end <= begin) continue;  // an empty span
