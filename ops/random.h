@@ -3,10 +3,10 @@
 #pragma once
 
 #include <array>
-#include <bit>
 #include <cstdint>
 
 #include "ops/tensor.h"
+#include "ops/xoshiro.h"
 
 namespace est::ops {
 
@@ -15,17 +15,7 @@ class Generator {
  public:
   explicit Generator(uint64_t seed = 0);
   // Defined here so that the tensor ops' loops inline them.
-  uint64_t next_u64() {
-    const uint64_t result = std::rotl(state_[1] * 5, 7) * 9;
-    const uint64_t t = state_[1] << 17;
-    state_[2] ^= state_[0];
-    state_[3] ^= state_[1];
-    state_[1] ^= state_[2];
-    state_[0] ^= state_[3];
-    state_[2] ^= t;
-    state_[3] = std::rotl(state_[3], 45);
-    return result;
-  }
+  uint64_t next_u64() { return xoshiro_next(state_.data()); }
   // Uniform in [0, 1).
   double next_double() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
   float next_float() { return static_cast<float>(next_u64() >> 40) * 0x1.0p-24f; }

@@ -7,18 +7,13 @@
 // every level, each as its 256 columns (the image of each state bit), so advancing by any k is
 // one matrix-vector product per set bit of k (at most kJumpLevels). A thread of the dropout
 // kernel jumps to its first element and then steps; the host jumps the Generator by the mask's
-// size. Plain C++ shared by g++ and nvcc (functions are host and device under nvcc); the
-// generator's step is repeated here and tested against Generator::next_u64
-// (tests/ops/random_test.cpp).
+// size. Plain C++ shared by g++ and nvcc (functions are host and device under nvcc); the step
+// itself is ops/xoshiro.h's, the generator's own.
 #pragma once
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define EST_HOST_DEVICE __host__ __device__
-#else
-#define EST_HOST_DEVICE
-#endif
+#include "ops/xoshiro.h"
 
 namespace est::ops::cuda {
 
@@ -27,20 +22,6 @@ constexpr int kJumpLevels = 48;  // jumps below 2^48 draws
 struct XoshiroJumpTable {
   uint64_t columns[kJumpLevels][256][4];  // [level][state bit][word]: T^(2^level) e_bit
 };
-
-// One step of the state, as Generator::next_u64; returns the draw it yields.
-EST_HOST_DEVICE inline uint64_t xoshiro_next(uint64_t s[4]) {
-  const uint64_t x = s[1] * 5;
-  const uint64_t result = ((x << 7) | (x >> 57)) * 9;
-  const uint64_t t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = (s[3] << 45) | (s[3] >> 19);
-  return result;
-}
 
 // s = M s for M given by its columns.
 EST_HOST_DEVICE inline void xoshiro_apply(const uint64_t (*columns)[4], uint64_t s[4]) {

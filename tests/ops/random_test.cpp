@@ -134,15 +134,15 @@ TEST_CASE("normal and truncated normal statistics") {
 }
 
 // The jump-ahead the CUDA dropout kernel uses (ops/cuda/xoshiro_jump.h; plain C++, so tested
-// here in every build): its step is Generator's, a jump of k is k steps, and the mask built from
-// runs of 128 elements, each jumping to its first element as a GPU thread does, is the
-// reference's dropout mask, after which the generator stands where the reference leaves it.
+// here in every build): its step (ops/xoshiro.h) is Generator's, a jump of k is k steps, and the
+// mask built from runs of 128 elements, each jumping to its first element as a GPU thread does, is
+// the reference's dropout mask, after which the generator stands where the reference leaves it.
 TEST_CASE("xoshiro jump-ahead: the generator's steps, any distance, dropout's mask") {
   const cuda::XoshiroJumpTable& table = cuda::xoshiro_jump_table();
   Generator g(42);
   const std::array<uint64_t, 4> start = g.state();
   uint64_t s[4] = {start[0], start[1], start[2], start[3]};
-  for (int i = 0; i < 1000; ++i) REQUIRE(cuda::xoshiro_next(s) == g.next_u64());
+  for (int i = 0; i < 1000; ++i) REQUIRE(xoshiro_next(s) == g.next_u64());
   for (uint64_t distance : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{127}, uint64_t{128},
                             uint64_t{1000}, uint64_t{65537}}) {
     Generator stepped(7);
