@@ -5,14 +5,21 @@
 // replica.run_train_op on in-memory Fashion-MNIST batches. Target for the ratio (workers / one
 // process, issue 32): >= 0.97, and every round's above 0.9.
 //
-//   multi_worker_bench [--global_batch 128] [--steps 300] [--rounds 5] [--profile]
-// Each round starts a fresh one-process run and a fresh 2-worker job, one after the other, and
-// times `steps` steps after 20 warm-up steps; the figures are the medians of the rounds and of
-// the per-round ratios. Lines: `one_process examples_per_sec=...`, `two_workers ...`,
-// `ratio=...`. --profile adds, after each round, each run's split of a step (wall and CPU per
-// step: input, forward, backward, the all-reduce and the wait for the peer inside it, update;
-// then every thread's CPU, run delay and migrations), to compare fast and slow rounds.
+//   multi_worker_bench [--global_batch 128] [--steps 300] [--rounds 5] [--block_steps 50]
+//                      [--profile]
+// Each round starts a fresh one-process run and a fresh 2-worker job together and lets them
+// train in turns, `block_steps` steps at a time (A B B A A B ..., bench/block_gate.h), so that
+// both rates are measured over the same seconds of a host whose speed drifts; each times
+// `steps` steps after one untimed block (the 20 warm-up steps and a first block). With
+// --block_steps 0 they run one after the other instead, as before, each timing `steps` steps
+// after 20 warm-up steps. The figures are the medians of the rounds and of the per-round ratios.
+// Lines: `one_process examples_per_sec=...`, `two_workers ...`, `ratio=...`; each round's line is
+// followed by its blocks' times (ms). --profile adds, after each round, each run's split of a
+// step (wall and CPU per step: input, forward, backward, the all-reduce and the wait for the
+// peer inside it, update; then every thread's CPU, run delay and migrations), to compare fast
+// and slow rounds.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -26,6 +33,7 @@
 #include <est/distribute/net/job_token.h>
 #include <est/nn/nn.h>
 
+#include "bench/block_gate.h"
 #include "bench/child_processes.h"
 #include "bench/fashion_mnist_memory.h"
 #include "bench/step_timer.h"
@@ -42,8 +50,11 @@ namespace dist = est::distribute;
 // steps: the bench's phases (input, forward, train op) and the library's (backward, reduce,
 // the wait for the peer inside it, update), wall and CPU per step, and every thread's CPU time
 // and run delay.
+// With `block_steps` > 0 the process is gated (bench/block_gate.h): it says it is ready, then
+// runs the warm-up and blocks of `block_steps` timed steps as the parent lets it, and the rate
+// is over the blocks' time alone.
 double train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t global_batch,
-             int64_t steps, bool profile, std::string* report) {
+             int64_t steps, int64_t block_steps, bool profile, std::string* report) {
   bench::StepTimer timer(profile);
   int64_t per_replica = global_batch / strategy.num_replicas_in_sync();
   int64_t batches = data.images.dim(0) / global_batch;
@@ -77,6 +88,11 @@ double train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t 
         inputs);
     timer.step_ends();
   };
+  if (block_steps > 0) {
+    bench::GatedRun run = bench::run_gated_blocks(20, block_steps, step, [&] { timer.start(); });
+    if (profile) *report = timer.report(run.timed_steps);
+    return static_cast<double>(run.timed_steps * global_batch) / run.seconds;
+  }
   for (int64_t s = 0; s < 20; ++s) step(s);  // warm-up
   timer.start();
   auto start = std::chrono::steady_clock::now();
@@ -86,6 +102,32 @@ double train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t 
   return static_cast<double>(steps * global_batch) / seconds;
 }
 
+// One round with the three processes started together and let go in blocks, in turns (A: the
+// one process, B: the two workers). On an error the children are killed and their logs kept.
+template <class Config, class Log>
+bench::Interleaved run_interleaved(const std::vector<std::string>& single_args,
+                                   const std::vector<std::string>& worker_args,
+                                   const Config& tf_config, const Log& worker_log,
+                                   const std::string& dir, int64_t blocks) {
+  using namespace std::chrono_literals;
+  std::vector<bench::GatedChild> children;
+  try {
+    children.push_back(bench::spawn_gated(single_args, "", dir + "/single.log"));
+    for (int w = 0; w < 2; ++w)
+      children.push_back(bench::spawn_gated(worker_args, tf_config(w), worker_log(w)));
+    bench::await_children(children, 300s);  // data loaded, job joined
+    bench::Interleaved times =
+        bench::interleave_blocks({children[0]}, {children[1], children[2]}, blocks, 600s);
+    bench::close_gates(children);
+    bench::wait_children(children, 60s);
+    return times;
+  } catch (...) {
+    bench::kill_children(children);
+    fmt::print(stderr, "the children's logs: {}\n", dir);
+    throw;
+  }
+}
+
 using bench::spawn;
 using bench::value_in;
 using bench::wait_all;
@@ -93,7 +135,7 @@ using bench::wait_all;
 }  // namespace
 
 int main(int argc, char** argv) try {
-  int64_t global_batch = 128, steps = 300;
+  int64_t global_batch = 128, steps = 300, block_steps = 50;
   int rounds = 5;
   bool profile = false;
   std::string role;
@@ -102,6 +144,11 @@ int main(int argc, char** argv) try {
   app.add_option("--global_batch", global_batch, "batch over all replicas")->capture_default_str();
   app.add_option("--steps", steps, "timed steps per run")->capture_default_str();
   app.add_option("--rounds", rounds, "runs of each")->capture_default_str();
+  app.add_option("--block_steps", block_steps,
+                 "interleave the two runs of a round in blocks of this many steps (A B B A ...; "
+                 "0: one run after the other)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--profile", profile,
                "print each run's split of a step (input, forward, backward, all-reduce and the "
                "wait for the peer, update; wall and CPU) and its threads' CPU and run delay");
@@ -116,7 +163,7 @@ int main(int argc, char** argv) try {
     else
       strategy = dist::MultiWorkerMirroredStrategy::from_env({}, {.seed = 7});
     std::string report;
-    double rate = train(*strategy, data, global_batch, steps, profile, &report);
+    double rate = train(*strategy, data, global_batch, steps, block_steps, profile, &report);
     if (strategy->is_chief())
       fmt::print("examples_per_sec={:.1f}\nthreads_per_replica={}\n", rate,
                  strategy->threads_per_replica());
@@ -127,34 +174,52 @@ int main(int argc, char** argv) try {
   ::setenv("EST_JOB_TOKEN", dist::generate_job_token().c_str(), 1);
   if (profile) ::setenv("EST_STEP_PROFILE", "1", 1);
   std::string self = "/proc/self/exe";
-  std::vector<std::string> common = {self, "--global_batch", std::to_string(global_batch),
-                                     "--steps", std::to_string(steps)};
+  if (block_steps > steps) block_steps = steps;
+  std::vector<std::string> common = {self,
+                                     "--global_batch",
+                                     std::to_string(global_batch),
+                                     "--steps",
+                                     std::to_string(steps),
+                                     "--block_steps",
+                                     std::to_string(block_steps)};
   if (profile) common.push_back("--profile");
   std::string dir = "/tmp/est_multi_worker_bench_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   std::vector<double> singles, workers, ratios;
   for (int r = 0; r < rounds; ++r) {
-    auto args = common;
-    args.insert(args.end(), {"--role", "single"});
-    wait_all({spawn(args, "", dir + "/single.log")});
-    singles.push_back(value_in(dir + "/single.log", "examples_per_sec"));
+    auto single_args = common;
+    single_args.insert(single_args.end(), {"--role", "single"});
     int p0 = 20000 + (::getpid() * 7 + r * 2) % 20000;
     std::string cluster =
         fmt::format(R"({{"worker": ["127.0.0.1:{}", "127.0.0.1:{}"]}})", p0, p0 + 1);
-    args = common;
-    args.insert(args.end(), {"--role", "worker"});
-    std::vector<pid_t> pids;
-    for (int w = 0; w < 2; ++w)
-      pids.push_back(
-          spawn(args,
-                fmt::format(R"({{"cluster": {}, "task": {{"type": "worker", "index": {}}}}})",
-                            cluster, w),
-                dir + "/worker" + std::to_string(w) + ".log"));
-    wait_all(pids);
-    workers.push_back(value_in(dir + "/worker0.log", "examples_per_sec"));
+    auto worker_args = common;
+    worker_args.insert(worker_args.end(), {"--role", "worker"});
+    auto tf_config = [&](int w) {
+      return fmt::format(R"({{"cluster": {}, "task": {{"type": "worker", "index": {}}}}})", cluster,
+                         w);
+    };
+    auto worker_log = [&](int w) { return dir + "/worker" + std::to_string(w) + ".log"; };
+    std::string blocks_line;
+    if (block_steps == 0) {
+      wait_all({spawn(single_args, "", dir + "/single.log")});
+      wait_all({spawn(worker_args, tf_config(0), worker_log(0)),
+                spawn(worker_args, tf_config(1), worker_log(1))});
+      singles.push_back(value_in(dir + "/single.log", "examples_per_sec"));
+      workers.push_back(value_in(worker_log(0), "examples_per_sec"));
+    } else {
+      int64_t blocks = steps / block_steps;
+      bench::Interleaved times =
+          run_interleaved(single_args, worker_args, tf_config, worker_log, dir, blocks);
+      double examples = static_cast<double>(blocks * block_steps * global_batch);
+      singles.push_back(examples / bench::Interleaved::seconds(times.a_ms));
+      workers.push_back(examples / bench::Interleaved::seconds(times.b_ms));
+      blocks_line = fmt::format("  block_ms one_process {:.1f} / two_workers {:.1f}\n",
+                                fmt::join(times.a_ms, " "), fmt::join(times.b_ms, " "));
+    }
     ratios.push_back(workers.back() / singles.back());
     fmt::print("round {}: one_process {:.1f} two_workers {:.1f} ratio {:.3f}\n", r, singles.back(),
                workers.back(), ratios.back());
+    fmt::print("{}", blocks_line);
     if (profile) {
       bench::print_profile(dir + "/single.log", "single");
       for (int w = 0; w < 2; ++w)

@@ -6,23 +6,29 @@
 // pull, frames included) against 2 x the variables' bytes (one copy of the gradients out, one of
 // the values back: the least a step that pushes every gradient and pulls every value can move).
 //
-//   ps_bench [--batch 64] [--steps 200] [--rounds 3] [--push-ahead-bytes 65536]
-//            [--sync_replicas 2] [--profile]
+//   ps_bench [--batch 64] [--steps 200] [--rounds 3] [--block_steps 50]
+//            [--push-ahead-bytes 65536] [--sync_replicas 2] [--profile]
 // --sync_replicas R: the job trains synchronously (SyncReplicasOptimizer's semantics, R = 2
 // gradients averaged per step, num_tokens = 0: lock-step), each step then three round trips
 // (push, token, pull) and a wait for the slower worker; no gradient is pushed ahead then.
-// Each round runs a fresh one-process run, then fresh jobs (ps 0, worker 0, worker 1): one
-// whose workers send every gradient with the step's request after the backward pass
-// (push_ahead_bytes 0, before issue 18's overlap), and (asynchronous only) one whose workers
-// send gradients of at least --push-ahead-bytes as the backward pass completes them
-// (ParameterServerOptions's default), and
-// times `steps` steps per worker after 20 warm-up steps; the figures are the medians of the
-// rounds. Lines: `one_process examples_per_sec=...`, then per job kind `ps_job push_ahead=...
-// examples_per_sec=... ratio=...` and `bytes_per_step=... variables_bytes=... bytes_ratio=...`,
-// `wait_us_per_step=...` (how long the chief waited for the replies once its requests were
-// sent), and `ahead_vs_batched=...` (the two jobs' examples/s, round by round).
+// Each round runs fresh jobs (ps 0, worker 0, worker 1): one whose workers send every gradient
+// with the step's request after the backward pass (push_ahead_bytes 0, before issue 18's
+// overlap), and (asynchronous only) one whose workers send gradients of at least
+// --push-ahead-bytes as the backward pass completes them (ParameterServerOptions's default).
+// Each job is started together with a fresh one-process run and the two train in turns,
+// `block_steps` steps at a time (A B B A ..., bench/block_gate.h: both rates over the same
+// seconds of the host; a job's block lasts until both its workers are done), `steps` steps per
+// worker after one untimed block (the 20 warm-up steps and the first block);
+// --block_steps 0 runs one process first, then the jobs, one after the other, as before. The
+// figures are the medians of the rounds. Lines: `one_process examples_per_sec=...`, then per
+// job kind `ps_job push_ahead=... examples_per_sec=... ratio=...` and `bytes_per_step=...
+// variables_bytes=... bytes_ratio=...`, `wait_us_per_step=...` (how long the chief waited for
+// the replies once its requests were sent), and `ahead_vs_batched=...` (the two jobs' ratios,
+// round by round; their examples/s when not interleaved). Each round's line is followed by
+// its blocks' times (ms).
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +48,7 @@
 #include <est/distribute/ps/ps_server.h>
 #include <est/nn/nn.h>
 
+#include "bench/block_gate.h"
 #include "bench/child_processes.h"
 #include "bench/fashion_mnist_memory.h"
 #include "bench/ps_profile.h"
@@ -55,12 +62,14 @@ namespace dist = est::distribute;
 struct Timed {
   double examples_per_sec = 0;
   double variables_bytes = 0;
+  int64_t steps_run = 0;  // warm-up included
 };
 
 // `steps` timed steps of batch `batch` under `strategy` (one local replica); with `profile`,
-// `report` gets their split (bench/ps_profile.h).
+// `report` gets their split (bench/ps_profile.h). With `block_steps` > 0 the process is gated
+// (bench/block_gate.h) and times the blocks of `block_steps` steps the parent lets it run.
 Timed train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t batch, int64_t steps,
-            int64_t first_row, bool profile, std::string* report) {
+            int64_t block_steps, int64_t first_row, bool profile, std::string* report) {
   bench::StepTimer timer(profile);
   int64_t batches = data.images.dim(0) / batch;
   double scale = 1.0 / static_cast<double>(batch);
@@ -87,16 +96,56 @@ Timed train(dist::Strategy& strategy, const bench::InMemoryData& data, int64_t b
         {est::data::Element(est::Features{{"image", images}}, labels)});
     timer.step_ends();
   };
-  for (int64_t s = 0; s < 20; ++s) step(s);  // warm-up
-  timer.start();
-  auto start = std::chrono::steady_clock::now();
-  for (int64_t s = 0; s < steps; ++s) step(20 + s);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Timed timed;
+  if (block_steps > 0) {
+    bench::GatedRun run = bench::run_gated_blocks(20, block_steps, step, [&] { timer.start(); });
+    steps = run.timed_steps;
+    timed.examples_per_sec = static_cast<double>(steps * batch) / run.seconds;
+  } else {
+    for (int64_t s = 0; s < 20; ++s) step(s);  // warm-up
+    timer.start();
+    auto start = std::chrono::steady_clock::now();
+    for (int64_t s = 0; s < steps; ++s) step(20 + s);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    timed.examples_per_sec = static_cast<double>(steps * batch) / seconds;
+  }
   if (profile) *report = timer.report(steps);
-  Timed timed{.examples_per_sec = static_cast<double>(steps * batch) / seconds};
+  timed.steps_run = steps + 20;
   for (const est::nn::Variable& v : strategy.store(0).trainable_variables())
     timed.variables_bytes += static_cast<double>(v.value.nbytes());
   return timed;
+}
+
+// One job (ps task, chief, worker) and a one-process run started together; the workers and the
+// one process train in turns, block by block (bench/block_gate.h). On an error every child is
+// killed and the logs kept.
+template <class Config>
+bench::Interleaved run_interleaved(const std::vector<std::string>& single_args,
+                                   const std::vector<std::string>& ps_args,
+                                   const std::vector<std::string>& worker_args,
+                                   const Config& tf_config, const std::string& dir,
+                                   int64_t blocks) {
+  using namespace std::chrono_literals;
+  std::vector<bench::GatedChild> gated, ps;
+  try {
+    ps.push_back({.pid = bench::spawn(ps_args, tf_config("ps"), dir + "/ps.log")});
+    gated.push_back(bench::spawn_gated(single_args, "", dir + "/single.log"));
+    gated.push_back(bench::spawn_gated(worker_args, tf_config("chief"), dir + "/chief.log"));
+    gated.push_back(bench::spawn_gated(worker_args, tf_config("worker"), dir + "/worker.log"));
+    bench::await_children(gated, 300s);  // data loaded, job joined
+    bench::Interleaved times =
+        bench::interleave_blocks({gated[0]}, {gated[1], gated[2]}, blocks, 600s);
+    bench::close_gates(gated);
+    bench::wait_children(gated, 60s);
+    bench::wait_children(ps, 60s);
+    return times;
+  } catch (...) {
+    bench::kill_children(gated);
+    bench::kill_children(ps);
+    fmt::print(stderr, "the children's logs: {}\n", dir);
+    throw;
+  }
 }
 
 using bench::spawn;
@@ -106,7 +155,7 @@ using bench::wait_all;
 }  // namespace
 
 int main(int argc, char** argv) try {
-  int64_t batch = 64, steps = 200;
+  int64_t batch = 64, steps = 200, block_steps = 50;
   int rounds = 3;
   size_t push_ahead_bytes = size_t{64} << 10;
   std::string role;
@@ -115,6 +164,11 @@ int main(int argc, char** argv) try {
   app.add_option("--batch", batch, "each worker's batch per step")->capture_default_str();
   app.add_option("--steps", steps, "timed steps per worker")->capture_default_str();
   app.add_option("--rounds", rounds, "runs of each")->capture_default_str();
+  app.add_option("--block_steps", block_steps,
+                 "interleave the one process and each job in blocks of this many steps (A B B A "
+                 "...; 0: one run after the other)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--push-ahead-bytes", push_ahead_bytes,
                  "the second job's workers send gradients of this size or more ahead")
       ->capture_default_str();
@@ -156,25 +210,31 @@ int main(int argc, char** argv) try {
       strategy = ps;
     }
     std::string report;
-    Timed timed = train(*strategy, data, batch, steps, ps ? ps->input_pipeline_id() * 30000 : 0,
-                        profile, &report);
+    Timed timed = train(*strategy, data, batch, steps, block_steps,
+                        ps ? ps->input_pipeline_id() * 30000 : 0, profile, &report);
     fmt::print("{}", bench::prefix_lines(report, "profile "));
     fmt::print("examples_per_sec={:.1f}\nvariables_bytes={:.0f}\n", timed.examples_per_sec,
                timed.variables_bytes);
     if (ps) {
+      double steps_run = static_cast<double>(timed.steps_run);
       fmt::print("bytes_per_step={:.0f}\n",
-                 static_cast<double>(ps->bytes_sent() + ps->bytes_received()) /
-                     static_cast<double>(steps + 20));
-      fmt::print("wait_us_per_step={:.1f}\n",
-                 ps->ps_client()->seconds_waiting() * 1e6 / static_cast<double>(steps + 20));
+                 static_cast<double>(ps->bytes_sent() + ps->bytes_received()) / steps_run);
+      fmt::print("wait_us_per_step={:.1f}\n", ps->ps_client()->seconds_waiting() * 1e6 / steps_run);
     }
     return 0;
   }
 
   ::setenv("EST_JOB_TOKEN", dist::generate_job_token().c_str(), 1);
-  std::vector<std::string> common = {
-      "/proc/self/exe",      "--batch",         std::to_string(batch),        "--steps",
-      std::to_string(steps), "--sync_replicas", std::to_string(sync_replicas)};
+  if (block_steps > steps) block_steps = steps;
+  std::vector<std::string> common = {"/proc/self/exe",
+                                     "--batch",
+                                     std::to_string(batch),
+                                     "--steps",
+                                     std::to_string(steps),
+                                     "--block_steps",
+                                     std::to_string(block_steps),
+                                     "--sync_replicas",
+                                     std::to_string(sync_replicas)};
   if (profile) {
     ::setenv("EST_STEP_PROFILE", "1", 1);
     common.push_back("--profile");
@@ -188,11 +248,15 @@ int main(int argc, char** argv) try {
   std::vector<std::vector<double>> jobs(2), ratios(2), bytes(2), waits(2);
   std::vector<double> ahead_vs_batched;
   for (int r = 0; r < rounds; ++r) {
-    auto args = common;
-    args.insert(args.end(), {"--role", "single"});
-    wait_all({spawn(args, "", dir + "/single.log")});
-    singles.push_back(value_in(dir + "/single.log", "examples_per_sec"));
-    if (profile) bench::print_profile(dir + "/single.log", fmt::format("round {} single", r));
+    auto single_args = common;
+    single_args.insert(single_args.end(), {"--role", "single"});
+    double single = 0;
+    if (block_steps == 0) {
+      wait_all({spawn(single_args, "", dir + "/single.log")});
+      single = value_in(dir + "/single.log", "examples_per_sec");
+      singles.push_back(single);
+      if (profile) bench::print_profile(dir + "/single.log", fmt::format("round {} single", r));
+    }
     for (size_t k = 0; k < kinds.size(); ++k) {
       int p0 = 20000 + (::getpid() * 7 + r * 6 + static_cast<int>(k) * 3) % 20000;
       std::string cluster = fmt::format(
@@ -202,32 +266,54 @@ int main(int argc, char** argv) try {
         return fmt::format(R"({{"cluster": {}, "task": {{"type": "{}", "index": 0}}}})", cluster,
                            type);
       };
-      std::vector<pid_t> pids;
-      args = common;
-      args.insert(args.end(), {"--role", "ps"});
-      pids.push_back(spawn(args, tf_config("ps"), dir + "/ps.log"));
-      args = common;
-      args.insert(args.end(), {"--role", "worker", "--push-ahead-bytes", std::to_string(kinds[k])});
-      pids.push_back(spawn(args, tf_config("chief"), dir + "/chief.log"));
-      pids.push_back(spawn(args, tf_config("worker"), dir + "/worker.log"));
-      wait_all(pids);
-      double job = value_in(dir + "/chief.log", "examples_per_sec") +
-                   value_in(dir + "/worker.log", "examples_per_sec");
+      auto ps_args = common;
+      ps_args.insert(ps_args.end(), {"--role", "ps"});
+      auto worker_args = common;
+      worker_args.insert(worker_args.end(),
+                         {"--role", "worker", "--push-ahead-bytes", std::to_string(kinds[k])});
+      double job = 0;
+      std::string blocks_line;
+      if (block_steps == 0) {
+        wait_all({spawn(ps_args, tf_config("ps"), dir + "/ps.log"),
+                  spawn(worker_args, tf_config("chief"), dir + "/chief.log"),
+                  spawn(worker_args, tf_config("worker"), dir + "/worker.log")});
+      } else {
+        int64_t blocks = steps / block_steps;
+        bench::Interleaved times =
+            run_interleaved(single_args, ps_args, worker_args, tf_config, dir, blocks);
+        double examples = static_cast<double>(blocks * block_steps * batch);
+        single = examples / bench::Interleaved::seconds(times.a_ms);
+        singles.push_back(single);
+        // Both workers ran `examples` each; a block lasts until the slower one is done.
+        job = 2 * examples / bench::Interleaved::seconds(times.b_ms);
+        blocks_line = fmt::format("  block_ms one_process {:.1f} / job {:.1f}\n",
+                                  fmt::join(times.a_ms, " "), fmt::join(times.b_ms, " "));
+        if (profile)
+          bench::print_profile(dir + "/single.log",
+                               fmt::format("round {} push_ahead={} single", r, kinds[k]));
+      }
+      if (block_steps == 0)
+        job = value_in(dir + "/chief.log", "examples_per_sec") +
+              value_in(dir + "/worker.log", "examples_per_sec");
       jobs[k].push_back(job);
-      ratios[k].push_back(job / singles.back());
+      ratios[k].push_back(job / single);
       bytes[k].push_back(value_in(dir + "/chief.log", "bytes_per_step"));
       waits[k].push_back(value_in(dir + "/chief.log", "wait_us_per_step"));
       if (k == 0) variables.push_back(value_in(dir + "/chief.log", "variables_bytes"));
       fmt::print(
           "round {}: one_process {:.1f} ps_job push_ahead={} {:.1f} ratio {:.3f} "
           "bytes_per_step {:.0f} wait_us_per_step {:.0f}\n",
-          r, singles.back(), kinds[k], job, ratios[k].back(), bytes[k].back(), waits[k].back());
+          r, single, kinds[k], job, ratios[k].back(), bytes[k].back(), waits[k].back());
+      fmt::print("{}", blocks_line);
       if (profile)
         for (const char* who : {"chief", "worker", "ps"})
           bench::print_profile(dir + "/" + who + ".log",
                                fmt::format("round {} push_ahead={} {}", r, kinds[k], who));
     }
-    if (kinds.size() == 2) ahead_vs_batched.push_back(jobs[1].back() / jobs[0].back());
+    // Interleaved, each job is measured against its own one-process run.
+    if (kinds.size() == 2)
+      ahead_vs_batched.push_back(block_steps > 0 ? ratios[1].back() / ratios[0].back()
+                                                 : jobs[1].back() / jobs[0].back());
   }
   std::filesystem::remove_all(dir);
   double model = bench::median(variables);
