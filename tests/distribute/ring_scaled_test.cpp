@@ -117,6 +117,58 @@ TEST_CASE("ring all-reduce scaled: outputs in place of their inputs, and inputs 
   }
 }
 
+// Two tasks send their scaled numbers three ways: scaled straight into the shared-memory
+// channel (the calling thread's sends), staged in the outputs for the sender thread, or over
+// TCP; after an all-gather of odd sizes the channel's next byte is not a float's. The sums are
+// the same bits every way.
+TEST_CASE("ring all-reduce scaled: scaled into the channel, staged, or over TCP: the same bits") {
+  const std::vector<size_t> sizes = sizes_for<float>();
+  size_t total = 0;
+  for (size_t n : sizes) total += n;
+  struct Out {
+    std::vector<float> scaled, reference;
+    uint64_t inline_collectives = 0;
+  };
+  auto run = [&](bool shared_memory, bool inline_sends, bool odd_start) {
+    return testing::run_tasks<Out>(
+        testing::loopback_cluster(2, false),
+        [&](ClusterRuntime& runtime) {
+          Ring& ring = runtime.ring();
+          ring.set_inline_sends(inline_sends);
+          if (odd_start) ring.all_gather(std::string(3 + runtime.rank(), 'x'), "odd sizes");
+          Out out;
+          std::vector<float> in = values_of<float>(runtime.rank(), total);
+          out.scaled.assign(total, -7.0f);
+          out.reference = in;
+          std::vector<Ring::ScaledSpan> spans;
+          for (size_t offset = 0, s = 0; s < sizes.size(); offset += sizes[s], ++s) {
+            for (size_t i = offset; i < offset + sizes[s]; ++i)
+              out.reference[i] = out.reference[i] * static_cast<float>(kScales[s]);
+            spans.push_back({in.data() + offset, out.scaled.data() + offset, sizes[s], kScales[s]});
+          }
+          uint64_t before = ring.inline_collectives();
+          ring.all_reduce_scaled(spans, ops::DType::kF32, "scaled");
+          out.inline_collectives = ring.inline_collectives() - before;
+          ring.all_reduce_sum(out.reference.data(), total, ops::DType::kF32, "reference");
+          return out;
+        },
+        shared_memory);
+  };
+  const std::vector<float> expected = run(false, false, false)[0].reference;
+  for (bool shared_memory : {true, false})
+    for (bool inline_sends : {true, false})
+      for (bool odd_start : {false, true}) {
+        CAPTURE(shared_memory);
+        CAPTURE(inline_sends);
+        CAPTURE(odd_start);
+        for (const Out& out : run(shared_memory, inline_sends, odd_start)) {
+          CHECK(std::memcmp(out.scaled.data(), expected.data(), total * sizeof(float)) == 0);
+          CHECK(std::memcmp(out.reference.data(), expected.data(), total * sizeof(float)) == 0);
+          CHECK(out.inline_collectives == (shared_memory && inline_sends ? 1u : 0u));
+        }
+      }
+}
+
 TEST_CASE("CollectiveAllReduce: scaled sums across workers into fresh tensors") {
   for (int workers : {1, 2, 3}) {
     CAPTURE(workers);
