@@ -63,16 +63,23 @@ class ThreadWatch {
   std::thread thread_;
 };
 
-// The ps task's split per push it applied (the workers' steps, warm-up included).
+// The ps task's split per push it applied (the workers' steps, warm-up included). A
+// synchronous job's ps applies the averaged gradients through its accumulator, not per push:
+// its split is then per request received (push, token and pull each count).
 inline std::string ps_task_report(const ThreadStats& threads) {
   sp::Totals totals = sp::totals();
   int64_t pushes = totals.count[sp::kPsApply];
   std::map<int, std::string> roles{{this_tid(), "main"}};
   for (const auto& [role, tid] : sp::threads()) roles[tid] = role;
   std::string text = fmt::format("pushes={}\n", pushes);
-  text += phase_lines(totals, pushes);
-  text += usage_line({}, process_usage(), pushes);
-  text += thread_report({}, threads, roles, pushes);
+  int64_t per = pushes;
+  if (pushes == 0) {
+    per = totals.count[sp::kPsReceive];
+    text += fmt::format("requests={} (the figures below are per request)\n", per);
+  }
+  text += phase_lines(totals, per);
+  text += usage_line({}, process_usage(), per);
+  text += thread_report({}, threads, roles, per);
   return text;
 }
 
