@@ -22,7 +22,11 @@
 // (or spins) for the same seconds, and reports its steps, the threads it ended with and its
 // team's mean size over the steps (below the maximum: the governor shed threads meanwhile).
 // The closing `target` lines are issue 17's: two_default's total_of_one >= 0.9, busy_default's
-// of_one >= 0.45, one over one_fixed >= 0.97.
+// of_one >= 0.45, one over one_fixed >= 0.97. Then issue 32's item 6 again, with `one` and
+// `one_fixed` started together and trained in turns, --block_steps steps at a time, A B B A ...
+// (bench/block_gate.h; --pair_blocks timed blocks each, per round), so that the ratio is not
+// the host's drift between two runs made seconds apart: `pair=one_over_one_fixed_interleaved
+// ... one_mean_threads=<the governed team's mean size> range=...` and its target line.
 //
 // `--grain` measures instead where splitting a loop starts to pay (the thresholds of
 // ops/cpu/parallel.h): an elementwise add of n floats through parallel_for, and the dense
@@ -30,7 +34,8 @@
 // count, default spin), the fastest of `rounds` repeats of about 2 ms (the cost when nothing else
 // took the cores meanwhile).
 //
-//   threads_bench [--seconds S] [--rounds R] [--grain]   (--child and --busy are the children's)
+//   threads_bench [--seconds S] [--rounds R] [--block_steps K] [--pair_blocks B] [--grain]
+//   (--child, --busy and --gated are the children's)
 // Lines: `scenario=<name> processes=<n> threads=<t> mean_threads=<median over rounds>
 // examples_per_sec=<per process, median>
 // of_one=<that over the one-process rate> total_of_one=<n x of_one>`.
@@ -52,6 +57,8 @@
 
 #include <est/ops/ops.h>
 
+#include "bench/block_gate.h"
+#include "bench/child_processes.h"
 #include "bench/cnn_step.h"
 #include "ops/cpu/parallel.h"
 
@@ -87,6 +94,25 @@ int child(double seconds, bool busy) {
   }
   std::printf("examples_per_sec=%.1f threads=%d mean_threads=%.2f\n",
               steps * kBatch / bench::seconds_since(start), est::ops::active_threads(),
+              steps > 0 ? static_cast<double>(thread_steps) / static_cast<double>(steps) : 0.0);
+  return 0;
+}
+
+// The gated child of the one/one_fixed pair (bench/block_gate.h): warm up, then train the
+// blocks of `block_steps` steps the parent lets it run; report its team's mean size.
+int gated_child(int64_t block_steps) {
+  bench::CnnStep step(kBatch);
+  int64_t steps = 0;
+  int64_t thread_steps = 0;
+  bench::run_gated_blocks(
+      3, block_steps,
+      [&](int64_t) {
+        thread_steps += est::ops::active_threads();
+        step.step();
+        ++steps;
+      },
+      [] {});
+  std::printf("mean_threads=%.2f\n",
               steps > 0 ? static_cast<double>(thread_steps) / static_cast<double>(steps) : 0.0);
   return 0;
 }
@@ -182,6 +208,37 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
+// One process with the governor against one with a fixed team, both started at once and
+// trained in turns, `blocks` blocks of `block_steps` steps each (A B B A ..., the first block of
+// each left out): the two rates over the same seconds of the host. Returns one's rate over
+// one_fixed's, and `one`'s mean team size.
+std::pair<double, double> interleaved_one_over_fixed(const std::string& self, int64_t blocks,
+                                                     int64_t block_steps) {
+  using namespace std::chrono_literals;
+  std::vector<std::string> args{self, "--gated", "--block_steps", std::to_string(block_steps)};
+  const std::string log = "/tmp/est_threads_bench_" + std::to_string(::getpid()) + ".log";
+  std::vector<bench::GatedChild> children;
+  try {
+    children.push_back(bench::spawn_gated(args, "", log));
+    ::setenv("EST_ADAPTIVE_THREADS", "0", 1);
+    children.push_back(bench::spawn_gated(args, "", "/dev/null"));
+    ::unsetenv("EST_ADAPTIVE_THREADS");
+    bench::await_children(children, 300s);
+    bench::Interleaved times = bench::interleave_blocks({children[0]}, {children[1]}, blocks, 600s);
+    bench::close_gates(children);
+    bench::wait_children(children, 60s);
+    double mean_threads = bench::value_in(log, "mean_threads");
+    std::remove(log.c_str());
+    return {bench::Interleaved::seconds(times.b_ms) / bench::Interleaved::seconds(times.a_ms),
+            mean_threads};
+  } catch (...) {
+    ::unsetenv("EST_ADAPTIVE_THREADS");
+    bench::kill_children(children);
+    std::remove(log.c_str());
+    throw;
+  }
+}
+
 // The fastest seconds per call of `fn` over `rounds` repeats of about 2 ms each: what a call costs
 // when nothing else took the cores meanwhile (on a shared machine a median measures the others).
 double seconds_per_call(int rounds, const std::function<void()>& fn) {
@@ -234,10 +291,12 @@ int grain(int rounds) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   double seconds = 3;
   int rounds = 3;
-  bool is_child = false, is_busy = false, is_grain = false;
+  bool is_child = false, is_busy = false, is_grain = false, is_gated = false;
+  int64_t block_steps = 100;
+  int64_t pair_blocks = 8;
   CLI::App app(
       "Two tutorial-CNN training processes at once against one, with and without the "
       "thread rule of ops/backend.h, and one beside a busy neighbour.",
@@ -250,10 +309,20 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--grain", is_grain,
                "measure where splitting an elementwise loop and a matmul over the cores pays");
+  app.add_option("--block_steps", block_steps,
+                 "steps per block of the interleaved one/one_fixed pair")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--pair_blocks", pair_blocks,
+                 "timed blocks of each side of the interleaved pair, per round")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_flag("--child", is_child, "run as a trainer child")->group("");  // hidden
+  app.add_flag("--gated", is_gated, "run as a gated trainer child")->group("");
   app.add_flag("--busy", is_busy, "run as a busy neighbour")->group("");
   CLI11_PARSE(app, argc, argv);
   if (is_child || is_busy) return child(seconds, is_busy);
+  if (is_gated) return gated_child(block_steps);
   if (is_grain) {
     ::setenv("EST_ADAPTIVE_THREADS", "0", 1);  // a fixed count, whatever else runs
     return grain(rounds);
@@ -319,5 +388,22 @@ int main(int argc, char** argv) {
   target("two_default_total_of_one", 2 * of_one["two_default"], 0.9);
   target("busy_default_of_one", of_one["busy_default"], 0.45);
   target("one_over_one_fixed", 1 / of_one["one_fixed"], 0.97);
+  // The same pair interleaved: the runs above are seconds apart, and on a host whose speed
+  // drifts that much their ratio carries the drift.
+  std::vector<double> pair, pair_threads;
+  for (int r = 0; r < rounds; ++r) {
+    auto [ratio, mean] = interleaved_one_over_fixed(self, pair_blocks, block_steps);
+    pair.push_back(ratio);
+    pair_threads.push_back(mean);
+  }
+  fmt::print(
+      "pair=one_over_one_fixed_interleaved rounds={} blocks={} block_steps={} "
+      "one_mean_threads={:.2f} range={:.2f}-{:.2f}\n",
+      rounds, pair_blocks, block_steps, median(pair_threads),
+      *std::min_element(pair.begin(), pair.end()), *std::max_element(pair.begin(), pair.end()));
+  target("one_over_one_fixed_interleaved", median(pair), 0.97);
   return 0;
+} catch (const est::Error& error) {
+  fmt::print(stderr, "error: {}\n", error.what());
+  return 1;
 }
