@@ -54,7 +54,11 @@ const std::vector<Program> kPrograms = {
     {"bench/keras_bench", {"--epochs", "--steps_per_epoch", "--rounds", "--threads"}},
     {"bench/mirrored_bench", {"--global_batch", "--steps", "--repeats"}},
     {"bench/op_backend_bench", {"--batch", "--rounds", "--threads"}},
-    {"bench/threads_bench", {"--seconds", "--rounds"}},
+    {"bench/threads_bench", {"--seconds", "--rounds", "--block_steps", "--pair_blocks"}},
+#if EST_HAVE_GRPC
+    {"bench/multi_worker_bench", {"--global_batch", "--steps", "--rounds", "--block_steps"}},
+    {"bench/ps_bench", {"--batch", "--steps", "--rounds", "--block_steps", "--sync_replicas"}},
+#endif
     {"bench/memory_bench", {"--steps", "--batch", "--estimator_steps", "--limit"}},
     {"bench/serving_bench", {"--est_serve", "--requests", "--dir", "--ort_http", "--node_path"}},
 };
@@ -78,27 +82,32 @@ TEST_CASE("an unknown flag, a bad value or a missing value is an error that name
     std::string flag;  // what the message must name
   };
   const std::vector<Bad> bad = {
-      {"examples/mnist_estimator --bogus 1", "--bogus"},
-      {"examples/mnist_estimator --max_steps abc", "--max_steps"},
-      {"examples/mnist_estimator --max_steps=abc", "--max_steps"},
-      {"examples/mnist_estimator --learning_rate", "--learning_rate"},
-      {"examples/mnist_estimator --strategy sideways", "--strategy"},
-      {"examples/train_cnn --learning-rate=fast", "--learning-rate"},
-      {"examples/train_cnn --learning_rate 0.1", "--learning_rate"},  // not this program's name
-      {"examples/custom_training_loop --global_batch x", "--global_batch"},
-      {"examples/custom_training_loop --strategy=parameter_server", "--strategy"},
-      {"examples/linear_regression --model-dir /tmp/x", "--model-dir"},
-      {"tools/est-ckpt --bogus x", "--bogus"},
-      {"tools/est-ckpt --verify a b", "--verify"},
-      {"bench/cnn_bench --threads two", "--threads"},
-      {"bench/data_bench --bogus", "--bogus"},
-      {"bench/checkpoint_bench --bogus", "--bogus"},
-      {"bench/estimator_bench --steps=x", "--steps"},
-      {"bench/mirrored_bench --repeats", "--repeats"},
-      {"bench/op_backend_bench --rounds=x", "--rounds"},
-      {"bench/threads_bench --seconds", "--seconds"},
-      {"bench/memory_bench --bogus", "--bogus"},
-      {"bench/serving_bench --requests=x", "--requests"},
+    {"examples/mnist_estimator --bogus 1", "--bogus"},
+    {"examples/mnist_estimator --max_steps abc", "--max_steps"},
+    {"examples/mnist_estimator --max_steps=abc", "--max_steps"},
+    {"examples/mnist_estimator --learning_rate", "--learning_rate"},
+    {"examples/mnist_estimator --strategy sideways", "--strategy"},
+    {"examples/train_cnn --learning-rate=fast", "--learning-rate"},
+    {"examples/train_cnn --learning_rate 0.1", "--learning_rate"},  // not this program's name
+    {"examples/custom_training_loop --global_batch x", "--global_batch"},
+    {"examples/custom_training_loop --strategy=parameter_server", "--strategy"},
+    {"examples/linear_regression --model-dir /tmp/x", "--model-dir"},
+    {"tools/est-ckpt --bogus x", "--bogus"},
+    {"tools/est-ckpt --verify a b", "--verify"},
+    {"bench/cnn_bench --threads two", "--threads"},
+    {"bench/data_bench --bogus", "--bogus"},
+    {"bench/checkpoint_bench --bogus", "--bogus"},
+    {"bench/estimator_bench --steps=x", "--steps"},
+    {"bench/mirrored_bench --repeats", "--repeats"},
+    {"bench/op_backend_bench --rounds=x", "--rounds"},
+    {"bench/threads_bench --seconds", "--seconds"},
+    {"bench/threads_bench --block_steps 0", "--block_steps"},
+#if EST_HAVE_GRPC
+    {"bench/multi_worker_bench --block_steps -1", "--block_steps"},
+    {"bench/ps_bench --block_steps=x", "--block_steps"},
+#endif
+    {"bench/memory_bench --bogus", "--bogus"},
+    {"bench/serving_bench --requests=x", "--requests"},
   };
   for (const Bad& b : bad) {
     CAPTURE(b.command);
