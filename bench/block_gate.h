@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,7 +27,7 @@
 
 #include <est/ops/error.h>
 
-extern char** environ;
+#include "bench/child_processes.h"
 
 namespace bench {
 
@@ -101,30 +100,15 @@ inline GatedChild spawn_gated(const std::vector<std::string>& argv, const std::s
     ::close(go[1]);
     throw est::UnavailableError("cannot make a gate pipe");
   }
-  std::vector<std::string> args = argv;
-  std::vector<char*> pointers;
-  for (auto& arg : args) pointers.push_back(arg.data());
-  pointers.push_back(nullptr);
-  if (tf_config.empty())
-    ::unsetenv("TF_CONFIG");
-  else
-    ::setenv("TF_CONFIG", tf_config.c_str(), 1);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  // dup2 clears close-on-exec on the copies; the originals close at exec.
-  posix_spawn_file_actions_adddup2(&actions, go[0], ChildGate::kGoFd);
-  posix_spawn_file_actions_adddup2(&actions, done[1], ChildGate::kDoneFd);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, pointers.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  pid_t pid = -1;
+  try {
+    pid = spawn(argv, tf_config, log, {{go[0], ChildGate::kGoFd}, {done[1], ChildGate::kDoneFd}});
+  } catch (...) {
+    for (int fd : {go[0], go[1], done[0], done[1]}) ::close(fd);
+    throw;
+  }
   ::close(go[0]);
   ::close(done[1]);
-  if (rc != 0) {
-    ::close(go[1]);
-    ::close(done[0]);
-    throw est::UnavailableError("cannot start a benchmark process");
-  }
   return {pid, go[1], done[0]};
 }
 

@@ -11,6 +11,7 @@
 
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <est/ops/error.h>
@@ -20,9 +21,10 @@ extern char** environ;
 namespace bench {
 
 // Runs `argv` (this program in a role) with TF_CONFIG `tf_config` (unset when empty) and its
-// standard output in `log`; returns its pid.
+// standard output in `log`; returns its pid. `inherit`: (descriptor here, its number in the
+// child) pairs the child gets as well (dup2 clears their close-on-exec there).
 inline pid_t spawn(const std::vector<std::string>& argv, const std::string& tf_config,
-                   const std::string& log) {
+                   const std::string& log, const std::vector<std::pair<int, int>>& inherit = {}) {
   std::vector<std::string> args = argv;
   std::vector<char*> pointers;
   for (auto& arg : args) pointers.push_back(arg.data());
@@ -34,6 +36,7 @@ inline pid_t spawn(const std::vector<std::string>& argv, const std::string& tf_c
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  for (const auto& [here, there] : inherit) posix_spawn_file_actions_adddup2(&actions, here, there);
   pid_t pid = 0;
   int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, pointers.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
