@@ -5,16 +5,18 @@
 // second to the next, two runs made one after the other compare two different machines; blocks
 // of a few hundred milliseconds compare the same one.
 //
-// A child gets its gate as two inherited pipe ends: it writes one byte to fd 4 once it is ready
-// (data loaded, job joined), then reads one byte from fd 3 before each block (end of file: no
-// more blocks), times the block's steps itself, and writes one byte to fd 4 when the block is
-// done. The parent waits at most `timeout` for a block: a child that died or
-// hung fails the run (the caller kills the children), it never hangs the benchmark.
+// A child gets its gate as two inherited socket ends: it writes one byte to fd 4 once it is
+// ready (data loaded, job joined), then reads one byte from fd 3 before each block (end of file:
+// no more blocks), times the block's steps itself, and writes one byte to fd 4 when the block is
+// done. The parent waits at most `timeout` for a block, and its writes to a child that died
+// return an error instead of raising SIGPIPE (sockets, MSG_NOSIGNAL): a child that died or hung
+// fails the run (the caller kills the others), it never hangs or kills the benchmark.
 #pragma once
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -86,30 +88,32 @@ GatedRun run_gated_blocks(int64_t warmup, int64_t block_steps, const Step& step,
 // The parent's side: one gated child.
 struct GatedChild {
   pid_t pid = -1;
-  int go = -1;    // write end of the child's fd 3
-  int done = -1;  // read end of the child's fd 4
+  int go = -1;    // our end of the socket pair on the child's fd 3
+  int done = -1;  // our end of the one on its fd 4
 };
 
-// Like spawn() (bench/child_processes.h), with the gate's pipes on fds 3 and 4.
+// Like spawn() (bench/child_processes.h), with the gate's sockets on fds 3 and 4.
 inline GatedChild spawn_gated(const std::vector<std::string>& argv, const std::string& tf_config,
                               const std::string& log) {
+  // [0]: the child's end, [1]: the parent's.
   int go[2], done[2];
-  if (::pipe2(go, O_CLOEXEC) != 0) throw est::UnavailableError("cannot make a gate pipe");
-  if (::pipe2(done, O_CLOEXEC) != 0) {
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) != 0)
+    throw est::UnavailableError("cannot make a gate socket pair");
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, done) != 0) {
     ::close(go[0]);
     ::close(go[1]);
-    throw est::UnavailableError("cannot make a gate pipe");
+    throw est::UnavailableError("cannot make a gate socket pair");
   }
   pid_t pid = -1;
   try {
-    pid = spawn(argv, tf_config, log, {{go[0], ChildGate::kGoFd}, {done[1], ChildGate::kDoneFd}});
+    pid = spawn(argv, tf_config, log, {{go[0], ChildGate::kGoFd}, {done[0], ChildGate::kDoneFd}});
   } catch (...) {
     for (int fd : {go[0], go[1], done[0], done[1]}) ::close(fd);
     throw;
   }
   ::close(go[0]);
-  ::close(done[1]);
-  return {pid, go[1], done[0]};
+  ::close(done[0]);
+  return {pid, go[1], done[1]};
 }
 
 // Waits until every child of `group` has written its byte (ready, or done with its block).
@@ -141,8 +145,8 @@ inline double run_block(const std::vector<GatedChild>& group, std::chrono::secon
   auto start = std::chrono::steady_clock::now();
   for (const GatedChild& child : group) {
     char byte = 'b';
-    if (::write(child.go, &byte, 1) != 1)
-      throw est::InternalError("a benchmark process is gone (its gate is closed)");
+    if (::send(child.go, &byte, 1, MSG_NOSIGNAL) != 1)
+      throw est::InternalError("a benchmark process is gone (its gate is closed); see its log");
   }
   await_children(group, timeout);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
