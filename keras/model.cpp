@@ -1,6 +1,9 @@
 // Model and Sequential: the graph of layers, its weights and its call (see model.h).
 #include "keras/model.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include <fmt/format.h>
 
 #include <functional>
@@ -40,7 +43,12 @@ Model::Model(KerasTensor input, KerasTensor output, std::string name)
     : Model(std::vector<KerasTensor>{std::move(input)}, std::vector<KerasTensor>{std::move(output)},
             std::move(name)) {}
 
-Model::~Model() = default;
+Model::~Model() {
+  if (temporary_model_dir_.empty()) return;
+  estimator_.reset();  // its checkpoint writer finishes first
+  std::error_code ignored;
+  std::filesystem::remove_all(temporary_model_dir_, ignored);
+}
 
 void Model::set_graph(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs) {
   if (inputs.empty() || outputs.empty())

@@ -124,7 +124,9 @@ class Model {
   std::vector<Tensor> regularization_losses(nn::ModelContext& ctx) const;
 
   // The Estimator settings fit/evaluate/predict use (model_dir, tf_random_seed, strategies);
-  // set them before compile().
+  // set them before compile(). Without a model_dir, training keeps its checkpoints in a
+  // temporary directory that goes with the Model (a Keras model leaves no files behind); set
+  // one to keep them.
   RunConfig& config() { return config_; }
 
   // InvalidArgumentError for an unknown loss or metric name; for a built model also for a
@@ -252,6 +254,8 @@ class Model {
   std::shared_ptr<const CompiledLossesAndMetrics> compiled_;
   est::Session* training_session_ = nullptr;
   std::unique_ptr<est::Estimator> estimator_;
+  // The model_dir the Estimator made because none was set; removed with the Model.
+  std::string temporary_model_dir_;
   // While fit runs: where the training model_fn records each replica's loss and metrics.
   std::shared_ptr<StepStatistics> step_statistics_;
   std::shared_ptr<double> learning_rate_;  // null for a schedule; see set_learning_rate

@@ -277,6 +277,7 @@ est::Estimator& Model::training_estimator(std::optional<int64_t> save_steps) {
     return EstimatorSpec::eval(step.loss, std::move(step.ops));
   };
   estimator_ = std::make_unique<est::Estimator>(std::move(model_fn), config);
+  if (config.model_dir.empty()) temporary_model_dir_ = estimator_->model_dir();
   config_.model_dir = estimator_->model_dir();  // the temporary one, when none was set
   return *estimator_;
 }

@@ -311,3 +311,27 @@ TEST_CASE("keras Embedding, Dropout and BatchNormalization train, with non-train
   CHECK(history["loss"].back() < history["loss"].front());
   CHECK(history["accuracy"].back() > 0.8);
 }
+
+TEST_CASE("keras fit without a model_dir leaves no files behind; with one, they stay") {
+  K::clear_session();
+  auto problem = make_problem(64, 4);
+  std::filesystem::path temporary;
+  {
+    auto model = classifier("", 2);
+    model->compile({.optimizer = "sgd", .loss = K::losses::SparseCategoricalCrossentropy(true)});
+    model->fit(dataset_of(problem, 16), {.epochs = 2, .verbose = 0});
+    temporary = model->config().model_dir;
+    REQUIRE_FALSE(temporary.empty());
+    CHECK(std::filesystem::exists(temporary / "checkpoint"));  // fit's state, while the model lives
+    model->fit(dataset_of(problem, 16), {.epochs = 1, .verbose = 0});  // continues from there
+    CHECK(std::filesystem::exists(temporary / "checkpoint"));
+  }
+  CHECK_FALSE(std::filesystem::exists(temporary));
+  TempDir dir;
+  {
+    auto model = classifier(dir.path.string(), 2);
+    model->compile({.optimizer = "sgd", .loss = K::losses::SparseCategoricalCrossentropy(true)});
+    model->fit(dataset_of(problem, 16), {.epochs = 1, .verbose = 0});
+  }
+  CHECK(std::filesystem::exists(dir.path / "checkpoint"));  // the user's directory is theirs
+}
