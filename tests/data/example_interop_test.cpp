@@ -27,9 +27,10 @@ using est::testing::scratch_dir;
 namespace {
 
 constexpr const char* kWriter = R"(
-import os, struct, subprocess, sys, tempfile
+import atexit, os, shutil, struct, subprocess, sys, tempfile
 proto_dir, out_path = sys.argv[1], sys.argv[2]
 gen = tempfile.mkdtemp()
+atexit.register(shutil.rmtree, gen, True)  # the generated module goes with the script
 subprocess.check_call(['protoc', '--proto_path=' + proto_dir, '--python_out=' + gen,
                        os.path.join(proto_dir, 'example.proto')])
 sys.path.insert(0, gen)
