@@ -13,7 +13,6 @@
 // fails the run (the caller kills the others), it never hangs or kills the benchmark.
 #pragma once
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>

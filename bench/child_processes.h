@@ -53,15 +53,6 @@ inline double value_in(const std::string& log, const std::string& key) {
   throw est::InternalError("no " + key + " in " + log);
 }
 
-// The rest of the first line of `log` that starts with `key=`.
-inline std::string text_in(const std::string& log, const std::string& key) {
-  std::ifstream in(log);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key + "=", 0) == 0) return line.substr(key.size() + 1);
-  throw est::InternalError("no " + key + " in " + log);
-}
-
 // Waits for every process of `pids`; throws unless each exited with status 0.
 inline void wait_all(const std::vector<pid_t>& pids) {
   for (pid_t pid : pids) {

@@ -277,6 +277,8 @@ int main(int argc, char** argv) try {
         wait_all({spawn(ps_args, tf_config("ps"), dir + "/ps.log"),
                   spawn(worker_args, tf_config("chief"), dir + "/chief.log"),
                   spawn(worker_args, tf_config("worker"), dir + "/worker.log")});
+        job = value_in(dir + "/chief.log", "examples_per_sec") +
+              value_in(dir + "/worker.log", "examples_per_sec");
       } else {
         int64_t blocks = steps / block_steps;
         bench::Interleaved times =
@@ -292,9 +294,6 @@ int main(int argc, char** argv) try {
           bench::print_profile(dir + "/single.log",
                                fmt::format("round {} push_ahead={} single", r, kinds[k]));
       }
-      if (block_steps == 0)
-        job = value_in(dir + "/chief.log", "examples_per_sec") +
-              value_in(dir + "/worker.log", "examples_per_sec");
       jobs[k].push_back(job);
       ratios[k].push_back(job / single);
       bytes[k].push_back(value_in(dir + "/chief.log", "bytes_per_step"));
