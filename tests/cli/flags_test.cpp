@@ -56,7 +56,8 @@ const std::vector<Program> kPrograms = {
     {"bench/op_backend_bench", {"--batch", "--rounds", "--threads"}},
     {"bench/threads_bench", {"--seconds", "--rounds", "--block_steps", "--pair_blocks"}},
 #if EST_HAVE_GRPC
-    {"bench/multi_worker_bench", {"--global_batch", "--steps", "--rounds", "--block_steps"}},
+    {"bench/multi_worker_bench",
+     {"--global_batch", "--steps", "--rounds", "--block_steps", "--no_exchange"}},
     {"bench/ps_bench", {"--batch", "--steps", "--rounds", "--block_steps", "--sync_replicas"}},
 #endif
     {"bench/memory_bench", {"--steps", "--batch", "--estimator_steps", "--limit"}},
