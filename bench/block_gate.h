@@ -1,9 +1,10 @@
-// Interleaved runs for the benchmarks that divide two runs' rates (multi_worker_bench, ps_bench):
-// every process of both runs is started at once and waits; the parent then lets one run go for a
-// block of steps at a time, alternating the runs (A B B A A B ...), so the two rates are measured
-// over the same seconds of the host. On a virtual machine whose cores change speed from one
-// second to the next, two runs made one after the other compare two different machines; blocks
-// of a few hundred milliseconds compare the same one.
+// Interleaved runs for the benchmarks that divide two runs' rates (multi_worker_bench, ps_bench,
+// threads_bench's one/one_fixed pair): every process of both runs is started at once and waits;
+// the parent then lets one run go for a block of steps at a time, alternating the runs (A B B A
+// A B ...), so the two rates are measured over the same seconds of the host. On a virtual
+// machine whose cores change speed from one second to the next, two runs made one after the
+// other compare two different machines; blocks of a few hundred milliseconds compare the same
+// one.
 //
 // A child gets its gate as two inherited socket ends: it writes one byte to fd 4 once it is
 // ready (data loaded, job joined), then reads one byte from fd 3 before each block (end of file:
@@ -217,6 +218,32 @@ inline void kill_children(std::vector<GatedChild>& children) {
   for (GatedChild& child : children)
     if (child.pid > 0) ::waitpid(child.pid, nullptr, 0);
   for (GatedChild& child : children) child.pid = -1;
+}
+
+// A whole round of interleaved runs: `start(gated, others)` starts the children, the first
+// gated one being run A and the other gated ones run B (`others`: children without a gate, such
+// as a ps task, which end when their job does). Waits until every gated child is ready (data
+// loaded, job joined; 300 s), runs `blocks` timed blocks of each in turns (interleave_blocks),
+// closes the gates and waits for every child to exit (60 s). On any error, in `start` too,
+// every child started so far is killed by pid and the error goes on.
+template <class Start>
+Interleaved interleave_round(const Start& start, int64_t blocks) {
+  using namespace std::chrono_literals;
+  std::vector<GatedChild> gated, others;
+  try {
+    start(gated, others);
+    await_children(gated, 300s);
+    Interleaved times = interleave_blocks(
+        {gated.front()}, std::vector<GatedChild>(gated.begin() + 1, gated.end()), blocks, 600s);
+    close_gates(gated);
+    wait_children(gated, 60s);
+    wait_children(others, 60s);
+    return times;
+  } catch (...) {
+    kill_children(gated);
+    kill_children(others);
+    throw;
+  }
 }
 
 }  // namespace bench

@@ -114,20 +114,15 @@ bench::Interleaved run_interleaved(const std::vector<std::string>& single_args,
                                    const std::vector<std::string>& worker_args,
                                    const Config& tf_config, const Log& worker_log,
                                    const std::string& dir, int64_t blocks) {
-  using namespace std::chrono_literals;
-  std::vector<bench::GatedChild> children;
   try {
-    children.push_back(bench::spawn_gated(single_args, "", dir + "/single.log"));
-    for (int w = 0; w < 2; ++w)
-      children.push_back(bench::spawn_gated(worker_args, tf_config(w), worker_log(w)));
-    bench::await_children(children, 300s);  // data loaded, job joined
-    bench::Interleaved times =
-        bench::interleave_blocks({children[0]}, {children[1], children[2]}, blocks, 600s);
-    bench::close_gates(children);
-    bench::wait_children(children, 60s);
-    return times;
+    return bench::interleave_round(
+        [&](std::vector<bench::GatedChild>& gated, std::vector<bench::GatedChild>&) {
+          gated.push_back(bench::spawn_gated(single_args, "", dir + "/single.log"));
+          for (int w = 0; w < 2; ++w)
+            gated.push_back(bench::spawn_gated(worker_args, tf_config(w), worker_log(w)));
+        },
+        blocks);
   } catch (...) {
-    bench::kill_children(children);
     fmt::print(stderr, "the children's logs: {}\n", dir);
     throw;
   }

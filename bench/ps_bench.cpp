@@ -126,23 +126,17 @@ bench::Interleaved run_interleaved(const std::vector<std::string>& single_args,
                                    const std::vector<std::string>& worker_args,
                                    const Config& tf_config, const std::string& dir,
                                    int64_t blocks) {
-  using namespace std::chrono_literals;
-  std::vector<bench::GatedChild> gated, ps;
   try {
-    ps.push_back({.pid = bench::spawn(ps_args, tf_config("ps"), dir + "/ps.log")});
-    gated.push_back(bench::spawn_gated(single_args, "", dir + "/single.log"));
-    gated.push_back(bench::spawn_gated(worker_args, tf_config("chief"), dir + "/chief.log"));
-    gated.push_back(bench::spawn_gated(worker_args, tf_config("worker"), dir + "/worker.log"));
-    bench::await_children(gated, 300s);  // data loaded, job joined
-    bench::Interleaved times =
-        bench::interleave_blocks({gated[0]}, {gated[1], gated[2]}, blocks, 600s);
-    bench::close_gates(gated);
-    bench::wait_children(gated, 60s);
-    bench::wait_children(ps, 60s);
-    return times;
+    return bench::interleave_round(
+        [&](std::vector<bench::GatedChild>& gated, std::vector<bench::GatedChild>& others) {
+          others.push_back({.pid = bench::spawn(ps_args, tf_config("ps"), dir + "/ps.log")});
+          gated.push_back(bench::spawn_gated(single_args, "", dir + "/single.log"));
+          gated.push_back(bench::spawn_gated(worker_args, tf_config("chief"), dir + "/chief.log"));
+          gated.push_back(
+              bench::spawn_gated(worker_args, tf_config("worker"), dir + "/worker.log"));
+        },
+        blocks);
   } catch (...) {
-    bench::kill_children(gated);
-    bench::kill_children(ps);
     fmt::print(stderr, "the children's logs: {}\n", dir);
     throw;
   }

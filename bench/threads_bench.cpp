@@ -214,26 +214,23 @@ double median(std::vector<double> values) {
 // one_fixed's, and `one`'s mean team size.
 std::pair<double, double> interleaved_one_over_fixed(const std::string& self, int64_t blocks,
                                                      int64_t block_steps) {
-  using namespace std::chrono_literals;
   std::vector<std::string> args{self, "--gated", "--block_steps", std::to_string(block_steps)};
   const std::string log = "/tmp/est_threads_bench_" + std::to_string(::getpid()) + ".log";
-  std::vector<bench::GatedChild> children;
   try {
-    children.push_back(bench::spawn_gated(args, "", log));
-    ::setenv("EST_ADAPTIVE_THREADS", "0", 1);
-    children.push_back(bench::spawn_gated(args, "", "/dev/null"));
-    ::unsetenv("EST_ADAPTIVE_THREADS");
-    bench::await_children(children, 300s);
-    bench::Interleaved times = bench::interleave_blocks({children[0]}, {children[1]}, blocks, 600s);
-    bench::close_gates(children);
-    bench::wait_children(children, 60s);
+    bench::Interleaved times = bench::interleave_round(
+        [&](std::vector<bench::GatedChild>& gated, std::vector<bench::GatedChild>&) {
+          gated.push_back(bench::spawn_gated(args, "", log));
+          ::setenv("EST_ADAPTIVE_THREADS", "0", 1);
+          gated.push_back(bench::spawn_gated(args, "", "/dev/null"));
+          ::unsetenv("EST_ADAPTIVE_THREADS");
+        },
+        blocks);
     double mean_threads = bench::value_in(log, "mean_threads");
     std::remove(log.c_str());
     return {bench::Interleaved::seconds(times.b_ms) / bench::Interleaved::seconds(times.a_ms),
             mean_threads};
   } catch (...) {
     ::unsetenv("EST_ADAPTIVE_THREADS");
-    bench::kill_children(children);
     std::remove(log.c_str());
     throw;
   }
