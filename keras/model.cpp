@@ -1,14 +1,13 @@
 // Model and Sequential: the graph of layers, its weights and its call (see model.h).
 #include "keras/model.h"
 
-#include <filesystem>
-#include <system_error>
-
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
+#include <system_error>
 
 #include "estimator/estimator.h"
 #include "ops/error.h"
