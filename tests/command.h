@@ -34,6 +34,11 @@ inline ProgramResult run_program(const std::string& command, int timeout_seconds
   return result;
 }
 
+// Whether a program's output (or any text) holds `part`.
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 // `text` as one shell word.
 inline std::string shell_quote(const std::string& text) {
   std::string quoted = "'";

@@ -17,10 +17,6 @@ std::string program(const std::string& relative) {
   return std::string(EST_BUILD_ROOT) + "/" + relative;
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 bool have_fashion_mnist() {
   return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
 }

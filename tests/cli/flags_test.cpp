@@ -24,10 +24,6 @@ std::string program(const std::string& relative) {
   return std::string(EST_BUILD_ROOT) + "/" + relative;
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 struct Program {
   std::string path;  // under the build directory
   std::vector<std::string> flags;

@@ -17,10 +17,6 @@ std::string built(const std::string& relative) {
   return std::string(EST_BUILD_ROOT) + "/" + relative;
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 }  // namespace
 
 TEST_CASE("serving_bench: the onnxruntime peer over HTTP answers as est-serve and is timed") {

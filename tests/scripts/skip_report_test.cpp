@@ -20,10 +20,6 @@ namespace {
 #error "EST_SKIP_FIXTURE and EST_SOURCE_ROOT must be defined"
 #endif
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 // Runs of spaces as one, so that doctest's column padding does not matter.
 std::string squeeze(const std::string& text) {
   std::string out;

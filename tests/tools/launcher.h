@@ -32,10 +32,6 @@ namespace est::testing {
 inline const std::string kEstLaunch = EST_LAUNCH_PATH;
 inline const std::string kFakeTask = FAKE_TASK_PATH;
 
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 inline int count_of(const std::string& text, const std::string& part) {
   int count = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
